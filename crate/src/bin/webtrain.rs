@@ -1,0 +1,86 @@
+//! The native command-line trainer. JSON lines on stdout, human text on stderr.
+
+#[cfg(not(target_arch = "wasm32"))]
+mod cli {
+    use clap::{Args, Parser, Subcommand};
+    use webtrain::{Gpu, GpuOptions};
+
+    #[derive(Parser)]
+    #[command(name = "webtrain", version, about = "Train a Llama-style language model on WebGPU")]
+    struct Cli {
+        #[command(subcommand)]
+        command: Command,
+    }
+
+    #[derive(Subcommand)]
+    enum Command {
+        /// Report the adapter, its backend, features and limits.
+        Info(DeviceArgs),
+    }
+
+    #[derive(Args)]
+    struct DeviceArgs {
+        /// Use the first adapter whose name contains this (default: $WEBTRAIN_ADAPTER, else the fastest kind).
+        #[arg(long)]
+        adapter: Option<String>,
+        /// Build f16 kernels packed even where shader-f16 exists (default: $WEBTRAIN_F16).
+        #[arg(long, value_parser = ["native", "packed"])]
+        f16: Option<String>,
+    }
+
+    impl DeviceArgs {
+        fn options(&self) -> GpuOptions {
+            let env = GpuOptions::from_env();
+            GpuOptions {
+                adapter: self.adapter.clone().or(env.adapter),
+                force_packed_f16: self.f16.as_deref().map_or(env.force_packed_f16, |f| f == "packed"),
+            }
+        }
+    }
+
+    pub fn main() -> std::process::ExitCode {
+        let cli = Cli::parse();
+        match pollster::block_on(run(cli)) {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("webtrain: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        }
+    }
+
+    async fn run(cli: Cli) -> webtrain::Result<()> {
+        match cli.command {
+            Command::Info(args) => info(&args).await,
+        }
+    }
+
+    async fn info(args: &DeviceArgs) -> webtrain::Result<()> {
+        let gpu = Gpu::new(&args.options()).await?;
+        let r = gpu.report();
+        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+        eprintln!("adapter  {} ({}, {}) {}", r.name, r.backend, r.device_type, r.driver);
+        eprintln!("f16      {}", r.mixed_precision);
+        eprintln!("timing   {}", r.timing);
+        eprintln!("subgroups {}", if r.features.subgroups { "yes (native kernels may use them)" } else { "no" });
+        eprintln!(
+            "limits   buffer {:.0} MiB, storage binding {:.0} MiB, {} storage buffers/stage, {} B workgroup memory",
+            mib(r.limits.max_buffer_size),
+            mib(r.limits.max_storage_buffer_binding_size),
+            r.limits.max_storage_buffers_per_shader_stage,
+            r.limits.max_compute_workgroup_storage_size
+        );
+        let line = serde_json::to_string(&r).map_err(|e| webtrain::Error::Unsupported(e.to_string()))?;
+        println!("{line}");
+        Ok(())
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn main() -> std::process::ExitCode {
+    cli::main()
+}
+
+// The CLI is native only; wasm32 builds (wasm-pack test) still compile bins.
+#[cfg(target_arch = "wasm32")]
+fn main() {}

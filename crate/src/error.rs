@@ -1,0 +1,47 @@
+//! One error type for the whole crate. Every variant carries what a person
+//! needs to act on it: which kernel, which limit, which adapter.
+
+use thiserror::Error;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error(
+        "this browser has no WebGPU (navigator.gpu is missing). Use a recent Chrome or Edge; \
+         on Linux start it with --enable-unsafe-webgpu --enable-features=Vulkan, \
+         or enable chrome://flags/#enable-unsafe-webgpu"
+    )]
+    NoWebGpu,
+
+    #[error("no GPU adapter{}: {}", wanted.as_ref().map(|w| format!(" named like {w:?}")).unwrap_or_default(),
+        if available.is_empty() { hint.to_string() } else { format!("available: {}", available.join(", ")) })]
+    NoAdapter { wanted: Option<String>, available: Vec<String>, hint: &'static str },
+
+    #[error("the adapter {adapter:?} refused a device: {message}")]
+    DeviceRequest { adapter: String, message: String },
+
+    #[error("the GPU device was lost ({reason}); the page or process must create a new one")]
+    DeviceLost { reason: String },
+
+    #[error("kernel {kernel} does not compile for this adapter ({storage} f16 storage): {message}")]
+    Shader { kernel: &'static str, storage: &'static str, message: String },
+
+    #[error("GPU error in {op}: {message}")]
+    Gpu { op: String, message: String },
+
+    #[error("{op}: {what} expected {expected}, got {got}")]
+    Shape { op: &'static str, what: &'static str, expected: String, got: String },
+
+    #[error("{op}: {what} needs {needed} but this adapter allows {limit}")]
+    Limit { op: &'static str, what: String, needed: u64, limit: u64 },
+
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+impl Error {
+    pub(crate) fn shape(op: &'static str, what: &'static str, expected: impl ToString, got: impl ToString) -> Self {
+        Error::Shape { op, what, expected: expected.to_string(), got: got.to_string() }
+    }
+}

@@ -1,0 +1,205 @@
+//! Adapter choice, device creation and the device's health.
+//!
+//! The device is requested with the adapter's own limits (not WebGPU's
+//! defaults: 128 MiB bindings would cap the model size) and with every
+//! feature webtrain can use that the adapter has.
+
+use std::sync::{Arc, Mutex};
+
+use crate::error::{Error, Result};
+use crate::shaders::F16Storage;
+
+/// How to pick the adapter and build pipelines.
+#[derive(Clone, Debug, Default)]
+pub struct GpuOptions {
+    /// Pick the first adapter whose name contains this (case-insensitive).
+    /// Native only; the browser chooses its own adapter.
+    pub adapter: Option<String>,
+    /// Build f16 kernels in packed mode even where `shader-f16` exists.
+    pub force_packed_f16: bool,
+}
+
+impl GpuOptions {
+    /// `WEBTRAIN_ADAPTER=name` and `WEBTRAIN_F16=packed`, for tests and CI.
+    pub fn from_env() -> Self {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        GpuOptions {
+            adapter: var("WEBTRAIN_ADAPTER"),
+            force_packed_f16: var("WEBTRAIN_F16").is_some_and(|v| v.eq_ignore_ascii_case("packed")),
+        }
+    }
+}
+
+/// What the device can do beyond core WebGPU, as enabled on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    pub shader_f16: bool,
+    /// Native only in wgpu 30: its WebGPU backend does not map `subgroups`.
+    pub subgroups: bool,
+    pub timestamps: bool,
+    /// Timestamps between dispatches of one pass: native only.
+    pub timestamps_inside_passes: bool,
+}
+
+/// Failures reported by the device outside any call: kept until asked for,
+/// because a callback must not panic (on the web it would kill the worker).
+#[derive(Default)]
+struct Health {
+    lost: Mutex<Option<String>>,
+    uncaptured: Mutex<Option<String>>,
+}
+
+/// A device, its queue and what was learned about its adapter. Cheap to
+/// clone; clones share the device.
+#[derive(Clone)]
+pub struct Gpu {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub info: wgpu::AdapterInfo,
+    pub caps: Capabilities,
+    pub limits: wgpu::Limits,
+    f16_storage: F16Storage,
+    health: Arc<Health>,
+}
+
+impl Gpu {
+    pub async fn new(options: &GpuOptions) -> Result<Gpu> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
+        let adapter = choose_adapter(&instance, options.adapter.as_deref()).await?;
+        let info = adapter.get_info();
+        let wanted = wgpu::Features::SHADER_F16
+            | wgpu::Features::SUBGROUP
+            | wgpu::Features::TIMESTAMP_QUERY
+            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES
+            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
+        let features = adapter.features() & wanted;
+        let limits = adapter.limits();
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("webtrain"),
+                required_features: features,
+                required_limits: limits.clone(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| Error::DeviceRequest { adapter: info.name.clone(), message: e.to_string() })?;
+
+        let health = Arc::new(Health::default());
+        let h = Arc::clone(&health);
+        device.set_device_lost_callback(move |reason, message| {
+            set_once(&h.lost, format!("{reason:?}: {message}"));
+        });
+        let h = Arc::clone(&health);
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| set_once(&h.uncaptured, e.to_string())));
+
+        let caps = Capabilities {
+            shader_f16: features.contains(wgpu::Features::SHADER_F16),
+            subgroups: features.contains(wgpu::Features::SUBGROUP),
+            timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
+            timestamps_inside_passes: features.contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),
+        };
+        let f16_storage =
+            if caps.shader_f16 && !options.force_packed_f16 { F16Storage::Native } else { F16Storage::Packed };
+        Ok(Gpu { device, queue, info, caps, limits, f16_storage, health })
+    }
+
+    /// The storage mode pipelines built for this handle use.
+    pub fn f16_storage(&self) -> F16Storage {
+        self.f16_storage
+    }
+
+    /// The same device, building pipelines in another f16 storage mode.
+    pub fn with_f16_storage(&self, storage: F16Storage) -> Result<Gpu> {
+        if storage == F16Storage::Native && !self.caps.shader_f16 {
+            return Err(Error::Unsupported(format!(
+                "native f16 storage needs the shader-f16 feature, which {:?} lacks",
+                self.info.name
+            )));
+        }
+        Ok(Gpu { f16_storage: storage, ..self.clone() })
+    }
+
+    /// Fails if the device was lost or reported an error nobody caught.
+    pub fn check_health(&self) -> Result<()> {
+        if let Some(reason) = lock(&self.health.lost).clone() {
+            return Err(Error::DeviceLost { reason });
+        }
+        if let Some(message) = lock(&self.health.uncaptured).take() {
+            return Err(Error::Gpu { op: "device".into(), message });
+        }
+        Ok(())
+    }
+
+    /// Why the device was lost, if it was: for a caller that polls.
+    pub fn lost_reason(&self) -> Option<String> {
+        lock(&self.health.lost).clone()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A poisoned lock only means a panic elsewhere; the Option inside is intact.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn set_once(slot: &Mutex<Option<String>>, message: String) {
+    lock(slot).get_or_insert(message);
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+async fn choose_adapter(instance: &wgpu::Instance, wanted: Option<&str>) -> Result<wgpu::Adapter> {
+    let adapters = instance.enumerate_adapters(wgpu::Backends::all()).await;
+    let names: Vec<String> =
+        adapters.iter().map(|a| format!("{} ({:?})", a.get_info().name, a.get_info().backend)).collect();
+    let no_adapter = || Error::NoAdapter {
+        wanted: wanted.map(str::to_owned),
+        available: names.clone(),
+        hint: "none found (on Linux without a GPU, install mesa-vulkan-drivers for lavapipe)",
+    };
+    match wanted {
+        Some(w) => {
+            let w = w.to_lowercase();
+            adapters.into_iter().find(|a| a.get_info().name.to_lowercase().contains(&w)).ok_or_else(no_adapter)
+        }
+        None => adapters.into_iter().max_by_key(|a| preference(a.get_info().device_type)).ok_or_else(no_adapter),
+    }
+}
+
+/// Higher is better: what "high performance" means among enumerated adapters.
+#[cfg(not(target_arch = "wasm32"))]
+fn preference(t: wgpu::DeviceType) -> u8 {
+    match t {
+        wgpu::DeviceType::DiscreteGpu => 4,
+        wgpu::DeviceType::IntegratedGpu => 3,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Cpu => 1,
+        wgpu::DeviceType::Other => 0,
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+async fn choose_adapter(instance: &wgpu::Instance, _wanted: Option<&str>) -> Result<wgpu::Adapter> {
+    if !browser_has_webgpu() {
+        return Err(Error::NoWebGpu);
+    }
+    instance
+        .request_adapter(&wgpu::RequestAdapterOptions {
+            power_preference: wgpu::PowerPreference::HighPerformance,
+            ..Default::default()
+        })
+        .await
+        .map_err(|_| Error::NoAdapter {
+            wanted: None,
+            available: Vec::new(),
+            hint: "the browser has WebGPU but offered no adapter (GPU blocklisted or disabled in chrome://gpu)",
+        })
+}
+
+/// `navigator.gpu` exists, in a window or a worker.
+#[cfg(target_arch = "wasm32")]
+fn browser_has_webgpu() -> bool {
+    use wasm_bindgen::JsValue;
+    let get = |o: &JsValue, k: &str| js_sys::Reflect::get(o, &JsValue::from_str(k)).ok();
+    get(&js_sys::global(), "navigator")
+        .and_then(|nav| get(&nav, "gpu"))
+        .is_some_and(|gpu| !gpu.is_undefined() && !gpu.is_null())
+}

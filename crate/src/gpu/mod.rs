@@ -1,0 +1,13 @@
+//! The device side: adapter and device, buffers, pipelines, dispatches.
+
+mod buffers;
+mod context;
+mod dispatch;
+mod pipeline;
+mod report;
+
+pub use buffers::{f16_bytes, BufferRange};
+pub use context::{Capabilities, Gpu, GpuOptions};
+pub use dispatch::{grid_1d, Dispatch, Grid, WG};
+pub use pipeline::{build_kernels, Kernel, KernelDesc, Slot};
+pub use report::{AdapterReport, FeatureReport, LimitReport};

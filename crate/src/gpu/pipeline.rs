@@ -1,0 +1,121 @@
+//! Compute pipelines with explicit bind-group layouts, built inside error
+//! scopes so that a kernel that does not compile is a returned error naming
+//! the kernel and its source line, never a panic.
+
+use super::dispatch::{Dispatch, Grid};
+use super::Gpu;
+use crate::error::{Error, Result};
+use crate::shaders::{compose, ShaderFile};
+
+/// One binding of a kernel, in the order of its `@binding` numbers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slot {
+    /// `var<uniform>` params struct.
+    Uniform(u32),
+    /// `var<storage, read>` input.
+    Read(u32),
+    /// `var<storage, read_write>` output.
+    ReadWrite(u32),
+}
+
+/// A kernel's entry point and its bindings, written out like a C header in
+/// each kernel module.
+pub struct KernelDesc {
+    pub entry: &'static str,
+    pub slots: &'static [Slot],
+}
+
+/// A built kernel: what a launcher turns into [`Dispatch`]es.
+pub struct Kernel {
+    pub entry: &'static str,
+    slots: &'static [Slot],
+    layout: wgpu::BindGroupLayout,
+    pipeline: wgpu::ComputePipeline,
+}
+
+/// Builds every kernel of one shader file in the handle's f16 storage mode.
+pub async fn build_kernels<const N: usize>(gpu: &Gpu, file: ShaderFile, descs: [KernelDesc; N]) -> Result<[Kernel; N]> {
+    let storage = gpu.f16_storage();
+    let composed = compose(file, storage);
+    let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let module = gpu.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some(file.name),
+        source: wgpu::ShaderSource::Wgsl(composed.source.as_str().into()),
+    });
+    let kernels = descs.map(|d| build_one(gpu, &module, d));
+    if let Some(error) = scope.pop().await {
+        let info = module.get_compilation_info().await;
+        let located: Vec<String> = info
+            .messages
+            .iter()
+            .map(|m| match &m.location {
+                Some(loc) => format!("{}: {}", composed.locate(loc.line_number), m.message),
+                None => m.message.clone(),
+            })
+            .collect();
+        let message = if located.is_empty() { error.to_string() } else { located.join("; ") };
+        return Err(Error::Shader { kernel: file.name, storage: storage.name(), message });
+    }
+    Ok(kernels)
+}
+
+fn build_one(gpu: &Gpu, module: &wgpu::ShaderModule, desc: KernelDesc) -> Kernel {
+    let entries: Vec<wgpu::BindGroupLayoutEntry> = desc
+        .slots
+        .iter()
+        .map(|slot| {
+            let (binding, ty) = match *slot {
+                Slot::Uniform(b) => (b, wgpu::BufferBindingType::Uniform),
+                Slot::Read(b) => (b, wgpu::BufferBindingType::Storage { read_only: true }),
+                Slot::ReadWrite(b) => (b, wgpu::BufferBindingType::Storage { read_only: false }),
+            };
+            wgpu::BindGroupLayoutEntry {
+                binding,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer { ty, has_dynamic_offset: false, min_binding_size: None },
+                count: None,
+            }
+        })
+        .collect();
+    let layout = gpu
+        .device
+        .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(desc.entry), entries: &entries });
+    let pipeline_layout = gpu.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some(desc.entry),
+        bind_group_layouts: &[Some(&layout)],
+        immediate_size: 0,
+    });
+    let pipeline = gpu.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(desc.entry),
+        layout: Some(&pipeline_layout),
+        module,
+        entry_point: Some(desc.entry),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    Kernel { entry: desc.entry, slots: desc.slots, layout, pipeline }
+}
+
+impl Kernel {
+    /// Binds `resources` (one per slot, in slot order) for a dispatch of `grid`.
+    pub fn dispatch(&self, gpu: &Gpu, resources: &[wgpu::BindingResource<'_>], grid: Grid) -> Result<Dispatch> {
+        if resources.len() != self.slots.len() {
+            return Err(Error::shape(self.entry, "bindings", self.slots.len(), resources.len()));
+        }
+        let entries: Vec<wgpu::BindGroupEntry> = self
+            .slots
+            .iter()
+            .zip(resources)
+            .map(|(slot, resource)| {
+                let (Slot::Uniform(binding) | Slot::Read(binding) | Slot::ReadWrite(binding)) = *slot;
+                wgpu::BindGroupEntry { binding, resource: resource.clone() }
+            })
+            .collect();
+        let bind_group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(self.entry),
+            layout: &self.layout,
+            entries: &entries,
+        });
+        Ok(Dispatch { label: self.entry, pipeline: self.pipeline.clone(), bind_group, grid })
+    }
+}

@@ -1,0 +1,66 @@
+//! Launchers for 08_cast.wgsl: f32 <-> f16 in either f16 storage mode.
+//!
+//! f32 -> f16 saturates to ±65504 (±Inf included), rounds to nearest even,
+//! and keeps NaN as NaN. f16 -> f32 is exact.
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::error::Result;
+use crate::gpu::{build_kernels, f16_bytes, BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot};
+use crate::shaders::CAST;
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct Params {
+    n: u32,
+    _pad: [u32; 3],
+}
+
+const F32_TO_F16: KernelDesc = KernelDesc {
+    entry: "cast_f32_to_f16",
+    slots: &[
+        Slot::Uniform(0),   // params
+        Slot::Read(1),      // src_f32: [n] f32
+        Slot::ReadWrite(2), // dst_h: [ceil(n/2)] half2
+    ],
+};
+const F16_TO_F32: KernelDesc = KernelDesc {
+    entry: "cast_f16_to_f32",
+    slots: &[
+        Slot::Uniform(0),   // params
+        Slot::Read(1),      // src_h: [ceil(n/2)] half2
+        Slot::ReadWrite(2), // dst_f32: [n] f32
+    ],
+};
+
+pub struct Cast {
+    f32_to_f16: Kernel,
+    f16_to_f32: Kernel,
+}
+
+impl Cast {
+    pub async fn new(gpu: &Gpu) -> Result<Self> {
+        let [f32_to_f16, f16_to_f32] = build_kernels(gpu, CAST, [F32_TO_F16, F16_TO_F32]).await?;
+        Ok(Cast { f32_to_f16, f16_to_f32 })
+    }
+
+    /// `dst[..n] = f16(src[..n])`, one invocation per output word.
+    pub fn f32_to_f16(&self, gpu: &Gpu, src: BufferRange, dst: BufferRange, n: u32) -> Result<Dispatch> {
+        let op = "cast_f32_to_f16";
+        gpu.check_binding(op, "src", &src, 4 * n as u64)?;
+        gpu.check_binding(op, "dst", &dst, f16_bytes(n as u64))?;
+        let params = gpu.uniform(op, &Params { n, _pad: [0; 3] });
+        let bindings = [params.as_entire_binding(), src.binding(), dst.binding()];
+        self.f32_to_f16.dispatch(gpu, &bindings, gpu.grid_1d(op, (n as u64).div_ceil(2))?)
+    }
+
+    /// `dst[..n] = f32(src[..n])`, one invocation per element.
+    pub fn f16_to_f32(&self, gpu: &Gpu, src: BufferRange, dst: BufferRange, n: u32) -> Result<Dispatch> {
+        let op = "cast_f16_to_f32";
+        gpu.check_binding(op, "src", &src, f16_bytes(n as u64))?;
+        gpu.check_binding(op, "dst", &dst, 4 * n as u64)?;
+        let params = gpu.uniform(op, &Params { n, _pad: [0; 3] });
+        let bindings = [params.as_entire_binding(), src.binding(), dst.binding()];
+        self.f16_to_f32.dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
+    }
+}

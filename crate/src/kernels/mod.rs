@@ -1,0 +1,10 @@
+//! One launcher module per shader file: it owns the file's pipelines and
+//! layouts, checks shapes, and turns buffers into [`Dispatch`]es.
+//!
+//! [`Dispatch`]: crate::gpu::Dispatch
+
+pub mod cast;
+pub mod infrastructure;
+
+pub use cast::Cast;
+pub use infrastructure::Infrastructure;

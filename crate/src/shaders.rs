@@ -1,0 +1,122 @@
+//! The shader registry: every `shaders/*.wgsl` file under a named constant,
+//! and the one place where a kernel file is composed into a module.
+//!
+//! A module is `f16 storage header` + `00_common.wgsl` + the kernel file. The
+//! header is the only thing that differs between the two f16 storage modes:
+//! both declare f16 tensors as `array<half2>` (two halves per 32-bit word),
+//! native mode as `vec2<f16>` with `enable f16;`, packed mode as `u32` read
+//! through `unpack2x16float`. Kernel sources are written once against
+//! `half2`, `unpack_half2`, `pack_half2` and `half_at`.
+
+use std::fmt;
+
+/// One WGSL file of the `shaders/` folder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ShaderFile {
+    pub name: &'static str,
+    pub source: &'static str,
+}
+
+macro_rules! shader_file {
+    ($name:literal) => {
+        ShaderFile { name: $name, source: include_str!(concat!("../../shaders/", $name, ".wgsl")) }
+    };
+}
+
+pub const F16_NATIVE: ShaderFile = shader_file!("00_f16_native");
+pub const F16_PACKED: ShaderFile = shader_file!("00_f16_packed");
+pub const COMMON: ShaderFile = shader_file!("00_common");
+pub const INFRASTRUCTURE: ShaderFile = shader_file!("00_infrastructure");
+pub const CAST: ShaderFile = shader_file!("08_cast");
+
+/// Kernel files, in pipeline order (headers and the preamble excluded).
+pub const KERNEL_FILES: &[ShaderFile] = &[INFRASTRUCTURE, CAST];
+
+/// How f16 tensors are stored in WGSL. Chosen when a pipeline is built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum F16Storage {
+    /// `enable f16;` and `vec2<f16>` words: needs the `shader-f16` feature.
+    Native,
+    /// `u32` words unpacked with `unpack2x16float`: runs everywhere.
+    Packed,
+}
+
+impl F16Storage {
+    pub fn name(self) -> &'static str {
+        match self {
+            F16Storage::Native => "native",
+            F16Storage::Packed => "packed",
+        }
+    }
+
+    fn header(self) -> ShaderFile {
+        match self {
+            F16Storage::Native => F16_NATIVE,
+            F16Storage::Packed => F16_PACKED,
+        }
+    }
+}
+
+impl fmt::Display for F16Storage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A composed module's source, which remembers where each part starts so a
+/// compiler message's line can be traced back to its own file.
+pub struct Composed {
+    pub source: String,
+    parts: Vec<(&'static str, u32)>, // (file name, first line in `source`, 1-based)
+}
+
+pub fn compose(file: ShaderFile, storage: F16Storage) -> Composed {
+    let mut source = String::new();
+    let mut parts = Vec::new();
+    let mut line = 1;
+    for part in [storage.header(), COMMON, file] {
+        parts.push((part.name, line));
+        source.push_str(part.source);
+        if !part.source.ends_with('\n') {
+            source.push('\n');
+        }
+        line += part.source.lines().count() as u32;
+    }
+    Composed { source, parts }
+}
+
+impl Composed {
+    /// `shaders/NAME.wgsl:LINE` for a 1-based line of the composed source.
+    pub fn locate(&self, line: u32) -> String {
+        let (name, first) =
+            self.parts.iter().rev().find(|(_, first)| *first <= line).copied().unwrap_or(("?", 1));
+        format!("shaders/{name}.wgsl:{}", line - first + 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_native_header_enables_f16_and_it_comes_first() {
+        let native = compose(CAST, F16Storage::Native).source;
+        let packed = compose(CAST, F16Storage::Packed).source;
+        let first_code_line = |s: &str| s.lines().find(|l| !l.starts_with("//")).map(str::to_owned);
+        assert_eq!(first_code_line(&native).as_deref(), Some("enable f16;"));
+        assert!(!packed.contains("enable f16"));
+        assert!(native.ends_with(CAST.source) && packed.ends_with(CAST.source));
+    }
+
+    #[test]
+    fn locate_maps_composed_lines_back_to_files() {
+        let c = compose(INFRASTRUCTURE, F16Storage::Packed);
+        let header_lines = F16_PACKED.source.lines().count() as u32;
+        let common_lines = COMMON.source.lines().count() as u32;
+        assert_eq!(c.locate(1), "shaders/00_f16_packed.wgsl:1");
+        assert_eq!(c.locate(header_lines + 1), "shaders/00_common.wgsl:1");
+        assert_eq!(c.locate(header_lines + common_lines + 3), "shaders/00_infrastructure.wgsl:3");
+        let line = c.source.lines().nth((header_lines + common_lines + 2) as usize).unwrap();
+        assert_eq!(line, INFRASTRUCTURE.source.lines().nth(2).unwrap());
+    }
+}

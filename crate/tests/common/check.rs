@@ -1,0 +1,56 @@
+//! Comparison against references, with failures that say where and by how much.
+
+use half::f16;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+pub fn rng(seed: u64) -> SmallRng {
+    SmallRng::seed_from_u64(seed)
+}
+
+pub fn uniform(rng: &mut SmallRng, n: usize, lo: f32, hi: f32) -> Vec<f32> {
+    (0..n).map(|_| rng.random_range(lo..hi)).collect()
+}
+
+/// Asserts `|got - want| <= atol + rtol * |want|` everywhere; on failure
+/// names the first bad index, both values, and the worst difference.
+pub fn assert_close(what: &str, got: &[f32], want: &[f32], atol: f64, rtol: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let mut first_bad = None;
+    let mut worst = (0usize, 0f64);
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let diff = (g as f64 - w as f64).abs();
+        let ok = diff <= atol + rtol * (w as f64).abs() || (g.is_nan() && w.is_nan()) || g == w;
+        if !ok && first_bad.is_none() {
+            first_bad = Some(i);
+        }
+        if diff > worst.1 || (diff.is_nan() && !worst.1.is_nan()) {
+            worst = (i, diff);
+        }
+    }
+    if let Some(i) = first_bad {
+        let bad = got.iter().zip(want).filter(|(g, w)| g.to_bits() != w.to_bits()).count();
+        panic!(
+            "{what}: index {i}: got {} want {} (atol {atol:e}, rtol {rtol:e}); worst |diff| {:e} at {} (got {} want {}); {bad} of {} differ",
+            got[i], want[i], worst.1, worst.0, got[worst.0], want[worst.0], got.len()
+        );
+    }
+}
+
+/// Asserts identical f16 bit patterns, any NaN matching any NaN.
+pub fn assert_f16_identical(what: &str, inputs: &[f32], got: &[f16], want: &[f16]) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let same = |g: f16, w: f16| g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan());
+    let bad: Vec<usize> = (0..got.len()).filter(|&i| !same(got[i], want[i])).collect();
+    if let Some(&i) = bad.first() {
+        panic!(
+            "{what}: index {i}: input {:e} ({:#010x}) gave f16 {:#06x} ({}) want {:#06x} ({}); {} of {} differ",
+            inputs[i], inputs[i].to_bits(), got[i].to_bits(), got[i], want[i].to_bits(), want[i], bad.len(), got.len()
+        );
+    }
+}
+
+/// Asserts bit-identical f32 values, any NaN matching any NaN.
+pub fn assert_identical(what: &str, got: &[f32], want: &[f32]) {
+    assert_close(what, got, want, 0.0, 0.0);
+}

@@ -1,0 +1,43 @@
+//! Test bodies shared by the native harness (`cargo test`, lavapipe in CI)
+//! and the browser harness (`wasm-pack test --chrome`, SwiftShader in CI).
+//! A body is `async fn(&Gpu) -> webtrain::Result<()>` and panics on a wrong
+//! number; `gpu_tests!` turns one list of bodies into tests for both.
+
+#![allow(dead_code)] // each harness uses its own half of the helpers
+
+pub mod cast;
+pub mod check;
+pub mod harness;
+pub mod infrastructure;
+pub mod pipelines;
+
+/// One list of bodies, three sets of tests: native f16 storage and packed
+/// f16 storage natively; the browser's own mode (packed on SwiftShader).
+#[macro_export]
+macro_rules! gpu_tests {
+    ($($module:ident :: $name:ident),* $(,)?) => {
+        #[cfg(not(target_arch = "wasm32"))]
+        mod native_f16 {
+            $(#[test] fn $name() {
+                let gpu = $crate::common::harness::native_gpu(webtrain::F16Storage::Native);
+                $crate::common::harness::block_on_checked(stringify!($name), $crate::common::$module::$name(&gpu));
+            })*
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        mod packed_f16 {
+            $(#[test] fn $name() {
+                let gpu = $crate::common::harness::native_gpu(webtrain::F16Storage::Packed);
+                $crate::common::harness::block_on_checked(stringify!($name), $crate::common::$module::$name(&gpu));
+            })*
+        }
+        #[cfg(target_arch = "wasm32")]
+        mod browser {
+            $(#[wasm_bindgen_test::wasm_bindgen_test] async fn $name() {
+                let gpu = $crate::common::harness::browser_gpu().await;
+                if let Err(e) = $crate::common::$module::$name(&gpu).await {
+                    panic!("{} ({} f16 storage): {e}", stringify!($name), gpu.f16_storage());
+                }
+            })*
+        }
+    };
+}

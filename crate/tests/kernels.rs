@@ -1,0 +1,22 @@
+//! Every kernel against its CPU reference, natively in both f16 storage
+//! modes and in the browser (`wasm-pack test --headless --chrome`).
+
+#[cfg(target_arch = "wasm32")]
+wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
+
+mod common;
+
+gpu_tests! {
+    pipelines::broken_kernel_is_a_located_error,
+    pipelines::every_shader_file_compiles,
+    infrastructure::fill_matches_reference,
+    infrastructure::scale_matches_reference,
+    infrastructure::axpy_matches_reference,
+    infrastructure::copy_matches_reference,
+    infrastructure::kernels_bind_sub_ranges,
+    infrastructure::axpy_covers_a_two_dimensional_dispatch,
+    cast::cast_saturates_and_keeps_nan,
+    cast::cast_rounds_like_the_half_crate,
+    cast::cast_round_trips_every_f16,
+    cast::cast_covers_a_two_dimensional_dispatch,
+}
