@@ -66,7 +66,11 @@ impl Gpu {
     pub async fn new(options: &GpuOptions) -> Result<Gpu> {
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
         let adapter = choose_adapter(&instance, options.adapter.as_deref()).await?;
-        let info = adapter.get_info();
+        let mut info = adapter.get_info();
+        #[cfg(target_arch = "wasm32")]
+        if info.name.is_empty() {
+            info.name = super::browser::adapter_name().await;
+        }
         let wanted = wgpu::Features::SHADER_F16
             | wgpu::Features::SUBGROUP
             | wgpu::Features::TIMESTAMP_QUERY
@@ -145,6 +149,9 @@ fn set_once(slot: &Mutex<Option<String>>, message: String) {
     lock(slot).get_or_insert(message);
 }
 
+#[cfg(target_arch = "wasm32")]
+use super::browser::choose_adapter;
+
 #[cfg(not(target_arch = "wasm32"))]
 async fn choose_adapter(instance: &wgpu::Instance, wanted: Option<&str>) -> Result<wgpu::Adapter> {
     let adapters = instance.enumerate_adapters(wgpu::Backends::all()).await;
@@ -174,32 +181,4 @@ fn preference(t: wgpu::DeviceType) -> u8 {
         wgpu::DeviceType::Cpu => 1,
         wgpu::DeviceType::Other => 0,
     }
-}
-
-#[cfg(target_arch = "wasm32")]
-async fn choose_adapter(instance: &wgpu::Instance, _wanted: Option<&str>) -> Result<wgpu::Adapter> {
-    if !browser_has_webgpu() {
-        return Err(Error::NoWebGpu);
-    }
-    instance
-        .request_adapter(&wgpu::RequestAdapterOptions {
-            power_preference: wgpu::PowerPreference::HighPerformance,
-            ..Default::default()
-        })
-        .await
-        .map_err(|_| Error::NoAdapter {
-            wanted: None,
-            available: Vec::new(),
-            hint: "the browser has WebGPU but offered no adapter (GPU blocklisted or disabled in chrome://gpu)",
-        })
-}
-
-/// `navigator.gpu` exists, in a window or a worker.
-#[cfg(target_arch = "wasm32")]
-fn browser_has_webgpu() -> bool {
-    use wasm_bindgen::JsValue;
-    let get = |o: &JsValue, k: &str| js_sys::Reflect::get(o, &JsValue::from_str(k)).ok();
-    get(&js_sys::global(), "navigator")
-        .and_then(|nav| get(&nav, "gpu"))
-        .is_some_and(|gpu| !gpu.is_undefined() && !gpu.is_null())
 }

@@ -1,5 +1,7 @@
 //! The device side: adapter and device, buffers, pipelines, dispatches.
 
+#[cfg(target_arch = "wasm32")]
+mod browser;
 mod buffers;
 mod context;
 mod dispatch;
