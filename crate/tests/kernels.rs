@@ -9,6 +9,7 @@ mod common;
 gpu_tests! {
     pipelines::broken_kernel_is_a_located_error,
     pipelines::every_shader_file_compiles,
+    pipelines::lost_device_is_reported,
     infrastructure::fill_matches_reference,
     infrastructure::scale_matches_reference,
     infrastructure::axpy_matches_reference,

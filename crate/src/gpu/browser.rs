@@ -17,7 +17,9 @@ pub(super) async fn choose_adapter(instance: &wgpu::Instance, _wanted: Option<&s
         .map_err(|_| Error::NoAdapter {
             wanted: None,
             available: Vec::new(),
-            hint: "the browser has WebGPU but offered no adapter (GPU blocklisted or disabled in chrome://gpu)",
+            hint: "this browser has WebGPU but offered no adapter: its GPU may be blocklisted (see chrome://gpu); \
+                   enable chrome://flags/#enable-unsafe-webgpu, or on Linux start Chrome with \
+                   --enable-unsafe-webgpu --enable-features=Vulkan",
         })
 }
 

@@ -26,3 +26,22 @@ pub async fn every_shader_file_compiles(gpu: &Gpu) -> Result<()> {
     }
     Ok(())
 }
+
+/// A lost device is an error a caller can observe and read, not a panic.
+pub async fn lost_device_is_reported(_shared: &Gpu) -> Result<()> {
+    let gpu = Gpu::new(&webtrain::GpuOptions::from_env()).await?;
+    let k = webtrain::kernels::Infrastructure::new(&gpu).await?;
+    let y = gpu.storage_buffer("y", 64)?;
+    let fill = k.fill(&gpu, (&y).into(), 16, 1.0)?;
+    gpu.device.destroy();
+    let read = gpu.read_back::<f32>((&y).into()).await;
+    let run = gpu.run(&[&fill]).await;
+    assert!(read.is_err() && run.is_err(), "work on a destroyed device must fail: {read:?} {:?}", run.as_ref().err());
+    let reason = gpu.lost_reason();
+    assert!(reason.is_some(), "the loss was not observed");
+    match gpu.check_health() {
+        Err(Error::DeviceLost { reason }) => assert!(reason.contains("Destroyed"), "{reason}"),
+        other => panic!("expected DeviceLost, got {other:?}"),
+    }
+    Ok(())
+}

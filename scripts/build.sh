@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Builds the app: the wasm package (pkg/) and the page (dist/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh
+wasm-pack build crate --release --target web --out-dir ../pkg
+npx vite build --logLevel warn

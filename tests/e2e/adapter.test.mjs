@@ -1,0 +1,28 @@
+// The page opens, finds the adapter through the worker, and tells the user
+// what it means for mixed precision.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { startApp, openPage } from './browser.mjs';
+
+let app;
+before(async () => { app = await startApp(); });
+after(async () => { await app?.close(); });
+
+test('the page reports the adapter and the f16 storage mode', async () => {
+  const { page, errors } = await openPage(app);
+  const card = page.locator('#adapter');
+  await page.waitForSelector('#adapter[data-state="ready"], #adapter[data-state="error"]', { timeout: 60_000 });
+  mkdirSync('test-results', { recursive: true });
+  await page.screenshot({ path: 'test-results/adapter.png', fullPage: true });
+
+  assert.equal(await card.getAttribute('data-state'), 'ready', await page.locator('#adapter-status').textContent());
+  const name = (await page.locator('#adapter-name').textContent()).trim();
+  assert.match(name, /\S/, 'adapter name is empty');
+  assert.doesNotMatch(name, /^unnamed/, `the adapter is not named: ${name}`);
+  const f16 = page.locator('#adapter-f16');
+  assert.match(await f16.textContent(), /(runs natively|packed f16)/);
+  assert.match(await f16.getAttribute('data-storage'), /^(native|packed)$/);
+  assert.deepEqual(errors, []);
+});

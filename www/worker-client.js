@@ -1,0 +1,31 @@
+// Request/response over the training worker: call(type, payload) -> Promise.
+// The worker owns the wasm module and the GPU device; this thread only draws.
+
+export function startWorker() {
+  const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+  const pending = new Map();
+  let nextId = 1;
+  worker.onmessage = ({ data }) => {
+    const entry = pending.get(data.id);
+    if (!entry) return;
+    pending.delete(data.id);
+    if (data.error !== undefined) entry.reject(new Error(data.error));
+    else entry.resolve(data.result);
+  };
+  // A worker that fails to load (no wasm support, a missing file) rejects
+  // every outstanding call instead of leaving it hanging.
+  worker.onerror = (event) => {
+    const error = new Error(`the training worker failed to start: ${event.message || 'unknown error'}`);
+    for (const { reject } of pending.values()) reject(error);
+    pending.clear();
+  };
+  return {
+    call(type, payload = {}) {
+      const id = nextId++;
+      return new Promise((resolve, reject) => {
+        pending.set(id, { resolve, reject });
+        worker.postMessage({ id, type, payload });
+      });
+    },
+  };
+}
