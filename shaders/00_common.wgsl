@@ -33,3 +33,42 @@ fn saturate_f16(v: vec2<f32>) -> vec2<f32> {
 fn half_at(w: half2, i: u32) -> f32 {
     return unpack_half2(w)[i & 1u];
 }
+
+// Row kernels run one workgroup per row: the row is the flat workgroup
+// index (2-D grid beyond 65 535 rows, as for flat_id).
+fn flat_group(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return wid.y * nwg.x + wid.x;
+}
+
+// Workgroup reductions, returned to every invocation. A fixed tree order
+// makes them deterministic run to run. Call from uniform control flow (no
+// early return before them): they contain barriers.
+var<workgroup> wg_scratch: array<f32, WG>;
+
+fn workgroup_sum(v: f32, lidx: u32) -> f32 {
+    wg_scratch[lidx] = v;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s >>= 1u) {
+        if (lidx < s) {
+            wg_scratch[lidx] += wg_scratch[lidx + s];
+        }
+        workgroupBarrier();
+    }
+    let total = wg_scratch[0];
+    workgroupBarrier();  // the scratch may be reused right after
+    return total;
+}
+
+fn workgroup_max(v: f32, lidx: u32) -> f32 {
+    wg_scratch[lidx] = v;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s >>= 1u) {
+        if (lidx < s) {
+            wg_scratch[lidx] = max(wg_scratch[lidx], wg_scratch[lidx + s]);
+        }
+        workgroupBarrier();
+    }
+    let total = wg_scratch[0];
+    workgroupBarrier();
+    return total;
+}

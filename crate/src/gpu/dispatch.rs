@@ -22,6 +22,11 @@ impl Gpu {
         grid_1d(op, invocations, self.limits.max_compute_workgroups_per_dimension)
     }
 
+    /// The grid of `groups` workgroups, e.g. one per row (`flat_group` in WGSL).
+    pub fn grid_groups(&self, op: &'static str, groups: u64) -> Result<Grid> {
+        grid_groups(op, groups, self.limits.max_compute_workgroups_per_dimension)
+    }
+
     /// Records `dispatches` in one compute pass, submits, and reports any
     /// validation or out-of-memory error raised on the way.
     pub async fn run(&self, dispatches: &[&Dispatch]) -> Result<()> {
@@ -48,7 +53,11 @@ impl Gpu {
 }
 
 pub fn grid_1d(op: &'static str, invocations: u64, max_per_dim: u32) -> Result<Grid> {
-    let groups = invocations.div_ceil(WG as u64).max(1);
+    grid_groups(op, invocations.div_ceil(WG as u64), max_per_dim)
+}
+
+pub fn grid_groups(op: &'static str, groups: u64, max_per_dim: u32) -> Result<Grid> {
+    let groups = groups.max(1);
     let max = max_per_dim as u64;
     if groups <= max {
         return Ok(Grid { x: groups as u32, y: 1 });

@@ -10,6 +10,6 @@ mod report;
 
 pub use buffers::{f16_bytes, BufferRange};
 pub use context::{Capabilities, Gpu, GpuOptions};
-pub use dispatch::{grid_1d, Dispatch, Grid, WG};
+pub use dispatch::{grid_1d, grid_groups, Dispatch, Grid, WG};
 pub use pipeline::{build_kernels, Kernel, KernelDesc, Slot};
 pub use report::{AdapterReport, FeatureReport, LimitReport};
