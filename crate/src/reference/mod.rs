@@ -1,5 +1,9 @@
 //! CPU twins of the kernels: plain loops, f64 arithmetic, one function per
 //! kernel. Tests in every tier and the parity checks compare against these.
+//! Row and model kernels' twins take and return f64 so their backwards can
+//! be proven against finite differences of their forwards (`gradcheck`).
 
 pub mod cast;
+#[cfg(test)]
+pub(crate) mod gradcheck;
 pub mod infrastructure;

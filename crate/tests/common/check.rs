@@ -14,13 +14,16 @@ pub fn uniform(rng: &mut SmallRng, n: usize, lo: f32, hi: f32) -> Vec<f32> {
 
 /// Asserts `|got - want| <= atol + rtol * |want|` everywhere; on failure
 /// names the first bad index, both values, and the worst difference.
-pub fn assert_close(what: &str, got: &[f32], want: &[f32], atol: f64, rtol: f64) {
+/// `want` may be f32 or the f64 of a reference twin.
+pub fn assert_close<W: Copy + Into<f64>>(what: &str, got: &[f32], want: &[W], atol: f64, rtol: f64) {
     assert_eq!(got.len(), want.len(), "{what}: length");
+    let want: Vec<f64> = want.iter().map(|&w| w.into()).collect();
     let mut first_bad = None;
     let mut worst = (0usize, 0f64);
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        let diff = (g as f64 - w as f64).abs();
-        let ok = diff <= atol + rtol * (w as f64).abs() || (g.is_nan() && w.is_nan()) || g == w;
+    for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+        let g64 = g as f64;
+        let diff = (g64 - w).abs();
+        let ok = diff <= atol + rtol * w.abs() || (g.is_nan() && w.is_nan()) || g64 == w;
         if !ok && first_bad.is_none() {
             first_bad = Some(i);
         }
@@ -29,7 +32,7 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f32], atol: f64, rtol: f64)
         }
     }
     if let Some(i) = first_bad {
-        let bad = got.iter().zip(want).filter(|(g, w)| g.to_bits() != w.to_bits()).count();
+        let bad = got.iter().zip(&want).filter(|&(&g, &w)| g as f64 != w).count();
         panic!(
             "{what}: index {i}: got {} want {} (atol {atol:e}, rtol {rtol:e}); worst |diff| {:e} at {} (got {} want {}); {bad} of {} differ",
             got[i], want[i], worst.1, worst.0, got[worst.0], want[worst.0], got.len()
