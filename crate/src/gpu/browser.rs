@@ -35,8 +35,12 @@ fn navigator_gpu() -> Option<JsValue> {
 /// wgpu 30 names a browser adapter by `GPUAdapterInfo.description` alone,
 /// which Chrome leaves empty for many adapters (SwiftShader among them);
 /// vendor and architecture say what it is.
-pub(super) async fn adapter_name() -> String {
-    adapter_info_fields().await.unwrap_or_else(|| "unnamed browser adapter".to_string())
+pub(super) async fn adapter_info(adapter: &wgpu::Adapter) -> wgpu::AdapterInfo {
+    let mut info = adapter.get_info();
+    if info.name.is_empty() {
+        info.name = adapter_info_fields().await.unwrap_or_else(|| "unnamed browser adapter".to_string());
+    }
+    info
 }
 
 async fn adapter_info_fields() -> Option<String> {

@@ -66,11 +66,7 @@ impl Gpu {
     pub async fn new(options: &GpuOptions) -> Result<Gpu> {
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
         let adapter = choose_adapter(&instance, options.adapter.as_deref()).await?;
-        let mut info = adapter.get_info();
-        #[cfg(target_arch = "wasm32")]
-        if info.name.is_empty() {
-            info.name = super::browser::adapter_name().await;
-        }
+        let info = adapter_info(&adapter).await;
         let wanted = wgpu::Features::SHADER_F16
             | wgpu::Features::SUBGROUP
             | wgpu::Features::TIMESTAMP_QUERY
@@ -150,7 +146,12 @@ fn set_once(slot: &Mutex<Option<String>>, message: String) {
 }
 
 #[cfg(target_arch = "wasm32")]
-use super::browser::choose_adapter;
+use super::browser::{adapter_info, choose_adapter};
+
+#[cfg(not(target_arch = "wasm32"))]
+async fn adapter_info(adapter: &wgpu::Adapter) -> wgpu::AdapterInfo {
+    adapter.get_info()
+}
 
 #[cfg(not(target_arch = "wasm32"))]
 async fn choose_adapter(instance: &wgpu::Instance, wanted: Option<&str>) -> Result<wgpu::Adapter> {

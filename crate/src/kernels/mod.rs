@@ -4,7 +4,35 @@
 //! [`Dispatch`]: crate::gpu::Dispatch
 
 pub mod cast;
+pub mod embedding;
 pub mod infrastructure;
 
 pub use cast::Cast;
+pub use embedding::{Embedding, EmbeddingShape};
 pub use infrastructure::Infrastructure;
+
+use crate::gpu::{f16_bytes, BufferRange};
+
+/// Weights a forward kernel reads: the f32 master, or the f16 mirror of
+/// mixed precision (the kernel's `_w16` variant, either storage mode).
+#[derive(Clone, Copy, Debug)]
+pub enum Weights<'a> {
+    F32(BufferRange<'a>),
+    F16(BufferRange<'a>),
+}
+
+impl<'a> Weights<'a> {
+    pub fn range(&self) -> BufferRange<'a> {
+        match *self {
+            Weights::F32(r) | Weights::F16(r) => r,
+        }
+    }
+
+    /// Bytes `n` weights take in this precision.
+    pub fn bytes(&self, n: u64) -> u64 {
+        match self {
+            Weights::F32(_) => 4 * n,
+            Weights::F16(_) => f16_bytes(n),
+        }
+    }
+}

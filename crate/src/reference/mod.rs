@@ -4,6 +4,7 @@
 //! be proven against finite differences of their forwards (`gradcheck`).
 
 pub mod cast;
+pub mod embedding;
 #[cfg(test)]
 pub(crate) mod gradcheck;
 pub mod infrastructure;

@@ -31,6 +31,7 @@ pub fn assert_close<W: Copy + Into<f64>>(what: &str, got: &[f32], want: &[W], at
             worst = (i, diff);
         }
     }
+    measured(what, worst.1, &want, got);
     if let Some(i) = first_bad {
         let bad = got.iter().zip(&want).filter(|&(&g, &w)| g as f64 != w).count();
         panic!(
@@ -56,4 +57,24 @@ pub fn assert_f16_identical(what: &str, inputs: &[f32], got: &[f16], want: &[f16
 /// Asserts bit-identical f32 values, any NaN matching any NaN.
 pub fn assert_identical(what: &str, got: &[f32], want: &[f32]) {
     assert_close(what, got, want, 0.0, 0.0);
+}
+
+/// With `WEBTRAIN_MEASURE=1` set when the tests are built, every comparison
+/// prints its worst absolute and relative error (run with `--nocapture`):
+/// how tolerance comments get their measured numbers, on each adapter.
+fn measured(what: &str, worst_abs: f64, want: &[f64], got: &[f32]) {
+    if option_env!("WEBTRAIN_MEASURE").is_none() {
+        return;
+    }
+    let worst_rel = got
+        .iter()
+        .zip(want)
+        .filter(|&(_, &w)| w != 0.0)
+        .map(|(&g, &w)| ((g as f64 - w) / w).abs())
+        .fold(0.0, f64::max);
+    let line = format!("measure: {what}: worst abs {worst_abs:.3e}, worst rel {worst_rel:.3e}");
+    #[cfg(target_arch = "wasm32")]
+    web_sys::console::log_1(&line.into());
+    #[cfg(not(target_arch = "wasm32"))]
+    println!("{line}");
 }

@@ -7,6 +7,7 @@
 
 pub mod cast;
 pub mod check;
+pub mod embedding;
 pub mod harness;
 pub mod infrastructure;
 pub mod pipelines;

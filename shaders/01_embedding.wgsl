@@ -1,0 +1,72 @@
+// Token embedding: lookup (f32 or f16 table) and its backward, a scatter-add.
+// Legend: S tokens, D d_model, V vocabulary.
+
+struct Params {
+    tokens: u32,  // S
+    d: u32,       // D
+    vocab: u32,   // V
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> tokens: array<u32>;             // [S]
+
+// embed_lookup, embed_lookup_w16: out[s] = table[tokens[s]]. A token >= V
+// gives a zero row and is counted, so a tokenizer mismatch is visible
+// instead of silently reading another row.
+@group(0) @binding(2) var<storage, read> table: array<f32>;              // [V, D]
+@group(0) @binding(2) var<storage, read> table_h: array<half2>;          // [V, D] f16
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;          // [S, D]
+@group(0) @binding(4) var<storage, read_write> bad_tokens: atomic<u32>;  // += tokens >= V
+
+// Output element i: its table index, and 1 if its token is in range.
+fn lookup_index(i: u32) -> vec2<u32> {
+    let s = i / params.d;
+    let t = tokens[s];
+    if (t >= params.vocab && i % params.d == 0u) {
+        atomicAdd(&bad_tokens, 1u);
+    }
+    return vec2<u32>(t * params.d + i % params.d, select(0u, 1u, t < params.vocab));
+}
+
+@compute @workgroup_size(WG)
+fn embed_lookup(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                @builtin(local_invocation_index) lidx: u32) {
+    let i = flat_id(wid, nwg, lidx);
+    if (i >= params.tokens * params.d) { return; }
+    let at = lookup_index(i);
+    out[i] = select(0.0, table[at.x], at.y == 1u);
+}
+
+@compute @workgroup_size(WG)
+fn embed_lookup_w16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                    @builtin(local_invocation_index) lidx: u32) {
+    let i = flat_id(wid, nwg, lidx);
+    if (i >= params.tokens * params.d) { return; }
+    let at = lookup_index(i);
+    out[i] = select(0.0, half_at(table_h[at.x >> 1u], at.x), at.y == 1u);
+}
+
+// embed_backward: dtable[tokens[s]] += dout[s]. Positions sharing a token
+// add into the same row, so the add is a compare-and-swap loop on the f32
+// bits (WGSL has no float atomics); the order of additions, and so the last
+// bits of a repeated token's sum, can vary run to run. Non-finite gradients
+// and tokens >= V are skipped.
+@group(0) @binding(2) var<storage, read> dout: array<f32>;                  // [S, D]
+@group(0) @binding(3) var<storage, read_write> dtable: array<atomic<u32>>;  // [V, D] f32 bits
+
+@compute @workgroup_size(WG)
+fn embed_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                  @builtin(local_invocation_index) lidx: u32) {
+    let i = flat_id(wid, nwg, lidx);
+    if (i >= params.tokens * params.d) { return; }
+    let t = tokens[i / params.d];
+    let g = dout[i];
+    if (t >= params.vocab || g == 0.0 || !is_finite(g)) { return; }
+    let j = t * params.d + i % params.d;
+    var old = atomicLoad(&dtable[j]);
+    loop {
+        let swapped = atomicCompareExchangeWeak(&dtable[j], old, bitcast<u32>(bitcast<f32>(old) + g));
+        if (swapped.exchanged) { break; }
+        old = swapped.old_value;
+    }
+}
