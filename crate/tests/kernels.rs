@@ -19,6 +19,8 @@ gpu_tests! {
     embedding::embed_lookup_matches_reference,
     embedding::embed_backward_matches_reference,
     embedding::embed_backward_sums_repeated_tokens_exactly,
+    norm::rmsnorm_forward_matches_reference,
+    norm::rmsnorm_backward_matches_reference,
     cast::cast_saturates_and_keeps_nan,
     cast::cast_rounds_like_the_half_crate,
     cast::cast_round_trips_every_f16,

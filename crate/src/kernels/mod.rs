@@ -6,10 +6,12 @@
 pub mod cast;
 pub mod embedding;
 pub mod infrastructure;
+pub mod norm;
 
 pub use cast::Cast;
 pub use embedding::{Embedding, EmbeddingShape};
 pub use infrastructure::Infrastructure;
+pub use norm::{NormBackward, NormShape, RmsNorm};
 
 use crate::gpu::{f16_bytes, BufferRange};
 

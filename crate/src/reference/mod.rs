@@ -8,3 +8,4 @@ pub mod embedding;
 #[cfg(test)]
 pub(crate) mod gradcheck;
 pub mod infrastructure;
+pub mod norm;

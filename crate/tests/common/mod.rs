@@ -10,6 +10,7 @@ pub mod check;
 pub mod embedding;
 pub mod harness;
 pub mod infrastructure;
+pub mod norm;
 pub mod pipelines;
 
 /// One list of bodies, three sets of tests: native f16 storage and packed

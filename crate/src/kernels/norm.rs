@@ -1,0 +1,165 @@
+//! Launchers for 02_norm.wgsl: RMSNorm forward (f32 or f16 gain) and its
+//! backward (dx accumulated; dgain by a deterministic two-stage reduction).
+
+use bytemuck::{Pod, Zeroable};
+
+use super::Weights;
+use crate::error::Result;
+use crate::gpu::{build_kernels, BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot};
+use crate::shaders::NORM;
+
+/// Rows per dgain partial: `DGAIN_ROWS` in 02_norm.wgsl.
+const DGAIN_ROWS: u64 = 32;
+
+#[derive(Clone, Copy, Debug)]
+pub struct NormShape {
+    pub rows: u32, // R
+    pub d: u32,    // D
+    pub eps: f32,
+}
+
+impl NormShape {
+    /// Bytes of the scratch `backward` needs for the dgain partials.
+    pub fn backward_scratch_bytes(&self) -> u64 {
+        4 * (self.rows as u64).div_ceil(DGAIN_ROWS) * self.d as u64
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct Params {
+    rows: u32,
+    d: u32,
+    eps: f32,
+    _pad: u32,
+}
+
+const FORWARD_SLOTS: &[Slot] = &[
+    Slot::Uniform(0),   // params
+    Slot::Read(1),      // x: [R, D] f32
+    Slot::Read(2),      // gain: [D] f32, or gain_h: [D] f16
+    Slot::ReadWrite(3), // y: [R, D] f32
+    Slot::ReadWrite(4), // rrms: [R] f32, saved for backward
+];
+const BACKWARD_SLOTS: &[Slot] = &[
+    Slot::Uniform(0),   // params
+    Slot::Read(1),      // x: [R, D] f32
+    Slot::Read(2),      // gain: [D] f32, or gain_h: [D] f16
+    Slot::Read(3),      // rrms_saved: [R] f32
+    Slot::Read(4),      // dy: [R, D] f32
+    Slot::ReadWrite(5), // dx: [R, D] f32, accumulated
+];
+const FORWARD: KernelDesc = KernelDesc { entry: "rmsnorm_forward", slots: FORWARD_SLOTS };
+const FORWARD_W16: KernelDesc = KernelDesc { entry: "rmsnorm_forward_w16", slots: FORWARD_SLOTS };
+const BACKWARD: KernelDesc = KernelDesc { entry: "rmsnorm_backward", slots: BACKWARD_SLOTS };
+const BACKWARD_W16: KernelDesc = KernelDesc { entry: "rmsnorm_backward_w16", slots: BACKWARD_SLOTS };
+const DGAIN_PARTIAL: KernelDesc = KernelDesc {
+    entry: "rmsnorm_dgain_partial",
+    slots: &[
+        Slot::Uniform(0),   // params
+        Slot::Read(1),      // x: [R, D] f32
+        Slot::Read(3),      // rrms_saved: [R] f32
+        Slot::Read(4),      // dy: [R, D] f32
+        Slot::ReadWrite(5), // partials: [⌈R/32⌉, D] f32 scratch
+    ],
+};
+const DGAIN_FINISH: KernelDesc = KernelDesc {
+    entry: "rmsnorm_dgain_finish",
+    slots: &[
+        Slot::Uniform(0),   // params
+        Slot::Read(1),      // partials_in: [⌈R/32⌉, D] f32
+        Slot::ReadWrite(2), // dgain: [D] f32, accumulated
+    ],
+};
+
+/// What RMSNorm's backward reads and writes.
+pub struct NormBackward<'a> {
+    pub x: BufferRange<'a>,
+    pub gain: Weights<'a>,
+    pub rrms: BufferRange<'a>,
+    pub dy: BufferRange<'a>,
+    /// Accumulated: holds the residual's gradient already, or zeros.
+    pub dx: BufferRange<'a>,
+    /// Accumulated.
+    pub dgain: BufferRange<'a>,
+    /// `NormShape::backward_scratch_bytes` bytes.
+    pub scratch: BufferRange<'a>,
+}
+
+pub struct RmsNorm {
+    forward: Kernel,
+    forward_w16: Kernel,
+    backward: Kernel,
+    backward_w16: Kernel,
+    dgain_partial: Kernel,
+    dgain_finish: Kernel,
+}
+
+impl RmsNorm {
+    pub async fn new(gpu: &Gpu) -> Result<Self> {
+        let [forward, forward_w16, backward, backward_w16, dgain_partial, dgain_finish] =
+            build_kernels(gpu, NORM, [FORWARD, FORWARD_W16, BACKWARD, BACKWARD_W16, DGAIN_PARTIAL, DGAIN_FINISH])
+                .await?;
+        Ok(RmsNorm { forward, forward_w16, backward, backward_w16, dgain_partial, dgain_finish })
+    }
+
+    /// `y = x · rrms · gain` per row, saving `rrms = 1/sqrt(mean(x²) + eps)`.
+    pub fn forward(
+        &self,
+        gpu: &Gpu,
+        shape: NormShape,
+        x: BufferRange,
+        gain: Weights,
+        y: BufferRange,
+        rrms: BufferRange,
+    ) -> Result<Dispatch> {
+        let op = "rmsnorm_forward";
+        let (r, d) = (shape.rows as u64, shape.d as u64);
+        gpu.check_binding(op, "x", &x, 4 * r * d)?;
+        gpu.check_binding(op, "gain", &gain.range(), gain.bytes(d))?;
+        gpu.check_binding(op, "y", &y, 4 * r * d)?;
+        gpu.check_binding(op, "rrms", &rrms, 4 * r)?;
+        let kernel = match gain {
+            Weights::F32(_) => &self.forward,
+            Weights::F16(_) => &self.forward_w16,
+        };
+        let params = gpu.uniform(op, &params(shape));
+        let bindings = [params.as_entire_binding(), x.binding(), gain.range().binding(), y.binding(), rrms.binding()];
+        kernel.dispatch(gpu, &bindings, gpu.grid_groups(op, r)?)
+    }
+
+    /// dx and dgain, in three dispatches to record in order.
+    pub fn backward(&self, gpu: &Gpu, shape: NormShape, b: &NormBackward) -> Result<[Dispatch; 3]> {
+        let op = "rmsnorm_backward";
+        let (r, d) = (shape.rows as u64, shape.d as u64);
+        gpu.check_binding(op, "x", &b.x, 4 * r * d)?;
+        gpu.check_binding(op, "gain", &b.gain.range(), b.gain.bytes(d))?;
+        gpu.check_binding(op, "rrms", &b.rrms, 4 * r)?;
+        gpu.check_binding(op, "dy", &b.dy, 4 * r * d)?;
+        gpu.check_binding(op, "dx", &b.dx, 4 * r * d)?;
+        gpu.check_binding(op, "dgain", &b.dgain, 4 * d)?;
+        gpu.check_binding(op, "scratch", &b.scratch, shape.backward_scratch_bytes())?;
+        let kernel = match b.gain {
+            Weights::F32(_) => &self.backward,
+            Weights::F16(_) => &self.backward_w16,
+        };
+        let params = gpu.uniform(op, &params(shape));
+        let p = || params.as_entire_binding();
+        let dx = kernel.dispatch(
+            gpu,
+            &[p(), b.x.binding(), b.gain.range().binding(), b.rrms.binding(), b.dy.binding(), b.dx.binding()],
+            gpu.grid_groups(op, r)?,
+        )?;
+        let partial = self.dgain_partial.dispatch(
+            gpu,
+            &[p(), b.x.binding(), b.rrms.binding(), b.dy.binding(), b.scratch.binding()],
+            gpu.grid_1d(op, r.div_ceil(DGAIN_ROWS) * d)?,
+        )?;
+        let finish = self.dgain_finish.dispatch(gpu, &[p(), b.scratch.binding(), b.dgain.binding()], gpu.grid_1d(op, d)?)?;
+        Ok([dx, partial, finish])
+    }
+}
+
+fn params(shape: NormShape) -> Params {
+    Params { rows: shape.rows, d: shape.d, eps: shape.eps, _pad: 0 }
+}
