@@ -29,10 +29,11 @@ pub const COMMON: ShaderFile = shader_file!("00_common");
 pub const INFRASTRUCTURE: ShaderFile = shader_file!("00_infrastructure");
 pub const EMBEDDING: ShaderFile = shader_file!("01_embedding");
 pub const NORM: ShaderFile = shader_file!("02_norm");
+pub const ROPE: ShaderFile = shader_file!("04_rope");
 pub const CAST: ShaderFile = shader_file!("08_cast");
 
 /// Kernel files, in pipeline order (headers and the preamble excluded).
-pub const KERNEL_FILES: &[ShaderFile] = &[INFRASTRUCTURE, EMBEDDING, NORM, CAST];
+pub const KERNEL_FILES: &[ShaderFile] = &[INFRASTRUCTURE, EMBEDDING, NORM, ROPE, CAST];
 
 /// How f16 tensors are stored in WGSL. Chosen when a pipeline is built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -7,11 +7,13 @@ pub mod cast;
 pub mod embedding;
 pub mod infrastructure;
 pub mod norm;
+pub mod rope;
 
 pub use cast::Cast;
 pub use embedding::{Embedding, EmbeddingShape};
 pub use infrastructure::Infrastructure;
 pub use norm::{NormBackward, NormShape, RmsNorm};
+pub use rope::{Rope, RopeShape};
 
 use crate::gpu::{f16_bytes, BufferRange};
 

@@ -9,3 +9,4 @@ pub mod embedding;
 pub(crate) mod gradcheck;
 pub mod infrastructure;
 pub mod norm;
+pub mod rope;

@@ -72,7 +72,7 @@ pub async fn embed_backward_matches_reference(gpu: &Gpu) -> Result<()> {
         // k atomic adds of |g| < 1 in any order: partial sums stay below k and
         // each add rounds by at most 2^-24·k, so |error| <= k²·2^-24 for the
         // most repeated token. Measured worst (S=512, k≈25): 1.4e-6 on
-        // lavapipe; SwiftShader in docs/KERNELS.md.
+        // lavapipe and on SwiftShader.
         let k_max = (0..v).map(|t| tokens.iter().filter(|&&x| x == t).count()).max().unwrap_or(0) as f64;
         assert_close(&format!("embed_backward {s}x{d} V={v}"), &got, &want, k_max * k_max * 2f64.powi(-24), 0.0);
     }

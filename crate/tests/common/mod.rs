@@ -12,6 +12,7 @@ pub mod harness;
 pub mod infrastructure;
 pub mod norm;
 pub mod pipelines;
+pub mod rope;
 
 /// One list of bodies, three sets of tests: native f16 storage and packed
 /// f16 storage natively; the browser's own mode (packed on SwiftShader).
