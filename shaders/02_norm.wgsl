@@ -25,6 +25,9 @@ fn row_rrms(base: u32, lidx: u32) -> f32 {
 }
 
 // rmsnorm_forward, rmsnorm_forward_w16: saves 1/rms per row for backward.
+// Each `_w16` entry point repeats its twin but for the gain load: WGSL
+// cannot pass a binding to a function, and one entry point may not use both
+// variables bound at @binding(2).
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;     // [R, D]
 @group(0) @binding(4) var<storage, read_write> rrms: array<f32>;  // [R]
 

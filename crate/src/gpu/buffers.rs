@@ -56,7 +56,7 @@ impl Gpu {
         let bytes: &[u8] = bytemuck::cast_slice(data);
         self.check_buffer_size(label, bytes.len() as u64)?;
         let padded;
-        let contents = if bytes.len() % 4 == 0 && !bytes.is_empty() {
+        let contents = if bytes.len().is_multiple_of(4) && !bytes.is_empty() {
             bytes
         } else {
             padded = [bytes, &[0u8; 4][..4 - bytes.len() % 4]].concat();
@@ -96,7 +96,7 @@ impl Gpu {
             return Err(Error::Limit { op, what: format!("binding {what}"), needed: range.size, limit });
         }
         let align = self.limits.min_storage_buffer_offset_alignment as u64;
-        if range.offset % align != 0 {
+        if !range.offset.is_multiple_of(align) {
             return Err(Error::shape(op, what, format!("offset a multiple of {align}"), range.offset));
         }
         Ok(())

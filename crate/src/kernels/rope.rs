@@ -68,7 +68,7 @@ impl Rope {
 
     fn dispatch(&self, kernel: &Kernel, gpu: &Gpu, s: RopeShape, inv_freq: BufferRange, x: BufferRange) -> Result<Dispatch> {
         let op = kernel.entry;
-        if s.head_dim % 2 != 0 || s.seq_len == 0 {
+        if !s.head_dim.is_multiple_of(2) || s.seq_len == 0 {
             return Err(Error::shape(op, "head_dim, seq_len", "even, non-zero", format!("{}, {}", s.head_dim, s.seq_len)));
         }
         let width = s.col0 as u64 + s.heads as u64 * s.head_dim as u64;

@@ -15,7 +15,7 @@ async fn to_f16(gpu: &Gpu, k: &Cast, xs: &[f32]) -> Result<Vec<f16>> {
     let dst = gpu.storage_buffer("dst", f16_bytes(n as u64))?;
     gpu.run(&[&k.f32_to_f16(gpu, (&src).into(), (&dst).into(), n as u32)?]).await?;
     let mut out: Vec<f16> = gpu.read_back((&dst).into()).await?;
-    assert!(n % 2 == 0 || out[n].to_bits() == 0, "odd n: padding half must be 0");
+    assert!(n.is_multiple_of(2) || out[n].to_bits() == 0, "odd n: padding half must be 0");
     out.truncate(n);
     Ok(out)
 }
