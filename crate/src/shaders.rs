@@ -29,11 +29,22 @@ pub const COMMON: ShaderFile = shader_file!("00_common");
 pub const INFRASTRUCTURE: ShaderFile = shader_file!("00_infrastructure");
 pub const EMBEDDING: ShaderFile = shader_file!("01_embedding");
 pub const NORM: ShaderFile = shader_file!("02_norm");
+pub const LINEAR_B32: ShaderFile = shader_file!("03_linear_b32");
+pub const LINEAR_B16: ShaderFile = shader_file!("03_linear_b16");
+pub const LINEAR: ShaderFile = shader_file!("03_linear");
 pub const ROPE: ShaderFile = shader_file!("04_rope");
 pub const CAST: ShaderFile = shader_file!("08_cast");
 
-/// Kernel files, in pipeline order (headers and the preamble excluded).
-pub const KERNEL_FILES: &[ShaderFile] = &[INFRASTRUCTURE, EMBEDDING, NORM, ROPE, CAST];
+/// Kernel modules, in pipeline order (headers and the preamble excluded).
+pub const KERNEL_MODULES: &[Module] = &[
+    Module { prelude: None, file: INFRASTRUCTURE },
+    Module { prelude: None, file: EMBEDDING },
+    Module { prelude: None, file: NORM },
+    Module { prelude: Some(LINEAR_B32), file: LINEAR },
+    Module { prelude: Some(LINEAR_B16), file: LINEAR },
+    Module { prelude: None, file: ROPE },
+    Module { prelude: None, file: CAST },
+];
 
 /// How f16 tensors are stored in WGSL. Chosen when a pipeline is built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -66,6 +77,20 @@ impl fmt::Display for F16Storage {
     }
 }
 
+/// What pipelines are built from: a kernel file, after an optional prelude
+/// file that defines how it reads an input (03_linear's B in f32 or f16).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Module {
+    pub prelude: Option<ShaderFile>,
+    pub file: ShaderFile,
+}
+
+impl From<ShaderFile> for Module {
+    fn from(file: ShaderFile) -> Module {
+        Module { prelude: None, file }
+    }
+}
+
 /// A composed module's source, which remembers where each part starts so a
 /// compiler message's line can be traced back to its own file.
 pub struct Composed {
@@ -73,11 +98,12 @@ pub struct Composed {
     parts: Vec<(&'static str, u32)>, // (file name, first line in `source`, 1-based)
 }
 
-pub fn compose(file: ShaderFile, storage: F16Storage) -> Composed {
+pub fn compose(module: impl Into<Module>, storage: F16Storage) -> Composed {
+    let module = module.into();
     let mut source = String::new();
     let mut parts = Vec::new();
     let mut line = 1;
-    for part in [storage.header(), COMMON, file] {
+    for part in [Some(storage.header()), Some(COMMON), module.prelude, Some(module.file)].into_iter().flatten() {
         parts.push((part.name, line));
         source.push_str(part.source);
         if !part.source.ends_with('\n') {

@@ -5,7 +5,7 @@
 use super::dispatch::{Dispatch, Grid};
 use super::Gpu;
 use crate::error::{Error, Result};
-use crate::shaders::{compose, ShaderFile};
+use crate::shaders::{compose, Module};
 
 /// One binding of a kernel, in the order of its `@binding` numbers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,10 +33,17 @@ pub struct Kernel {
     pipeline: wgpu::ComputePipeline,
 }
 
-/// Builds every kernel of one shader file in the handle's f16 storage mode.
-pub async fn build_kernels<const N: usize>(gpu: &Gpu, file: ShaderFile, descs: [KernelDesc; N]) -> Result<[Kernel; N]> {
+/// Builds every kernel of one shader file (a `ShaderFile`, or a `Module`
+/// with a prelude) in the handle's f16 storage mode.
+pub async fn build_kernels<const N: usize>(
+    gpu: &Gpu,
+    module: impl Into<Module>,
+    descs: [KernelDesc; N],
+) -> Result<[Kernel; N]> {
     let storage = gpu.f16_storage();
-    let composed = compose(file, storage);
+    let module = module.into();
+    let file = module.file;
+    let composed = compose(module, storage);
     let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
     let module = gpu.device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some(file.name),

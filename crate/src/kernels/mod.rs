@@ -6,12 +6,14 @@
 pub mod cast;
 pub mod embedding;
 pub mod infrastructure;
+pub mod linear;
 pub mod norm;
 pub mod rope;
 
 pub use cast::Cast;
 pub use embedding::{Embedding, EmbeddingShape};
 pub use infrastructure::Infrastructure;
+pub use linear::{Linear, LinearShape, Output};
 pub use norm::{NormBackward, NormShape, RmsNorm};
 pub use rope::{Rope, RopeShape};
 

@@ -8,5 +8,6 @@ pub mod embedding;
 #[cfg(test)]
 pub(crate) mod gradcheck;
 pub mod infrastructure;
+pub mod linear;
 pub mod norm;
 pub mod rope;

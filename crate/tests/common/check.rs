@@ -78,3 +78,26 @@ fn measured(what: &str, worst_abs: f64, want: &[f64], got: &[f32]) {
     #[cfg(not(target_arch = "wasm32"))]
     println!("{line}");
 }
+
+/// Asserts `|got[i] − want[i]| <= bound[i]` everywhere, for tolerances that
+/// differ per element (e.g. a dot product's error scales with its Σ|a·b|).
+/// With `WEBTRAIN_MEASURE`, prints the worst `|error| / bound` seen.
+pub fn assert_within(what: &str, got: &[f32], want: &[f64], bound: &[f64]) {
+    assert_eq!((got.len(), want.len()), (bound.len(), bound.len()), "{what}: lengths");
+    let err = |i: usize| (got[i] as f64 - want[i]).abs();
+    let worst = (0..got.len()).max_by(|&i, &j| (err(i) / bound[i]).total_cmp(&(err(j) / bound[j])));
+    let Some(w) = worst else { return };
+    if option_env!("WEBTRAIN_MEASURE").is_some() {
+        let line = format!("measure: {what}: worst |error|/bound {:.3e} ({:.3e} at {w})", err(w) / bound[w], err(w));
+        #[cfg(target_arch = "wasm32")]
+        web_sys::console::log_1(&line.into());
+        #[cfg(not(target_arch = "wasm32"))]
+        println!("{line}");
+    }
+    if let Some(i) = (0..got.len()).find(|&i| !(err(i) <= bound[i])) {
+        panic!(
+            "{what}: index {i}: got {} want {} (bound {:e}); worst |error|/bound {:.3} at {w} (got {} want {})",
+            got[i], want[i], bound[i], err(w) / bound[w], got[w], want[w]
+        );
+    }
+}

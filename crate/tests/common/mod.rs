@@ -10,6 +10,7 @@ pub mod check;
 pub mod embedding;
 pub mod harness;
 pub mod infrastructure;
+pub mod linear;
 pub mod norm;
 pub mod pipelines;
 pub mod rope;

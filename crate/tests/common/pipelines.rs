@@ -1,7 +1,7 @@
 //! The shader registry and pipeline builder, on a real device.
 
 use webtrain::gpu::{build_kernels, KernelDesc, Slot};
-use webtrain::shaders::{ShaderFile, KERNEL_FILES};
+use webtrain::shaders::{ShaderFile, KERNEL_MODULES};
 use webtrain::{Error, Gpu, Result};
 
 /// A kernel that does not compile is an error naming the file and line.
@@ -21,8 +21,8 @@ pub async fn broken_kernel_is_a_located_error(gpu: &Gpu) -> Result<()> {
 /// Every registered file composes and compiles (a file with no launcher
 /// yet would otherwise go unchecked).
 pub async fn every_shader_file_compiles(gpu: &Gpu) -> Result<()> {
-    for &file in KERNEL_FILES {
-        build_kernels::<0>(gpu, file, []).await?;
+    for &module in KERNEL_MODULES {
+        build_kernels::<0>(gpu, module, []).await?;
     }
     Ok(())
 }

@@ -1,0 +1,183 @@
+//! Launchers for 03_linear.wgsl: the forward of a linear layer (with its
+//! fused epilogues) and both backward products, each one strided GEMM.
+
+use bytemuck::{Pod, Zeroable};
+
+use super::Weights;
+use crate::error::{Error, Result};
+use crate::gpu::{build_kernels, BufferRange, Dispatch, Gpu, Grid, Kernel, KernelDesc, Slot};
+use crate::shaders::{Module, LINEAR, LINEAR_B16, LINEAR_B32};
+
+/// Output tile side: `TILE` in 03_linear.wgsl.
+const TILE: u32 = 64;
+
+/// A linear layer `Y[rows, d_out] = X[rows, d_in] · W[d_out, d_in]ᵀ`.
+#[derive(Clone, Copy, Debug)]
+pub struct LinearShape {
+    pub rows: u32,
+    pub d_in: u32,
+    pub d_out: u32,
+}
+
+/// Where the forward's product goes.
+pub enum Output<'a> {
+    /// `Y = X·Wᵀ`
+    Store(BufferRange<'a>),
+    /// `Y = R + X·Wᵀ`: a projection joining the residual stream.
+    AddTo { residual: BufferRange<'a>, y: BufferRange<'a> },
+    /// `Y += X·Wᵀ`
+    Accumulate(BufferRange<'a>),
+    /// `gate = X·W_gateᵀ`, `up = X·W_upᵀ` in one pass, W holding
+    /// `[W_gate; W_up]` stacked (`d_out` = 2 × ffn).
+    GateUp { gate: BufferRange<'a>, up: BufferRange<'a> },
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+struct Params {
+    m: u32,
+    n: u32,
+    k: u32,
+    a_row: u32,
+    a_col: u32,
+    b_row: u32,
+    b_col: u32,
+    c_row: u32,
+    split: u32,
+    _pad: [u32; 3],
+}
+
+const STORE: KernelDesc = KernelDesc {
+    entry: "matmul",
+    slots: &[
+        Slot::Uniform(0),   // params
+        Slot::Read(1),      // a: A, strided
+        Slot::Read(2),      // b: B, strided, f32 or f16 (prelude)
+        Slot::ReadWrite(4), // c: [M, N]
+    ],
+};
+const ADD: KernelDesc = KernelDesc {
+    entry: "matmul_add",
+    slots: &[
+        Slot::Uniform(0),   // params
+        Slot::Read(1),      // a
+        Slot::Read(2),      // b
+        Slot::Read(3),      // residual: [M, N]
+        Slot::ReadWrite(4), // c: [M, N]
+    ],
+};
+const ACCUMULATE: KernelDesc = KernelDesc { entry: "matmul_accumulate", slots: STORE.slots };
+const SPLIT: KernelDesc = KernelDesc {
+    entry: "matmul_split",
+    slots: &[
+        Slot::Uniform(0),   // params
+        Slot::Read(1),      // a
+        Slot::Read(2),      // b
+        Slot::ReadWrite(4), // c: [M, split]
+        Slot::ReadWrite(5), // c2: [M, N − split]
+    ],
+};
+
+/// The four epilogues, built for one way of reading B.
+struct Variants {
+    store: Kernel,
+    add: Kernel,
+    accumulate: Kernel,
+    split: Kernel,
+}
+
+impl Variants {
+    async fn new(gpu: &Gpu, prelude: crate::shaders::ShaderFile) -> Result<Self> {
+        let module = Module { prelude: Some(prelude), file: LINEAR };
+        let [store, add, accumulate, split] = build_kernels(gpu, module, [STORE, ADD, ACCUMULATE, SPLIT]).await?;
+        Ok(Variants { store, add, accumulate, split })
+    }
+}
+
+pub struct Linear {
+    b32: Variants,
+    b16: Variants,
+}
+
+impl Linear {
+    pub async fn new(gpu: &Gpu) -> Result<Self> {
+        Ok(Linear { b32: Variants::new(gpu, LINEAR_B32).await?, b16: Variants::new(gpu, LINEAR_B16).await? })
+    }
+
+    fn variants(&self, w: &Weights) -> &Variants {
+        match w {
+            Weights::F32(_) => &self.b32,
+            Weights::F16(_) => &self.b16,
+        }
+    }
+
+    /// `X·Wᵀ` into `out`.
+    pub fn forward(&self, gpu: &Gpu, s: LinearShape, x: BufferRange, w: Weights, out: Output) -> Result<Dispatch> {
+        let op = "linear_forward";
+        let (rows, d_in, d_out) = (s.rows as u64, s.d_in as u64, s.d_out as u64);
+        gpu.check_binding(op, "x", &x, 4 * rows * d_in)?;
+        gpu.check_binding(op, "w", &w.range(), w.bytes(d_out * d_in))?;
+        let mut p = Params { m: s.rows, n: s.d_out, k: s.d_in, a_row: s.d_in, a_col: 1, b_row: 1, b_col: s.d_in, c_row: s.d_out, ..Zeroable::zeroed() };
+        let v = self.variants(&w);
+        let (x, w) = (x.binding(), w.range().binding());
+        match out {
+            Output::Store(y) => {
+                gpu.check_binding(op, "y", &y, 4 * rows * d_out)?;
+                launch(gpu, &v.store, p, &[x, w, y.binding()])
+            }
+            Output::AddTo { residual, y } => {
+                gpu.check_binding(op, "residual", &residual, 4 * rows * d_out)?;
+                gpu.check_binding(op, "y", &y, 4 * rows * d_out)?;
+                launch(gpu, &v.add, p, &[x, w, residual.binding(), y.binding()])
+            }
+            Output::Accumulate(y) => {
+                gpu.check_binding(op, "y", &y, 4 * rows * d_out)?;
+                launch(gpu, &v.accumulate, p, &[x, w, y.binding()])
+            }
+            Output::GateUp { gate, up } => {
+                if s.d_out % 2 != 0 {
+                    return Err(Error::shape(op, "d_out of stacked gate/up weights", "even", s.d_out));
+                }
+                let ffn = d_out / 2;
+                gpu.check_binding(op, "gate", &gate, 4 * rows * ffn)?;
+                gpu.check_binding(op, "up", &up, 4 * rows * ffn)?;
+                (p.split, p.c_row) = (s.d_out / 2, s.d_out / 2);
+                launch(gpu, &v.split, p, &[x, w, gate.binding(), up.binding()])
+            }
+        }
+    }
+
+    /// `dX += dY·W`, with the weights the forward used.
+    pub fn backward_input(&self, gpu: &Gpu, s: LinearShape, dy: BufferRange, w: Weights, dx: BufferRange) -> Result<Dispatch> {
+        let op = "linear_backward_input";
+        let (rows, d_in, d_out) = (s.rows as u64, s.d_in as u64, s.d_out as u64);
+        gpu.check_binding(op, "dy", &dy, 4 * rows * d_out)?;
+        gpu.check_binding(op, "w", &w.range(), w.bytes(d_out * d_in))?;
+        gpu.check_binding(op, "dx", &dx, 4 * rows * d_in)?;
+        let p = Params { m: s.rows, n: s.d_in, k: s.d_out, a_row: s.d_out, a_col: 1, b_row: s.d_in, b_col: 1, c_row: s.d_in, ..Zeroable::zeroed() };
+        launch(gpu, &self.variants(&w).accumulate, p, &[dy.binding(), w.range().binding(), dx.binding()])
+    }
+
+    /// `dW += dYᵀ·X`
+    pub fn backward_weight(&self, gpu: &Gpu, s: LinearShape, dy: BufferRange, x: BufferRange, dw: BufferRange) -> Result<Dispatch> {
+        let op = "linear_backward_weight";
+        let (rows, d_in, d_out) = (s.rows as u64, s.d_in as u64, s.d_out as u64);
+        gpu.check_binding(op, "dy", &dy, 4 * rows * d_out)?;
+        gpu.check_binding(op, "x", &x, 4 * rows * d_in)?;
+        gpu.check_binding(op, "dw", &dw, 4 * d_out * d_in)?;
+        let p = Params { m: s.d_out, n: s.d_in, k: s.rows, a_row: 1, a_col: s.d_out, b_row: s.d_in, b_col: 1, c_row: s.d_in, ..Zeroable::zeroed() };
+        launch(gpu, &self.b32.accumulate, p, &[dy.binding(), x.binding(), dw.binding()])
+    }
+}
+
+/// One dispatch of `kernel` over the tiles of C, params first.
+fn launch(gpu: &Gpu, kernel: &Kernel, p: Params, buffers: &[wgpu::BindingResource]) -> Result<Dispatch> {
+    let grid = Grid { x: p.n.div_ceil(TILE).max(1), y: p.m.div_ceil(TILE).max(1) };
+    let max = gpu.limits.max_compute_workgroups_per_dimension;
+    if grid.x > max || grid.y > max {
+        return Err(Error::Limit { op: kernel.entry, what: "tiles per dimension".into(), needed: grid.x.max(grid.y) as u64, limit: max as u64 });
+    }
+    let params = gpu.uniform(kernel.entry, &p);
+    let bindings: Vec<wgpu::BindingResource> = std::iter::once(params.as_entire_binding()).chain(buffers.iter().cloned()).collect();
+    kernel.dispatch(gpu, &bindings, grid)
+}

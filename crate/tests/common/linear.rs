@@ -1,0 +1,138 @@
+//! 03_linear.wgsl against reference/linear.rs.
+
+use half::f16;
+use rand::Rng;
+use webtrain::kernels::{Linear, LinearShape, Output, Weights};
+use webtrain::reference::linear as reference;
+use webtrain::{Gpu, Result};
+
+use super::check::{assert_within, rng, uniform};
+
+fn f64s(v: &[f32]) -> Vec<f64> {
+    v.iter().map(|&x| x as f64).collect()
+}
+
+/// An f32 sum of K products errs by about sqrt(K)·2^-24·Σ|a·b| when the
+/// roundings are independent (K·2^-24·Σ|a·b| at worst). Allowed: 8× that,
+/// plus 1e-30 for exact zeros. Measured worst |error|/bound: 0.13 on lavapipe
+/// (so about 1.04·sqrt(K)·2^-24·Σ|a·b|).
+fn bound(k: usize, sum_abs: f64) -> f64 {
+    8.0 * (k as f64).sqrt() * 2f64.powi(-24) * sum_abs + 1e-30
+}
+
+/// (rows, d_in, d_out): the awkward shapes and the seed's.
+const FORWARD_SHAPES: &[(u32, u32, u32)] = &[(1000, 1000, 1000), (1, 4096, 4096), (4097, 257, 3), (129, 1000, 384), (64, 768, 2048)];
+
+pub async fn linear_forward_matches_reference(gpu: &Gpu) -> Result<()> {
+    let k = Linear::new(gpu).await?;
+    let mut r = rng(60);
+    for &(rows, d_in, d_out) in FORWARD_SHAPES {
+        let s = LinearShape { rows, d_in, d_out };
+        let x = uniform(&mut r, (rows * d_in) as usize, -1.0, 1.0);
+        let w = uniform(&mut r, (d_out * d_in) as usize, -1.0, 1.0);
+        let wh: Vec<f16> = w.iter().map(|&v| f16::from_f32(v)).collect();
+        // every output, or 3000 random ones of the largest product
+        let all = (rows as u64 * d_out as u64) <= 600_000;
+        let picks: Vec<(usize, usize)> = if all {
+            (0..rows as usize).flat_map(|i| (0..d_out as usize).map(move |o| (i, o))).collect()
+        } else {
+            (0..3000).map(|_| (r.random_range(0..rows as usize), r.random_range(0..d_out as usize))).collect()
+        };
+        let (xb, wb, hb) = (gpu.upload("x", &x)?, gpu.upload("w", &w)?, gpu.upload("w_h", &wh)?);
+        let y = gpu.storage_buffer("y", 4 * (rows * d_out) as u64)?;
+        for (name, weights, wref) in [("f32", Weights::F32((&wb).into()), f64s(&w)), ("f16", Weights::F16((&hb).into()), wh.iter().map(|h| h.to_f64()).collect())] {
+            gpu.run(&[&k.forward(gpu, s, (&xb).into(), weights, Output::Store((&y).into()))?]).await?;
+            let got: Vec<f32> = gpu.read_back((&y).into()).await?;
+            let x64 = f64s(&x);
+            let want: Vec<f64> = picks.iter().map(|&(i, o)| reference::forward_at(&x64, &wref, d_in as usize, i, o)).collect();
+            let tol: Vec<f64> = picks.iter().map(|&(i, o)| bound(d_in as usize, reference::forward_abs_at(&x64, &wref, d_in as usize, i, o))).collect();
+            let got: Vec<f32> = picks.iter().map(|&(i, o)| got[i * d_out as usize + o]).collect();
+            assert_within(&format!("linear {name} {rows}x{d_in}->{d_out}"), &got, &want, &tol);
+        }
+    }
+    Ok(())
+}
+
+/// Y = R + X·Wᵀ, Y += X·Wᵀ, and the stacked gate/up split, on an odd ffn.
+pub async fn linear_forward_epilogues(gpu: &Gpu) -> Result<()> {
+    let k = Linear::new(gpu).await?;
+    let mut r = rng(61);
+    let (rows, d_in, ffn) = (77u32, 130u32, 333u32);
+    let s = LinearShape { rows, d_in, d_out: 2 * ffn };
+    let x = uniform(&mut r, (rows * d_in) as usize, -1.0, 1.0);
+    let w = uniform(&mut r, (2 * ffn * d_in) as usize, -1.0, 1.0);
+    let prior = uniform(&mut r, (rows * 2 * ffn) as usize, -1.0, 1.0);
+    let (x64, w64) = (f64s(&x), f64s(&w));
+    let plain = reference::forward(&x64, &w64, d_in as usize);
+    let tol: Vec<f64> = (0..plain.len())
+        .map(|i| bound(d_in as usize + 1, reference::forward_abs_at(&x64, &w64, d_in as usize, i / (2 * ffn) as usize, i % (2 * ffn) as usize) + 1.0))
+        .collect();
+    let with_prior: Vec<f64> = plain.iter().zip(&prior).map(|(p, &q)| p + q as f64).collect();
+    let (xb, wb) = (gpu.upload("x", &x)?, gpu.upload("w", &w)?);
+
+    let (res, y) = (gpu.upload("residual", &prior)?, gpu.storage_buffer("y", 4 * prior.len() as u64)?);
+    let out = Output::AddTo { residual: (&res).into(), y: (&y).into() };
+    gpu.run(&[&k.forward(gpu, s, (&xb).into(), Weights::F32((&wb).into()), out)?]).await?;
+    assert_within("linear + residual", &gpu.read_back::<f32>((&y).into()).await?, &with_prior, &tol);
+
+    let acc = gpu.upload("acc", &prior)?;
+    gpu.run(&[&k.forward(gpu, s, (&xb).into(), Weights::F32((&wb).into()), Output::Accumulate((&acc).into()))?]).await?;
+    assert_within("linear +=", &gpu.read_back::<f32>((&acc).into()).await?, &with_prior, &tol);
+
+    let half = (rows * ffn) as usize;
+    let (gate, up) = (gpu.storage_buffer("gate", 4 * half as u64)?, gpu.storage_buffer("up", 4 * half as u64)?);
+    let out = Output::GateUp { gate: (&gate).into(), up: (&up).into() };
+    gpu.run(&[&k.forward(gpu, s, (&xb).into(), Weights::F32((&wb).into()), out)?]).await?;
+    let split = |v: &[f64], second: bool| -> Vec<f64> {
+        v.chunks(2 * ffn as usize).flat_map(|row| if second { &row[ffn as usize..] } else { &row[..ffn as usize] }).copied().collect()
+    };
+    assert_within("linear gate", &gpu.read_back::<f32>((&gate).into()).await?, &split(&plain, false), &split(&tol, false));
+    assert_within("linear up", &gpu.read_back::<f32>((&up).into()).await?, &split(&plain, true), &split(&tol, true));
+    Ok(())
+}
+
+/// dX += dY·W (f32 and f16 weights) and dW += dYᵀ·X, onto prior values.
+pub async fn linear_backward_matches_reference(gpu: &Gpu) -> Result<()> {
+    let k = Linear::new(gpu).await?;
+    let mut r = rng(62);
+    for &(rows, d_in, d_out) in &[(129u32, 1000u32, 384u32), (4097, 257, 3), (5, 64, 4096)] {
+        let s = LinearShape { rows, d_in, d_out };
+        let x = uniform(&mut r, (rows * d_in) as usize, -1.0, 1.0);
+        let w = uniform(&mut r, (d_out * d_in) as usize, -1.0, 1.0);
+        let dy = uniform(&mut r, (rows * d_out) as usize, -1.0, 1.0);
+        let dx0 = uniform(&mut r, x.len(), -1.0, 1.0);
+        let dw0 = uniform(&mut r, w.len(), -1.0, 1.0);
+        let (x64, w64, dy64) = (f64s(&x), f64s(&w), f64s(&dy));
+        let mut want_dx = f64s(&dx0);
+        reference::backward_input(&dy64, &w64, d_in as usize, &mut want_dx);
+        let mut want_dw = f64s(&dw0);
+        reference::backward_weight(&dy64, &x64, d_in as usize, &mut want_dw);
+        // per-element Σ|terms| (the prior value counts as one term)
+        let mut dx_abs = vec![1.0; x.len()];
+        reference::backward_input(&dy64.iter().map(|v| v.abs()).collect::<Vec<_>>(), &w64.iter().map(|v| v.abs()).collect::<Vec<_>>(), d_in as usize, &mut dx_abs);
+        let mut dw_abs = vec![1.0; w.len()];
+        reference::backward_weight(&dy64.iter().map(|v| v.abs()).collect::<Vec<_>>(), &x64.iter().map(|v| v.abs()).collect::<Vec<_>>(), d_in as usize, &mut dw_abs);
+
+        let (xb, wb, dyb) = (gpu.upload("x", &x)?, gpu.upload("w", &w)?, gpu.upload("dy", &dy)?);
+        let (dxb, dwb) = (gpu.upload("dx", &dx0)?, gpu.upload("dw", &dw0)?);
+        gpu.run(&[
+            &k.backward_input(gpu, s, (&dyb).into(), Weights::F32((&wb).into()), (&dxb).into())?,
+            &k.backward_weight(gpu, s, (&dyb).into(), (&xb).into(), (&dwb).into())?,
+        ])
+        .await?;
+        let tol_dx: Vec<f64> = dx_abs.iter().map(|&a| bound(d_out as usize + 1, a)).collect();
+        let tol_dw: Vec<f64> = dw_abs.iter().map(|&a| bound(rows as usize + 1, a)).collect();
+        assert_within(&format!("linear dx {rows}x{d_in}->{d_out}"), &gpu.read_back::<f32>((&dxb).into()).await?, &want_dx, &tol_dx);
+        assert_within(&format!("linear dw {rows}x{d_in}->{d_out}"), &gpu.read_back::<f32>((&dwb).into()).await?, &want_dw, &tol_dw);
+
+        // f16 weights: the reference reads the same halves
+        let wh: Vec<f16> = w.iter().map(|&v| f16::from_f32(v)).collect();
+        let hb = gpu.upload("w_h", &wh)?;
+        let dxh = gpu.upload("dx", &dx0)?;
+        gpu.run(&[&k.backward_input(gpu, s, (&dyb).into(), Weights::F16((&hb).into()), (&dxh).into())?]).await?;
+        let mut want_dxh = f64s(&dx0);
+        reference::backward_input(&dy64, &wh.iter().map(|h| h.to_f64()).collect::<Vec<_>>(), d_in as usize, &mut want_dxh);
+        assert_within(&format!("linear dx w16 {rows}x{d_in}->{d_out}"), &gpu.read_back::<f32>((&dxh).into()).await?, &want_dxh, &tol_dx);
+    }
+    Ok(())
+}
