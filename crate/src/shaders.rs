@@ -27,10 +27,12 @@ pub const F16_NATIVE: ShaderFile = shader_file!("00_f16_native");
 pub const F16_PACKED: ShaderFile = shader_file!("00_f16_packed");
 pub const COMMON: ShaderFile = shader_file!("00_common");
 pub const INFRASTRUCTURE: ShaderFile = shader_file!("00_infrastructure");
+pub const ACTIVATION: ShaderFile = shader_file!("06_activation");
+pub const LOSS: ShaderFile = shader_file!("07_loss");
 pub const CAST: ShaderFile = shader_file!("08_cast");
 
 /// Kernel files, in pipeline order (headers and the preamble excluded).
-pub const KERNEL_FILES: &[ShaderFile] = &[INFRASTRUCTURE, CAST];
+pub const KERNEL_FILES: &[ShaderFile] = &[INFRASTRUCTURE, ACTIVATION, LOSS, CAST];
 
 /// How f16 tensors are stored in WGSL. Chosen when a pipeline is built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -3,8 +3,12 @@
 //!
 //! [`Dispatch`]: crate::gpu::Dispatch
 
+pub mod activation;
 pub mod cast;
 pub mod infrastructure;
+pub mod loss;
 
+pub use activation::Activation;
 pub use cast::Cast;
 pub use infrastructure::Infrastructure;
+pub use loss::Loss;

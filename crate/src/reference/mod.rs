@@ -3,7 +3,9 @@
 //! Row and model kernels' twins take and return f64 so their backwards can
 //! be proven against finite differences of their forwards (`gradcheck`).
 
+pub mod activation;
 pub mod cast;
 #[cfg(test)]
 pub(crate) mod gradcheck;
 pub mod infrastructure;
+pub mod loss;

@@ -5,10 +5,12 @@
 
 #![allow(dead_code)] // each harness uses its own half of the helpers
 
+pub mod activation;
 pub mod cast;
 pub mod check;
 pub mod harness;
 pub mod infrastructure;
+pub mod loss;
 pub mod pipelines;
 
 /// One list of bodies, three sets of tests: native f16 storage and packed
