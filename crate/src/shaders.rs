@@ -33,6 +33,8 @@ pub const LINEAR_B32: ShaderFile = shader_file!("03_linear_b32");
 pub const LINEAR_B16: ShaderFile = shader_file!("03_linear_b16");
 pub const LINEAR: ShaderFile = shader_file!("03_linear");
 pub const ROPE: ShaderFile = shader_file!("04_rope");
+pub const ACTIVATION: ShaderFile = shader_file!("06_activation");
+pub const LOSS: ShaderFile = shader_file!("07_loss");
 pub const CAST: ShaderFile = shader_file!("08_cast");
 
 /// Kernel modules, in pipeline order (headers and the preamble excluded).
@@ -43,6 +45,8 @@ pub const KERNEL_MODULES: &[Module] = &[
     Module { prelude: Some(LINEAR_B32), file: LINEAR },
     Module { prelude: Some(LINEAR_B16), file: LINEAR },
     Module { prelude: None, file: ROPE },
+    Module { prelude: None, file: ACTIVATION },
+    Module { prelude: None, file: LOSS },
     Module { prelude: None, file: CAST },
 ];
 

@@ -135,7 +135,7 @@ impl Linear {
                 launch(gpu, &v.accumulate, p, &[x, w, y.binding()])
             }
             Output::GateUp { gate, up } => {
-                if s.d_out % 2 != 0 {
+                if !s.d_out.is_multiple_of(2) {
                     return Err(Error::shape(op, "d_out of stacked gate/up weights", "even", s.d_out));
                 }
                 let ffn = d_out / 2;

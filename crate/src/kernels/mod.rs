@@ -3,17 +3,21 @@
 //!
 //! [`Dispatch`]: crate::gpu::Dispatch
 
+pub mod activation;
 pub mod cast;
 pub mod embedding;
 pub mod infrastructure;
 pub mod linear;
+pub mod loss;
 pub mod norm;
 pub mod rope;
 
+pub use activation::Activation;
 pub use cast::Cast;
 pub use embedding::{Embedding, EmbeddingShape};
 pub use infrastructure::Infrastructure;
 pub use linear::{Linear, LinearShape, Output};
+pub use loss::Loss;
 pub use norm::{NormBackward, NormShape, RmsNorm};
 pub use rope::{Rope, RopeShape};
 

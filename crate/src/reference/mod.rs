@@ -3,11 +3,13 @@
 //! Row and model kernels' twins take and return f64 so their backwards can
 //! be proven against finite differences of their forwards (`gradcheck`).
 
+pub mod activation;
 pub mod cast;
 pub mod embedding;
 #[cfg(test)]
 pub(crate) mod gradcheck;
 pub mod infrastructure;
 pub mod linear;
+pub mod loss;
 pub mod norm;
 pub mod rope;

@@ -5,12 +5,14 @@
 
 #![allow(dead_code)] // each harness uses its own half of the helpers
 
+pub mod activation;
 pub mod cast;
 pub mod check;
 pub mod embedding;
 pub mod harness;
 pub mod infrastructure;
 pub mod linear;
+pub mod loss;
 pub mod norm;
 pub mod pipelines;
 pub mod rope;

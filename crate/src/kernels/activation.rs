@@ -1,0 +1,134 @@
+//! Launchers for 06_activation.wgsl: SwiGLU and tanh-GeLU over f32, forward
+//! and backward. Backwards write (not accumulate) their input gradients.
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::error::Result;
+use crate::gpu::{build_kernels, BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot};
+use crate::shaders::ACTIVATION;
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct Params {
+    n: u32,
+    _pad: [u32; 3],
+}
+
+const SWIGLU_FORWARD: KernelDesc = KernelDesc {
+    entry: "swiglu_forward",
+    slots: &[
+        Slot::Uniform(0),   // params
+        Slot::Read(1),      // gate: [n] f32
+        Slot::Read(2),      // up: [n] f32
+        Slot::ReadWrite(3), // h: [n] f32
+    ],
+};
+const SWIGLU_BACKWARD: KernelDesc = KernelDesc {
+    entry: "swiglu_backward",
+    slots: &[
+        Slot::Uniform(0),   // params
+        Slot::Read(1),      // dh: [n] f32
+        Slot::Read(2),      // gate: [n] f32
+        Slot::Read(3),      // up: [n] f32
+        Slot::ReadWrite(4), // dgate: [n] f32, written
+        Slot::ReadWrite(5), // dup: [n] f32, written
+    ],
+};
+const GELU_FORWARD: KernelDesc = KernelDesc {
+    entry: "gelu_forward",
+    slots: &[
+        Slot::Uniform(0),   // params
+        Slot::Read(1),      // x: [n] f32
+        Slot::ReadWrite(2), // y: [n] f32
+    ],
+};
+const GELU_BACKWARD: KernelDesc = KernelDesc {
+    entry: "gelu_backward",
+    slots: &[
+        Slot::Uniform(0),   // params
+        Slot::Read(1),      // dy: [n] f32
+        Slot::Read(2),      // x: [n] f32
+        Slot::ReadWrite(3), // dx: [n] f32, written
+    ],
+};
+
+pub struct Activation {
+    swiglu_forward: Kernel,
+    swiglu_backward: Kernel,
+    gelu_forward: Kernel,
+    gelu_backward: Kernel,
+}
+
+impl Activation {
+    pub async fn new(gpu: &Gpu) -> Result<Self> {
+        let [swiglu_forward, swiglu_backward, gelu_forward, gelu_backward] =
+            build_kernels(gpu, ACTIVATION, [SWIGLU_FORWARD, SWIGLU_BACKWARD, GELU_FORWARD, GELU_BACKWARD]).await?;
+        Ok(Activation { swiglu_forward, swiglu_backward, gelu_forward, gelu_backward })
+    }
+
+    /// `h = silu(gate) * up` over n elements.
+    pub fn swiglu_forward(
+        &self,
+        gpu: &Gpu,
+        gate: BufferRange,
+        up: BufferRange,
+        h: BufferRange,
+        n: u32,
+    ) -> Result<Dispatch> {
+        let op = "swiglu_forward";
+        check(gpu, op, &[("gate", &gate), ("up", &up), ("h", &h)], n)?;
+        let params = gpu.uniform(op, &Params { n, _pad: [0; 3] });
+        let bindings = [params.as_entire_binding(), gate.binding(), up.binding(), h.binding()];
+        self.swiglu_forward.dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
+    }
+
+    /// `dgate = dh·up·silu'(gate)`, `dup = dh·silu(gate)`: written, not added.
+    #[allow(clippy::too_many_arguments)] // one gradient in, two saved inputs, two gradients out
+    pub fn swiglu_backward(
+        &self,
+        gpu: &Gpu,
+        dh: BufferRange,
+        gate: BufferRange,
+        up: BufferRange,
+        dgate: BufferRange,
+        dup: BufferRange,
+        n: u32,
+    ) -> Result<Dispatch> {
+        let op = "swiglu_backward";
+        check(gpu, op, &[("dh", &dh), ("gate", &gate), ("up", &up), ("dgate", &dgate), ("dup", &dup)], n)?;
+        let params = gpu.uniform(op, &Params { n, _pad: [0; 3] });
+        let bindings =
+            [params.as_entire_binding(), dh.binding(), gate.binding(), up.binding(), dgate.binding(), dup.binding()];
+        self.swiglu_backward.dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
+    }
+
+    /// `y = gelu(x)`, tanh approximation, over n elements.
+    pub fn gelu_forward(&self, gpu: &Gpu, x: BufferRange, y: BufferRange, n: u32) -> Result<Dispatch> {
+        let op = "gelu_forward";
+        check(gpu, op, &[("x", &x), ("y", &y)], n)?;
+        let params = gpu.uniform(op, &Params { n, _pad: [0; 3] });
+        let bindings = [params.as_entire_binding(), x.binding(), y.binding()];
+        self.gelu_forward.dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
+    }
+
+    /// `dx = dy·gelu'(x)`: written, not added.
+    pub fn gelu_backward(
+        &self,
+        gpu: &Gpu,
+        dy: BufferRange,
+        x: BufferRange,
+        dx: BufferRange,
+        n: u32,
+    ) -> Result<Dispatch> {
+        let op = "gelu_backward";
+        check(gpu, op, &[("dy", &dy), ("x", &x), ("dx", &dx)], n)?;
+        let params = gpu.uniform(op, &Params { n, _pad: [0; 3] });
+        let bindings = [params.as_entire_binding(), dy.binding(), x.binding(), dx.binding()];
+        self.gelu_backward.dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
+    }
+}
+
+/// Every tensor of an element-wise kernel holds n f32.
+fn check(gpu: &Gpu, op: &'static str, tensors: &[(&'static str, &BufferRange)], n: u32) -> Result<()> {
+    tensors.iter().try_for_each(|(what, range)| gpu.check_binding(op, what, range, 4 * n as u64))
+}

@@ -1,0 +1,128 @@
+// Cross-entropy over the vocabulary, forward and backward in one pass over
+// each row, and the deterministic sum of the per-row losses.
+// Legend: R rows (positions), V vocabulary.
+//
+// A target counts when it is < V and not the ignore index. One that does
+// not count gives loss 0 and a zero gradient row; a target ≥ V that is not
+// the ignore index is out of range: never read, and counted by loss_sum so
+// the host can report it.
+
+struct Params {
+    rows: u32,             // R
+    vocab: u32,            // V
+    ignore_index: u32,     // targets equal to this contribute nothing
+    label_smoothing: f32,  // ε
+    z_loss: f32,           // β: adds β·lse² per counted row
+    grad_scale: f32,       // dlogits multiplier: 1/count for a mean loss
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+
+const F32_MAX: f32 = 0x1.fffffep+127f;  // largest finite f32 (Tint rejects inexact decimals)
+
+fn counts(t: u32) -> bool {
+    return t < params.vocab && t != params.ignore_index;
+}
+
+// cross_entropy_forward_backward: one workgroup per row. With
+// m = max z, s = Σ exp(z − m), lse = m + log s, p = softmax(z):
+//   loss = (1−ε)(lse − z_t) + ε(lse − mean z) + β·lse²
+//   dz_j = grad_scale·((1 + 2β·lse)·p_j − (1−ε)·[j = t] − ε/V)
+// Terms are formed from z − m (≤ 0), so logits of any size are safe and
+// lse − z_t keeps its digits when both are large. Element j is read and
+// written only by invocation j % WG, so the in-place write needs no barrier.
+@group(0) @binding(1) var<storage, read> targets: array<u32>;         // [R]
+@group(0) @binding(2) var<storage, read_write> logits: array<f32>;    // [R, V], becomes dlogits
+@group(0) @binding(3) var<storage, read_write> losses: array<f32>;    // [R]
+@group(0) @binding(4) var<storage, read_write> lse_out: array<f32>;   // [R], saved
+
+@compute @workgroup_size(WG)
+fn cross_entropy_forward_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                                  @builtin(local_invocation_index) lidx: u32) {
+    let row = flat_group(wid, nwg);
+    if (row >= params.rows) { return; }  // uniform: the whole workgroup leaves
+    let v = params.vocab;
+    let base = row * v;
+
+    var local_max = -F32_MAX;
+    for (var j = lidx; j < v; j += WG) {
+        local_max = max(local_max, logits[base + j]);
+    }
+    let m = workgroup_max(local_max, lidx);
+
+    var local_exp = 0.0;
+    var local_shifted = 0.0;  // Σ (z − m), for mean z
+    for (var j = lidx; j < v; j += WG) {
+        let d = logits[base + j] - m;
+        local_exp += exp(d);
+        local_shifted += d;
+    }
+    let s = workgroup_sum(local_exp, lidx);  // ≥ 1: the max contributes exp(0)
+    let log_s = log(s);
+    let mean_shifted = workgroup_sum(local_shifted, lidx) / f32(v);
+    let lse = m + log_s;
+
+    let t = targets[row];
+    let counted = counts(t);
+    let eps = params.label_smoothing;
+    let beta = params.z_loss;
+    // the invocation that owns z_t reads it before its own loop overwrites it
+    let owner = select(0u, t % WG, counted);
+    if (lidx == owner) {
+        var loss = 0.0;
+        if (counted) {
+            let zt_shifted = logits[base + t] - m;
+            loss = (1.0 - eps) * (log_s - zt_shifted) + eps * (log_s - mean_shifted) + beta * lse * lse;
+        }
+        losses[row] = loss;
+        lse_out[row] = lse;
+    }
+
+    let scale = select(0.0, params.grad_scale, counted);
+    let p_scale = scale * (1.0 + 2.0 * beta * lse) / s;
+    let smoothing = scale * eps / f32(v);
+    let hit = scale * (1.0 - eps);
+    for (var j = lidx; j < v; j += WG) {
+        let p_term = p_scale * exp(logits[base + j] - m);
+        logits[base + j] = p_term - smoothing - select(0.0, hit, j == t);
+    }
+}
+
+// loss_sum: one workgroup. Invocation i adds rows i, i + WG, … in order,
+// then a fixed tree adds the partial sums: bit-identical run to run.
+// Bindings: 1 targets [R] (as above), then:
+struct LossTotals {
+    sum: f32,           // Σ row_losses, every row (rows that do not count hold 0)
+    mean: f32,          // sum / counted; 0 when nothing counts (never NaN)
+    counted: u32,       // targets < V and not the ignore index
+    out_of_range: u32,  // targets ≥ V other than the ignore index
+}
+
+@group(0) @binding(2) var<storage, read> row_losses: array<f32>;    // [R]
+@group(0) @binding(3) var<storage, read_write> totals: LossTotals;  // one
+
+var<workgroup> wg_counted: atomic<u32>;
+var<workgroup> wg_out_of_range: atomic<u32>;
+
+@compute @workgroup_size(WG)
+fn loss_sum(@builtin(local_invocation_index) lidx: u32) {
+    var sum = 0.0;
+    var counted = 0u;
+    var out_of_range = 0u;
+    for (var r = lidx; r < params.rows; r += WG) {
+        sum += row_losses[r];
+        let t = targets[r];
+        counted += select(0u, 1u, counts(t));
+        out_of_range += select(0u, 1u, t >= params.vocab && t != params.ignore_index);
+    }
+    atomicAdd(&wg_counted, counted);  // integer sums: any order gives the same total
+    atomicAdd(&wg_out_of_range, out_of_range);
+    let total = workgroup_sum(sum, lidx);  // its barriers also publish the atomics
+    if (lidx == 0u) {
+        let n = atomicLoad(&wg_counted);
+        totals.sum = total;
+        totals.mean = select(0.0, total / f32(n), n > 0u);
+        totals.counted = n;
+        totals.out_of_range = atomicLoad(&wg_out_of_range);
+    }
+}
