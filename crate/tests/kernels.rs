@@ -10,6 +10,7 @@ gpu_tests! {
     pipelines::broken_kernel_is_a_located_error,
     pipelines::every_shader_file_compiles,
     pipelines::lost_device_is_reported,
+    pipelines::timestamps_time_dispatches,
     infrastructure::fill_matches_reference,
     infrastructure::scale_matches_reference,
     infrastructure::axpy_matches_reference,

@@ -7,6 +7,7 @@ mod context;
 mod dispatch;
 mod pipeline;
 mod report;
+mod timing;
 
 pub use buffers::{f16_bytes, BufferRange};
 pub use context::{Capabilities, Gpu, GpuOptions};

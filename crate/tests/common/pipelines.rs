@@ -45,3 +45,17 @@ pub async fn lost_device_is_reported(_shared: &Gpu) -> Result<()> {
     }
     Ok(())
 }
+
+/// Timestamp timing returns a positive, finite time for real work.
+pub async fn timestamps_time_dispatches(gpu: &Gpu) -> Result<()> {
+    if !gpu.caps.timestamps {
+        return Err(Error::Unsupported(format!("{:?} lacks timestamp queries, which both CI adapters have", gpu.info.name)));
+    }
+    let k = webtrain::kernels::Infrastructure::new(gpu).await?;
+    let n = 1 << 22;
+    let y = gpu.storage_buffer("y", 4 * n as u64)?;
+    let fill = k.fill(gpu, (&y).into(), n, 2.0)?;
+    let secs = gpu.time_dispatches(&[&fill], 10).await?;
+    assert!(secs.is_finite() && secs > 0.0, "time per fill of 16 MiB: {secs} s");
+    Ok(())
+}

@@ -1,6 +1,9 @@
 //! The native command-line trainer. JSON lines on stdout, human text on stderr.
 
 #[cfg(not(target_arch = "wasm32"))]
+mod bench;
+
+#[cfg(not(target_arch = "wasm32"))]
 mod cli {
     use clap::{Args, Parser, Subcommand};
     use webtrain::{Gpu, GpuOptions};
@@ -16,6 +19,23 @@ mod cli {
     enum Command {
         /// Report the adapter, its backend, features and limits.
         Info(DeviceArgs),
+        /// Time every kernel at the seed's and the tiny preset's shapes.
+        Bench(BenchArgs),
+    }
+
+    #[derive(Args)]
+    struct BenchArgs {
+        #[command(flatten)]
+        device: DeviceArgs,
+        /// Which sizes: seed (d 768, batch 8 × 512), tiny, or all.
+        #[arg(long, default_value = "all", value_parser = ["seed", "tiny", "all"])]
+        sizes: String,
+        /// Repetitions timed per kernel (after one warm-up).
+        #[arg(long, default_value_t = 10)]
+        reps: u32,
+        /// Only kernels whose name contains this.
+        #[arg(long)]
+        only: Option<String>,
     }
 
     #[derive(Args)]
@@ -52,6 +72,15 @@ mod cli {
     async fn run(cli: Cli) -> webtrain::Result<()> {
         match cli.command {
             Command::Info(args) => info(&args).await,
+            Command::Bench(args) => {
+                let gpu = Gpu::new(&args.device.options()).await?;
+                let sizes: Vec<&crate::bench::Sizes> = match args.sizes.as_str() {
+                    "seed" => vec![&crate::bench::SEED],
+                    "tiny" => vec![&crate::bench::TINY],
+                    _ => vec![&crate::bench::TINY, &crate::bench::SEED],
+                };
+                crate::bench::run(&gpu, &sizes, args.reps, args.only.as_deref()).await
+            }
         }
     }
 
