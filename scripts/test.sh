@@ -44,6 +44,7 @@ tier() {
   total_pass=$((total_pass + pass)); total_fail=$((total_fail + fail))
 }
 
+node scripts/brown-corpus.mjs  # the built-in corpus, read by data tests
 tier native cargo test --workspace
 tier chrome wasm-pack test --headless --chrome --chromedriver "$CHROMEDRIVER" crate
 echo "=== build (for the e2e tier)"

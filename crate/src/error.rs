@@ -36,6 +36,18 @@ pub enum Error {
     #[error("{op}: {what} needs {needed} but this adapter allows {limit}")]
     Limit { op: &'static str, what: String, needed: u64, limit: u64 },
 
+    #[error("{file}: {problem}")]
+    Corpus { file: String, problem: String },
+
+    #[error("tokenizer error: {0}")]
+    Tokenizer(String),
+
+    #[error(
+        "{what} was made with tokenizer {made_with}, but the tokenizer in use is {in_use}: \
+         use the tokenizer it was made with, or re-tokenize"
+    )]
+    TokenizerMismatch { what: String, made_with: String, in_use: String },
+
     #[error("{0}")]
     Unsupported(String),
 }

@@ -21,6 +21,21 @@ mod cli {
         Info(DeviceArgs),
         /// Time every kernel at the seed's and the tiny preset's shapes.
         Bench(BenchArgs),
+        /// Train a byte-level BPE tokenizer on text files; write tokenizer.json.
+        Tokenizer(TokenizerArgs),
+    }
+
+    #[derive(Args)]
+    struct TokenizerArgs {
+        /// UTF-8 text files (.txt, .md) to learn the vocabulary from.
+        #[arg(long, required = true, num_args = 1..)]
+        corpus: Vec<std::path::PathBuf>,
+        /// Vocabulary size, 256..=65536.
+        #[arg(long, default_value_t = 16384)]
+        vocab: u32,
+        /// Where to write tokenizer.json.
+        #[arg(long)]
+        out: std::path::PathBuf,
     }
 
     #[derive(Args)]
@@ -72,6 +87,7 @@ mod cli {
     async fn run(cli: Cli) -> webtrain::Result<()> {
         match cli.command {
             Command::Info(args) => info(&args).await,
+            Command::Tokenizer(args) => tokenizer(&args),
             Command::Bench(args) => {
                 let gpu = Gpu::new(&args.device.options()).await?;
                 let sizes: Vec<&crate::bench::Sizes> = match args.sizes.as_str() {
@@ -82,6 +98,27 @@ mod cli {
                 crate::bench::run(&gpu, &sizes, args.reps, args.only.as_deref()).await
             }
         }
+    }
+
+    fn tokenizer(args: &TokenizerArgs) -> webtrain::Result<()> {
+        let mut corpus = webtrain::data::Corpus::default();
+        for path in &args.corpus {
+            let name = path.display().to_string();
+            let bytes = std::fs::read(path)
+                .map_err(|e| webtrain::Error::Corpus { file: name.clone(), problem: format!("cannot be read: {e}") })?;
+            corpus.add(&name, &bytes)?;
+        }
+        let texts: Vec<&str> = corpus.files().map(|(_, t)| t).collect();
+        let started = std::time::Instant::now();
+        let t = webtrain::data::Tokenizer::train(&texts, args.vocab, |_| {})?;
+        let json = t.to_json()?;
+        std::fs::write(&args.out, json)
+            .map_err(|e| webtrain::Error::Unsupported(format!("cannot write {}: {e}", args.out.display())))?;
+        let secs = started.elapsed().as_secs_f64();
+        eprintln!("tokenizer: {} tokens from {} bytes in {secs:.1} s, fingerprint {}", t.vocab_size(), corpus.bytes(), t.fingerprint());
+        let line = serde_json::json!({"vocab_size": t.vocab_size(), "fingerprint": t.fingerprint(), "seconds": secs, "out": args.out});
+        println!("{line}");
+        Ok(())
     }
 
     async fn info(args: &DeviceArgs) -> webtrain::Result<()> {
