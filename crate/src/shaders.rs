@@ -36,6 +36,7 @@ pub const ROPE: ShaderFile = shader_file!("04_rope");
 pub const ACTIVATION: ShaderFile = shader_file!("06_activation");
 pub const LOSS: ShaderFile = shader_file!("07_loss");
 pub const CAST: ShaderFile = shader_file!("08_cast");
+pub const OPTIMIZER: ShaderFile = shader_file!("12_optimizer");
 
 /// Kernel modules, in pipeline order (headers and the preamble excluded).
 pub const KERNEL_MODULES: &[Module] = &[
@@ -48,6 +49,7 @@ pub const KERNEL_MODULES: &[Module] = &[
     Module { prelude: None, file: ACTIVATION },
     Module { prelude: None, file: LOSS },
     Module { prelude: None, file: CAST },
+    Module { prelude: None, file: OPTIMIZER },
 ];
 
 /// How f16 tensors are stored in WGSL. Chosen when a pipeline is built.

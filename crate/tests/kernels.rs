@@ -36,6 +36,8 @@ gpu_tests! {
     loss::cross_entropy_with_nothing_counted_is_zero,
     loss::loss_sum_is_deterministic,
     loss::cross_entropy_checks_its_settings,
+    optimizer::grad_stats_match_reference,
+    optimizer::adamw_matches_reference,
     cast::cast_saturates_and_keeps_nan,
     cast::cast_rounds_like_the_half_crate,
     cast::cast_round_trips_every_f16,

@@ -10,6 +10,7 @@ pub mod infrastructure;
 pub mod linear;
 pub mod loss;
 pub mod norm;
+pub mod optimizer;
 pub mod rope;
 
 pub use activation::Activation;
@@ -19,6 +20,7 @@ pub use infrastructure::Infrastructure;
 pub use linear::{Linear, LinearShape, Output};
 pub use loss::Loss;
 pub use norm::{NormBackward, NormShape, RmsNorm};
+pub use optimizer::{AdamBuffers, AdamHyper, GradStats, Optimizer};
 pub use rope::{Rope, RopeShape};
 
 use crate::gpu::{f16_bytes, BufferRange};

@@ -12,4 +12,5 @@ pub mod infrastructure;
 pub mod linear;
 pub mod loss;
 pub mod norm;
+pub mod optimizer;
 pub mod rope;

@@ -14,6 +14,7 @@ pub mod infrastructure;
 pub mod linear;
 pub mod loss;
 pub mod norm;
+pub mod optimizer;
 pub mod pipelines;
 pub mod rope;
 

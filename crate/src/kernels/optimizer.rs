@@ -1,0 +1,207 @@
+//! Launchers for 12_optimizer.wgsl: the global gradient norm and clip scale,
+//! and the fused AdamW update (optionally writing the f16 forward mirror).
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::error::{Error, Result};
+use crate::gpu::{build_kernels, f16_bytes, BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot};
+use crate::shaders::OPTIMIZER;
+
+/// Gradients per `reduce_norm_sq` workgroup: `GROUP` in 12_optimizer.wgsl.
+const GROUP: u64 = 4096;
+
+/// Partials a block of `n` gradients adds to the step's partials buffer (8 bytes each).
+pub fn partials_for(n: u64) -> u64 {
+    n.div_ceil(GROUP)
+}
+
+/// What `finalize_grad_stats` writes (16 bytes), for AdamW and for the host.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct GradStats {
+    pub norm: f32,
+    pub clip_scale: f32,
+    /// Gradients that were NaN or ±Inf: AdamW treats them as 0.
+    pub nonfinite: u32,
+    _pad: u32,
+}
+
+/// AdamW's hyperparameters, as `torch.optim.AdamW` takes them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamHyper {
+    pub lr: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct ReduceParams {
+    n: u32,
+    partial_offset: u32,
+    _pad: [u32; 2],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct FinalizeParams {
+    partials: u32,
+    max_norm: f32,
+    _pad: [u32; 2],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct AdamParams {
+    n: u32,
+    beta1: f32,
+    beta2: f32,
+    eps: f32,
+    decay: f32,
+    step_size: f32,
+    bc2_sqrt: f32,
+    _pad: u32,
+}
+
+impl AdamHyper {
+    /// Step `t` (1-based) of a block: bias corrections folded in on the host
+    /// in f64, weight decay only where `decays` (2-D weights, not gains).
+    fn params(&self, n: u32, t: u32, decays: bool) -> AdamParams {
+        let wd = if decays { self.weight_decay } else { 0.0 };
+        AdamParams {
+            n,
+            beta1: self.beta1 as f32,
+            beta2: self.beta2 as f32,
+            eps: self.eps as f32,
+            decay: (1.0 - self.lr * wd) as f32,
+            step_size: (self.lr / (1.0 - self.beta1.powi(t as i32))) as f32,
+            bc2_sqrt: (1.0 - self.beta2.powi(t as i32)).sqrt() as f32,
+            _pad: 0,
+        }
+    }
+}
+
+const REDUCE: KernelDesc = KernelDesc {
+    entry: "reduce_norm_sq",
+    slots: &[
+        Slot::Uniform(0),   // reduce_params
+        Slot::Read(1),      // grads_in: [n] f32
+        Slot::ReadWrite(2), // partials: [G total] (Σg², non-finite)
+    ],
+};
+const FINALIZE: KernelDesc = KernelDesc {
+    entry: "finalize_grad_stats",
+    slots: &[
+        Slot::Uniform(0),   // finalize_params
+        Slot::Read(1),      // partials_in: [G total]
+        Slot::ReadWrite(2), // stats_out: GradStats
+    ],
+};
+const UPDATE_SLOTS: [Slot; 6] = [
+    Slot::Uniform(0),   // adam
+    Slot::Read(1),      // stats: GradStats
+    Slot::ReadWrite(2), // weights: [n] f32
+    Slot::ReadWrite(3), // grads: [n] f32, zeroed
+    Slot::ReadWrite(4), // moment1: [n] f32
+    Slot::ReadWrite(5), // moment2: [n] f32
+];
+const UPDATE: KernelDesc = KernelDesc { entry: "adamw_update", slots: &UPDATE_SLOTS };
+const UPDATE_F16: KernelDesc = KernelDesc {
+    entry: "adamw_update_f16",
+    slots: &[
+        UPDATE_SLOTS[0], UPDATE_SLOTS[1], UPDATE_SLOTS[2], UPDATE_SLOTS[3], UPDATE_SLOTS[4], UPDATE_SLOTS[5],
+        Slot::ReadWrite(6), // mirror: [n] f16
+    ],
+};
+
+/// The buffers one AdamW dispatch updates (one block, or chunk of one).
+pub struct AdamBuffers<'a> {
+    pub weights: BufferRange<'a>,
+    pub grads: BufferRange<'a>,
+    pub moment1: BufferRange<'a>,
+    pub moment2: BufferRange<'a>,
+    /// The f16 forward mirror, written in the same pass (mixed precision).
+    pub mirror: Option<BufferRange<'a>>,
+}
+
+pub struct Optimizer {
+    reduce: Kernel,
+    finalize: Kernel,
+    update: Kernel,
+    update_f16: Kernel,
+}
+
+impl Optimizer {
+    pub async fn new(gpu: &Gpu) -> Result<Self> {
+        let [reduce, finalize, update, update_f16] = build_kernels(gpu, OPTIMIZER, [REDUCE, FINALIZE, UPDATE, UPDATE_F16]).await?;
+        Ok(Optimizer { reduce, finalize, update, update_f16 })
+    }
+
+    /// Σg² and the non-finite count of `n` gradients, into `partials_for(n)`
+    /// partials starting at `partial_offset`.
+    pub fn reduce_norm_sq(&self, gpu: &Gpu, grads: BufferRange, n: u32, partials: BufferRange, partial_offset: u32) -> Result<Dispatch> {
+        let op = "reduce_norm_sq";
+        let groups = partials_for(n as u64);
+        gpu.check_binding(op, "grads", &grads, 4 * n as u64)?;
+        gpu.check_binding(op, "partials", &partials, 8 * (partial_offset as u64 + groups))?;
+        let params = gpu.uniform(op, &ReduceParams { n, partial_offset, _pad: [0; 2] });
+        self.reduce.dispatch(gpu, &[params.as_entire_binding(), grads.binding(), partials.binding()], gpu.grid_groups(op, groups)?)
+    }
+
+    /// The step's [`GradStats`] from all `partials`; `max_norm <= 0` never clips.
+    pub fn finalize(&self, gpu: &Gpu, partials: BufferRange, count: u32, max_norm: f32, stats: BufferRange) -> Result<Dispatch> {
+        let op = "finalize_grad_stats";
+        gpu.check_binding(op, "partials", &partials, 8 * count as u64)?;
+        gpu.check_binding(op, "stats", &stats, size_of::<GradStats>() as u64)?;
+        let params = gpu.uniform(op, &FinalizeParams { partials: count, max_norm, _pad: [0; 2] });
+        self.finalize.dispatch(gpu, &[params.as_entire_binding(), partials.binding(), stats.binding()], gpu.grid_groups(op, 1)?)
+    }
+
+    /// AdamW step `t` (from 1) over `n` parameters; `decays` applies weight decay.
+    #[allow(clippy::too_many_arguments)] // hyperparameters, step, block kind, size, stats, buffers
+    pub fn update(&self, gpu: &Gpu, hyper: &AdamHyper, t: u32, decays: bool, n: u32, stats: BufferRange, b: &AdamBuffers) -> Result<Dispatch> {
+        let op = "adamw_update";
+        if t == 0 {
+            return Err(Error::shape(op, "step", "1 or more", 0));
+        }
+        let bytes = 4 * n as u64;
+        gpu.check_binding(op, "stats", &stats, size_of::<GradStats>() as u64)?;
+        for (what, r) in [("weights", &b.weights), ("grads", &b.grads), ("moment1", &b.moment1), ("moment2", &b.moment2)] {
+            gpu.check_binding(op, what, r, bytes)?;
+        }
+        let params = gpu.uniform(op, &hyper.params(n, t, decays));
+        let mut bindings = vec![
+            params.as_entire_binding(),
+            stats.binding(),
+            b.weights.binding(),
+            b.grads.binding(),
+            b.moment1.binding(),
+            b.moment2.binding(),
+        ];
+        match b.mirror {
+            None => self.update.dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?),
+            Some(mirror) => {
+                gpu.check_binding(op, "mirror", &mirror, f16_bytes(n as u64))?;
+                bindings.push(mirror.binding());
+                self.update_f16.dispatch(gpu, &bindings, gpu.grid_1d(op, (n as u64).div_ceil(2))?)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bias_corrections_follow_torch() {
+        let h = AdamHyper { lr: 1e-3, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.1 };
+        let p = h.params(10, 1, true);
+        assert!((p.step_size as f64 - 1e-3 / 0.1).abs() < 1e-9);
+        assert!((p.bc2_sqrt as f64 - 0.05f64.sqrt()).abs() < 1e-7);
+        assert_eq!(p.decay, (1.0 - 1e-4) as f32);
+        assert_eq!(h.params(10, 1, false).decay, 1.0);
+    }
+}
