@@ -33,9 +33,11 @@ pub const LINEAR_B32: ShaderFile = shader_file!("03_linear_b32");
 pub const LINEAR_B16: ShaderFile = shader_file!("03_linear_b16");
 pub const LINEAR: ShaderFile = shader_file!("03_linear");
 pub const ROPE: ShaderFile = shader_file!("04_rope");
+pub const ATTENTION: ShaderFile = shader_file!("05_attention");
 pub const ACTIVATION: ShaderFile = shader_file!("06_activation");
 pub const LOSS: ShaderFile = shader_file!("07_loss");
 pub const CAST: ShaderFile = shader_file!("08_cast");
+pub const BACKWARD_ATTENTION: ShaderFile = shader_file!("10_backward_attention");
 pub const OPTIMIZER: ShaderFile = shader_file!("12_optimizer");
 
 /// Kernel modules, in pipeline order (headers and the preamble excluded).
@@ -46,9 +48,11 @@ pub const KERNEL_MODULES: &[Module] = &[
     Module { prelude: Some(LINEAR_B32), file: LINEAR },
     Module { prelude: Some(LINEAR_B16), file: LINEAR },
     Module { prelude: None, file: ROPE },
+    Module { prelude: None, file: ATTENTION },
     Module { prelude: None, file: ACTIVATION },
     Module { prelude: None, file: LOSS },
     Module { prelude: None, file: CAST },
+    Module { prelude: None, file: BACKWARD_ATTENTION },
     Module { prelude: None, file: OPTIMIZER },
 ];
 

@@ -4,6 +4,7 @@
 //! [`Dispatch`]: crate::gpu::Dispatch
 
 pub mod activation;
+pub mod attention;
 pub mod cast;
 pub mod embedding;
 pub mod infrastructure;
@@ -14,6 +15,7 @@ pub mod optimizer;
 pub mod rope;
 
 pub use activation::Activation;
+pub use attention::{Attention, AttentionBackward, AttentionShape, DecodeShape, Heads, KvGrads, Qkv};
 pub use cast::Cast;
 pub use embedding::{Embedding, EmbeddingShape};
 pub use infrastructure::Infrastructure;

@@ -4,6 +4,7 @@
 //! be proven against finite differences of their forwards (`gradcheck`).
 
 pub mod activation;
+pub mod attention;
 pub mod cast;
 pub mod embedding;
 #[cfg(test)]

@@ -6,6 +6,7 @@
 #![allow(dead_code)] // each harness uses its own half of the helpers
 
 pub mod activation;
+pub mod attention;
 pub mod cast;
 pub mod check;
 pub mod embedding;

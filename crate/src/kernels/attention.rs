@@ -1,0 +1,289 @@
+//! Launchers for 05_attention.wgsl (causal GQA forward, one-token decode)
+//! and 10_backward_attention.wgsl (dQ, then dK and dV). Legend: B batch,
+//! T sequence, H query heads, Hkv key/value heads, Dh head dim, L cache
+//! length, Lmax cache capacity.
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::error::{Error, Result};
+use crate::gpu::{build_kernels, BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot};
+use crate::shaders::{ATTENTION, BACKWARD_ATTENTION};
+
+/// Query rows (and keys) per workgroup block: `BQ` and `BK` in the shaders.
+const BLOCK: u64 = 16;
+/// Largest head dim: `MAX_DH` in the shaders (per-invocation state and the
+/// 16 KiB of workgroup memory every WebGPU device has are sized for it).
+pub const MAX_HEAD_DIM: u32 = 128;
+
+/// Causal self-attention over `batch` sequences of `seq_len` tokens.
+#[derive(Clone, Copy, Debug)]
+pub struct AttentionShape {
+    pub batch: u32,
+    pub seq_len: u32,
+    pub heads: u32,
+    pub kv_heads: u32,
+    pub head_dim: u32,
+}
+
+/// One decode step: a new query per sequence against `len` cached keys.
+#[derive(Clone, Copy, Debug)]
+pub struct DecodeShape {
+    pub batch: u32,
+    /// L: cached positions including the new token's, 1 ≤ L ≤ `max_len`.
+    pub len: u32,
+    /// Lmax: cache rows per sequence.
+    pub max_len: u32,
+    pub heads: u32,
+    pub kv_heads: u32,
+    pub head_dim: u32,
+}
+
+/// The heads of an f32 tensor `[rows, row_stride]`: head i at columns
+/// `col + i·Dh`. A contiguous q is `{ row_stride: H·Dh, col: 0 }`; the k
+/// of a fused `[q | k | v]` row is `{ row_stride: (H + 2·Hkv)·Dh, col: H·Dh }`.
+#[derive(Clone, Copy, Debug)]
+pub struct Heads<'a> {
+    pub data: BufferRange<'a>,
+    pub row_stride: u32,
+    pub col: u32,
+}
+
+/// The attention inputs; for decode, k and v are the caches `[B·Lmax, ·]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Qkv<'a> {
+    pub q: Heads<'a>,
+    pub k: Heads<'a>,
+    pub v: Heads<'a>,
+}
+
+/// dK and dV, written into column ranges of one buffer `[rows, row_stride]`
+/// (one dispatch may bind a buffer writable only once).
+#[derive(Clone, Copy, Debug)]
+pub struct KvGrads<'a> {
+    pub data: BufferRange<'a>,
+    pub row_stride: u32,
+    pub k_col: u32,
+    pub v_col: u32,
+}
+
+/// What the forward wrote: o `[B·T, H·Dh]` and lse `[B·T, H]`.
+pub struct AttentionBackward<'a> {
+    pub qkv: Qkv<'a>,
+    pub o: BufferRange<'a>,
+    pub d_o: BufferRange<'a>,
+    pub lse: BufferRange<'a>,
+    /// Written (not accumulated), in q's shape.
+    pub dq: Heads<'a>,
+    /// Written (not accumulated).
+    pub dkv: KvGrads<'a>,
+    /// Scratch for Δ = rowsum(dO∘O): `AttentionShape::backward_scratch_bytes`.
+    pub delta: BufferRange<'a>,
+}
+
+impl AttentionShape {
+    fn rows(&self) -> u64 {
+        self.batch as u64 * self.seq_len as u64
+    }
+
+    /// Bytes of the backward's Δ scratch, `[B·T, H]` f32.
+    pub fn backward_scratch_bytes(&self) -> u64 {
+        4 * self.rows() * self.heads as u64
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct Params {
+    batch: u32,
+    seq_len: u32,
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    scale: f32,
+    q_stride: u32,
+    q_col: u32,
+    k_stride: u32,
+    k_col: u32,
+    v_stride: u32,
+    v_col: u32,
+    dq_stride: u32,
+    dq_col: u32,
+    dkv_stride: u32,
+    dk_col: u32,
+    dv_col: u32,
+    cache_len: u32,
+    _pad: [u32; 2],
+}
+
+const FORWARD: KernelDesc = KernelDesc {
+    entry: "attention_forward",
+    slots: &[
+        Slot::Uniform(0),   // params
+        Slot::Read(1),      // q: [B·T, q_stride] f32
+        Slot::Read(2),      // k: [B·T, k_stride] f32
+        Slot::Read(3),      // v: [B·T, v_stride] f32
+        Slot::ReadWrite(4), // o: [B·T, H·Dh] f32
+        Slot::ReadWrite(5), // lse: [B·T, H] f32, saved for backward
+    ],
+};
+const DECODE: KernelDesc = KernelDesc {
+    entry: "attention_decode",
+    slots: &[
+        Slot::Uniform(0),   // params
+        Slot::Read(1),      // q: [B, q_stride] f32, the new tokens
+        Slot::Read(2),      // k: [B·Lmax, k_stride] f32 cache
+        Slot::Read(3),      // v: [B·Lmax, v_stride] f32 cache
+        Slot::ReadWrite(4), // o: [B, H·Dh] f32
+    ],
+};
+const BACKWARD_DQ: KernelDesc = KernelDesc {
+    entry: "attention_backward_dq",
+    slots: &[
+        Slot::Uniform(0),   // params
+        Slot::Read(1),      // q: [B·T, q_stride] f32
+        Slot::Read(2),      // k: [B·T, k_stride] f32
+        Slot::Read(3),      // v: [B·T, v_stride] f32
+        Slot::Read(4),      // o: [B·T, H·Dh] f32
+        Slot::Read(5),      // d_o: [B·T, H·Dh] f32
+        Slot::Read(6),      // lse: [B·T, H] f32
+        Slot::ReadWrite(7), // dq: [B·T, dq_stride] f32, written
+        Slot::ReadWrite(8), // delta: [B·T, H] f32 scratch, written
+    ],
+};
+const BACKWARD_DKV: KernelDesc = KernelDesc {
+    entry: "attention_backward_dkv",
+    slots: &[
+        Slot::Uniform(0),   // params
+        Slot::Read(1),      // q: [B·T, q_stride] f32
+        Slot::Read(2),      // k: [B·T, k_stride] f32
+        Slot::Read(3),      // v: [B·T, v_stride] f32
+        Slot::Read(5),      // d_o: [B·T, H·Dh] f32
+        Slot::Read(6),      // lse: [B·T, H] f32
+        Slot::Read(7),      // delta_in: [B·T, H] f32
+        Slot::ReadWrite(8), // dkv: [B·T, dkv_stride] f32, dK and dV written
+    ],
+};
+
+pub struct Attention {
+    forward: Kernel,
+    decode: Kernel,
+    backward_dq: Kernel,
+    backward_dkv: Kernel,
+}
+
+impl Attention {
+    pub async fn new(gpu: &Gpu) -> Result<Self> {
+        let [forward, decode] = build_kernels(gpu, ATTENTION, [FORWARD, DECODE]).await?;
+        let [backward_dq, backward_dkv] = build_kernels(gpu, BACKWARD_ATTENTION, [BACKWARD_DQ, BACKWARD_DKV]).await?;
+        Ok(Attention { forward, decode, backward_dq, backward_dkv })
+    }
+
+    /// `o = softmax(q·kᵀ/sqrt(Dh) + causal mask)·v` per head, saving lse.
+    pub fn forward(&self, gpu: &Gpu, s: AttentionShape, x: Qkv, o: BufferRange, lse: BufferRange) -> Result<Dispatch> {
+        let op = "attention_forward";
+        let mut p = params(op, s.batch, s.seq_len, s.heads, s.kv_heads, s.head_dim)?;
+        let rows = s.rows();
+        let Qkv { q, k, v } = x;
+        (p.q_stride, p.q_col) = check_heads(gpu, op, "q", &q, rows, s.heads, s.head_dim)?;
+        (p.k_stride, p.k_col) = check_heads(gpu, op, "k", &k, rows, s.kv_heads, s.head_dim)?;
+        (p.v_stride, p.v_col) = check_heads(gpu, op, "v", &v, rows, s.kv_heads, s.head_dim)?;
+        gpu.check_binding(op, "o", &o, 4 * rows * s.heads as u64 * s.head_dim as u64)?;
+        gpu.check_binding(op, "lse", &lse, 4 * rows * s.heads as u64)?;
+        let params = gpu.uniform(op, &p);
+        let bindings =
+            [params.as_entire_binding(), q.data.binding(), k.data.binding(), v.data.binding(), o.binding(), lse.binding()];
+        self.forward.dispatch(gpu, &bindings, gpu.grid_groups(op, query_blocks(s) * s.heads as u64)?)
+    }
+
+    /// One generation step: `o[b] = attention(q[b], cache rows 0..L of b)`.
+    /// The new token's k and v must already sit at row L−1 of the caches.
+    pub fn decode(&self, gpu: &Gpu, s: DecodeShape, x: Qkv, o: BufferRange) -> Result<Dispatch> {
+        let op = "attention_decode";
+        let Qkv { q, k: k_cache, v: v_cache } = x;
+        if s.len == 0 || s.len > s.max_len {
+            return Err(Error::shape(op, "len", format!("1 ..= max_len {}", s.max_len), s.len));
+        }
+        let mut p = params(op, s.batch, s.len, s.heads, s.kv_heads, s.head_dim)?;
+        p.cache_len = s.max_len;
+        let cache_rows = s.batch as u64 * s.max_len as u64;
+        (p.q_stride, p.q_col) = check_heads(gpu, op, "q", &q, s.batch as u64, s.heads, s.head_dim)?;
+        (p.k_stride, p.k_col) = check_heads(gpu, op, "k_cache", &k_cache, cache_rows, s.kv_heads, s.head_dim)?;
+        (p.v_stride, p.v_col) = check_heads(gpu, op, "v_cache", &v_cache, cache_rows, s.kv_heads, s.head_dim)?;
+        gpu.check_binding(op, "o", &o, 4 * s.batch as u64 * s.heads as u64 * s.head_dim as u64)?;
+        let params = gpu.uniform(op, &p);
+        let bindings =
+            [params.as_entire_binding(), q.data.binding(), k_cache.data.binding(), v_cache.data.binding(), o.binding()];
+        self.decode.dispatch(gpu, &bindings, gpu.grid_groups(op, s.batch as u64 * s.heads as u64)?)
+    }
+
+    /// dQ, dK and dV (written, not accumulated), in two dispatches to record
+    /// in order: the query-major pass (dQ and Δ), then the key-major pass.
+    pub fn backward(&self, gpu: &Gpu, s: AttentionShape, g: &AttentionBackward) -> Result<[Dispatch; 2]> {
+        let op = "attention_backward";
+        let mut p = params(op, s.batch, s.seq_len, s.heads, s.kv_heads, s.head_dim)?;
+        let rows = s.rows();
+        let (hdh, kvdh) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
+        let Qkv { q, k, v } = g.qkv;
+        (p.q_stride, p.q_col) = check_heads(gpu, op, "q", &q, rows, s.heads, s.head_dim)?;
+        (p.k_stride, p.k_col) = check_heads(gpu, op, "k", &k, rows, s.kv_heads, s.head_dim)?;
+        (p.v_stride, p.v_col) = check_heads(gpu, op, "v", &v, rows, s.kv_heads, s.head_dim)?;
+        (p.dq_stride, p.dq_col) = check_heads(gpu, op, "dq", &g.dq, rows, s.heads, s.head_dim)?;
+        let dkv = g.dkv;
+        let dk = Heads { data: dkv.data, row_stride: dkv.row_stride, col: dkv.k_col };
+        let dv = Heads { data: dkv.data, row_stride: dkv.row_stride, col: dkv.v_col };
+        (p.dkv_stride, p.dk_col) = check_heads(gpu, op, "dk", &dk, rows, s.kv_heads, s.head_dim)?;
+        p.dv_col = check_heads(gpu, op, "dv", &dv, rows, s.kv_heads, s.head_dim)?.1;
+        if dkv.k_col.abs_diff(dkv.v_col) < kvdh {
+            return Err(Error::shape(op, "dkv columns", format!("k and v ranges of {kvdh} apart"), format!("{} and {}", dkv.k_col, dkv.v_col)));
+        }
+        gpu.check_binding(op, "o", &g.o, 4 * rows * hdh as u64)?;
+        gpu.check_binding(op, "d_o", &g.d_o, 4 * rows * hdh as u64)?;
+        gpu.check_binding(op, "lse", &g.lse, 4 * rows * s.heads as u64)?;
+        gpu.check_binding(op, "delta", &g.delta, s.backward_scratch_bytes())?;
+        let params = gpu.uniform(op, &p);
+        let u = || params.as_entire_binding();
+        let (q, k, v) = (q.data.binding(), k.data.binding(), v.data.binding());
+        let dq = self.backward_dq.dispatch(
+            gpu,
+            &[u(), q.clone(), k.clone(), v.clone(), g.o.binding(), g.d_o.binding(), g.lse.binding(), g.dq.data.binding(), g.delta.binding()],
+            gpu.grid_groups(op, query_blocks(s) * s.heads as u64)?,
+        )?;
+        let dkv = self.backward_dkv.dispatch(
+            gpu,
+            &[u(), q, k, v, g.d_o.binding(), g.lse.binding(), g.delta.binding(), dkv.data.binding()],
+            gpu.grid_groups(op, query_blocks(s) * s.kv_heads as u64)?,
+        )?;
+        Ok([dq, dkv])
+    }
+}
+
+/// Blocks of 16 rows over every sequence: workgroups per head.
+fn query_blocks(s: AttentionShape) -> u64 {
+    (s.seq_len as u64).div_ceil(BLOCK) * s.batch as u64
+}
+
+/// Params with the shape filled in and checked; views are set by the caller.
+fn params(op: &'static str, batch: u32, seq_len: u32, heads: u32, kv_heads: u32, head_dim: u32) -> Result<Params> {
+    if head_dim == 0 || !head_dim.is_multiple_of(16) || head_dim > MAX_HEAD_DIM {
+        return Err(Error::shape(op, "head_dim", format!("a multiple of 16 up to {MAX_HEAD_DIM}"), head_dim));
+    }
+    if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
+        return Err(Error::shape(op, "heads, kv_heads", "kv_heads dividing heads", format!("{heads}, {kv_heads}")));
+    }
+    if batch == 0 || seq_len == 0 || heads == 0 {
+        return Err(Error::shape(op, "batch, seq_len, heads", "non-zero", format!("{batch}, {seq_len}, {heads}")));
+    }
+    let scale = (1.0 / (head_dim as f64).sqrt()) as f32;
+    Ok(Params { batch, seq_len, heads, kv_heads, head_dim, scale, ..Zeroable::zeroed() })
+}
+
+/// Checks that `heads` heads fit in each row of `x` and that `rows` rows
+/// are bound; returns (row_stride, col).
+fn check_heads(gpu: &Gpu, op: &'static str, what: &'static str, x: &Heads, rows: u64, heads: u32, head_dim: u32) -> Result<(u32, u32)> {
+    let width = x.col as u64 + heads as u64 * head_dim as u64;
+    if width > x.row_stride as u64 {
+        return Err(Error::shape(op, what, format!("heads within a row of {}", x.row_stride), format!("up to column {width}")));
+    }
+    gpu.check_binding(op, what, &x.data, 4 * rows * x.row_stride as u64)?;
+    Ok((x.row_stride, x.col))
+}

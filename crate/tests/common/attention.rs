@@ -1,0 +1,364 @@
+//! 05_attention.wgsl and 10_backward_attention.wgsl against
+//! reference/attention.rs. Legend: B batch, T sequence, H heads, Hkv kv
+//! heads, Dh head dim, L cache length.
+
+use rand::rngs::SmallRng;
+use rand::Rng;
+use webtrain::kernels::{Attention, AttentionBackward, AttentionShape, DecodeShape, Heads, KvGrads, Qkv};
+use webtrain::reference::attention as reference;
+use webtrain::{Gpu, Result};
+
+use super::check::{assert_close, assert_identical, rng, uniform};
+
+fn f64s(v: &[f32]) -> Vec<f64> {
+    v.iter().map(|&x| x as f64).collect()
+}
+
+fn shape((batch, seq_len, heads, kv_heads, head_dim): (u32, u32, u32, u32, u32)) -> AttentionShape {
+    AttentionShape { batch, seq_len, heads, kv_heads, head_dim }
+}
+
+fn what(s: &AttentionShape) -> String {
+    format!("B={} T={} H={} Hkv={} Dh={}", s.batch, s.seq_len, s.heads, s.kv_heads, s.head_dim)
+}
+
+/// Contiguous q `[B·T, H·Dh]`, k and v `[B·T, Hkv·Dh]`.
+struct Inputs {
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+}
+
+impl Inputs {
+    /// q and k in ±`qk_range`, v in ±1.
+    fn random(r: &mut SmallRng, s: &AttentionShape, qk_range: f32) -> Inputs {
+        let rows = (s.batch * s.seq_len) as usize;
+        let (nq, nkv) = (rows * (s.heads * s.head_dim) as usize, rows * (s.kv_heads * s.head_dim) as usize);
+        let q = uniform(r, nq, -qk_range, qk_range);
+        let k = uniform(r, nkv, -qk_range, qk_range);
+        Inputs { q, k, v: uniform(r, nkv, -1.0, 1.0) }
+    }
+}
+
+/// A contiguous tensor of `heads` heads as a view.
+fn dense<'a>(buffer: &'a wgpu::Buffer, heads: u32, dh: u32) -> Heads<'a> {
+    Heads { data: buffer.into(), row_stride: heads * dh, col: 0 }
+}
+
+fn dense_qkv<'a>(s: &AttentionShape, q: &'a wgpu::Buffer, k: &'a wgpu::Buffer, v: &'a wgpu::Buffer) -> Qkv<'a> {
+    Qkv { q: dense(q, s.heads, s.head_dim), k: dense(k, s.kv_heads, s.head_dim), v: dense(v, s.kv_heads, s.head_dim) }
+}
+
+/// (o, lse) from the GPU, q, k and v in separate buffers.
+async fn forward(gpu: &Gpu, a: &Attention, s: &AttentionShape, x: &Inputs) -> Result<(Vec<f32>, Vec<f32>)> {
+    let (qb, kb, vb) = (gpu.upload("q", &x.q)?, gpu.upload("k", &x.k)?, gpu.upload("v", &x.v)?);
+    let rows = (s.batch * s.seq_len) as u64;
+    let o = gpu.storage_buffer("o", 4 * rows * (s.heads * s.head_dim) as u64)?;
+    let lse = gpu.storage_buffer("lse", 4 * rows * s.heads as u64)?;
+    gpu.run(&[&a.forward(gpu, *s, dense_qkv(s, &qb, &kb, &vb), (&o).into(), (&lse).into())?]).await?;
+    Ok((gpu.read_back((&o).into()).await?, gpu.read_back((&lse).into()).await?))
+}
+
+/// Rows checked against the reference: all of them up to T = 129, beyond
+/// that the edges of blocks, the last rows (the longest sums) and a sample.
+fn checked_rows(r: &mut impl Rng, s: &AttentionShape) -> Vec<(usize, usize)> {
+    let t = s.seq_len as usize;
+    let ts: Vec<usize> = if t <= 129 {
+        (0..t).collect()
+    } else {
+        let mut ts = vec![0, 1, 15, 16, 17, t / 2, t - 17, t - 2, t - 1];
+        ts.extend((0..12).map(|_| r.random_range(0..t)));
+        ts
+    };
+    (0..s.batch as usize).flat_map(|b| ts.iter().map(move |&t| (b, t))).collect()
+}
+
+// o is a p-weighted mean of v (|v| ≤ 1), so its error is absolute: the
+// scores' (Dh-term f32 dots) carried through exp, and the f32 sums of p and
+// p·v over up to T keys. Measured worst, lavapipe / SwiftShader: 1.7e-7 /
+// 1.2e-7 (2.7e-7 / 1.6e-7 at scores of ±80).
+const O_ATOL: f64 = 1e-6;
+// lse = m + log l: l sums up to T = 1024 terms (≈ sqrt(T)·2^-24 relative,
+// absolute after the log), m rounds with its score (4·2^-24 relative).
+// Measured worst, lavapipe / SwiftShader: 6.5e-7 / 1.1e-6 absolute;
+// 5.2e-6 / 5.7e-6 at lse ≈ 80.
+const LSE_ATOL: f64 = 2e-6;
+const LSE_RTOL: f64 = 2.4e-7;
+// Gradients: dS = P∘(dP − Δ) cancels where dP ≈ Δ and dV sums G·T terms,
+// so errors are absolute. Measured worst, lavapipe / SwiftShader: 1.1e-6 /
+// 9.7e-7 (dV at T = 1024 / 129).
+const GRAD_ATOL: f64 = 4e-6;
+// At scores of ±80 each score carries ulp(80) = 7.6e-6 of rounding, which P
+// takes on as relative error, times |q|, |k| ≈ 3.2. Measured worst, lavapipe
+// / SwiftShader: 7.0e-6 / 7.0e-6 (dK).
+const GRAD_ATOL_80: f64 = 3e-5;
+
+/// (B, T, H, Hkv, Dh): T = 1 … 1024, Dh 32, 64, 128, GQA ratios 1, 2, 4;
+/// T = 1024 with few heads, for SwiftShader's sake.
+const FORWARD_CASES: &[(u32, u32, u32, u32, u32)] = &[
+    (2, 1, 4, 4, 64),
+    (3, 7, 4, 2, 32),
+    (2, 64, 4, 1, 128),
+    (2, 129, 4, 2, 64),
+    (1, 512, 4, 4, 32),
+    (1, 1024, 2, 1, 64),
+    (1, 300, 2, 2, 128),
+];
+
+pub async fn attention_forward_matches_reference(gpu: &Gpu) -> Result<()> {
+    let a = Attention::new(gpu).await?;
+    let mut r = rng(90);
+    for &case in FORWARD_CASES {
+        let s = shape(case);
+        let x = Inputs::random(&mut r, &s, 1.0);
+        let (o, lse) = forward(gpu, &a, &s, &x).await?;
+        let (q, k, v) = (f64s(&x.q), f64s(&x.k), f64s(&x.v));
+        let (dh, hs, tl) = (s.head_dim as usize, s.heads as usize, s.seq_len as usize);
+        let (mut got_o, mut want_o, mut got_lse, mut want_lse) = (vec![], vec![], vec![], vec![]);
+        for (b, t) in checked_rows(&mut r, &s) {
+            for h in 0..hs {
+                let (row, l) = reference::forward_row(&s, &q, &k, &v, b, t, h);
+                let at = ((b * tl + t) * hs + h) * dh;
+                got_o.extend_from_slice(&o[at..at + dh]);
+                want_o.extend(row);
+                got_lse.push(lse[(b * tl + t) * hs + h]);
+                want_lse.push(l);
+            }
+        }
+        assert_close(&format!("attention o {}", what(&s)), &got_o, &want_o, O_ATOL, 0.0);
+        assert_close(&format!("attention lse {}", what(&s)), &got_lse, &want_lse, LSE_ATOL, LSE_RTOL);
+    }
+    Ok(())
+}
+
+/// q, k and v as column ranges of one fused [q | k | v] row give the same
+/// bits as separate tensors.
+pub async fn attention_reads_a_fused_qkv_row(gpu: &Gpu) -> Result<()> {
+    let a = Attention::new(gpu).await?;
+    let s = shape((2, 37, 4, 2, 32));
+    let x = Inputs::random(&mut rng(91), &s, 1.0);
+    let (o_sep, lse_sep) = forward(gpu, &a, &s, &x).await?;
+    let (hdh, kvdh) = ((s.heads * s.head_dim) as usize, (s.kv_heads * s.head_dim) as usize);
+    let stride = hdh + 2 * kvdh;
+    let rows = (s.batch * s.seq_len) as usize;
+    let fused: Vec<f32> = (0..rows)
+        .flat_map(|i| [&x.q[i * hdh..(i + 1) * hdh], &x.k[i * kvdh..(i + 1) * kvdh], &x.v[i * kvdh..(i + 1) * kvdh]].concat())
+        .collect();
+    let qkv = gpu.upload("qkv", &fused)?;
+    let view = |col: usize| Heads { data: (&qkv).into(), row_stride: stride as u32, col: col as u32 };
+    let o = gpu.storage_buffer("o", 4 * (rows * hdh) as u64)?;
+    let lse = gpu.storage_buffer("lse", 4 * (rows * s.heads as usize) as u64)?;
+    gpu.run(&[&a.forward(gpu, s, Qkv { q: view(0), k: view(hdh), v: view(hdh + kvdh) }, (&o).into(), (&lse).into())?]).await?;
+    assert_identical("attention o, fused qkv", &gpu.read_back::<f32>((&o).into()).await?, &o_sep);
+    assert_identical("attention lse, fused qkv", &gpu.read_back::<f32>((&lse).into()).await?, &lse_sep);
+    Ok(())
+}
+
+/// Changing key/value t* changes no output before t*, and changes t*'s.
+pub async fn attention_is_causal(gpu: &Gpu) -> Result<()> {
+    let a = Attention::new(gpu).await?;
+    let s = shape((1, 40, 2, 1, 64));
+    let mut r = rng(92);
+    let x = Inputs::random(&mut r, &s, 1.0);
+    let (o, _) = forward(gpu, &a, &s, &x).await?;
+    let row = (s.heads * s.head_dim) as usize;
+    let kv_row = (s.kv_heads * s.head_dim) as usize;
+    for t_star in [0usize, 17, 39] {
+        let mut y = Inputs { q: x.q.clone(), k: x.k.clone(), v: x.v.clone() };
+        for e in t_star * kv_row..(t_star + 1) * kv_row {
+            y.k[e] = 5.0 - y.k[e];
+            y.v[e] += 7.0;
+        }
+        let (o2, _) = forward(gpu, &a, &s, &y).await?;
+        assert_identical(&format!("attention rows before a changed key {t_star}"), &o2[..t_star * row], &o[..t_star * row]);
+        assert!(o2[t_star * row..(t_star + 1) * row] != o[t_star * row..(t_star + 1) * row], "row {t_star} ignores its own key");
+    }
+    Ok(())
+}
+
+/// q and k built from a few ±a sign patterns, a² = 80/sqrt(Dh): a query
+/// scores exactly ±80 against keys of its own pattern and ±10 or so against
+/// the others. Nothing may overflow; forward and backward keep their accuracy.
+pub async fn attention_survives_scores_of_80(gpu: &Gpu) -> Result<()> {
+    let a = Attention::new(gpu).await?;
+    let s = shape((1, 70, 2, 1, 64));
+    let mut r = rng(93);
+    let amp = (80.0 / (s.head_dim as f32).sqrt()).sqrt();
+    let patterns: Vec<Vec<f32>> = (0..4).map(|_| (0..s.head_dim).map(|_| if r.random_bool(0.5) { amp } else { -amp }).collect()).collect();
+    let mut pick = |n: usize| -> Vec<f32> {
+        (0..n).flat_map(|_| {
+            let sign = if r.random_bool(0.5) { 1.0 } else { -1.0 };
+            patterns[r.random_range(0..4)].iter().map(move |x| sign * x).collect::<Vec<f32>>()
+        }).collect()
+    };
+    let rows = (s.batch * s.seq_len) as usize;
+    let (q, k) = (pick(rows * s.heads as usize), pick(rows * s.kv_heads as usize));
+    let x = Inputs { q, k, v: uniform(&mut r, rows * (s.kv_heads * s.head_dim) as usize, -1.0, 1.0) };
+    let max_score = reference_scores_max(&s, &x);
+    assert!((max_score - 80.0).abs() < 1e-3, "the inputs do not reach a score of 80: {max_score}");
+    let (o, lse) = forward(gpu, &a, &s, &x).await?;
+    assert!(o.iter().chain(&lse).all(|v| v.is_finite()), "attention at scores of ±80 is not finite");
+    let (want_o, want_lse) = reference::forward(&s, &f64s(&x.q), &f64s(&x.k), &f64s(&x.v));
+    assert_close("attention o at scores of ±80", &o, &want_o, O_ATOL, 0.0);
+    assert_close("attention lse at scores of ±80", &lse, &want_lse, LSE_ATOL, LSE_RTOL);
+    check_backward(gpu, &a, &s, &x, &mut r, GRAD_ATOL_80).await
+}
+
+/// The largest |q·k|·scale over visible pairs of the first sequence.
+fn reference_scores_max(s: &AttentionShape, x: &Inputs) -> f64 {
+    let (dh, hs, kvs) = (s.head_dim as usize, s.heads as usize, s.kv_heads as usize);
+    let mut max = 0f64;
+    for t in 0..s.seq_len as usize {
+        for h in 0..hs {
+            let kvh = h / (hs / kvs);
+            for j in 0..=t {
+                let dot: f64 = (0..dh).map(|d| x.q[(t * hs + h) * dh + d] as f64 * x.k[(j * kvs + kvh) * dh + d] as f64).sum();
+                max = max.max(dot.abs() / (dh as f64).sqrt());
+            }
+        }
+    }
+    max
+}
+
+/// (B, L, Lmax, H, Hkv, Dh): one key, a block of 256 keys and one more,
+/// GQA ratios 1, 2, 4.
+const DECODE_CASES: &[(u32, u32, u32, u32, u32, u32)] = &[
+    (2, 1, 4, 4, 4, 64),
+    (3, 300, 320, 8, 2, 32),
+    (1, 257, 257, 4, 1, 128),
+    (2, 100, 130, 4, 2, 64),
+];
+
+/// Decode against the reference and against the full forward's last row;
+/// cache rows past L hold NaN and must not be read.
+pub async fn attention_decode_matches_forward(gpu: &Gpu) -> Result<()> {
+    let a = Attention::new(gpu).await?;
+    let mut r = rng(94);
+    for &(batch, len, max_len, heads, kv_heads, head_dim) in DECODE_CASES {
+        let s = AttentionShape { batch, seq_len: len, heads, kv_heads, head_dim };
+        let x = Inputs::random(&mut r, &s, 1.0);
+        let (o, _) = forward(gpu, &a, &s, &x).await?;
+        let (hdh, kvdh, l, lm) = ((heads * head_dim) as usize, (kv_heads * head_dim) as usize, len as usize, max_len as usize);
+        let last = |t: &[f32], w: usize| -> Vec<f32> { (0..batch as usize).flat_map(|b| t[((b + 1) * l - 1) * w..(b + 1) * l * w].to_vec()).collect() };
+        let cache = |t: &[f32]| -> Vec<f32> {
+            (0..batch as usize).flat_map(|b| [&t[b * l * kvdh..(b + 1) * l * kvdh], &vec![f32::NAN; (lm - l) * kvdh][..]].concat()).collect()
+        };
+        let (q_new, k_cache, v_cache) = (last(&x.q, hdh), cache(&x.k), cache(&x.v));
+        let (qb, kb, vb) = (gpu.upload("q", &q_new)?, gpu.upload("k_cache", &k_cache)?, gpu.upload("v_cache", &v_cache)?);
+        let ob = gpu.storage_buffer("o", 4 * (batch as usize * hdh) as u64)?;
+        let d = DecodeShape { batch, len, max_len, heads, kv_heads, head_dim };
+        let dispatch = a.decode(gpu, d, dense_qkv(&s, &qb, &kb, &vb), (&ob).into())?;
+        gpu.run(&[&dispatch]).await?;
+        let got: Vec<f32> = gpu.read_back((&ob).into()).await?;
+        let want = reference::decode(&s, lm, l, &f64s(&q_new), &f64s(&k_cache), &f64s(&v_cache));
+        let name = format!("attention decode B={batch} L={len} H={heads} Hkv={kv_heads} Dh={head_dim}");
+        // as the forward's o (measured 3.5e-8 / 4.7e-8); against the
+        // forward, both errors add (measured 4.5e-8 / 5.2e-8)
+        assert_close(&name, &got, &want, O_ATOL, 0.0);
+        assert_close(&format!("{name} vs forward's last row"), &got, &last(&o, hdh), 2.0 * O_ATOL, 0.0);
+    }
+    let bad = DecodeShape { batch: 1, len: 5, max_len: 4, heads: 1, kv_heads: 1, head_dim: 32 };
+    let buf = gpu.storage_buffer("x", 4096)?;
+    assert!(a.decode(gpu, bad, Qkv { q: dense(&buf, 1, 32), k: dense(&buf, 1, 32), v: dense(&buf, 1, 32) }, (&buf).into()).is_err(), "L > Lmax must be refused");
+    Ok(())
+}
+
+/// Head dims past 128 or not a multiple of 16, and Hkv not dividing H,
+/// are refused with an error.
+pub async fn attention_checks_its_shapes(gpu: &Gpu) -> Result<()> {
+    let a = Attention::new(gpu).await?;
+    let buf = gpu.storage_buffer("x", 1 << 20)?;
+    for (heads, kv_heads, head_dim) in [(1, 1, 256), (1, 1, 40), (6, 4, 32), (2, 0, 32)] {
+        let s = AttentionShape { batch: 1, seq_len: 8, heads, kv_heads, head_dim };
+        let view = |h: u32| Heads { data: (&buf).into(), row_stride: h.max(1) * head_dim, col: 0 };
+        let got = a.forward(gpu, s, Qkv { q: view(heads), k: view(kv_heads), v: view(kv_heads) }, (&buf).into(), (&buf).into());
+        assert!(got.is_err(), "H={heads} Hkv={kv_heads} Dh={head_dim} was accepted");
+    }
+    Ok(())
+}
+
+/// GPU gradients (after the GPU forward, as in training) against the
+/// reference backward, within `atol`.
+async fn check_backward(gpu: &Gpu, a: &Attention, s: &AttentionShape, x: &Inputs, r: &mut SmallRng, atol: f64) -> Result<()> {
+    let d_o = uniform(r, (s.batch * s.seq_len * s.heads * s.head_dim) as usize, -1.0, 1.0);
+    let got = backward(gpu, a, s, x, &d_o, false).await?;
+    let (q, k, v) = (f64s(&x.q), f64s(&x.k), f64s(&x.v));
+    let (o, lse) = reference::forward(s, &q, &k, &v);
+    let (dq, dk, dv) = reference::backward(s, &q, &k, &v, &o, &f64s(&d_o), &lse);
+    let name = format!("attention backward {}", what(s));
+    assert_close(&format!("{name} dq"), &got.0, &dq, atol, 0.0);
+    assert_close(&format!("{name} dk"), &got.1, &dk, atol, 0.0);
+    assert_close(&format!("{name} dv"), &got.2, &dv, atol, 0.0);
+    Ok(())
+}
+
+/// (dq, dk, dv) contiguous, from the GPU forward then backward; `fused`
+/// writes them into one [dq | dk | dv] buffer instead.
+async fn backward(gpu: &Gpu, a: &Attention, s: &AttentionShape, x: &Inputs, d_o: &[f32], fused: bool) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
+    let rows = (s.batch * s.seq_len) as usize;
+    let (hdh, kvdh) = ((s.heads * s.head_dim) as usize, (s.kv_heads * s.head_dim) as usize);
+    let (qb, kb, vb) = (gpu.upload("q", &x.q)?, gpu.upload("k", &x.k)?, gpu.upload("v", &x.v)?);
+    let qkv = dense_qkv(s, &qb, &kb, &vb);
+    let ob = gpu.storage_buffer("o", 4 * (rows * hdh) as u64)?;
+    let lse = gpu.storage_buffer("lse", 4 * (rows * s.heads as usize) as u64)?;
+    let dob = gpu.upload("d_o", d_o)?;
+    let delta = gpu.storage_buffer("delta", s.backward_scratch_bytes())?;
+    let width = if fused { hdh + 2 * kvdh } else { hdh };
+    let dqb = gpu.storage_buffer("dq", 4 * (rows * width) as u64)?;
+    let dkvb = gpu.storage_buffer("dkv", 4 * (rows * 2 * kvdh) as u64)?;
+    let dq = Heads { data: (&dqb).into(), row_stride: width as u32, col: 0 };
+    let dkv = if fused {
+        KvGrads { data: (&dqb).into(), row_stride: width as u32, k_col: hdh as u32, v_col: (hdh + kvdh) as u32 }
+    } else {
+        KvGrads { data: (&dkvb).into(), row_stride: 2 * kvdh as u32, k_col: 0, v_col: kvdh as u32 }
+    };
+    let fwd = a.forward(gpu, *s, qkv, (&ob).into(), (&lse).into())?;
+    let g = AttentionBackward { qkv, o: (&ob).into(), d_o: (&dob).into(), lse: (&lse).into(), dq, dkv, delta: (&delta).into() };
+    let [bq, bkv] = a.backward(gpu, *s, &g)?;
+    gpu.run(&[&fwd, &bq, &bkv]).await?;
+    let dq_all: Vec<f32> = gpu.read_back((&dqb).into()).await?;
+    let dkv_all: Vec<f32> = if fused { dq_all.clone() } else { gpu.read_back((&dkvb).into()).await? };
+    let cols = |t: &[f32], w: usize, c: usize, n: usize| -> Vec<f32> { (0..rows).flat_map(|i| t[i * w + c..i * w + c + n].to_vec()).collect() };
+    let dkv_w = dkv.row_stride as usize;
+    Ok((cols(&dq_all, width, 0, hdh), cols(&dkv_all, dkv_w, dkv.k_col as usize, kvdh), cols(&dkv_all, dkv_w, dkv.v_col as usize, kvdh)))
+}
+
+/// (B, T, H, Hkv, Dh): T = 1 … 1024, Dh 32, 64, 128, GQA ratios 1, 2, 4.
+const BACKWARD_CASES: &[(u32, u32, u32, u32, u32)] = &[
+    (2, 1, 2, 2, 32),
+    (3, 7, 4, 2, 64),
+    (1, 64, 4, 1, 128),
+    (2, 129, 4, 2, 32),
+    (1, 512, 2, 2, 64),
+    (1, 1024, 2, 1, 32),
+];
+
+pub async fn attention_backward_matches_reference(gpu: &Gpu) -> Result<()> {
+    let a = Attention::new(gpu).await?;
+    let mut r = rng(95);
+    for &case in BACKWARD_CASES {
+        let s = shape(case);
+        let x = Inputs::random(&mut r, &s, 1.0);
+        check_backward(gpu, &a, &s, &x, &mut r, GRAD_ATOL).await?;
+    }
+    Ok(())
+}
+
+/// Gradients into one fused [dq | dk | dv] buffer equal those into separate
+/// ones, and two runs give the same bits (no atomics, fixed orders).
+pub async fn attention_backward_is_deterministic_and_fuses(gpu: &Gpu) -> Result<()> {
+    let a = Attention::new(gpu).await?;
+    let mut r = rng(96);
+    let s = shape((2, 45, 4, 1, 64));
+    let x = Inputs::random(&mut r, &s, 1.0);
+    let d_o = uniform(&mut r, (s.batch * s.seq_len * s.heads * s.head_dim) as usize, -1.0, 1.0);
+    let first = backward(gpu, &a, &s, &x, &d_o, false).await?;
+    let again = backward(gpu, &a, &s, &x, &d_o, false).await?;
+    let fused = backward(gpu, &a, &s, &x, &d_o, true).await?;
+    for (name, other) in [("rerun", &again), ("fused", &fused)] {
+        assert_identical(&format!("attention dq, {name}"), &other.0, &first.0);
+        assert_identical(&format!("attention dk, {name}"), &other.1, &first.1);
+        assert_identical(&format!("attention dv, {name}"), &other.2, &first.2);
+    }
+    Ok(())
+}

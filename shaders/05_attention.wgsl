@@ -1,0 +1,215 @@
+// Causal grouped-query attention: the training forward and one-token decode.
+// Legend: B batch, T sequence, H query heads, Hkv key/value heads (H/Hkv = G
+// query heads share kv head h / G), Dh head dim (multiple of 16, ≤ 128),
+// L cache length, Lmax cache capacity. Row b·T + t holds token t of sequence
+// b; head h of a q/k/v row sits at columns col + h·Dh of rows `stride`
+// apart, so q, k, v may be column ranges of one fused [q | k | v] row.
+// Scores s = q·k / sqrt(Dh); softmax and its sums in f32 with the running
+// max subtracted (online softmax), so scores of any size stay finite; the
+// T×T matrix never exists.
+
+const BQ: u32 = 16u;      // query rows per workgroup
+const BK: u32 = 16u;      // keys per block; WG = BQ·BK: invocation (r, j) = (lidx / BK, lidx % BK)
+const MAX_DH: u32 = 128u;
+const DC: u32 = 64u;      // head-dim columns per staged K or V chunk
+const SLOTS: u32 = MAX_DH / BK;  // head-dim columns per invocation: d = j + BK·i
+const NEG_BIG: f32 = -1e30;      // masked score and the max before any key: finite, exp gives 0
+
+struct Params {
+    batch: u32,       // B
+    seq_len: u32,     // T (decode: L, the cache length including the new token)
+    heads: u32,       // H
+    kv_heads: u32,    // Hkv
+    head_dim: u32,    // Dh
+    scale: f32,       // 1 / sqrt(Dh)
+    q_stride: u32,
+    q_col: u32,
+    k_stride: u32,
+    k_col: u32,
+    v_stride: u32,
+    v_col: u32,
+    dq_stride: u32,   // backward only (10_backward_attention.wgsl)
+    dq_col: u32,
+    dkv_stride: u32,
+    dk_col: u32,
+    dv_col: u32,
+    cache_len: u32,   // decode: Lmax, rows per sequence of the cache
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> q: array<f32>;           // [B·T, q_stride]
+@group(0) @binding(2) var<storage, read> k: array<f32>;           // [B·T, k_stride] (decode: [B·Lmax, k_stride])
+@group(0) @binding(3) var<storage, read> v: array<f32>;           // [B·T, v_stride] (decode: [B·Lmax, v_stride])
+@group(0) @binding(4) var<storage, read_write> o: array<f32>;     // [B·T, H·Dh] (decode: [B, H·Dh])
+@group(0) @binding(5) var<storage, read_write> lse: array<f32>;   // [B·T, H], saved for backward
+
+fn q_at(row: u32, h: u32) -> u32 { return row * params.q_stride + params.q_col + h * params.head_dim; }
+fn k_at(row: u32, kvh: u32) -> u32 { return row * params.k_stride + params.k_col + kvh * params.head_dim; }
+fn v_at(row: u32, kvh: u32) -> u32 { return row * params.v_stride + params.v_col + kvh * params.head_dim; }
+
+// attention_forward: one workgroup per (query block, head, sequence).
+// Q stays in shared memory; K then V of each key block pass through one
+// [BK, DC] tile. Invocation (r, j) scores query r against key j of the
+// block, then owns columns d = j + BK·i of query r's output. Per key block:
+//   m' = max(m, max_j s_j), p_j = exp(s_j − m'), α = exp(m − m')
+//   l = α·l + Σ_j p_j,  acc = α·acc + Σ_j p_j·v_j
+// o = acc / l and lse = m + log l at the end. Every sum runs in a fixed
+// order and the BK invocations of a row compute identical m and l.
+var<workgroup> q_tile: array<f32, BQ * MAX_DH>;  // [BQ, Dh]
+var<workgroup> kv_tile: array<f32, BK * DC>;     // [BK, DC]
+var<workgroup> s_tile: array<f32, BQ * BK>;      // scores
+var<workgroup> p_tile: array<f32, BQ * BK>;      // probabilities (unnormalized)
+
+// Stages columns c0.. of the key block's K (or V) rows; zero past T and Dh.
+fn stage_kv(from_k: bool, b: u32, key0: u32, kvh: u32, c0: u32, lidx: u32) {
+    for (var e = lidx; e < BK * DC; e += WG) {
+        let key = key0 + e / DC;
+        let d = c0 + e % DC;
+        let row = b * params.seq_len + key;
+        var x = 0.0;
+        if (key < params.seq_len && d < params.head_dim) {
+            if (from_k) { x = k[k_at(row, kvh) + d]; } else { x = v[v_at(row, kvh) + d]; }
+        }
+        kv_tile[e] = x;
+    }
+}
+
+@compute @workgroup_size(WG)
+fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                     @builtin(local_invocation_index) lidx: u32) {
+    let t_len = params.seq_len;
+    let dh = params.head_dim;
+    let blocks = (t_len + BQ - 1u) / BQ;
+    let g = flat_group(wid, nwg);
+    if (g >= blocks * params.heads * params.batch) { return; }  // uniform: the whole workgroup leaves
+    let t0 = (g % blocks) * BQ;
+    let h = (g / blocks) % params.heads;
+    let b = g / (blocks * params.heads);
+    let kvh = h / (params.heads / params.kv_heads);
+    let r = lidx / BK;
+    let j = lidx % BK;
+    let t = t0 + r;               // this invocation's query; rows past T compute but never store
+    let row = b * t_len + t;
+
+    for (var e = lidx; e < BQ * MAX_DH; e += WG) {
+        let tq = t0 + e / MAX_DH;
+        let d = e % MAX_DH;
+        var x = 0.0;
+        if (tq < t_len && d < dh) { x = q[q_at(b * t_len + tq, h) + d]; }
+        q_tile[e] = x;
+    }
+
+    var m = NEG_BIG;
+    var l = 0.0;
+    var acc: array<f32, SLOTS>;
+    let key_end = min(t0 + BQ, t_len);  // keys past the block's last query are masked for every row
+    for (var key0 = 0u; key0 < key_end; key0 += BK) {
+        var s = 0.0;
+        for (var c0 = 0u; c0 < dh; c0 += DC) {
+            workgroupBarrier();  // the tile's last readers are done
+            stage_kv(true, b, key0, kvh, c0, lidx);
+            workgroupBarrier();
+            for (var d = 0u; d < min(DC, dh - c0); d++) {
+                s += q_tile[r * MAX_DH + c0 + d] * kv_tile[j * DC + d];
+            }
+        }
+        let key = key0 + j;
+        let visible = key <= t && key < t_len;
+        let scaled = s * params.scale;
+        s_tile[lidx] = select(NEG_BIG, scaled, visible);
+        workgroupBarrier();
+        var block_max = NEG_BIG;
+        for (var jj = 0u; jj < BK; jj++) { block_max = max(block_max, s_tile[r * BK + jj]); }
+        let m_new = max(m, block_max);
+        let alpha = exp(m - m_new);
+        p_tile[lidx] = select(0.0, exp(scaled - m_new), visible);
+        m = m_new;
+        for (var c0 = 0u; c0 < dh; c0 += DC) {
+            workgroupBarrier();
+            stage_kv(false, b, key0, kvh, c0, lidx);
+            workgroupBarrier();
+            if (c0 == 0u) {
+                var p_sum = 0.0;
+                for (var jj = 0u; jj < BK; jj++) { p_sum += p_tile[r * BK + jj]; }
+                l = alpha * l + p_sum;
+            }
+            for (var i = c0 / BK; i < min(c0 + DC, dh) / BK; i++) {
+                let dl = j + BK * i - c0;
+                var pv = 0.0;
+                for (var jj = 0u; jj < BK; jj++) { pv += p_tile[r * BK + jj] * kv_tile[jj * DC + dl]; }
+                acc[i] = alpha * acc[i] + pv;
+            }
+        }
+    }
+
+    if (t < t_len) {
+        let inv_l = 1.0 / l;  // l ≥ 1: the row's max contributes exp(0)
+        for (var i = 0u; i < dh / BK; i++) {
+            o[row * params.heads * dh + h * dh + j + BK * i] = acc[i] * inv_l;
+        }
+        if (j == 0u) { lse[row * params.heads + h] = m + log(l); }
+    }
+}
+
+// attention_decode: one new query per sequence (row b of q) against keys
+// 0..L−1 of the cache (the new token's k and v already written at L−1).
+// One workgroup per (head, sequence). Keys go in blocks of WG, one per
+// invocation (a full Dh dot), with the same online softmax; for p·V,
+// invocation x owns column x % Dh of key subset x / Dh (WG / Dh subsets,
+// summed in order at the end). Deterministic; saves nothing.
+var<workgroup> q_row: array<f32, MAX_DH>;
+var<workgroup> p_block: array<f32, WG>;
+
+@compute @workgroup_size(WG)
+fn attention_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                    @builtin(local_invocation_index) lidx: u32) {
+    let dh = params.head_dim;
+    let g = flat_group(wid, nwg);
+    if (g >= params.heads * params.batch) { return; }  // uniform
+    let h = g % params.heads;
+    let b = g / params.heads;
+    let kvh = h / (params.heads / params.kv_heads);
+    let len = params.seq_len;
+    let subsets = WG / dh;
+    let col = lidx % dh;
+    let subset = lidx / dh;  // ≥ subsets: idle in p·V
+
+    if (lidx < dh) { q_row[lidx] = q[q_at(b, h) + lidx]; }
+    workgroupBarrier();
+
+    var m = NEG_BIG;
+    var l = 0.0;
+    var acc = 0.0;
+    for (var key0 = 0u; key0 < len; key0 += WG) {
+        let key = key0 + lidx;
+        var s = NEG_BIG;
+        if (key < len) {
+            let at = k_at(b * params.cache_len + key, kvh);
+            var dot = 0.0;
+            for (var d = 0u; d < dh; d++) { dot += q_row[d] * k[at + d]; }
+            s = dot * params.scale;
+        }
+        let m_new = max(m, workgroup_max(s, lidx));
+        let alpha = exp(m - m_new);
+        let p = select(0.0, exp(s - m_new), key < len);
+        p_block[lidx] = p;
+        l = alpha * l + workgroup_sum(p, lidx);  // its barriers also publish p_block
+        var pv = 0.0;
+        if (subset < subsets) {
+            for (var kk = subset; kk < min(WG, len - key0); kk += subsets) {
+                pv += p_block[kk] * v[v_at(b * params.cache_len + key0 + kk, kvh) + col];
+            }
+        }
+        acc = alpha * acc + pv;
+        m = m_new;
+        workgroupBarrier();  // p_block is rewritten by the next block
+    }
+
+    p_block[lidx] = acc;
+    workgroupBarrier();
+    if (lidx < dh) {
+        var total = 0.0;
+        for (var x = 0u; x < subsets; x++) { total += p_block[x * dh + lidx]; }
+        o[b * params.heads * dh + h * dh + lidx] = total / l;
+    }
+}
