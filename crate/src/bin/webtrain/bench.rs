@@ -59,6 +59,7 @@ struct Kernels {
     act: Activation,
     loss: Loss,
     embed: Embedding,
+    attn: Attention,
 }
 
 pub async fn run(gpu: &Gpu, sizes: &[&Sizes], reps: u32, only: Option<&str>) -> Result<()> {
@@ -70,6 +71,7 @@ pub async fn run(gpu: &Gpu, sizes: &[&Sizes], reps: u32, only: Option<&str>) -> 
         act: Activation::new(gpu).await?,
         loss: Loss::new(gpu).await?,
         embed: Embedding::new(gpu).await?,
+        attn: Attention::new(gpu).await?,
     };
     let copy_bw = copy_bandwidth(gpu, &k, reps).await?;
     eprintln!("adapter {} — copy bandwidth {:.1} GB/s (the memory limit below)", gpu.info.name, copy_bw / 1e9);
@@ -170,6 +172,27 @@ fn cases(gpu: &Gpu, k: &Kernels, s: &Sizes) -> Result<Vec<Case>> {
     let (f, qk) = (gpu.upload("inv_freq", &inv_freq(s.head_dim, 10_000.0))?, buf("qk", rows * width)?);
     out.push(Case { kernel: "rope q,k", shape: format!("{rows}x{width}"), flops: 0.0, bytes: 8.0 * r * width as f64, dispatches: vec![k.rope.forward(gpu, rope, (&f).into(), (&qk).into())?] });
 
+    // causal attention on a fused [q | k | v] row; FLOPs count the causal half
+    let hd = s.heads * s.head_dim;
+    let shape = AttentionShape { batch: s.batch, seq_len: s.seq, heads: s.heads, kv_heads: s.heads, head_dim: s.head_dim };
+    let (qkv, o, lse) = (buf("qkv", rows * 3 * hd)?, buf("o", rows * hd)?, buf("lse", rows * s.heads)?);
+    let heads = |col: u32| Heads { data: (&qkv).into(), row_stride: 3 * hd, col };
+    let x = Qkv { q: heads(0), k: heads(hd), v: heads(2 * hd) };
+    let pairs = s.batch as f64 * s.heads as f64 * (s.seq as f64).powi(2) * s.head_dim as f64 / 2.0;
+    let io = 4.0 * r * (4 * hd + s.heads) as f64;
+    out.push(Case { kernel: "attention forward", shape: format!("{}x{}x{}h", s.batch, s.seq, s.heads), flops: 4.0 * pairs, bytes: io, dispatches: vec![k.attn.forward(gpu, shape, x, (&o).into(), (&lse).into())?] });
+    let (dqkv, delta) = (buf("dqkv", rows * 3 * hd)?, gpu.storage_buffer("delta", shape.backward_scratch_bytes())?);
+    let g = AttentionBackward {
+        qkv: x,
+        o: (&o).into(),
+        d_o: (&o).into(),
+        lse: (&lse).into(),
+        dq: Heads { data: (&dqkv).into(), row_stride: 3 * hd, col: 0 },
+        dkv: KvGrads { data: (&dqkv).into(), row_stride: 3 * hd, k_col: hd, v_col: 2 * hd },
+        delta: (&delta).into(),
+    };
+    let bwd: Vec<Dispatch> = k.attn.backward(gpu, shape, &g)?.into();
+    out.push(Case { kernel: "attention backward", shape: format!("{}x{}x{}h", s.batch, s.seq, s.heads), flops: 10.0 * pairs, bytes: 2.0 * io, dispatches: bwd });
     let n = rows * s.ffn;
     let (gate, up, h, dgate, dup) = (buf("gate", n)?, buf("up", n)?, buf("h", n)?, buf("dgate", n)?, buf("dup", n)?);
     out.push(Case { kernel: "swiglu forward", shape: format!("{rows}x{}", s.ffn), flops: 0.0, bytes: 12.0 * n as f64, dispatches: vec![k.act.swiglu_forward(gpu, (&gate).into(), (&up).into(), (&h).into(), n)?] });
