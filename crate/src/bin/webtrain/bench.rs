@@ -78,10 +78,17 @@ pub async fn run(gpu: &Gpu, sizes: &[&Sizes], reps: u32, only: Option<&str>) -> 
     let peak = fp32_peak(&gpu.info.name);
     eprintln!("{:<6} {:<24} {:<22} {:>9} {:>9} {:>8} {:>7} {:>7}", "sizes", "kernel", "shape", "ms", "GFLOP/s", "GB/s", "%peak", "%copy");
     for s in sizes {
-        for case in cases(gpu, &k, s)? {
-            if only.is_some_and(|o| !case.kernel.contains(o)) {
+        for (name, build) in cases(gpu, &k, s) {
+            if only.is_some_and(|o| !name.contains(o)) {
                 continue;
             }
+            let case = match build() {
+                Ok(case) => case,
+                Err(e) => {
+                    eprintln!("{:<6} {name:<24} skipped: {e}", s.name);
+                    continue;
+                }
+            };
             let refs: Vec<&Dispatch> = case.dispatches.iter().collect();
             gpu.time_dispatches(&refs, 1).await?; // warm-up
             let secs = gpu.time_dispatches(&refs, reps).await?;
@@ -117,99 +124,153 @@ async fn copy_bandwidth(gpu: &Gpu, k: &Kernels, reps: u32) -> Result<f64> {
     Ok(8.0 * n as f64 / gpu.time_dispatches(&[&d], reps).await?)
 }
 
-fn cases(gpu: &Gpu, k: &Kernels, s: &Sizes) -> Result<Vec<Case>> {
+type Build<'a> = Box<dyn FnOnce() -> Result<Case> + 'a>;
+
+/// Every kernel at sizes `s`, each built only when asked for, so a case
+/// that does not fit the adapter is skipped without stopping the others.
+fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'a>)> {
     let rows = s.batch * s.seq;
     let r = rows as f64;
-    let buf = |label: &str, floats: u32| gpu.storage_buffer(label, 4 * floats as u64);
-    let mut out = Vec::new();
+    let buf = move |label: &str, floats: u32| gpu.storage_buffer(label, 4 * floats as u64);
+    let mut out: Vec<(String, Build<'a>)> = Vec::new();
 
-    // linear layers: (name, d_in, d_out, output)
-    let qkv = s.heads * s.head_dim;
-    for (kernel, d_in, d_out) in
-        [("linear q|k|v", s.d, 3 * qkv), ("linear o +res", qkv, s.d), ("linear gate|up", s.d, 2 * s.ffn), ("linear down +res", s.ffn, s.d), ("linear lm_head", s.d, s.vocab)]
+    let hd = s.heads * s.head_dim;
+    for (layer, d_in, d_out) in
+        [("q|k|v", s.d, 3 * hd), ("o +res", hd, s.d), ("gate|up", s.d, 2 * s.ffn), ("down +res", s.ffn, s.d), ("lm_head", s.d, s.vocab)]
     {
         let shape = LinearShape { rows, d_in, d_out };
-        let (x, w, y) = (buf("x", rows * d_in)?, buf("w", d_out * d_in)?, buf("y", rows * d_out)?);
+        let dims = format!("{rows}x{d_in}->{d_out}");
         let flops = 2.0 * r * d_in as f64 * d_out as f64;
         let bytes = 4.0 * (r * d_in as f64 + (d_out * d_in) as f64 + r * d_out as f64);
-        let output = match kernel {
-            "linear gate|up" => {
-                let up = buf("up", rows * d_out / 2)?;
-                let gate = buf("gate", rows * d_out / 2)?;
-                k.linear.forward(gpu, shape, (&x).into(), Weights::F32((&w).into()), Output::GateUp { gate: (&gate).into(), up: (&up).into() })?
-            }
-            k_ if k_.ends_with("+res") => {
-                let res = buf("residual", rows * d_out)?;
-                k.linear.forward(gpu, shape, (&x).into(), Weights::F32((&w).into()), Output::AddTo { residual: (&res).into(), y: (&y).into() })?
-            }
-            _ => k.linear.forward(gpu, shape, (&x).into(), Weights::F32((&w).into()), Output::Store((&y).into()))?,
-        };
-        out.push(Case { kernel, shape: format!("{rows}x{d_in}->{d_out}"), flops, bytes, dispatches: vec![output] });
-        if kernel == "linear gate|up" || kernel == "linear lm_head" {
-            let wh = gpu.storage_buffer("w_h", 2 * (d_out * d_in) as u64)?;
-            let f16 = k.linear.forward(gpu, shape, (&x).into(), Weights::F16((&wh).into()), Output::Store((&y).into()))?;
-            let bytes16 = bytes - 2.0 * (d_out * d_in) as f64;
-            out.push(Case { kernel: "linear fwd (f16 w)", shape: format!("{rows}x{d_in}->{d_out}"), flops, bytes: bytes16, dispatches: vec![f16] });
-            let dx = k.linear.backward_input(gpu, shape, (&y).into(), Weights::F32((&w).into()), (&x).into())?;
-            out.push(Case { kernel: "linear dX += dY·W", shape: format!("{rows}x{d_in}->{d_out}"), flops, bytes: bytes + 4.0 * r * d_in as f64, dispatches: vec![dx] });
-            let dw = k.linear.backward_weight(gpu, shape, (&y).into(), (&x).into(), (&w).into())?;
-            let bytes_dw = bytes + 4.0 * (d_out * d_in) as f64;
-            out.push(Case { kernel: "linear dW += dYᵀ·X", shape: format!("{rows}x{d_in}->{d_out}"), flops, bytes: bytes_dw, dispatches: vec![dw] });
+        let case = move |kernel: &'static str, bytes: f64, d: Dispatch| Case { kernel, shape: dims.clone(), flops, bytes, dispatches: vec![d] };
+        let c = case.clone();
+        out.push((format!("linear {layer}"), Box::new(move || {
+            let (x, w, y) = (buf("x", rows * d_in)?, buf("w", d_out * d_in)?, buf("y", rows * d_out)?);
+            let (x, wf) = ((&x).into(), Weights::F32((&w).into()));
+            let d = match layer {
+                "gate|up" => {
+                    let (gate, up) = (buf("gate", rows * d_out / 2)?, buf("up", rows * d_out / 2)?);
+                    k.linear.forward(gpu, shape, x, wf, Output::GateUp { gate: (&gate).into(), up: (&up).into() })?
+                }
+                "o +res" | "down +res" => {
+                    let res = buf("residual", rows * d_out)?;
+                    k.linear.forward(gpu, shape, x, wf, Output::AddTo { residual: (&res).into(), y: (&y).into() })?
+                }
+                _ => k.linear.forward(gpu, shape, x, wf, Output::Store((&y).into()))?,
+            };
+            Ok(c("linear forward", bytes, d))
+        })));
+        if layer != "gate|up" && layer != "lm_head" {
+            continue;
         }
+        let c = case.clone();
+        out.push((format!("linear {layer} f16 w"), Box::new(move || {
+            let (x, wh, y) = (buf("x", rows * d_in)?, gpu.storage_buffer("w_h", 2 * (d_out * d_in) as u64)?, buf("y", rows * d_out)?);
+            let d = k.linear.forward(gpu, shape, (&x).into(), Weights::F16((&wh).into()), Output::Store((&y).into()))?;
+            Ok(c("linear forward f16 w", bytes - 2.0 * (d_out * d_in) as f64, d))
+        })));
+        let c = case.clone();
+        out.push((format!("linear {layer} dX"), Box::new(move || {
+            let (dx, w, dy) = (buf("dx", rows * d_in)?, buf("w", d_out * d_in)?, buf("dy", rows * d_out)?);
+            let d = k.linear.backward_input(gpu, shape, (&dy).into(), Weights::F32((&w).into()), (&dx).into())?;
+            Ok(c("linear dX += dY·W", bytes + 4.0 * r * d_in as f64, d))
+        })));
+        out.push((format!("linear {layer} dW"), Box::new(move || {
+            let (x, dw, dy) = (buf("x", rows * d_in)?, buf("dw", d_out * d_in)?, buf("dy", rows * d_out)?);
+            let d = k.linear.backward_weight(gpu, shape, (&dy).into(), (&x).into(), (&dw).into())?;
+            Ok(case("linear dW += dYᵀ·X", bytes + 4.0 * (d_out * d_in) as f64, d))
+        })));
     }
 
     let norm = NormShape { rows, d: s.d, eps: 1e-5 };
-    let (x, g, y, rr) = (buf("x", rows * s.d)?, buf("gain", s.d)?, buf("y", rows * s.d)?, buf("rrms", rows)?);
-    let fwd = k.norm.forward(gpu, norm, (&x).into(), Weights::F32((&g).into()), (&y).into(), (&rr).into())?;
-    out.push(Case { kernel: "rmsnorm forward", shape: format!("{rows}x{}", s.d), flops: 0.0, bytes: 8.0 * r * s.d as f64, dispatches: vec![fwd] });
-    let (dx, dg) = (buf("dx", rows * s.d)?, buf("dgain", s.d)?);
-    let scratch = gpu.storage_buffer("scratch", norm.backward_scratch_bytes())?;
-    let b = NormBackward { x: (&x).into(), gain: Weights::F32((&g).into()), rrms: (&rr).into(), dy: (&y).into(), dx: (&dx).into(), dgain: (&dg).into(), scratch: (&scratch).into() };
-    out.push(Case { kernel: "rmsnorm backward", shape: format!("{rows}x{}", s.d), flops: 0.0, bytes: 24.0 * r * s.d as f64, dispatches: k.norm.backward(gpu, norm, &b)?.into() });
+    let norm_dims = format!("{rows}x{}", s.d);
+    let dims = norm_dims.clone();
+    out.push(("rmsnorm forward".into(), Box::new(move || {
+        let (x, g, y, rr) = (buf("x", rows * s.d)?, buf("gain", s.d)?, buf("y", rows * s.d)?, buf("rrms", rows)?);
+        let d = k.norm.forward(gpu, norm, (&x).into(), Weights::F32((&g).into()), (&y).into(), (&rr).into())?;
+        Ok(Case { kernel: "rmsnorm forward", shape: dims, flops: 0.0, bytes: 8.0 * r * s.d as f64, dispatches: vec![d] })
+    })));
+    out.push(("rmsnorm backward".into(), Box::new(move || {
+        let (x, g, dy, rr) = (buf("x", rows * s.d)?, buf("gain", s.d)?, buf("dy", rows * s.d)?, buf("rrms", rows)?);
+        let (dx, dg, scratch) = (buf("dx", rows * s.d)?, buf("dgain", s.d)?, gpu.storage_buffer("scratch", norm.backward_scratch_bytes())?);
+        let b = NormBackward { x: (&x).into(), gain: Weights::F32((&g).into()), rrms: (&rr).into(), dy: (&dy).into(), dx: (&dx).into(), dgain: (&dg).into(), scratch: (&scratch).into() };
+        Ok(Case { kernel: "rmsnorm backward", shape: norm_dims, flops: 0.0, bytes: 24.0 * r * s.d as f64, dispatches: k.norm.backward(gpu, norm, &b)?.into() })
+    })));
 
-    let width = 2 * s.heads * s.head_dim;
-    let rope = RopeShape { rows, seq_len: s.seq, pos_offset: 0, heads: 2 * s.heads, head_dim: s.head_dim, row_stride: width, col0: 0 };
-    let (f, qk) = (gpu.upload("inv_freq", &inv_freq(s.head_dim, 10_000.0))?, buf("qk", rows * width)?);
-    out.push(Case { kernel: "rope q,k", shape: format!("{rows}x{width}"), flops: 0.0, bytes: 8.0 * r * width as f64, dispatches: vec![k.rope.forward(gpu, rope, (&f).into(), (&qk).into())?] });
+    out.push(("rope q,k".into(), Box::new(move || {
+        let width = 2 * hd;
+        let rope = RopeShape { rows, seq_len: s.seq, pos_offset: 0, heads: 2 * s.heads, head_dim: s.head_dim, row_stride: width, col0: 0 };
+        let (f, qk) = (gpu.upload("inv_freq", &inv_freq(s.head_dim, 10_000.0))?, buf("qk", rows * width)?);
+        let d = k.rope.forward(gpu, rope, (&f).into(), (&qk).into())?;
+        Ok(Case { kernel: "rope q,k", shape: format!("{rows}x{width}"), flops: 0.0, bytes: 8.0 * r * width as f64, dispatches: vec![d] })
+    })));
 
     // causal attention on a fused [q | k | v] row; FLOPs count the causal half
-    let hd = s.heads * s.head_dim;
     let shape = AttentionShape { batch: s.batch, seq_len: s.seq, heads: s.heads, kv_heads: s.heads, head_dim: s.head_dim };
-    let (qkv, o, lse) = (buf("qkv", rows * 3 * hd)?, buf("o", rows * hd)?, buf("lse", rows * s.heads)?);
-    let heads = |col: u32| Heads { data: (&qkv).into(), row_stride: 3 * hd, col };
-    let x = Qkv { q: heads(0), k: heads(hd), v: heads(2 * hd) };
     let pairs = s.batch as f64 * s.heads as f64 * (s.seq as f64).powi(2) * s.head_dim as f64 / 2.0;
     let io = 4.0 * r * (4 * hd + s.heads) as f64;
-    out.push(Case { kernel: "attention forward", shape: format!("{}x{}x{}h", s.batch, s.seq, s.heads), flops: 4.0 * pairs, bytes: io, dispatches: vec![k.attn.forward(gpu, shape, x, (&o).into(), (&lse).into())?] });
-    let (dqkv, delta) = (buf("dqkv", rows * 3 * hd)?, gpu.storage_buffer("delta", shape.backward_scratch_bytes())?);
-    let g = AttentionBackward {
-        qkv: x,
-        o: (&o).into(),
-        d_o: (&o).into(),
-        lse: (&lse).into(),
-        dq: Heads { data: (&dqkv).into(), row_stride: 3 * hd, col: 0 },
-        dkv: KvGrads { data: (&dqkv).into(), row_stride: 3 * hd, k_col: hd, v_col: 2 * hd },
-        delta: (&delta).into(),
-    };
-    let bwd: Vec<Dispatch> = k.attn.backward(gpu, shape, &g)?.into();
-    out.push(Case { kernel: "attention backward", shape: format!("{}x{}x{}h", s.batch, s.seq, s.heads), flops: 10.0 * pairs, bytes: 2.0 * io, dispatches: bwd });
+    let attn_dims = format!("{}x{}x{}h", s.batch, s.seq, s.heads);
+    let dims = attn_dims.clone();
+    out.push(("attention forward".into(), Box::new(move || {
+        let (qkv, o, lse) = (buf("qkv", rows * 3 * hd)?, buf("o", rows * hd)?, buf("lse", rows * s.heads)?);
+        let heads = |col: u32| Heads { data: (&qkv).into(), row_stride: 3 * hd, col };
+        let d = k.attn.forward(gpu, shape, Qkv { q: heads(0), k: heads(hd), v: heads(2 * hd) }, (&o).into(), (&lse).into())?;
+        Ok(Case { kernel: "attention forward", shape: dims, flops: 4.0 * pairs, bytes: io, dispatches: vec![d] })
+    })));
+    out.push(("attention backward".into(), Box::new(move || {
+        let (qkv, o, lse) = (buf("qkv", rows * 3 * hd)?, buf("o", rows * hd)?, buf("lse", rows * s.heads)?);
+        let (dqkv, delta) = (buf("dqkv", rows * 3 * hd)?, gpu.storage_buffer("delta", shape.backward_scratch_bytes())?);
+        fn view(data: &wgpu::Buffer, stride: u32, col: u32) -> Heads<'_> {
+            Heads { data: data.into(), row_stride: stride, col }
+        }
+        let heads = |data, col| view(data, 3 * hd, col);
+        let g = AttentionBackward {
+            qkv: Qkv { q: heads(&qkv, 0), k: heads(&qkv, hd), v: heads(&qkv, 2 * hd) },
+            o: (&o).into(),
+            d_o: (&o).into(),
+            lse: (&lse).into(),
+            dq: heads(&dqkv, 0),
+            dkv: KvGrads { data: (&dqkv).into(), row_stride: 3 * hd, k_col: hd, v_col: 2 * hd },
+            delta: (&delta).into(),
+        };
+        Ok(Case { kernel: "attention backward", shape: attn_dims, flops: 10.0 * pairs, bytes: 2.0 * io, dispatches: k.attn.backward(gpu, shape, &g)?.into() })
+    })));
+
     let n = rows * s.ffn;
-    let (gate, up, h, dgate, dup) = (buf("gate", n)?, buf("up", n)?, buf("h", n)?, buf("dgate", n)?, buf("dup", n)?);
-    out.push(Case { kernel: "swiglu forward", shape: format!("{rows}x{}", s.ffn), flops: 0.0, bytes: 12.0 * n as f64, dispatches: vec![k.act.swiglu_forward(gpu, (&gate).into(), (&up).into(), (&h).into(), n)?] });
-    let bwd = k.act.swiglu_backward(gpu, (&h).into(), (&gate).into(), (&up).into(), (&dgate).into(), (&dup).into(), n)?;
-    out.push(Case { kernel: "swiglu backward", shape: format!("{rows}x{}", s.ffn), flops: 0.0, bytes: 20.0 * n as f64, dispatches: vec![bwd] });
+    let ffn_dims = format!("{rows}x{}", s.ffn);
+    let dims = ffn_dims.clone();
+    out.push(("swiglu forward".into(), Box::new(move || {
+        let (gate, up, h) = (buf("gate", n)?, buf("up", n)?, buf("h", n)?);
+        let d = k.act.swiglu_forward(gpu, (&gate).into(), (&up).into(), (&h).into(), n)?;
+        Ok(Case { kernel: "swiglu forward", shape: dims, flops: 0.0, bytes: 12.0 * n as f64, dispatches: vec![d] })
+    })));
+    out.push(("swiglu backward".into(), Box::new(move || {
+        let (dh, gate, up, dgate, dup) = (buf("dh", n)?, buf("gate", n)?, buf("up", n)?, buf("dgate", n)?, buf("dup", n)?);
+        let d = k.act.swiglu_backward(gpu, (&dh).into(), (&gate).into(), (&up).into(), (&dgate).into(), (&dup).into(), n)?;
+        Ok(Case { kernel: "swiglu backward", shape: ffn_dims, flops: 0.0, bytes: 20.0 * n as f64, dispatches: vec![d] })
+    })));
 
     let targets: Vec<u32> = (0..rows).map(|i| i % s.vocab).collect();
-    let ce = CrossEntropy::mean(&targets, s.vocab, IGNORE_INDEX);
-    let (t, logits, losses, lse) = (gpu.upload("targets", &targets)?, buf("logits", rows * s.vocab)?, buf("losses", rows)?, buf("lse", rows)?);
-    let d = k.loss.cross_entropy_forward_backward(gpu, &ce, (&t).into(), (&logits).into(), (&losses).into(), (&lse).into())?;
-    out.push(Case { kernel: "cross-entropy fwd+bwd", shape: format!("{rows}x{}", s.vocab), flops: 0.0, bytes: 8.0 * r * s.vocab as f64, dispatches: vec![d] });
+    let tokens = targets.clone();
+    out.push(("cross-entropy fwd+bwd".into(), Box::new(move || {
+        let ce = CrossEntropy::mean(&targets, s.vocab, IGNORE_INDEX);
+        let (t, logits, losses, lse) = (gpu.upload("targets", &targets)?, buf("logits", rows * s.vocab)?, buf("losses", rows)?, buf("lse", rows)?);
+        let d = k.loss.cross_entropy_forward_backward(gpu, &ce, (&t).into(), (&logits).into(), (&losses).into(), (&lse).into())?;
+        Ok(Case { kernel: "cross-entropy fwd+bwd", shape: format!("{rows}x{}", s.vocab), flops: 0.0, bytes: 8.0 * r * s.vocab as f64, dispatches: vec![d] })
+    })));
 
     let shape = EmbeddingShape { tokens: rows, d: s.d, vocab: s.vocab };
-    let (table, emb, bad) = (buf("table", s.vocab * s.d)?, buf("emb", rows * s.d)?, buf("bad", 1)?);
-    let lookup = k.embed.lookup(gpu, shape, (&t).into(), Weights::F32((&table).into()), (&emb).into(), (&bad).into())?;
-    out.push(Case { kernel: "embed lookup", shape: format!("{rows}x{}", s.d), flops: 0.0, bytes: 8.0 * r * s.d as f64, dispatches: vec![lookup] });
-    let back = k.embed.backward(gpu, shape, (&t).into(), (&emb).into(), (&table).into())?;
-    out.push(Case { kernel: "embed backward", shape: format!("{rows}x{}", s.d), flops: 0.0, bytes: 12.0 * r * s.d as f64, dispatches: vec![back] });
-    Ok(out)
+    let embed_dims = format!("{rows}x{}", s.d);
+    let (dims, tokens2) = (embed_dims.clone(), tokens.clone());
+    out.push(("embed lookup".into(), Box::new(move || {
+        let (t, table, emb, bad) = (gpu.upload("tokens", &tokens)?, buf("table", s.vocab * s.d)?, buf("emb", rows * s.d)?, buf("bad", 1)?);
+        let d = k.embed.lookup(gpu, shape, (&t).into(), Weights::F32((&table).into()), (&emb).into(), (&bad).into())?;
+        Ok(Case { kernel: "embed lookup", shape: dims, flops: 0.0, bytes: 8.0 * r * s.d as f64, dispatches: vec![d] })
+    })));
+    out.push(("embed backward".into(), Box::new(move || {
+        let (t, table, dout) = (gpu.upload("tokens", &tokens2)?, buf("dtable", s.vocab * s.d)?, buf("dout", rows * s.d)?);
+        let d = k.embed.backward(gpu, shape, (&t).into(), (&dout).into(), (&table).into())?;
+        Ok(Case { kernel: "embed backward", shape: embed_dims, flops: 0.0, bytes: 12.0 * r * s.d as f64, dispatches: vec![d] })
+    })));
+    out
 }
