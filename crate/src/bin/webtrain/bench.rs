@@ -34,7 +34,7 @@ fn fp32_peak(adapter: &str) -> Option<f64> {
 #[derive(Serialize)]
 struct Row {
     sizes: &'static str,
-    kernel: &'static str,
+    kernel: String,
     shape: String,
     ms: f64,
     gflop_s: Option<f64>,
@@ -44,7 +44,6 @@ struct Row {
 }
 
 struct Case {
-    kernel: &'static str,
     shape: String,
     flops: f64,
     bytes: f64,
@@ -95,7 +94,7 @@ pub async fn run(gpu: &Gpu, sizes: &[&Sizes], reps: u32, only: Option<&str>) -> 
             let gflop_s = (case.flops > 0.0).then(|| case.flops / secs / 1e9);
             let row = Row {
                 sizes: s.name,
-                kernel: case.kernel,
+                kernel: name,
                 shape: case.shape,
                 ms: secs * 1e3,
                 gflop_s,
@@ -142,7 +141,7 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
         let dims = format!("{rows}x{d_in}->{d_out}");
         let flops = 2.0 * r * d_in as f64 * d_out as f64;
         let bytes = 4.0 * (r * d_in as f64 + (d_out * d_in) as f64 + r * d_out as f64);
-        let case = move |kernel: &'static str, bytes: f64, d: Dispatch| Case { kernel, shape: dims.clone(), flops, bytes, dispatches: vec![d] };
+        let case = move |bytes: f64, d: Dispatch| Case { shape: dims.clone(), flops, bytes, dispatches: vec![d] };
         let c = case.clone();
         out.push((format!("linear {layer}"), Box::new(move || {
             let (x, w, y) = (buf("x", rows * d_in)?, buf("w", d_out * d_in)?, buf("y", rows * d_out)?);
@@ -158,7 +157,7 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
                 }
                 _ => k.linear.forward(gpu, shape, x, wf, Output::Store((&y).into()))?,
             };
-            Ok(c("linear forward", bytes, d))
+            Ok(c(bytes, d))
         })));
         if layer != "gate|up" && layer != "lm_head" {
             continue;
@@ -167,18 +166,18 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
         out.push((format!("linear {layer} f16 w"), Box::new(move || {
             let (x, wh, y) = (buf("x", rows * d_in)?, gpu.storage_buffer("w_h", 2 * (d_out * d_in) as u64)?, buf("y", rows * d_out)?);
             let d = k.linear.forward(gpu, shape, (&x).into(), Weights::F16((&wh).into()), Output::Store((&y).into()))?;
-            Ok(c("linear forward f16 w", bytes - 2.0 * (d_out * d_in) as f64, d))
+            Ok(c(bytes - 2.0 * (d_out * d_in) as f64, d))
         })));
         let c = case.clone();
         out.push((format!("linear {layer} dX"), Box::new(move || {
             let (dx, w, dy) = (buf("dx", rows * d_in)?, buf("w", d_out * d_in)?, buf("dy", rows * d_out)?);
             let d = k.linear.backward_input(gpu, shape, (&dy).into(), Weights::F32((&w).into()), (&dx).into())?;
-            Ok(c("linear dX += dY·W", bytes + 4.0 * r * d_in as f64, d))
+            Ok(c(bytes + 4.0 * r * d_in as f64, d))
         })));
         out.push((format!("linear {layer} dW"), Box::new(move || {
             let (x, dw, dy) = (buf("x", rows * d_in)?, buf("dw", d_out * d_in)?, buf("dy", rows * d_out)?);
             let d = k.linear.backward_weight(gpu, shape, (&dy).into(), (&x).into(), (&dw).into())?;
-            Ok(case("linear dW += dYᵀ·X", bytes + 4.0 * (d_out * d_in) as f64, d))
+            Ok(case(bytes + 4.0 * (d_out * d_in) as f64, d))
         })));
     }
 
@@ -188,13 +187,13 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
     out.push(("rmsnorm forward".into(), Box::new(move || {
         let (x, g, y, rr) = (buf("x", rows * s.d)?, buf("gain", s.d)?, buf("y", rows * s.d)?, buf("rrms", rows)?);
         let d = k.norm.forward(gpu, norm, (&x).into(), Weights::F32((&g).into()), (&y).into(), (&rr).into())?;
-        Ok(Case { kernel: "rmsnorm forward", shape: dims, flops: 0.0, bytes: 8.0 * r * s.d as f64, dispatches: vec![d] })
+        Ok(Case { shape: dims, flops: 0.0, bytes: 8.0 * r * s.d as f64, dispatches: vec![d] })
     })));
     out.push(("rmsnorm backward".into(), Box::new(move || {
         let (x, g, dy, rr) = (buf("x", rows * s.d)?, buf("gain", s.d)?, buf("dy", rows * s.d)?, buf("rrms", rows)?);
         let (dx, dg, scratch) = (buf("dx", rows * s.d)?, buf("dgain", s.d)?, gpu.storage_buffer("scratch", norm.backward_scratch_bytes())?);
         let b = NormBackward { x: (&x).into(), gain: Weights::F32((&g).into()), rrms: (&rr).into(), dy: (&dy).into(), dx: (&dx).into(), dgain: (&dg).into(), scratch: (&scratch).into() };
-        Ok(Case { kernel: "rmsnorm backward", shape: norm_dims, flops: 0.0, bytes: 24.0 * r * s.d as f64, dispatches: k.norm.backward(gpu, norm, &b)?.into() })
+        Ok(Case { shape: norm_dims, flops: 0.0, bytes: 24.0 * r * s.d as f64, dispatches: k.norm.backward(gpu, norm, &b)?.into() })
     })));
 
     out.push(("rope q,k".into(), Box::new(move || {
@@ -202,7 +201,7 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
         let rope = RopeShape { rows, seq_len: s.seq, pos_offset: 0, heads: 2 * s.heads, head_dim: s.head_dim, row_stride: width, col0: 0 };
         let (f, qk) = (gpu.upload("inv_freq", &inv_freq(s.head_dim, 10_000.0))?, buf("qk", rows * width)?);
         let d = k.rope.forward(gpu, rope, (&f).into(), (&qk).into())?;
-        Ok(Case { kernel: "rope q,k", shape: format!("{rows}x{width}"), flops: 0.0, bytes: 8.0 * r * width as f64, dispatches: vec![d] })
+        Ok(Case { shape: format!("{rows}x{width}"), flops: 0.0, bytes: 8.0 * r * width as f64, dispatches: vec![d] })
     })));
 
     // causal attention on a fused [q | k | v] row; FLOPs count the causal half
@@ -215,7 +214,7 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
         let (qkv, o, lse) = (buf("qkv", rows * 3 * hd)?, buf("o", rows * hd)?, buf("lse", rows * s.heads)?);
         let heads = |col: u32| Heads { data: (&qkv).into(), row_stride: 3 * hd, col };
         let d = k.attn.forward(gpu, shape, Qkv { q: heads(0), k: heads(hd), v: heads(2 * hd) }, (&o).into(), (&lse).into())?;
-        Ok(Case { kernel: "attention forward", shape: dims, flops: 4.0 * pairs, bytes: io, dispatches: vec![d] })
+        Ok(Case { shape: dims, flops: 4.0 * pairs, bytes: io, dispatches: vec![d] })
     })));
     out.push(("attention backward".into(), Box::new(move || {
         let (qkv, o, lse) = (buf("qkv", rows * 3 * hd)?, buf("o", rows * hd)?, buf("lse", rows * s.heads)?);
@@ -233,7 +232,7 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
             dkv: KvGrads { data: (&dqkv).into(), row_stride: 3 * hd, k_col: hd, v_col: 2 * hd },
             delta: (&delta).into(),
         };
-        Ok(Case { kernel: "attention backward", shape: attn_dims, flops: 10.0 * pairs, bytes: 2.0 * io, dispatches: k.attn.backward(gpu, shape, &g)?.into() })
+        Ok(Case { shape: attn_dims, flops: 10.0 * pairs, bytes: 2.0 * io, dispatches: k.attn.backward(gpu, shape, &g)?.into() })
     })));
 
     let n = rows * s.ffn;
@@ -242,12 +241,12 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
     out.push(("swiglu forward".into(), Box::new(move || {
         let (gate, up, h) = (buf("gate", n)?, buf("up", n)?, buf("h", n)?);
         let d = k.act.swiglu_forward(gpu, (&gate).into(), (&up).into(), (&h).into(), n)?;
-        Ok(Case { kernel: "swiglu forward", shape: dims, flops: 0.0, bytes: 12.0 * n as f64, dispatches: vec![d] })
+        Ok(Case { shape: dims, flops: 0.0, bytes: 12.0 * n as f64, dispatches: vec![d] })
     })));
     out.push(("swiglu backward".into(), Box::new(move || {
         let (dh, gate, up, dgate, dup) = (buf("dh", n)?, buf("gate", n)?, buf("up", n)?, buf("dgate", n)?, buf("dup", n)?);
         let d = k.act.swiglu_backward(gpu, (&dh).into(), (&gate).into(), (&up).into(), (&dgate).into(), (&dup).into(), n)?;
-        Ok(Case { kernel: "swiglu backward", shape: ffn_dims, flops: 0.0, bytes: 20.0 * n as f64, dispatches: vec![d] })
+        Ok(Case { shape: ffn_dims, flops: 0.0, bytes: 20.0 * n as f64, dispatches: vec![d] })
     })));
 
     let targets: Vec<u32> = (0..rows).map(|i| i % s.vocab).collect();
@@ -256,7 +255,7 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
         let ce = CrossEntropy::mean(&targets, s.vocab, IGNORE_INDEX);
         let (t, logits, losses, lse) = (gpu.upload("targets", &targets)?, buf("logits", rows * s.vocab)?, buf("losses", rows)?, buf("lse", rows)?);
         let d = k.loss.cross_entropy_forward_backward(gpu, &ce, (&t).into(), (&logits).into(), (&losses).into(), (&lse).into())?;
-        Ok(Case { kernel: "cross-entropy fwd+bwd", shape: format!("{rows}x{}", s.vocab), flops: 0.0, bytes: 8.0 * r * s.vocab as f64, dispatches: vec![d] })
+        Ok(Case { shape: format!("{rows}x{}", s.vocab), flops: 0.0, bytes: 8.0 * r * s.vocab as f64, dispatches: vec![d] })
     })));
 
     let shape = EmbeddingShape { tokens: rows, d: s.d, vocab: s.vocab };
@@ -265,12 +264,12 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
     out.push(("embed lookup".into(), Box::new(move || {
         let (t, table, emb, bad) = (gpu.upload("tokens", &tokens)?, buf("table", s.vocab * s.d)?, buf("emb", rows * s.d)?, buf("bad", 1)?);
         let d = k.embed.lookup(gpu, shape, (&t).into(), Weights::F32((&table).into()), (&emb).into(), (&bad).into())?;
-        Ok(Case { kernel: "embed lookup", shape: dims, flops: 0.0, bytes: 8.0 * r * s.d as f64, dispatches: vec![d] })
+        Ok(Case { shape: dims, flops: 0.0, bytes: 8.0 * r * s.d as f64, dispatches: vec![d] })
     })));
     out.push(("embed backward".into(), Box::new(move || {
         let (t, table, dout) = (gpu.upload("tokens", &tokens2)?, buf("dtable", s.vocab * s.d)?, buf("dout", rows * s.d)?);
         let d = k.embed.backward(gpu, shape, (&t).into(), (&dout).into(), (&table).into())?;
-        Ok(Case { kernel: "embed backward", shape: embed_dims, flops: 0.0, bytes: 12.0 * r * s.d as f64, dispatches: vec![d] })
+        Ok(Case { shape: embed_dims, flops: 0.0, bytes: 12.0 * r * s.d as f64, dispatches: vec![d] })
     })));
     out
 }
