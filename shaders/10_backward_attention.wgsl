@@ -9,45 +9,12 @@
 // buffer (dkv_stride, dk_col, dv_col), e.g. the k and v parts of a fused
 // [dq | dk | dv] gradient, since one dispatch may bind a buffer writable once.
 
-const BQ: u32 = 16u;      // query rows per block
-const BK: u32 = 16u;      // keys per block (= BQ: key block i starts where query block i does)
-const MAX_DH: u32 = 128u;
 const DC: u32 = 32u;      // head-dim columns per staged chunk: four [16, DC] tiles
-const SLOTS: u32 = MAX_DH / BK;
-const NEG_BIG: f32 = -1e30;
 
-struct Params {
-    batch: u32,       // B
-    seq_len: u32,     // T
-    heads: u32,       // H
-    kv_heads: u32,    // Hkv
-    head_dim: u32,    // Dh
-    scale: f32,       // 1 / sqrt(Dh)
-    q_stride: u32,
-    q_col: u32,
-    k_stride: u32,
-    k_col: u32,
-    v_stride: u32,
-    v_col: u32,
-    dq_stride: u32,
-    dq_col: u32,
-    dkv_stride: u32,
-    dk_col: u32,
-    dv_col: u32,
-    cache_len: u32,   // decode only
-}
-
-@group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> q: array<f32>;      // [B·T, q_stride]
-@group(0) @binding(2) var<storage, read> k: array<f32>;      // [B·T, k_stride]
-@group(0) @binding(3) var<storage, read> v: array<f32>;      // [B·T, v_stride]
 @group(0) @binding(4) var<storage, read> o: array<f32>;      // [B·T, H·Dh], the forward's output
 @group(0) @binding(5) var<storage, read> d_o: array<f32>;    // [B·T, H·Dh]
 @group(0) @binding(6) var<storage, read> lse: array<f32>;    // [B·T, H], saved by the forward
 
-fn q_at(row: u32, h: u32) -> u32 { return row * params.q_stride + params.q_col + h * params.head_dim; }
-fn k_at(row: u32, kvh: u32) -> u32 { return row * params.k_stride + params.k_col + kvh * params.head_dim; }
-fn v_at(row: u32, kvh: u32) -> u32 { return row * params.v_stride + params.v_col + kvh * params.head_dim; }
 fn o_at(row: u32, h: u32) -> u32 { return (row * params.heads + h) * params.head_dim; }
 
 // Columns c0 .. c0 + DC of a block's query rows (q, dO) and/or key rows

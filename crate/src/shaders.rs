@@ -33,6 +33,7 @@ pub const LINEAR_B32: ShaderFile = shader_file!("03_linear_b32");
 pub const LINEAR_B16: ShaderFile = shader_file!("03_linear_b16");
 pub const LINEAR: ShaderFile = shader_file!("03_linear");
 pub const ROPE: ShaderFile = shader_file!("04_rope");
+pub const ATTENTION_COMMON: ShaderFile = shader_file!("05_attention_common");
 pub const ATTENTION: ShaderFile = shader_file!("05_attention");
 pub const ACTIVATION: ShaderFile = shader_file!("06_activation");
 pub const LOSS: ShaderFile = shader_file!("07_loss");
@@ -48,11 +49,11 @@ pub const KERNEL_MODULES: &[Module] = &[
     Module { prelude: Some(LINEAR_B32), file: LINEAR },
     Module { prelude: Some(LINEAR_B16), file: LINEAR },
     Module { prelude: None, file: ROPE },
-    Module { prelude: None, file: ATTENTION },
+    Module { prelude: Some(ATTENTION_COMMON), file: ATTENTION },
     Module { prelude: None, file: ACTIVATION },
     Module { prelude: None, file: LOSS },
     Module { prelude: None, file: CAST },
-    Module { prelude: None, file: BACKWARD_ATTENTION },
+    Module { prelude: Some(ATTENTION_COMMON), file: BACKWARD_ATTENTION },
     Module { prelude: None, file: OPTIMIZER },
 ];
 

@@ -7,7 +7,7 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::error::{Error, Result};
 use crate::gpu::{build_kernels, BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot};
-use crate::shaders::{ATTENTION, BACKWARD_ATTENTION};
+use crate::shaders::{Module, ATTENTION, ATTENTION_COMMON, BACKWARD_ATTENTION};
 
 /// Query rows (and keys) per workgroup block: `BQ` and `BK` in the shaders.
 const BLOCK: u64 = 16;
@@ -173,8 +173,8 @@ pub struct Attention {
 
 impl Attention {
     pub async fn new(gpu: &Gpu) -> Result<Self> {
-        let [forward, decode] = build_kernels(gpu, ATTENTION, [FORWARD, DECODE]).await?;
-        let [backward_dq, backward_dkv] = build_kernels(gpu, BACKWARD_ATTENTION, [BACKWARD_DQ, BACKWARD_DKV]).await?;
+        let [forward, decode] = build_kernels(gpu, Module { prelude: Some(ATTENTION_COMMON), file: ATTENTION }, [FORWARD, DECODE]).await?;
+        let [backward_dq, backward_dkv] = build_kernels(gpu, Module { prelude: Some(ATTENTION_COMMON), file: BACKWARD_ATTENTION }, [BACKWARD_DQ, BACKWARD_DKV]).await?;
         Ok(Attention { forward, decode, backward_dq, backward_dkv })
     }
 
