@@ -23,7 +23,9 @@ pub struct GradStats {
     pub clip_scale: f32,
     /// Gradients that were NaN or ±Inf: AdamW treats them as 0.
     pub nonfinite: u32,
-    _pad: u32,
+    /// 1 when the step was skipped (non-finite loss, or Σg² overflowed):
+    /// weights and moments untouched, gradients zeroed.
+    pub skip: u32,
 }
 
 /// AdamW's hyperparameters, as `torch.optim.AdamW` takes them.
@@ -52,33 +54,49 @@ struct FinalizeParams {
     _pad: [u32; 2],
 }
 
+/// A block's constants (`AdamBlock` in the shader).
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
-struct AdamParams {
+struct AdamBlock {
     n: u32,
     beta1: f32,
     beta2: f32,
     eps: f32,
-    decay: f32,
-    step_size: f32,
-    bc2_sqrt: f32,
+    decays: u32,
+    _pad: [u32; 3],
+}
+
+/// One step's values (`AdamStep` in the shader), shared by every update
+/// dispatch of the step and rewritten by the host before each step.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+pub struct AdamStep {
+    pub step_size: f32,
+    pub bc2_sqrt: f32,
+    pub decay: f32,
     _pad: u32,
 }
 
 impl AdamHyper {
-    /// Step `t` (1-based) of a block: bias corrections folded in on the host
-    /// in f64, weight decay only where `decays` (2-D weights, not gains).
-    fn params(&self, n: u32, t: u32, decays: bool) -> AdamParams {
-        let wd = if decays { self.weight_decay } else { 0.0 };
-        AdamParams {
+    /// Step `t` (1-based): bias corrections folded in on the host in f64,
+    /// as torch.optim.AdamW computes them.
+    pub fn step(&self, t: u32) -> AdamStep {
+        AdamStep {
+            step_size: (self.lr / (1.0 - self.beta1.powi(t as i32))) as f32,
+            bc2_sqrt: (1.0 - self.beta2.powi(t as i32)).sqrt() as f32,
+            decay: (1.0 - self.lr * self.weight_decay) as f32,
+            _pad: 0,
+        }
+    }
+
+    fn block(&self, n: u32, decays: bool) -> AdamBlock {
+        AdamBlock {
             n,
             beta1: self.beta1 as f32,
             beta2: self.beta2 as f32,
             eps: self.eps as f32,
-            decay: (1.0 - self.lr * wd) as f32,
-            step_size: (self.lr / (1.0 - self.beta1.powi(t as i32))) as f32,
-            bc2_sqrt: (1.0 - self.beta2.powi(t as i32)).sqrt() as f32,
-            _pad: 0,
+            decays: decays as u32,
+            _pad: [0; 3],
         }
     }
 }
@@ -96,23 +114,25 @@ const FINALIZE: KernelDesc = KernelDesc {
     slots: &[
         Slot::Uniform(0),   // finalize_params
         Slot::Read(1),      // partials_in: [G total]
-        Slot::ReadWrite(2), // stats_out: GradStats
+        Slot::Read(2),      // loss_in: LossTotals, the step's loss
+        Slot::ReadWrite(3), // stats_out: GradStats
     ],
 };
-const UPDATE_SLOTS: [Slot; 6] = [
-    Slot::Uniform(0),   // adam
-    Slot::Read(1),      // stats: GradStats
-    Slot::ReadWrite(2), // weights: [n] f32
-    Slot::ReadWrite(3), // grads: [n] f32, zeroed
-    Slot::ReadWrite(4), // moment1: [n] f32
-    Slot::ReadWrite(5), // moment2: [n] f32
+const UPDATE_SLOTS: [Slot; 7] = [
+    Slot::Uniform(0),   // adam: AdamBlock
+    Slot::Uniform(1),   // adam_step: AdamStep
+    Slot::Read(2),      // stats: GradStats
+    Slot::ReadWrite(3), // weights: [n] f32
+    Slot::ReadWrite(4), // grads: [n] f32, zeroed
+    Slot::ReadWrite(5), // moment1: [n] f32
+    Slot::ReadWrite(6), // moment2: [n] f32
 ];
 const UPDATE: KernelDesc = KernelDesc { entry: "adamw_update", slots: &UPDATE_SLOTS };
 const UPDATE_F16: KernelDesc = KernelDesc {
     entry: "adamw_update_f16",
     slots: &[
-        UPDATE_SLOTS[0], UPDATE_SLOTS[1], UPDATE_SLOTS[2], UPDATE_SLOTS[3], UPDATE_SLOTS[4], UPDATE_SLOTS[5],
-        Slot::ReadWrite(6), // mirror: [n] f16
+        UPDATE_SLOTS[0], UPDATE_SLOTS[1], UPDATE_SLOTS[2], UPDATE_SLOTS[3], UPDATE_SLOTS[4], UPDATE_SLOTS[5], UPDATE_SLOTS[6],
+        Slot::ReadWrite(7), // mirror: [n] f16
     ],
 };
 
@@ -150,30 +170,46 @@ impl Optimizer {
         self.reduce.dispatch(gpu, &[params.as_entire_binding(), grads.binding(), partials.binding()], gpu.grid_groups(op, groups)?)
     }
 
-    /// The step's [`GradStats`] from all `partials`; `max_norm <= 0` never clips.
-    pub fn finalize(&self, gpu: &Gpu, partials: BufferRange, count: u32, max_norm: f32, stats: BufferRange) -> Result<Dispatch> {
+    /// The step's [`GradStats`] from all `partials` and the step's `loss`
+    /// (a `LossTotals`); `max_norm <= 0` never clips.
+    pub fn finalize(&self, gpu: &Gpu, partials: BufferRange, count: u32, max_norm: f32, loss: BufferRange, stats: BufferRange) -> Result<Dispatch> {
         let op = "finalize_grad_stats";
         gpu.check_binding(op, "partials", &partials, 8 * count as u64)?;
+        gpu.check_binding(op, "loss", &loss, 16)?;
         gpu.check_binding(op, "stats", &stats, size_of::<GradStats>() as u64)?;
         let params = gpu.uniform(op, &FinalizeParams { partials: count, max_norm, _pad: [0; 2] });
-        self.finalize.dispatch(gpu, &[params.as_entire_binding(), partials.binding(), stats.binding()], gpu.grid_groups(op, 1)?)
+        let bindings = [params.as_entire_binding(), partials.binding(), loss.binding(), stats.binding()];
+        self.finalize.dispatch(gpu, &bindings, gpu.grid_groups(op, 1)?)
     }
 
-    /// AdamW step `t` (from 1) over `n` parameters; `decays` applies weight decay.
-    #[allow(clippy::too_many_arguments)] // hyperparameters, step, block kind, size, stats, buffers
-    pub fn update(&self, gpu: &Gpu, hyper: &AdamHyper, t: u32, decays: bool, n: u32, stats: BufferRange, b: &AdamBuffers) -> Result<Dispatch> {
-        let op = "adamw_update";
+    /// The uniform every update dispatch reads the step's values from;
+    /// write it with [`Optimizer::write_step`] before each step.
+    pub fn step_buffer(&self, gpu: &Gpu) -> wgpu::Buffer {
+        gpu.uniform("adam_step", &AdamStep::zeroed())
+    }
+
+    /// Sets step `t` (from 1) of `hyper` for the next submission.
+    pub fn write_step(&self, gpu: &Gpu, step: &wgpu::Buffer, hyper: &AdamHyper, t: u32) -> Result<()> {
         if t == 0 {
-            return Err(Error::shape(op, "step", "1 or more", 0));
+            return Err(Error::shape("adamw_update", "step", "1 or more", 0));
         }
+        gpu.queue.write_buffer(step, 0, bytemuck::bytes_of(&hyper.step(t)));
+        Ok(())
+    }
+
+    /// AdamW over `n` parameters of one block, reading the step's values
+    /// from `step`; `decays` applies weight decay.
+    pub fn update(&self, gpu: &Gpu, hyper: &AdamHyper, decays: bool, n: u32, step: &wgpu::Buffer, stats: BufferRange, b: &AdamBuffers) -> Result<Dispatch> {
+        let op = "adamw_update";
         let bytes = 4 * n as u64;
         gpu.check_binding(op, "stats", &stats, size_of::<GradStats>() as u64)?;
         for (what, r) in [("weights", &b.weights), ("grads", &b.grads), ("moment1", &b.moment1), ("moment2", &b.moment2)] {
             gpu.check_binding(op, what, r, bytes)?;
         }
-        let params = gpu.uniform(op, &hyper.params(n, t, decays));
+        let params = gpu.uniform(op, &hyper.block(n, decays));
         let mut bindings = vec![
             params.as_entire_binding(),
+            step.as_entire_binding(),
             stats.binding(),
             b.weights.binding(),
             b.grads.binding(),
@@ -198,10 +234,10 @@ mod tests {
     #[test]
     fn bias_corrections_follow_torch() {
         let h = AdamHyper { lr: 1e-3, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.1 };
-        let p = h.params(10, 1, true);
+        let p = h.step(1);
         assert!((p.step_size as f64 - 1e-3 / 0.1).abs() < 1e-9);
         assert!((p.bc2_sqrt as f64 - 0.05f64.sqrt()).abs() < 1e-7);
         assert_eq!(p.decay, (1.0 - 1e-4) as f32);
-        assert_eq!(h.params(10, 1, false).decay, 1.0);
+        assert_eq!(h.block(10, false).decays, 0);
     }
 }

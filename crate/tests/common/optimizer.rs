@@ -2,6 +2,7 @@
 
 use half::f16;
 use webtrain::kernels::optimizer::partials_for;
+use webtrain::kernels::loss::LossTotals;
 use webtrain::kernels::{AdamBuffers, AdamHyper, GradStats, Optimizer};
 use webtrain::reference::optimizer as reference;
 use webtrain::{Gpu, Result};
@@ -19,17 +20,27 @@ fn gradients(seed: u64, n: usize, scale: f32) -> Vec<f32> {
     g
 }
 
+/// A `LossTotals` {sum, mean, counted, out_of_range} with this mean.
+fn loss_totals(gpu: &Gpu, mean: f32) -> Result<wgpu::Buffer> {
+    gpu.upload("loss", &[LossTotals { sum: mean * 8.0, mean, counted: 8, out_of_range: 0 }])
+}
+
 async fn stats_of(gpu: &Gpu, k: &Optimizer, blocks: &[&wgpu::Buffer], sizes: &[u32], max_norm: f32) -> Result<GradStats> {
+    stats_with_loss(gpu, k, blocks, sizes, max_norm, 2.5).await
+}
+
+async fn stats_with_loss(gpu: &Gpu, k: &Optimizer, blocks: &[&wgpu::Buffer], sizes: &[u32], max_norm: f32, loss: f32) -> Result<GradStats> {
     let total: u64 = sizes.iter().map(|&n| partials_for(n as u64)).sum();
     let partials = gpu.storage_buffer("partials", 8 * total)?;
     let stats = gpu.storage_buffer("stats", 16)?;
+    let loss = loss_totals(gpu, loss)?;
     let mut dispatches = Vec::new();
     let mut offset = 0;
     for (g, &n) in blocks.iter().zip(sizes) {
         dispatches.push(k.reduce_norm_sq(gpu, (*g).into(), n, (&partials).into(), offset)?);
         offset += partials_for(n as u64) as u32;
     }
-    dispatches.push(k.finalize(gpu, (&partials).into(), total as u32, max_norm, (&stats).into())?);
+    dispatches.push(k.finalize(gpu, (&partials).into(), total as u32, max_norm, (&loss).into(), (&stats).into())?);
     gpu.run(&dispatches.iter().collect::<Vec<_>>()).await?;
     Ok(gpu.read_back::<GradStats>((&stats).into()).await?[0])
 }
@@ -49,7 +60,14 @@ pub async fn grad_stats_match_reference(gpu: &Gpu) -> Result<()> {
         assert_close("grad norm", &[s.norm], &[norm], 0.0, 2e-6);
         assert_close("clip scale", &[s.clip_scale], &[clip], 0.0, 2e-6);
         assert_eq!(s.nonfinite, bad);
+        assert_eq!(s.skip, 0, "a finite loss and norm never skip");
     }
+    for loss in [f32::NAN, f32::INFINITY] {
+        let s = stats_with_loss(gpu, &k, &[&ab, &bb], &[a.len() as u32, b.len() as u32], 0.5, loss).await?;
+        assert_eq!(s.skip, 1, "a loss of {loss} must skip the step");
+    }
+    let huge = gpu.upload("huge", &vec![1e30f32; 1000])?;
+    assert_eq!(stats_of(gpu, &k, &[&huge], &[1000], 1.0).await?.skip, 1, "an overflowing Σg² must skip the step");
     let again = stats_of(gpu, &k, &[&ab, &bb], &[a.len() as u32, b.len() as u32], 0.5).await?;
     let once = stats_of(gpu, &k, &[&ab, &bb], &[a.len() as u32, b.len() as u32], 0.5).await?;
     assert_eq!(again.norm.to_bits(), once.norm.to_bits(), "the norm must be bit-identical run to run");
@@ -61,6 +79,7 @@ pub async fn grad_stats_match_reference(gpu: &Gpu) -> Result<()> {
 /// the cast of the new master weights, bit for bit.
 pub async fn adamw_matches_reference(gpu: &Gpu) -> Result<()> {
     let k = Optimizer::new(gpu).await?;
+    let step = k.step_buffer(gpu);
     for (n, decays, with_mirror) in [(100_003usize, true, false), (4_097, false, true), (1, true, true)] {
         let w0 = uniform(&mut rng(72), n, -0.5, 0.5);
         let (wb, mb, vb) = (gpu.upload("w", &w0)?, gpu.storage_buffer("m", 4 * n as u64)?, gpu.storage_buffer("v", 4 * n as u64)?);
@@ -69,8 +88,9 @@ pub async fn adamw_matches_reference(gpu: &Gpu) -> Result<()> {
         for t in 1..=3u32 {
             let g = if n > 10 { gradients(73 + t as u64, n, 0.05) } else { vec![0.02] };
             let gb = gpu.upload("g", &g)?;
-            // GradStats {norm, clip_scale 0.5, nonfinite 0}, as finalize would write it
+            // GradStats {norm, clip_scale 0.5, nonfinite 0, skip 0}, as finalize would write it
             let stats = gpu.upload("stats", &[0.0f32, 0.5, 0.0, 0.0])?;
+            k.write_step(gpu, &step, &HYPER, t)?;
             let buffers = AdamBuffers {
                 weights: (&wb).into(),
                 grads: (&gb).into(),
@@ -78,7 +98,7 @@ pub async fn adamw_matches_reference(gpu: &Gpu) -> Result<()> {
                 moment2: (&vb).into(),
                 mirror: with_mirror.then(|| (&mirror).into()),
             };
-            gpu.run(&[&k.update(gpu, &HYPER, t, decays, n as u32, (&stats).into(), &buffers)?]).await?;
+            gpu.run(&[&k.update(gpu, &HYPER, decays, n as u32, &step, (&stats).into(), &buffers)?]).await?;
             reference::adamw(&HYPER, t, decays, 0.5, &mut w, &g, &mut m, &mut v);
             let got: Vec<f32> = gpu.read_back((&wb).into()).await?;
             // m and v mix terms up to |clip·g| = 0.025 and its square; a sum
@@ -98,5 +118,26 @@ pub async fn adamw_matches_reference(gpu: &Gpu) -> Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+/// A skipped step (the stats say so) leaves weights, moments and the f16
+/// mirror untouched and still zeroes the gradients.
+pub async fn adamw_skipped_step_changes_nothing_but_gradients(gpu: &Gpu) -> Result<()> {
+    let k = Optimizer::new(gpu).await?;
+    let step = k.step_buffer(gpu);
+    k.write_step(gpu, &step, &HYPER, 4)?;
+    let n = 1001;
+    let (w, m, v) = (uniform(&mut rng(80), n, -0.5, 0.5), uniform(&mut rng(81), n, -0.1, 0.1), uniform(&mut rng(82), n, 0.0, 0.1));
+    let (wb, gb, mb, vb) = (gpu.upload("w", &w)?, gpu.upload("g", &gradients(83, n, 0.1))?, gpu.upload("m", &m)?, gpu.upload("v", &v)?);
+    let mirror = gpu.upload("mirror", &vec![0x3c00_3c00u32; n.div_ceil(2)])?; // halves of 1.0
+    let stats = gpu.upload("stats", &[GradStats { norm: f32::NAN, clip_scale: 1.0, nonfinite: 0, skip: 1 }])?;
+    let buffers = AdamBuffers { weights: (&wb).into(), grads: (&gb).into(), moment1: (&mb).into(), moment2: (&vb).into(), mirror: Some((&mirror).into()) };
+    gpu.run(&[&k.update(gpu, &HYPER, true, n as u32, &step, (&stats).into(), &buffers)?]).await?;
+    super::check::assert_identical("weights", &gpu.read_back::<f32>((&wb).into()).await?, &w);
+    super::check::assert_identical("m", &gpu.read_back::<f32>((&mb).into()).await?, &m);
+    super::check::assert_identical("v", &gpu.read_back::<f32>((&vb).into()).await?, &v);
+    assert!(gpu.read_back::<u32>((&mirror).into()).await?.iter().all(|&h| h == 0x3c00_3c00), "mirror untouched");
+    assert!(gpu.read_back::<f32>((&gb).into()).await?.iter().all(|&x| x == 0.0), "gradients zeroed");
     Ok(())
 }
