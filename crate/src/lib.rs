@@ -9,6 +9,7 @@ pub mod data;
 pub mod error;
 pub mod gpu;
 pub mod kernels;
+pub mod model;
 pub mod reference;
 pub mod shaders;
 

@@ -1,0 +1,148 @@
+//! The model's shape, with HF Llama's field names in config.json, and the
+//! presets. Legend: V vocab, D d_model, L layers, H heads, Hkv key/value
+//! heads, Dh head dim (D / H), F ffn (SwiGLU hidden size), T max sequence.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::kernels::attention::MAX_HEAD_DIM;
+use crate::kernels::rope::MAX_POSITION;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    #[serde(rename = "vocab_size")]
+    pub vocab: u32,
+    #[serde(rename = "hidden_size")]
+    pub d_model: u32,
+    #[serde(rename = "num_hidden_layers")]
+    pub n_layers: u32,
+    #[serde(rename = "num_attention_heads")]
+    pub n_heads: u32,
+    #[serde(rename = "num_key_value_heads")]
+    pub n_kv_heads: u32,
+    #[serde(rename = "intermediate_size")]
+    pub ffn: u32,
+    #[serde(rename = "max_position_embeddings")]
+    pub max_seq: u32,
+    pub rope_theta: f64,
+    #[serde(rename = "rms_norm_eps")]
+    pub norm_eps: f64,
+    pub tie_word_embeddings: bool,
+}
+
+/// The named presets, smallest first.
+pub const PRESETS: [&str; 3] = ["tiny", "small", "base"];
+
+impl Config {
+    /// `tiny`: seconds on a software adapter, for tests (GQA 4:2, F and V
+    /// not multiples of the 64-wide matmul tile). `small`: about 5 M
+    /// parameters, trains visibly in minutes on a laptop GPU. `base`: the
+    /// seed system's model, 12 layers, vocab 16 384, about 110 M parameters.
+    pub fn preset(name: &str) -> Result<Config> {
+        let c = |vocab, d_model, n_layers, n_heads, n_kv_heads, ffn, max_seq| Config {
+            vocab,
+            d_model,
+            n_layers,
+            n_heads,
+            n_kv_heads,
+            ffn,
+            max_seq,
+            rope_theta: 10_000.0,
+            norm_eps: 1e-5,
+            tie_word_embeddings: false,
+        };
+        match name {
+            "tiny" => Ok(c(301, 64, 2, 4, 2, 176, 64)),
+            "small" => Ok(c(4096, 256, 4, 4, 2, 688, 256)),
+            "base" => Ok(c(16384, 768, 12, 12, 12, 2048, 512)),
+            _ => Err(Error::Unsupported(format!("unknown preset {name:?}: use one of {}", PRESETS.join(", ")))),
+        }
+    }
+
+    pub fn head_dim(&self) -> u32 {
+        self.d_model / self.n_heads
+    }
+
+    /// Width of the fused `[q | k | v]` projection: (H + 2·Hkv)·Dh.
+    pub fn qkv_width(&self) -> u32 {
+        (self.n_heads + 2 * self.n_kv_heads) * self.head_dim()
+    }
+
+    /// Refuses shapes the kernels cannot run, with the reason.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |what: &str| Err(Error::Unsupported(format!("model config: {what}")));
+        if self.vocab < 2 || self.d_model == 0 || self.n_layers == 0 || self.ffn == 0 || self.max_seq == 0 {
+            return bad("vocab ≥ 2 and d_model, n_layers, ffn, max_seq ≥ 1 are needed");
+        }
+        if self.n_heads == 0 || !self.d_model.is_multiple_of(self.n_heads) {
+            return bad(&format!("n_heads {} must divide d_model {}", self.n_heads, self.d_model));
+        }
+        let dh = self.head_dim();
+        if !dh.is_multiple_of(16) || dh > MAX_HEAD_DIM {
+            return bad(&format!("head_dim d_model/n_heads = {dh} must be a multiple of 16 up to {MAX_HEAD_DIM}"));
+        }
+        if self.n_kv_heads == 0 || !self.n_heads.is_multiple_of(self.n_kv_heads) {
+            return bad(&format!("n_kv_heads {} must divide n_heads {}", self.n_kv_heads, self.n_heads));
+        }
+        if self.max_seq > MAX_POSITION {
+            return bad(&format!("max_seq {} is beyond RoPE's exact range {MAX_POSITION}", self.max_seq));
+        }
+        if !(self.rope_theta > 1.0 && self.rope_theta.is_finite()) || !(self.norm_eps > 0.0 && self.norm_eps < 1.0) {
+            return bad("rope_theta > 1 and 0 < rms_norm_eps < 1 are needed");
+        }
+        Ok(())
+    }
+}
+
+/// The shape of one training batch: B sequences of T tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchShape {
+    pub batch: u32,
+    pub seq: u32,
+}
+
+impl BatchShape {
+    /// R = B·T: rows of every activation.
+    pub fn rows(&self) -> u32 {
+        self.batch * self.seq
+    }
+
+    pub fn validate(&self, config: &Config) -> Result<()> {
+        if self.batch == 0 || self.seq == 0 || self.seq > config.max_seq {
+            return Err(Error::Unsupported(format!(
+                "batch {} × seq {}: need batch ≥ 1 and 1 ≤ seq ≤ max_seq {}",
+                self.batch, self.seq, config.max_seq
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_are_valid_and_round_trip_as_hf_config() {
+        for name in PRESETS {
+            let c = Config::preset(name).unwrap();
+            c.validate().unwrap();
+            let json = serde_json::to_value(&c).unwrap();
+            assert_eq!(json["hidden_size"], c.d_model);
+            assert_eq!(serde_json::from_value::<Config>(json).unwrap(), c);
+        }
+        assert!(Config::preset("huge").is_err());
+    }
+
+    #[test]
+    fn bad_shapes_are_refused_with_the_reason() {
+        let tiny = Config::preset("tiny").unwrap();
+        let e = Config { n_heads: 3, ..tiny.clone() }.validate().unwrap_err().to_string();
+        assert!(e.contains("n_heads 3 must divide d_model 64"), "{e}");
+        let e = Config { n_kv_heads: 3, ..tiny.clone() }.validate().unwrap_err().to_string();
+        assert!(e.contains("n_kv_heads"), "{e}");
+        let e = Config { d_model: 40, n_heads: 4, ..tiny.clone() }.validate().unwrap_err().to_string();
+        assert!(e.contains("head_dim"), "{e}");
+        assert!(BatchShape { batch: 2, seq: 65 }.validate(&tiny).is_err());
+    }
+}
