@@ -9,7 +9,8 @@
 // and 1 − σ is formed directly, so the tails keep their relative accuracy.
 
 struct Params {
-    n: u32,  // elements
+    n: u32,    // elements
+    ffn: u32,  // F, the _gu kernels' row width (h is [R, F], gu [R, 2F])
 }
 
 const SQRT_2_OVER_PI: f32 = 0.7978845608;
@@ -69,6 +70,41 @@ fn swiglu_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     let s = sigmoid_pair(g);
     dgate[i] = dh[i] * up_in[i] * x_sigmoid_grad(g, s, 1.0);
     dup[i] = dh[i] * g * s.x;
+}
+
+// swiglu_forward_gu, swiglu_backward_gu: the same over one fused
+// projection row gu = [gate | up] ([R, 2F]), as a single GEMM against the
+// stacked [W_gate; W_up] writes it; the backward writes dgu in that layout,
+// so the projection's input and weight gradients are one GEMM each.
+@group(0) @binding(1) var<storage, read> gu: array<f32>;              // [R, 2F]
+@group(0) @binding(2) var<storage, read> gu_in: array<f32>;           // [R, 2F]
+@group(0) @binding(4) var<storage, read_write> dgu: array<f32>;       // [R, 2F]
+
+// Where element i = (r, c) of h finds its gate; its up is F further on.
+fn gate_at(i: u32) -> u32 {
+    return (i / params.ffn) * 2u * params.ffn + i % params.ffn;
+}
+
+@compute @workgroup_size(WG)
+fn swiglu_forward_gu(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                     @builtin(local_invocation_index) lidx: u32) {
+    let i = flat_id(wid, nwg, lidx);
+    if (i >= params.n) { return; }
+    let j = gate_at(i);
+    let g = gu[j];
+    h[i] = g * sigmoid_pair(g).x * gu[j + params.ffn];
+}
+
+@compute @workgroup_size(WG)
+fn swiglu_backward_gu(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                      @builtin(local_invocation_index) lidx: u32) {
+    let i = flat_id(wid, nwg, lidx);
+    if (i >= params.n) { return; }
+    let j = gate_at(i);
+    let g = gu_in[j];
+    let s = sigmoid_pair(g);
+    dgu[j] = dh[i] * gu_in[j + params.ffn] * x_sigmoid_grad(g, s, 1.0);
+    dgu[j + params.ffn] = dh[i] * g * s.x;
 }
 
 // gelu_forward: y = 0.5·x·(1 + tanh(√(2/π)(x + 0.044715x³)))

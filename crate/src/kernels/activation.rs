@@ -11,7 +11,8 @@ use crate::shaders::ACTIVATION;
 #[derive(Clone, Copy, Pod, Zeroable)]
 struct Params {
     n: u32,
-    _pad: [u32; 3],
+    ffn: u32,
+    _pad: [u32; 2],
 }
 
 const SWIGLU_FORWARD: KernelDesc = KernelDesc {
@@ -32,6 +33,23 @@ const SWIGLU_BACKWARD: KernelDesc = KernelDesc {
         Slot::Read(3),      // up: [n] f32
         Slot::ReadWrite(4), // dgate: [n] f32, written
         Slot::ReadWrite(5), // dup: [n] f32, written
+    ],
+};
+const SWIGLU_FORWARD_GU: KernelDesc = KernelDesc {
+    entry: "swiglu_forward_gu",
+    slots: &[
+        Slot::Uniform(0),   // params
+        Slot::Read(1),      // gu: [R, 2F] f32, gate | up per row
+        Slot::ReadWrite(3), // h: [R, F] f32
+    ],
+};
+const SWIGLU_BACKWARD_GU: KernelDesc = KernelDesc {
+    entry: "swiglu_backward_gu",
+    slots: &[
+        Slot::Uniform(0),   // params
+        Slot::Read(1),      // dh: [R, F] f32
+        Slot::Read(2),      // gu: [R, 2F] f32
+        Slot::ReadWrite(4), // dgu: [R, 2F] f32, written
     ],
 };
 const GELU_FORWARD: KernelDesc = KernelDesc {
@@ -55,15 +73,22 @@ const GELU_BACKWARD: KernelDesc = KernelDesc {
 pub struct Activation {
     swiglu_forward: Kernel,
     swiglu_backward: Kernel,
+    swiglu_forward_gu: Kernel,
+    swiglu_backward_gu: Kernel,
     gelu_forward: Kernel,
     gelu_backward: Kernel,
 }
 
 impl Activation {
     pub async fn new(gpu: &Gpu) -> Result<Self> {
-        let [swiglu_forward, swiglu_backward, gelu_forward, gelu_backward] =
-            build_kernels(gpu, ACTIVATION, [SWIGLU_FORWARD, SWIGLU_BACKWARD, GELU_FORWARD, GELU_BACKWARD]).await?;
-        Ok(Activation { swiglu_forward, swiglu_backward, gelu_forward, gelu_backward })
+        let [swiglu_forward, swiglu_backward, swiglu_forward_gu, swiglu_backward_gu, gelu_forward, gelu_backward] =
+            build_kernels(
+                gpu,
+                ACTIVATION,
+                [SWIGLU_FORWARD, SWIGLU_BACKWARD, SWIGLU_FORWARD_GU, SWIGLU_BACKWARD_GU, GELU_FORWARD, GELU_BACKWARD],
+            )
+            .await?;
+        Ok(Activation { swiglu_forward, swiglu_backward, swiglu_forward_gu, swiglu_backward_gu, gelu_forward, gelu_backward })
     }
 
     /// `h = silu(gate) * up` over n elements.
@@ -77,7 +102,7 @@ impl Activation {
     ) -> Result<Dispatch> {
         let op = "swiglu_forward";
         check(gpu, op, &[("gate", &gate), ("up", &up), ("h", &h)], n)?;
-        let params = gpu.uniform(op, &Params { n, _pad: [0; 3] });
+        let params = gpu.uniform(op, &Params { n, ffn: 0, _pad: [0; 2] });
         let bindings = [params.as_entire_binding(), gate.binding(), up.binding(), h.binding()];
         self.swiglu_forward.dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
     }
@@ -96,17 +121,41 @@ impl Activation {
     ) -> Result<Dispatch> {
         let op = "swiglu_backward";
         check(gpu, op, &[("dh", &dh), ("gate", &gate), ("up", &up), ("dgate", &dgate), ("dup", &dup)], n)?;
-        let params = gpu.uniform(op, &Params { n, _pad: [0; 3] });
+        let params = gpu.uniform(op, &Params { n, ffn: 0, _pad: [0; 2] });
         let bindings =
             [params.as_entire_binding(), dh.binding(), gate.binding(), up.binding(), dgate.binding(), dup.binding()];
         self.swiglu_backward.dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
+    }
+
+    /// `h = silu(gate) * up` over `rows` rows of a fused `gu = [gate | up]`
+    /// (`[rows, 2·ffn]`, as one GEMM writes it) into `h` `[rows, ffn]`.
+    pub fn swiglu_forward_gu(&self, gpu: &Gpu, gu: BufferRange, h: BufferRange, rows: u32, ffn: u32) -> Result<Dispatch> {
+        let op = "swiglu_forward_gu";
+        let n = rows_times(op, rows, ffn)?;
+        gpu.check_binding(op, "gu", &gu, 8 * n as u64)?;
+        gpu.check_binding(op, "h", &h, 4 * n as u64)?;
+        let params = gpu.uniform(op, &Params { n, ffn, _pad: [0; 2] });
+        let bindings = [params.as_entire_binding(), gu.binding(), h.binding()];
+        self.swiglu_forward_gu.dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
+    }
+
+    /// `dgu = [dgate | dup]` per row (written, not added) from `dh` `[rows, ffn]`.
+    pub fn swiglu_backward_gu(&self, gpu: &Gpu, dh: BufferRange, gu: BufferRange, dgu: BufferRange, rows: u32, ffn: u32) -> Result<Dispatch> {
+        let op = "swiglu_backward_gu";
+        let n = rows_times(op, rows, ffn)?;
+        gpu.check_binding(op, "dh", &dh, 4 * n as u64)?;
+        gpu.check_binding(op, "gu", &gu, 8 * n as u64)?;
+        gpu.check_binding(op, "dgu", &dgu, 8 * n as u64)?;
+        let params = gpu.uniform(op, &Params { n, ffn, _pad: [0; 2] });
+        let bindings = [params.as_entire_binding(), dh.binding(), gu.binding(), dgu.binding()];
+        self.swiglu_backward_gu.dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
     }
 
     /// `y = gelu(x)`, tanh approximation, over n elements.
     pub fn gelu_forward(&self, gpu: &Gpu, x: BufferRange, y: BufferRange, n: u32) -> Result<Dispatch> {
         let op = "gelu_forward";
         check(gpu, op, &[("x", &x), ("y", &y)], n)?;
-        let params = gpu.uniform(op, &Params { n, _pad: [0; 3] });
+        let params = gpu.uniform(op, &Params { n, ffn: 0, _pad: [0; 2] });
         let bindings = [params.as_entire_binding(), x.binding(), y.binding()];
         self.gelu_forward.dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
     }
@@ -122,9 +171,17 @@ impl Activation {
     ) -> Result<Dispatch> {
         let op = "gelu_backward";
         check(gpu, op, &[("dy", &dy), ("x", &x), ("dx", &dx)], n)?;
-        let params = gpu.uniform(op, &Params { n, _pad: [0; 3] });
+        let params = gpu.uniform(op, &Params { n, ffn: 0, _pad: [0; 2] });
         let bindings = [params.as_entire_binding(), dy.binding(), x.binding(), dx.binding()];
         self.gelu_backward.dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
+    }
+}
+
+/// rows·ffn as the kernels' element count, refusing 0 and u32 overflow.
+fn rows_times(op: &'static str, rows: u32, ffn: u32) -> Result<u32> {
+    match rows.checked_mul(ffn).and_then(|n| n.checked_mul(2).map(|_| n)) {
+        Some(n) if n > 0 => Ok(n),
+        _ => Err(crate::error::Error::shape(op, "rows × ffn", "1 ..= 2^31", format!("{rows} × {ffn}"))),
     }
 }
 

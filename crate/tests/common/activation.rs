@@ -118,6 +118,31 @@ pub async fn swiglu_matches_reference(gpu: &Gpu) -> Result<()> {
     Ok(())
 }
 
+/// The fused-row variants on `[R, 2F]` rows (awkward R and F): the same
+/// numbers as the split kernels' reference, and nothing written past the end.
+pub async fn swiglu_gu_matches_reference(gpu: &Gpu) -> Result<()> {
+    let k = Activation::new(gpu).await?;
+    let mut r = rng(8);
+    for (rows, ffn) in [(1usize, 1usize), (37, 176), (130, 688)] {
+        let n = rows * ffn;
+        let (gate, up, dh) = (uniform(&mut r, n, -8.0, 8.0), uniform(&mut r, n, -2.0, 2.0), uniform(&mut r, n, -1.0, 1.0));
+        let gu: Vec<f32> = (0..rows).flat_map(|i| gate[i * ffn..(i + 1) * ffn].iter().chain(&up[i * ffn..(i + 1) * ffn]).copied()).collect();
+        let (gu_b, dh_b) = (gpu.upload("gu", &gu)?, gpu.upload("dh", &dh)?);
+        let (h, dgu) = (output(gpu, "h", n).await?, output(gpu, "dgu", 2 * n).await?);
+        let (rows32, ffn32) = (rows as u32, ffn as u32);
+        gpu.run(&[
+            &k.swiglu_forward_gu(gpu, (&gu_b).into(), (&h).into(), rows32, ffn32)?,
+            &k.swiglu_backward_gu(gpu, (&dh_b).into(), (&gu_b).into(), (&dgu).into(), rows32, ffn32)?,
+        ])
+        .await?;
+        let dgu = read(gpu, "dgu", &dgu, 2 * n).await?;
+        let split = |half: usize| -> Vec<f32> { (0..rows).flat_map(|i| dgu[(2 * i + half) * ffn..(2 * i + half + 1) * ffn].to_vec()).collect() };
+        let got = Swiglu { h: read(gpu, "h", &h, n).await?, dgate: split(0), dup: split(1) };
+        check_swiglu(&format!("gu rows={rows} ffn={ffn}"), &gate, &up, &dh, &got);
+    }
+    Ok(())
+}
+
 pub async fn gelu_matches_reference(gpu: &Gpu) -> Result<()> {
     let k = Activation::new(gpu).await?;
     let mut r = rng(7);
