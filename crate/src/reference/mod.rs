@@ -12,6 +12,7 @@ pub(crate) mod gradcheck;
 pub mod infrastructure;
 pub mod linear;
 pub mod loss;
+pub mod model;
 pub mod norm;
 pub mod optimizer;
 pub mod rope;
