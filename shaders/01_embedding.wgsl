@@ -1,5 +1,6 @@
-// Token embedding: lookup (f32 or f16 table) and its backward, a scatter-add.
-// Legend: S tokens, D d_model, V vocabulary.
+// Token embedding: lookup (f32 or f16 table) and its backward, a scatter-add
+// (deterministic over host-sorted runs, or with compare-and-swap).
+// Legend: S tokens, D d_model, V vocabulary, U distinct in-range tokens.
 
 struct Params {
     tokens: u32,  // S
@@ -50,7 +51,9 @@ fn embed_lookup_w16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
 // add into the same row, so the add is a compare-and-swap loop on the f32
 // bits (WGSL has no float atomics); the order of additions, and so the last
 // bits of a repeated token's sum, can vary run to run. Non-finite gradients
-// and tokens >= V are skipped.
+// and tokens >= V are skipped. The trainer uses embed_backward_sorted below,
+// which gives the same bits every run; this one needs no host-side index
+// (bench.rs still times it).
 @group(0) @binding(2) var<storage, read> dout: array<f32>;                  // [S, D]
 @group(0) @binding(3) var<storage, read_write> dtable: array<atomic<u32>>;  // [V, D] f32 bits
 
@@ -69,4 +72,37 @@ fn embed_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
         if (swapped.exchanged) { break; }
         old = swapped.old_value;
     }
+}
+
+// embed_backward_sorted: the same sum, in a fixed order. The host groups the
+// batch's positions by token (kernels::embedding::TokenRuns) into U runs;
+// one invocation owns each (run, column), sums its run's dout in ascending
+// position order, and adds the sum into dtable with a plain read-modify-
+// write: no two invocations touch one element, so no atomics and the same
+// bits every run. The grid covers the worst case, S runs x D columns, and
+// invocations past this batch's U return, so a dispatch built once for S
+// serves every batch: only the index is rewritten between steps.
+// Index words, 3S + 2 of them: [U, starts[0..=S], ids[0..S], order[0..S]];
+// run r is ids[r], at positions order[starts[r]..starts[r + 1]].
+@group(0) @binding(1) var<storage, read> runs: array<u32>;          // [3S + 2] TokenRuns words
+@group(0) @binding(3) var<storage, read_write> dtable_f: array<f32>;  // [V, D], accumulated
+// (dout: binding 2 above, [S, D])
+
+@compute @workgroup_size(WG)
+fn embed_backward_sorted(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                         @builtin(local_invocation_index) lidx: u32) {
+    let i = flat_id(wid, nwg, lidx);
+    let s = params.tokens;
+    if (i >= s * params.d) { return; }
+    let run = i / params.d;
+    if (run >= runs[0]) { return; }
+    let id = runs[s + 2u + run];
+    if (id >= params.vocab) { return; }
+    let c = i % params.d;
+    var sum = 0.0;
+    for (var k = runs[1u + run]; k < runs[2u + run]; k += 1u) {
+        let g = dout[runs[2u * s + 2u + k] * params.d + c];
+        if (is_finite(g)) { sum += g; }
+    }
+    dtable_f[id * params.d + c] += sum;
 }

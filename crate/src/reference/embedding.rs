@@ -32,6 +32,32 @@ pub fn backward(tokens: &[u32], dout: &[f64], dtable: &mut [f64], d: usize) {
     }
 }
 
+/// `backward` in f32, adding in `embed_backward_sorted`'s exact order, for
+/// a bit-exact comparison: per row, the f32 sum of its token's finite dout
+/// values in ascending position order, then one add into `dtable`. Rows of
+/// tokens absent from the batch are not touched.
+pub fn backward_sorted_f32(tokens: &[u32], dout: &[f32], dtable: &mut [f32], d: usize) {
+    let vocab = dtable.len() / d;
+    let mut positions = vec![Vec::new(); vocab];
+    for (s, &t) in tokens.iter().enumerate() {
+        if (t as usize) < vocab {
+            positions[t as usize].push(s);
+        }
+    }
+    for (t, ps) in positions.iter().enumerate().filter(|(_, ps)| !ps.is_empty()) {
+        for j in 0..d {
+            let mut sum = 0f32;
+            for &s in ps {
+                let g = dout[s * d + j];
+                if g.is_finite() {
+                    sum += g;
+                }
+            }
+            dtable[t * d + j] += sum;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,5 +81,16 @@ mod tests {
         let mut dtable = vec![0.0; 8];
         backward(&[4, 9], &[1.0; 4], &mut dtable, 2);
         assert!(dtable.iter().all(|&g| g == 0.0));
+    }
+
+    #[test]
+    fn sorted_f32_twin_sums_like_backward() {
+        // dyadic values: every order gives the exact sum
+        let (d, tokens) = (2, [1u32, 3, 1, 7, 1]);
+        let dout: Vec<f32> = (0..tokens.len() * d).map(|i| i as f32 * 0.25 - 1.0).collect();
+        let (mut got, mut want) = (vec![0.5f32; 4 * d], vec![0.5f64; 4 * d]);
+        backward_sorted_f32(&tokens, &dout, &mut got, d);
+        backward(&tokens, &dout.iter().map(|&x| x as f64).collect::<Vec<_>>(), &mut want, d);
+        assert_eq!(got.iter().map(|&x| x as f64).collect::<Vec<_>>(), want);
     }
 }
