@@ -147,15 +147,22 @@ impl Linear {
         }
     }
 
-    /// `dX += dY·W`, with the weights the forward used.
-    pub fn backward_input(&self, gpu: &Gpu, s: LinearShape, dy: BufferRange, w: Weights, dx: BufferRange) -> Result<Dispatch> {
+    /// `dX = dY·W` (`Output::Store`) or `dX += dY·W` (`Output::Accumulate`),
+    /// with the weights the forward used.
+    pub fn backward_input(&self, gpu: &Gpu, s: LinearShape, dy: BufferRange, w: Weights, dx: Output) -> Result<Dispatch> {
         let op = "linear_backward_input";
         let (rows, d_in, d_out) = (s.rows as u64, s.d_in as u64, s.d_out as u64);
         gpu.check_binding(op, "dy", &dy, 4 * rows * d_out)?;
         gpu.check_binding(op, "w", &w.range(), w.bytes(d_out * d_in))?;
+        let v = self.variants(&w);
+        let (kernel, dx) = match dx {
+            Output::Store(dx) => (&v.store, dx),
+            Output::Accumulate(dx) => (&v.accumulate, dx),
+            Output::AddTo { .. } | Output::GateUp { .. } => return Err(Error::shape(op, "dx", "Store or Accumulate", "another epilogue")),
+        };
         gpu.check_binding(op, "dx", &dx, 4 * rows * d_in)?;
         let p = Params { m: s.rows, n: s.d_in, k: s.d_out, a_row: s.d_out, a_col: 1, b_row: s.d_in, b_col: 1, c_row: s.d_in, ..Zeroable::zeroed() };
-        launch(gpu, &self.variants(&w).accumulate, p, &[dy.binding(), w.range().binding(), dx.binding()])
+        launch(gpu, kernel, p, &[dy.binding(), w.range().binding(), dx.binding()])
     }
 
     /// `dW += dYᵀ·X`

@@ -25,7 +25,40 @@ pub use norm::{NormBackward, NormShape, RmsNorm};
 pub use optimizer::{AdamBuffers, AdamHyper, AdamStep, GradStats, Optimizer};
 pub use rope::{Rope, RopeShape};
 
-use crate::gpu::{f16_bytes, BufferRange};
+use crate::error::Result;
+use crate::gpu::{f16_bytes, BufferRange, Gpu};
+
+/// Every kernel family, built once per device and storage mode (the browser
+/// compiles pipelines synchronously: build them all before the first step).
+pub struct Kernels {
+    pub infra: Infrastructure,
+    pub embed: Embedding,
+    pub norm: RmsNorm,
+    pub linear: Linear,
+    pub rope: Rope,
+    pub attn: Attention,
+    pub act: Activation,
+    pub loss: Loss,
+    pub cast: Cast,
+    pub optim: Optimizer,
+}
+
+impl Kernels {
+    pub async fn new(gpu: &Gpu) -> Result<Self> {
+        Ok(Kernels {
+            infra: Infrastructure::new(gpu).await?,
+            embed: Embedding::new(gpu).await?,
+            norm: RmsNorm::new(gpu).await?,
+            linear: Linear::new(gpu).await?,
+            rope: Rope::new(gpu).await?,
+            attn: Attention::new(gpu).await?,
+            act: Activation::new(gpu).await?,
+            loss: Loss::new(gpu).await?,
+            cast: Cast::new(gpu).await?,
+            optim: Optimizer::new(gpu).await?,
+        })
+    }
+}
 
 /// Weights a forward kernel reads: the f32 master, or the f16 mirror of
 /// mixed precision (the kernel's `_w16` variant, either storage mode).

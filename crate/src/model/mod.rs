@@ -1,9 +1,202 @@
-//! The model: its shape and presets (`config`), where its parameters live
-//! (`layout`), the activations it saves (`activations`), and the forward
-//! and backward schedules that record the kernels in the seed's order.
+//! The model on the GPU: its shape and presets (`config`), where its
+//! parameters live (`layout`), the activations a step works in
+//! (`activations`), and the schedules that record the kernels in the seed's
+//! order: `forward` (embed → layers → norm), `head` (lm_head → loss, and its
+//! backward, over row chunks), `backward` (the forward read backwards).
+//! Every dispatch is built once, when the model is made; a step only
+//! rewrites the batch's tokens.
 
+pub mod activations;
+mod backward;
 pub mod config;
+mod forward;
+mod head;
 pub mod layout;
 
+pub use activations::{Activations, Dims};
 pub use config::{BatchShape, Config, PRESETS};
 pub use layout::{Chunk, ParamLayout, Role, Span, Tensor};
+
+use crate::error::{Error, Result};
+use crate::gpu::{f16_bytes, BufferRange, Dispatch, Gpu};
+use crate::kernels::embedding::TokenRuns;
+use crate::kernels::rope::inv_freq;
+use crate::kernels::{Kernels, Weights};
+
+/// Which weights the forward and the backward's dX products read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// The f32 master weights.
+    Fp32,
+    /// Their f16 mirror, written by the fused AdamW update; f32 gradients,
+    /// master weights and moments.
+    F16,
+}
+
+impl Precision {
+    pub fn parse(name: &str) -> Result<Precision> {
+        match name {
+            "fp32" => Ok(Precision::Fp32),
+            "f16" => Ok(Precision::F16),
+            "sf16" | "fp8" => Err(Error::Unsupported(format!("precision {name} is a research mode that is not built yet"))),
+            _ => Err(Error::Unsupported(format!("unknown precision {name:?}: use fp32 or f16"))),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Precision::Fp32 => "fp32",
+            Precision::F16 => "f16",
+        }
+    }
+}
+
+/// The parameter mega-buffers (`ParamLayout` offsets in each).
+pub struct Params {
+    pub weights: wgpu::Buffer, // [total] f32 master
+    pub grads: wgpu::Buffer,   // [total] f32, zeroed by each AdamW update
+    /// [total] f16 forward mirror, in f16 precision.
+    pub mirror: Option<wgpu::Buffer>,
+}
+
+impl Params {
+    fn new(gpu: &Gpu, layout: &ParamLayout, weights: &[f32], precision: Precision) -> Result<Params> {
+        if weights.len() as u64 != layout.total {
+            return Err(Error::shape("model", "weights", layout.total, weights.len()));
+        }
+        let mirror = match precision {
+            Precision::Fp32 => None,
+            Precision::F16 => Some(gpu.storage_buffer("mirror", f16_bytes(layout.total))?),
+        };
+        Ok(Params { weights: gpu.upload("weights", weights)?, grads: gpu.storage_buffer("grads", 4 * layout.total)?, mirror })
+    }
+}
+
+/// The batch: written every step with `queue.write_buffer`.
+pub struct Inputs {
+    pub tokens: wgpu::Buffer,     // [R] u32
+    pub targets: wgpu::Buffer,    // [R] u32
+    pub token_runs: wgpu::Buffer, // TokenRuns of tokens: the embedding backward's index
+    pub inv_freq: wgpu::Buffer,   // [Dh/2] f32, RoPE
+    pub bad_tokens: wgpu::Buffer, // u32: input tokens ≥ V seen so far
+}
+
+/// A model on one device: parameters, activations and its schedules.
+pub struct Model {
+    pub config: Config,
+    pub shape: BatchShape,
+    pub layout: ParamLayout,
+    pub precision: Precision,
+    pub params: Params,
+    pub acts: Activations,
+    pub inputs: Inputs,
+    /// embed → layers → final norm
+    pub forward: Vec<Dispatch>,
+    /// lm_head → loss per row chunk, each chunk's backward right after it; loss sum
+    pub head_train: Vec<Dispatch>,
+    /// lm_head → loss per row chunk, no gradients; loss sum
+    pub head_eval: Vec<Dispatch>,
+    /// final norm ← layers ← embed, accumulating into `params.grads`
+    pub backward: Vec<Dispatch>,
+}
+
+impl Model {
+    /// Uploads `weights` (a `layout.total` vector, e.g. `initial_weights`)
+    /// and builds every dispatch. Refuses shapes the adapter cannot bind.
+    pub fn new(gpu: &Gpu, k: &Kernels, config: Config, shape: BatchShape, precision: Precision, weights: &[f32]) -> Result<Model> {
+        config.validate()?;
+        shape.validate(&config)?;
+        let layout = ParamLayout::new(&config);
+        layout.chunks(gpu.limits.max_storage_buffer_binding_size)?; // every tensor bindable
+        let dims = Dims::new(&config, shape, gpu.limits.max_storage_buffer_binding_size)?;
+        let params = Params::new(gpu, &layout, weights, precision)?;
+        let acts = Activations::new(gpu, config.n_layers, dims)?;
+        let r = shape.rows() as u64;
+        let inputs = Inputs {
+            tokens: gpu.storage_buffer("tokens", 4 * r)?,
+            targets: gpu.storage_buffer("targets", 4 * r)?,
+            token_runs: gpu.storage_buffer("token_runs", 4 * TokenRuns::words(shape.rows()))?,
+            inv_freq: gpu.upload("inv_freq", &inv_freq(config.head_dim(), config.rope_theta))?,
+            bad_tokens: gpu.storage_buffer("bad_tokens", 4)?,
+        };
+        let mut model = Model { config, shape, layout, precision, params, acts, inputs, forward: vec![], head_train: vec![], head_eval: vec![], backward: vec![] };
+        let net = model.net(gpu, k);
+        let (forward, head_train, head_eval, backward) = (net.forward()?, net.head(true)?, net.head(false)?, net.backward()?);
+        (model.forward, model.head_train, model.head_eval, model.backward) = (forward, head_train, head_eval, backward);
+        Ok(model)
+    }
+
+    fn net<'a>(&'a self, gpu: &'a Gpu, k: &'a Kernels) -> Net<'a> {
+        Net { gpu, k, m: self }
+    }
+
+    /// Writes a batch (`inputs` and `targets`, each `[B·T]`) for the next submission.
+    pub fn write_batch(&self, gpu: &Gpu, inputs: &[u32], targets: &[u32]) -> Result<()> {
+        let r = self.shape.rows() as usize;
+        if inputs.len() != r || targets.len() != r {
+            return Err(Error::shape("model", "batch tokens", r, format!("{} inputs, {} targets", inputs.len(), targets.len())));
+        }
+        gpu.queue.write_buffer(&self.inputs.tokens, 0, bytemuck::cast_slice(inputs));
+        gpu.queue.write_buffer(&self.inputs.targets, 0, bytemuck::cast_slice(targets));
+        let runs = TokenRuns::new(inputs, self.config.vocab).to_words();
+        gpu.queue.write_buffer(&self.inputs.token_runs, 0, bytemuck::cast_slice(&runs));
+        Ok(())
+    }
+
+    /// Fills the f16 mirror from the master weights (at creation; AdamW keeps it after).
+    pub fn sync_mirror(&self, gpu: &Gpu, k: &Kernels) -> Result<Vec<Dispatch>> {
+        let Some(mirror) = &self.params.mirror else { return Ok(vec![]) };
+        let mut d = Vec::new();
+        for c in self.layout.chunks(gpu.limits.max_storage_buffer_binding_size)? {
+            let (src, dst) = (f32_range(&self.params.weights, c.span.start, c.span.len), f16_range(mirror, c.span.start, c.span.len));
+            d.push(k.cast.f32_to_f16(gpu, src, dst, c.span.len as u32)?);
+        }
+        Ok(d)
+    }
+
+    /// The master weights, `layout.total` values.
+    pub async fn read_weights(&self, gpu: &Gpu) -> Result<Vec<f32>> {
+        gpu.read_back((&self.params.weights).into()).await
+    }
+
+    /// The accumulated gradients, `layout.total` values.
+    pub async fn read_grads(&self, gpu: &Gpu) -> Result<Vec<f32>> {
+        gpu.read_back((&self.params.grads).into()).await
+    }
+}
+
+/// `len` f32 elements of `buffer` from element `start`.
+pub(crate) fn f32_range(buffer: &wgpu::Buffer, start: u64, len: u64) -> BufferRange<'_> {
+    BufferRange { buffer, offset: 4 * start, size: 4 * len }
+}
+
+/// `len` f16 elements of `buffer` from element `start` (even), whole words.
+pub(crate) fn f16_range(buffer: &wgpu::Buffer, start: u64, len: u64) -> BufferRange<'_> {
+    BufferRange { buffer, offset: 2 * start, size: f16_bytes(len) }
+}
+
+/// What the schedules are built from: the model's buffers and the kernels.
+struct Net<'a> {
+    gpu: &'a Gpu,
+    k: &'a Kernels,
+    m: &'a Model,
+}
+
+impl<'a> Net<'a> {
+    /// The weights a forward (and a backward dX product) reads: the master,
+    /// or its f16 mirror.
+    fn w(&self, role: Role) -> Weights<'a> {
+        let t = self.m.layout.get(role);
+        match &self.m.params.mirror {
+            None => Weights::F32(f32_range(&self.m.params.weights, t.offset, t.len())),
+            Some(mirror) => Weights::F16(f16_range(mirror, t.offset, t.len())),
+        }
+    }
+
+    /// The f32 gradient of a parameter.
+    fn grad(&self, role: Role) -> BufferRange<'a> {
+        let t = self.m.layout.get(role);
+        f32_range(&self.m.params.grads, t.offset, t.len())
+    }
+}

@@ -103,3 +103,21 @@ pub fn assert_within(what: &str, got: &[f32], want: &[f64], bound: &[f64]) {
         );
     }
 }
+
+/// Asserts `|got − want| <= tol · max|want|` everywhere: for values whose
+/// error comes from long f32 chains and is best judged against the
+/// tensor's scale (a model's logits and gradients). With
+/// `WEBTRAIN_MEASURE`, prints the worst `|error| / max|want|`.
+pub fn assert_close_to_scale(what: &str, got: &[f32], want: &[f64], tol: f64) {
+    let scale = want.iter().fold(0.0f64, |m, w| m.max(w.abs()));
+    assert!(scale > 0.0 || want.is_empty(), "{what}: the reference is all zeros, nothing is tested");
+    if option_env!("WEBTRAIN_MEASURE").is_some() {
+        let worst = got.iter().zip(want).map(|(&g, &w)| (g as f64 - w).abs()).fold(0.0, f64::max);
+        let line = format!("measure: {what}: worst |error|/max|want| {:.3e} (max {scale:.3e})", worst / scale);
+        #[cfg(target_arch = "wasm32")]
+        web_sys::console::log_1(&line.into());
+        #[cfg(not(target_arch = "wasm32"))]
+        println!("{line}");
+    }
+    assert_within(what, got, want, &vec![tol * scale; want.len()]);
+}

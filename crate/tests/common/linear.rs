@@ -117,7 +117,7 @@ pub async fn linear_backward_matches_reference(gpu: &Gpu) -> Result<()> {
         let (xb, wb, dyb) = (gpu.upload("x", &x)?, gpu.upload("w", &w)?, gpu.upload("dy", &dy)?);
         let (dxb, dwb) = (gpu.upload("dx", &dx0)?, gpu.upload("dw", &dw0)?);
         gpu.run(&[
-            &k.backward_input(gpu, s, (&dyb).into(), Weights::F32((&wb).into()), (&dxb).into())?,
+            &k.backward_input(gpu, s, (&dyb).into(), Weights::F32((&wb).into()), Output::Accumulate((&dxb).into()))?,
             &k.backward_weight(gpu, s, (&dyb).into(), (&xb).into(), (&dwb).into())?,
         ])
         .await?;
@@ -126,12 +126,12 @@ pub async fn linear_backward_matches_reference(gpu: &Gpu) -> Result<()> {
         assert_within(&format!("linear dx {rows}x{d_in}->{d_out}"), &gpu.read_back::<f32>((&dxb).into()).await?, &want_dx, &tol_dx);
         assert_within(&format!("linear dw {rows}x{d_in}->{d_out}"), &gpu.read_back::<f32>((&dwb).into()).await?, &want_dw, &tol_dw);
 
-        // f16 weights: the reference reads the same halves
+        // f16 weights, and dX stored over what it held: the reference reads the same halves
         let wh: Vec<f16> = w.iter().map(|&v| f16::from_f32(v)).collect();
         let hb = gpu.upload("w_h", &wh)?;
         let dxh = gpu.upload("dx", &dx0)?;
-        gpu.run(&[&k.backward_input(gpu, s, (&dyb).into(), Weights::F16((&hb).into()), (&dxh).into())?]).await?;
-        let mut want_dxh = f64s(&dx0);
+        gpu.run(&[&k.backward_input(gpu, s, (&dyb).into(), Weights::F16((&hb).into()), Output::Store((&dxh).into()))?]).await?;
+        let mut want_dxh = vec![0.0; x.len()];
         reference::backward_input(&dy64, &wh.iter().map(|h| h.to_f64()).collect::<Vec<_>>(), d_in as usize, &mut want_dxh);
         assert_within(&format!("linear dx w16 {rows}x{d_in}->{d_out}"), &gpu.read_back::<f32>((&dxh).into()).await?, &want_dxh, &tol_dx);
     }

@@ -14,6 +14,7 @@ pub mod harness;
 pub mod infrastructure;
 pub mod linear;
 pub mod loss;
+pub mod model;
 pub mod norm;
 pub mod optimizer;
 pub mod pipelines;

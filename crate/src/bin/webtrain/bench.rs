@@ -50,28 +50,8 @@ struct Case {
     dispatches: Vec<Dispatch>,
 }
 
-struct Kernels {
-    infra: Infrastructure,
-    linear: Linear,
-    norm: RmsNorm,
-    rope: Rope,
-    act: Activation,
-    loss: Loss,
-    embed: Embedding,
-    attn: Attention,
-}
-
 pub async fn run(gpu: &Gpu, sizes: &[&Sizes], reps: u32, only: Option<&str>) -> Result<()> {
-    let k = Kernels {
-        infra: Infrastructure::new(gpu).await?,
-        linear: Linear::new(gpu).await?,
-        norm: RmsNorm::new(gpu).await?,
-        rope: Rope::new(gpu).await?,
-        act: Activation::new(gpu).await?,
-        loss: Loss::new(gpu).await?,
-        embed: Embedding::new(gpu).await?,
-        attn: Attention::new(gpu).await?,
-    };
+    let k = Kernels::new(gpu).await?;
     let copy_bw = copy_bandwidth(gpu, &k, reps).await?;
     eprintln!("adapter {} — copy bandwidth {:.1} GB/s (the memory limit below)", gpu.info.name, copy_bw / 1e9);
     let peak = fp32_peak(&gpu.info.name);
@@ -171,7 +151,7 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
         let c = case.clone();
         out.push((format!("linear {layer} dX"), Box::new(move || {
             let (dx, w, dy) = (buf("dx", rows * d_in)?, buf("w", d_out * d_in)?, buf("dy", rows * d_out)?);
-            let d = k.linear.backward_input(gpu, shape, (&dy).into(), Weights::F32((&w).into()), (&dx).into())?;
+            let d = k.linear.backward_input(gpu, shape, (&dy).into(), Weights::F32((&w).into()), Output::Accumulate((&dx).into()))?;
             Ok(c(bytes + 4.0 * r * d_in as f64, d))
         })));
         out.push((format!("linear {layer} dW"), Box::new(move || {

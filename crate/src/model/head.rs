@@ -1,0 +1,40 @@
+//! The loss head: final hidden states → lm_head → cross-entropy, over row
+//! chunks so the `[R, V]` logits never exist whole. In training each
+//! chunk's dlogits (the loss writes them over its logits) flow at once into
+//! d(xnf) and d(W_lm), before the next chunk reuses the logits buffer.
+
+use crate::error::Result;
+use crate::gpu::{BufferRange, Dispatch};
+use crate::kernels::loss::{CrossEntropy, IGNORE_INDEX};
+use crate::kernels::{LinearShape, Output};
+
+use super::{Net, Role};
+
+impl<'a> Net<'a> {
+    pub(super) fn head(&self, train: bool) -> Result<Vec<Dispatch>> {
+        let (gpu, k, m) = (self.gpu, self.k, self.m);
+        let (a, dm) = (&m.acts, m.acts.dims);
+        let (rows, d, v) = (dm.rows, dm.d, dm.vocab);
+        // the mean over every row of the batch, whichever chunk a row is in
+        let mean = CrossEntropy { rows: rows as u32, vocab: v as u32, ignore_index: IGNORE_INDEX, label_smoothing: 0.0, z_loss: 0.0, grad_scale: 1.0 / rows as f32 };
+        let range = |b: &'a wgpu::Buffer, r0: u64, n: u64, width: u64| BufferRange { buffer: b, offset: 4 * r0 * width, size: 4 * n * width };
+        let mut s = Vec::new();
+        let mut r0 = 0;
+        while r0 < rows {
+            let n = dm.chunk_rows.min(rows - r0);
+            let shape = LinearShape { rows: n as u32, d_in: d as u32, d_out: v as u32 };
+            let (xnf, logits) = (range(&a.xnf, r0, n, d), range(&a.logits, 0, n, v));
+            s.push(k.linear.forward(gpu, shape, xnf, self.w(Role::LmHead), Output::Store(logits))?);
+            let ce = CrossEntropy { rows: n as u32, ..mean };
+            let (targets, losses, lse) = (range(&m.inputs.targets, r0, n, 1), range(&a.losses, r0, n, 1), range(&a.loss_lse, r0, n, 1));
+            s.push(k.loss.cross_entropy_forward_backward(gpu, &ce, targets, logits, losses, lse)?);
+            if train {
+                s.push(k.linear.backward_input(gpu, shape, logits, self.w(Role::LmHead), Output::Store(range(&a.dnorm, r0, n, d)))?);
+                s.push(k.linear.backward_weight(gpu, shape, logits, xnf, self.grad(Role::LmHead))?);
+            }
+            r0 += n;
+        }
+        s.push(k.loss.loss_sum(gpu, &mean, (&m.inputs.targets).into(), (&a.losses).into(), (&a.loss).into())?);
+        Ok(s)
+    }
+}
