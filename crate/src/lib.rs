@@ -10,8 +10,10 @@ pub mod error;
 pub mod gpu;
 pub mod kernels;
 pub mod model;
+pub mod optim;
 pub mod reference;
 pub mod shaders;
+pub mod train;
 
 #[cfg(target_arch = "wasm32")]
 pub mod web;

@@ -19,6 +19,7 @@ pub mod norm;
 pub mod optimizer;
 pub mod pipelines;
 pub mod rope;
+pub mod training;
 
 /// One list of bodies, three sets of tests: native f16 storage and packed
 /// f16 storage natively; the browser's own mode (packed on SwiftShader).

@@ -1,0 +1,157 @@
+//! AdamW on the host side: its settings, its state buffers (f32 moments,
+//! or int8 block-wise state), and the step's dispatches over the parameter
+//! chunks: Σg² per chunk → one finalize (norm, clip, skip) → one fused
+//! update per chunk. The count depends on the model's size in bindings,
+//! never on its number of tensors.
+
+pub mod schedule;
+
+pub use schedule::LrSchedule;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::gpu::{Dispatch, Gpu};
+use crate::kernels::optimizer::partials_for;
+use crate::kernels::{AdamBuffers, AdamHyper, GradStats, Kernels};
+use crate::model::{f16_range, f32_range, Chunk, Model};
+
+/// How AdamW keeps its moments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimState {
+    Fp32,
+    Int8,
+}
+
+impl OptimState {
+    pub fn parse(name: &str) -> Result<OptimState> {
+        match name {
+            "fp32" => Ok(OptimState::Fp32),
+            "int8" => Ok(OptimState::Int8),
+            _ => Err(Error::Unsupported(format!("unknown optimizer state {name:?}: use fp32 or int8"))),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            OptimState::Fp32 => "fp32",
+            OptimState::Int8 => "int8",
+        }
+    }
+
+    /// Bytes of m and v for `n` parameters.
+    pub fn bytes(&self, n: u64) -> u64 {
+        match self {
+            OptimState::Fp32 => 8 * n,
+            // int8 m and v, and one f32 scale per 256-value block of each
+            OptimState::Int8 => 2 * n + 8 * n.div_ceil(256),
+        }
+    }
+}
+
+/// AdamW's settings, torch.optim.AdamW's names.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OptimConfig {
+    pub state: OptimState,
+    pub schedule: LrSchedule,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+    /// Global gradient-norm clip; ≤ 0 never clips.
+    pub max_grad_norm: f32,
+}
+
+impl Default for OptimConfig {
+    /// The usual small-LM settings (nanoGPT's, the seed system's).
+    fn default() -> Self {
+        OptimConfig {
+            state: OptimState::Fp32,
+            schedule: LrSchedule::constant(1e-3),
+            beta1: 0.9,
+            beta2: 0.95,
+            eps: 1e-8,
+            weight_decay: 0.1,
+            max_grad_norm: 1.0,
+        }
+    }
+}
+
+impl OptimConfig {
+    /// The hyperparameters of step `t` (from 1): the schedule's rate.
+    pub fn hyper(&self, t: u32) -> AdamHyper {
+        AdamHyper { lr: self.schedule.lr(t), beta1: self.beta1, beta2: self.beta2, eps: self.eps, weight_decay: self.weight_decay }
+    }
+}
+
+/// The moments, in every chunk's element range.
+pub enum StateBuffers {
+    Fp32 { m: wgpu::Buffer, v: wgpu::Buffer },
+    Int8 { m: wgpu::Buffer, v: wgpu::Buffer, scales: wgpu::Buffer },
+}
+
+/// AdamW for one model: state, the step's uniform, and the dispatches.
+pub struct Adam {
+    pub config: OptimConfig,
+    pub state: StateBuffers,
+    pub chunks: Vec<Chunk>,
+    pub stats: wgpu::Buffer, // GradStats of the last step
+    partials: wgpu::Buffer,  // [Σ partials_for(chunk)] (Σg², non-finite)
+    step: wgpu::Buffer,      // AdamStep uniform, rewritten per step
+    /// reduce per chunk, finalize, update per chunk
+    pub dispatches: Vec<Dispatch>,
+}
+
+impl Adam {
+    pub fn new(gpu: &Gpu, k: &Kernels, model: &Model, config: OptimConfig) -> Result<Adam> {
+        let chunks = model.layout.chunks(gpu.limits.max_storage_buffer_binding_size)?;
+        let total = model.layout.total;
+        let state = match config.state {
+            OptimState::Fp32 => StateBuffers::Fp32 { m: gpu.storage_buffer("adam_m", 4 * total)?, v: gpu.storage_buffer("adam_v", 4 * total)? },
+            OptimState::Int8 => return Err(Error::Unsupported("int8 optimizer state is not built yet".into())),
+        };
+        let count: u64 = chunks.iter().map(|c| partials_for(c.span.len)).sum();
+        let partials = gpu.storage_buffer("grad_partials", 8 * count)?;
+        let stats = gpu.storage_buffer("grad_stats", size_of::<GradStats>() as u64)?;
+        let step = k.optim.step_buffer(gpu);
+        let mut adam = Adam { config, state, chunks, stats, partials, step, dispatches: vec![] };
+        adam.dispatches = adam.build(gpu, k, model, count as u32)?;
+        Ok(adam)
+    }
+
+    fn build(&self, gpu: &Gpu, k: &Kernels, model: &Model, partial_count: u32) -> Result<Vec<Dispatch>> {
+        let p = &model.params;
+        let mut d = Vec::new();
+        let mut offset = 0;
+        for c in &self.chunks {
+            d.push(k.optim.reduce_norm_sq(gpu, f32_range(&p.grads, c.span.start, c.span.len), c.span.len as u32, (&self.partials).into(), offset)?);
+            offset += partials_for(c.span.len) as u32;
+        }
+        d.push(k.optim.finalize(gpu, (&self.partials).into(), partial_count, self.config.max_grad_norm, (&model.acts.loss).into(), (&self.stats).into())?);
+        let hyper = self.config.hyper(1); // its β1, β2, ε; the step's rate comes with `write_step`
+        for c in &self.chunks {
+            let (start, len) = (c.span.start, c.span.len);
+            let mirror = p.mirror.as_ref().map(|m| f16_range(m, start, len));
+            match &self.state {
+                StateBuffers::Fp32 { m, v } => {
+                    let b = AdamBuffers {
+                        weights: f32_range(&p.weights, start, len),
+                        grads: f32_range(&p.grads, start, len),
+                        moment1: f32_range(m, start, len),
+                        moment2: f32_range(v, start, len),
+                        mirror,
+                    };
+                    d.push(k.optim.update(gpu, &hyper, c.decays, len as u32, &self.step, (&self.stats).into(), &b)?);
+                }
+                StateBuffers::Int8 { .. } => unreachable!("refused in Adam::new"),
+            }
+        }
+        Ok(d)
+    }
+
+    /// Sets step `t`'s rate and bias corrections for the next submission.
+    pub fn write_step(&self, gpu: &Gpu, k: &Kernels, t: u32) -> Result<()> {
+        k.optim.write_step(gpu, &self.step, &self.config.hyper(t), t)
+    }
+}

@@ -1,0 +1,58 @@
+//! GPU memory a training run takes, by kind, computed from the layout
+//! before anything is allocated: what the page shows next to a model, and
+//! how a model too big for the adapter is refused with a reason.
+
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::gpu::f16_bytes;
+use crate::model::{BatchShape, Config, Dims, ParamLayout, Precision};
+use crate::optim::OptimState;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Memory {
+    pub parameters: u64,
+    /// f32 master weights
+    pub master: u64,
+    /// f32 gradients
+    pub grads: u64,
+    /// AdamW's m and v: f32, or int8 with their block scales
+    pub moments: u64,
+    /// f16 forward mirror (f16 precision only)
+    pub mirror: u64,
+    /// saved activations, the loss head and the gradient scratch
+    pub activations: u64,
+    pub total: u64,
+}
+
+impl Memory {
+    pub fn of(c: &Config, shape: BatchShape, precision: Precision, state: OptimState, max_binding: u64) -> Result<Memory> {
+        let layout = ParamLayout::new(c);
+        let n = layout.total;
+        let dims = Dims::new(c, shape, max_binding)?;
+        let master = 4 * n;
+        let grads = 4 * n;
+        let moments = state.bytes(n);
+        let mirror = if precision == Precision::F16 { f16_bytes(n) } else { 0 };
+        let activations = dims.bytes(c.n_layers as u64);
+        let total = master + grads + moments + mirror + activations;
+        Ok(Memory { parameters: layout.parameters(), master, grads, moments, mirror, activations, total })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn int8_state_is_at_most_27_percent_of_fp32_moments() {
+        let c = Config::preset("small").unwrap();
+        let s = BatchShape { batch: 8, seq: 256 };
+        let fp32 = Memory::of(&c, s, Precision::Fp32, OptimState::Fp32, 1 << 30).unwrap();
+        let int8 = Memory::of(&c, s, Precision::F16, OptimState::Int8, 1 << 30).unwrap();
+        let ratio = int8.moments as f64 / fp32.moments as f64;
+        assert!(ratio <= 0.27, "{ratio}");
+        assert_eq!(int8.mirror * 2, fp32.master);
+        assert_eq!(fp32.mirror, 0);
+    }
+}

@@ -1,0 +1,210 @@
+//! The training loop: one command submission per step (forward, loss head,
+//! backward, Σg², finalize, AdamW), its statistics read back `LAG` steps
+//! late so the host never waits on the step it just submitted.
+//!
+//! A step's AdamW count `t` (bias correction, schedule) is the number of
+//! steps submitted, skipped ones included: the host learns of a skip only
+//! `LAG` steps later.
+
+mod memory;
+mod readback;
+pub mod synthetic;
+
+pub use memory::Memory;
+pub use readback::{Record, LAG};
+
+use serde::{Deserialize, Serialize};
+
+use crate::data::Batch;
+use crate::error::{Error, Result};
+use crate::gpu::{Dispatch, Gpu};
+use crate::kernels::Kernels;
+use crate::model::{BatchShape, Config, Model, ParamLayout, Precision};
+use crate::optim::{Adam, OptimConfig};
+use readback::Readback;
+
+/// Everything that defines a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainConfig {
+    pub model: Config,
+    pub shape: BatchShape,
+    pub precision: Precision,
+    pub optim: OptimConfig,
+    /// Seeds the initial weights (and, in the callers, the batches).
+    pub seed: u64,
+}
+
+/// One step, as the CLI prints it and the page plots it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct StepStats {
+    pub step: u32,
+    /// Mean cross-entropy of the step's batch (before its update).
+    pub loss: f32,
+    pub grad_norm: f32,
+    pub clip_scale: f32,
+    pub lr: f64,
+    /// NaN/Inf gradient values, treated as 0 by the update.
+    pub nonfinite_grads: u32,
+    /// The loss was not finite (or Σg² overflowed): nothing was updated.
+    pub skipped: bool,
+    /// Targets ≥ V (a tokenizer mismatch), and input tokens ≥ V so far.
+    pub out_of_range_targets: u32,
+    pub bad_tokens: u32,
+    pub tokens_per_s: f64,
+}
+
+pub struct Trainer {
+    pub gpu: Gpu,
+    pub k: Kernels,
+    pub model: Model,
+    pub adam: Adam,
+    pub config: TrainConfig,
+    readback: Readback,
+    /// Steps submitted.
+    step: u32,
+    skipped: u32,
+    /// When the last collected step was collected (seconds).
+    last_collected: Option<f64>,
+    submitted_at: std::collections::VecDeque<f64>,
+}
+
+impl Trainer {
+    /// A new run from `config.seed`'s initial weights.
+    pub async fn new(gpu: &Gpu, config: TrainConfig) -> Result<Trainer> {
+        let weights = ParamLayout::new(&config.model).initial_weights(config.seed);
+        Self::with_weights(gpu, config, &weights).await
+    }
+
+    /// A run starting from `weights` (`ParamLayout::total` values).
+    pub async fn with_weights(gpu: &Gpu, config: TrainConfig, weights: &[f32]) -> Result<Trainer> {
+        let k = Kernels::new(gpu).await?;
+        let model = Model::new(gpu, &k, config.model.clone(), config.shape, config.precision, weights)?;
+        let adam = Adam::new(gpu, &k, &model, config.optim)?;
+        let sync = model.sync_mirror(gpu, &k)?;
+        if !sync.is_empty() {
+            gpu.run(&sync.iter().collect::<Vec<_>>()).await?;
+        }
+        Ok(Trainer {
+            gpu: gpu.clone(),
+            k,
+            model,
+            adam,
+            config,
+            readback: Readback::default(),
+            step: 0,
+            skipped: 0,
+            last_collected: None,
+            submitted_at: Default::default(),
+        })
+    }
+
+    /// Steps submitted so far.
+    pub fn steps(&self) -> u32 {
+        self.step
+    }
+
+    /// Steps skipped among those collected.
+    pub fn skipped(&self) -> u32 {
+        self.skipped
+    }
+
+    /// Optimizer dispatches per step: depends on the model's size, not its tensor count.
+    pub fn optimizer_dispatches(&self) -> usize {
+        self.adam.dispatches.len()
+    }
+
+    pub fn memory(&self) -> Result<Memory> {
+        Memory::of(&self.config.model, self.config.shape, self.config.precision, self.config.optim.state, self.gpu.limits.max_storage_buffer_binding_size)
+    }
+
+    /// Submits one training step on `batch`; returns the stats of the steps
+    /// that completed meanwhile (those more than `LAG` steps old).
+    pub async fn step(&mut self, batch: &Batch) -> Result<Vec<StepStats>> {
+        self.gpu.check_health()?;
+        let t = self.step + 1;
+        self.model.write_batch(&self.gpu, &batch.inputs, &batch.targets)?;
+        self.adam.write_step(&self.gpu, &self.k, t)?;
+        let m = &self.model;
+        let record = self.readback.target(&self.gpu);
+        let mut encoder = self.gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("train_step") });
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("train_step"), timestamp_writes: None });
+            let all: [&[Dispatch]; 4] = [&m.forward, &m.head_train, &m.backward, &self.adam.dispatches];
+            all.iter().flat_map(|list| list.iter()).for_each(|d| d.record(&mut pass));
+        }
+        encoder.copy_buffer_to_buffer(&m.acts.loss, 0, &record, 0, 16);
+        encoder.copy_buffer_to_buffer(&self.adam.stats, 0, &record, 16, 16);
+        encoder.copy_buffer_to_buffer(&m.inputs.bad_tokens, 0, &record, 32, 4);
+        let submission = self.gpu.queue.submit([encoder.finish()]);
+        self.readback.submitted(t, record, submission);
+        self.submitted_at.push_back(now_s());
+        self.step = t;
+        let mut done = Vec::new();
+        while self.readback.in_flight() > LAG {
+            done.extend(self.collect().await?);
+        }
+        Ok(done)
+    }
+
+    /// Waits for every submitted step; returns their stats.
+    pub async fn flush(&mut self) -> Result<Vec<StepStats>> {
+        let mut done = Vec::new();
+        while self.readback.in_flight() > 0 {
+            done.extend(self.collect().await?);
+        }
+        Ok(done)
+    }
+
+    async fn collect(&mut self) -> Result<Option<StepStats>> {
+        let Some((step, r)) = self.readback.collect_oldest(&self.gpu).await? else { return Ok(None) };
+        let now = now_s();
+        let submitted = self.submitted_at.pop_front().unwrap_or(now);
+        let since = self.last_collected.map_or(now - submitted, |last| now - last.max(submitted));
+        self.last_collected = Some(now);
+        let skipped = r.grads.skip != 0;
+        self.skipped += skipped as u32;
+        let tokens = self.config.shape.rows() as f64;
+        Ok(Some(StepStats {
+            step,
+            loss: r.loss.mean,
+            grad_norm: r.grads.norm,
+            clip_scale: r.grads.clip_scale,
+            lr: self.config.optim.schedule.lr(step),
+            nonfinite_grads: r.grads.nonfinite,
+            skipped,
+            out_of_range_targets: r.loss.out_of_range,
+            bad_tokens: r.bad_tokens,
+            tokens_per_s: if since > 0.0 { tokens / since } else { 0.0 },
+        }))
+    }
+
+    /// Mean loss over `batches` with the current weights (no update). Batches
+    /// that are not the model's shape are refused.
+    pub async fn evaluate(&mut self, batches: &[Batch]) -> Result<f64> {
+        if batches.is_empty() {
+            return Err(Error::Unsupported("no validation batches to evaluate".into()));
+        }
+        let mut sum = 0.0;
+        for b in batches {
+            self.model.write_batch(&self.gpu, &b.inputs, &b.targets)?;
+            let m = &self.model;
+            self.gpu.run(&m.forward.iter().chain(&m.head_eval).collect::<Vec<_>>()).await?;
+            sum += self.gpu.read_back::<f32>((&m.acts.loss).into()).await?[1] as f64;
+        }
+        Ok(sum / batches.len() as f64)
+    }
+}
+
+/// Seconds on a monotonic clock (the browser's `Date.now` where `Instant` panics).
+fn now_s() -> f64 {
+    #[cfg(target_arch = "wasm32")]
+    {
+        js_sys::Date::now() / 1000.0
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use std::sync::OnceLock;
+        static START: OnceLock<std::time::Instant> = OnceLock::new();
+        START.get_or_init(std::time::Instant::now).elapsed().as_secs_f64()
+    }
+}
