@@ -37,3 +37,44 @@ fn a_missing_adapter_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no GPU adapter named like \"no-such-gpu\""), "{err}");
 }
+
+/// Some English to learn a tiny vocabulary from: varied enough for 45 merges.
+fn write_text(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let words = ["the", "model", "learns", "a", "language", "from", "text", "one", "token", "at", "time", "and", "its", "loss", "falls"];
+    let text: String = (0..4000).map(|i| words[(i * 7 + i / 5) % words.len()]).collect::<Vec<_>>().join(" ");
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn train_prints_steps_validation_and_a_summary() {
+    let dir = std::env::temp_dir().join(format!("webtrain-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let corpus = write_text(&dir, "english.txt");
+    let lines = run(&["train", "--corpus", corpus.to_str().unwrap(), "--steps", "6", "--batch", "2", "--seq", "32", "--val-every", "3"]);
+    let steps: Vec<&serde_json::Value> = lines.iter().filter(|l| l.get("loss").is_some() && l.get("summary").is_none()).collect();
+    assert_eq!(steps.iter().map(|l| l["step"].as_u64().unwrap()).collect::<Vec<_>>(), [1, 2, 3, 4, 5, 6]);
+    for l in &steps {
+        for key in ["loss", "grad_norm", "lr", "tokens_per_s"] {
+            assert!(l[key].as_f64().is_some_and(f64::is_finite), "{key} in {l}");
+        }
+    }
+    assert_eq!(lines.iter().filter(|l| l.get("val_loss").is_some()).count(), 2);
+    let summary = &lines.last().unwrap()["summary"];
+    assert_eq!(summary["steps"], 6);
+    assert!(summary["memory"]["total"].as_u64().is_some_and(|b| b > 0));
+    assert_eq!(summary["optimizer_dispatches"], 5, "2 reduces, 1 finalize, 2 updates: one chunk per block");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn train_refuses_a_binary_corpus_by_name() {
+    let path = std::env::temp_dir().join(format!("webtrain-binary-{}.txt", std::process::id()));
+    std::fs::write(&path, b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_webtrain")).args(["train", "--corpus", path.to_str().unwrap()]).output().expect("run");
+    std::fs::remove_file(&path).ok();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(path.to_str().unwrap()) && err.contains("binary"), "{err}");
+}

@@ -1,6 +1,7 @@
 //! The user's text: each file checked before it joins the corpus, so a bad
 //! file is refused by name and nothing already loaded is lost.
 
+use super::Tokenizer;
 use crate::error::{Error, Result};
 
 /// Control characters (other than tab, newlines, form feed) above this share
@@ -30,6 +31,18 @@ impl Corpus {
 
     pub fn is_empty(&self) -> bool {
         self.files.is_empty()
+    }
+
+    /// Every file's tokens, in order, each file long enough for one
+    /// training window of `seq + 1` (else refused by name).
+    pub fn tokenize(&self, tokenizer: &Tokenizer, seq: usize) -> Result<Vec<u32>> {
+        let mut all = Vec::new();
+        for (name, text) in self.files() {
+            let ids = tokenizer.encode(text)?;
+            check_long_enough(name, ids.len(), seq)?;
+            all.extend(ids);
+        }
+        Ok(all)
     }
 }
 

@@ -23,6 +23,9 @@ use crate::model::{BatchShape, Config, Model, ParamLayout, Precision};
 use crate::optim::{Adam, OptimConfig};
 use readback::Readback;
 
+/// Steps the reported tokens/s is averaged over.
+const RATE_WINDOW: usize = 8;
+
 /// Everything that defines a run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrainConfig {
@@ -63,9 +66,10 @@ pub struct Trainer {
     /// Steps submitted.
     step: u32,
     skipped: u32,
-    /// When the last collected step was collected (seconds).
-    last_collected: Option<f64>,
-    submitted_at: std::collections::VecDeque<f64>,
+    /// When the first step was submitted, and the last `RATE_WINDOW`
+    /// steps were collected (seconds): the tokens/s window.
+    first_submitted: Option<f64>,
+    collected_at: std::collections::VecDeque<f64>,
 }
 
 impl Trainer {
@@ -93,8 +97,8 @@ impl Trainer {
             readback: Readback::default(),
             step: 0,
             skipped: 0,
-            last_collected: None,
-            submitted_at: Default::default(),
+            first_submitted: None,
+            collected_at: Default::default(),
         })
     }
 
@@ -137,7 +141,7 @@ impl Trainer {
         encoder.copy_buffer_to_buffer(&m.inputs.bad_tokens, 0, &record, 32, 4);
         let submission = self.gpu.queue.submit([encoder.finish()]);
         self.readback.submitted(t, record, submission);
-        self.submitted_at.push_back(now_s());
+        self.first_submitted.get_or_insert_with(now_s);
         self.step = t;
         let mut done = Vec::new();
         while self.readback.in_flight() > LAG {
@@ -157,10 +161,17 @@ impl Trainer {
 
     async fn collect(&mut self) -> Result<Option<StepStats>> {
         let Some((step, r)) = self.readback.collect_oldest(&self.gpu).await? else { return Ok(None) };
+        // steps are collected in bursts (a drain, a device that finishes
+        // several submissions at once): rate over a window of them
         let now = now_s();
-        let submitted = self.submitted_at.pop_front().unwrap_or(now);
-        let since = self.last_collected.map_or(now - submitted, |last| now - last.max(submitted));
-        self.last_collected = Some(now);
+        let (since, steps) = match self.collected_at.front() {
+            Some(&oldest) => (now - oldest, self.collected_at.len()),
+            None => (now - self.first_submitted.unwrap_or(now), 1),
+        };
+        self.collected_at.push_back(now);
+        if self.collected_at.len() > RATE_WINDOW {
+            self.collected_at.pop_front();
+        }
         let skipped = r.grads.skip != 0;
         self.skipped += skipped as u32;
         let tokens = self.config.shape.rows() as f64;
@@ -174,7 +185,7 @@ impl Trainer {
             skipped,
             out_of_range_targets: r.loss.out_of_range,
             bad_tokens: r.bad_tokens,
-            tokens_per_s: if since > 0.0 { tokens / since } else { 0.0 },
+            tokens_per_s: if since > 0.0 { steps as f64 * tokens / since } else { 0.0 },
         }))
     }
 

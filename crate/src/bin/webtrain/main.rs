@@ -2,9 +2,11 @@
 
 #[cfg(not(target_arch = "wasm32"))]
 mod bench;
+#[cfg(not(target_arch = "wasm32"))]
+mod train;
 
 #[cfg(not(target_arch = "wasm32"))]
-mod cli {
+pub mod cli {
     use clap::{Args, Parser, Subcommand};
     use webtrain::{Gpu, GpuOptions};
 
@@ -23,6 +25,8 @@ mod cli {
         Bench(BenchArgs),
         /// Train a byte-level BPE tokenizer on text files; write tokenizer.json.
         Tokenizer(TokenizerArgs),
+        /// Train a model: one JSON line per step, per validation, and a summary.
+        Train(crate::train::TrainArgs),
     }
 
     #[derive(Args)]
@@ -54,7 +58,7 @@ mod cli {
     }
 
     #[derive(Args)]
-    struct DeviceArgs {
+    pub struct DeviceArgs {
         /// Use the first adapter whose name contains this (default: $WEBTRAIN_ADAPTER, else the fastest kind).
         #[arg(long)]
         adapter: Option<String>,
@@ -64,7 +68,7 @@ mod cli {
     }
 
     impl DeviceArgs {
-        fn options(&self) -> GpuOptions {
+        pub fn options(&self) -> GpuOptions {
             let env = GpuOptions::from_env();
             GpuOptions {
                 adapter: self.adapter.clone().or(env.adapter),
@@ -88,6 +92,7 @@ mod cli {
         match cli.command {
             Command::Info(args) => info(&args).await,
             Command::Tokenizer(args) => tokenizer(&args),
+            Command::Train(args) => crate::train::run(args).await,
             Command::Bench(args) => {
                 let gpu = Gpu::new(&args.device.options()).await?;
                 let sizes: Vec<&crate::bench::Sizes> = match args.sizes.as_str() {
