@@ -3,6 +3,8 @@
 #[cfg(not(target_arch = "wasm32"))]
 mod bench;
 #[cfg(not(target_arch = "wasm32"))]
+mod bench_step;
+#[cfg(not(target_arch = "wasm32"))]
 mod train;
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -49,6 +51,12 @@ pub mod cli {
         /// Which sizes: seed (d 768, batch 8 × 512), tiny, or all.
         #[arg(long, default_value = "all", value_parser = ["seed", "tiny", "all"])]
         sizes: String,
+        /// What to time: every kernel, whole training steps per preset, or both.
+        #[arg(long, default_value = "all", value_parser = ["kernels", "steps", "all"])]
+        what: String,
+        /// Presets whose training steps to time (base needs a real GPU).
+        #[arg(long, value_delimiter = ',', default_value = "tiny,small")]
+        presets: Vec<String>,
         /// Repetitions timed per kernel (after one warm-up).
         #[arg(long, default_value_t = 10)]
         reps: u32,
@@ -100,7 +108,16 @@ pub mod cli {
                     "tiny" => vec![&crate::bench::TINY],
                     _ => vec![&crate::bench::TINY, &crate::bench::SEED],
                 };
-                crate::bench::run(&gpu, &sizes, args.reps, args.only.as_deref()).await
+                let k = webtrain::kernels::Kernels::new(&gpu).await?;
+                let copy_bw = crate::bench::copy_bandwidth(&gpu, &k, args.reps).await?;
+                eprintln!("adapter {} — copy bandwidth {:.1} GB/s (the memory limit below)", gpu.info.name, copy_bw / 1e9);
+                if args.what != "steps" {
+                    crate::bench::run(&gpu, &k, copy_bw, &sizes, args.reps, args.only.as_deref()).await?;
+                }
+                if args.what != "kernels" {
+                    crate::bench_step::run(&gpu, &args.presets, args.reps, copy_bw).await?;
+                }
+                Ok(())
             }
         }
     }
