@@ -87,7 +87,9 @@ impl Config {
         if self.max_seq > MAX_POSITION {
             return bad(&format!("max_seq {} is beyond RoPE's exact range {MAX_POSITION}", self.max_seq));
         }
-        if !(self.rope_theta > 1.0 && self.rope_theta.is_finite()) || !(self.norm_eps > 0.0 && self.norm_eps < 1.0) {
+        let theta_ok = self.rope_theta > 1.0 && self.rope_theta.is_finite();
+        let eps_ok = self.norm_eps > 0.0 && self.norm_eps < 1.0;
+        if !(theta_ok && eps_ok) {
             return bad("rope_theta > 1 and 0 < rms_norm_eps < 1 are needed");
         }
         Ok(())
