@@ -51,6 +51,8 @@ gpu_tests! {
     optimizer::grad_stats_match_reference,
     optimizer::adamw_matches_reference,
     optimizer::adamw_skipped_step_changes_nothing_but_gradients,
+    optimizer::adamw_8bit_matches_reference,
+    optimizer::adamw_8bit_skipped_step_changes_nothing_but_gradients,
     cast::cast_saturates_and_keeps_nan,
     cast::cast_rounds_like_the_half_crate,
     cast::cast_round_trips_every_f16,

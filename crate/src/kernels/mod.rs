@@ -22,7 +22,7 @@ pub use infrastructure::Infrastructure;
 pub use linear::{Linear, LinearShape, Output};
 pub use loss::Loss;
 pub use norm::{NormBackward, NormShape, RmsNorm};
-pub use optimizer::{AdamBuffers, AdamHyper, AdamStep, GradStats, Optimizer};
+pub use optimizer::{Adam8bitBuffers, AdamBuffers, AdamHyper, AdamStep, GradStats, Optimizer};
 pub use rope::{Rope, RopeShape};
 
 use crate::error::Result;

@@ -1,5 +1,6 @@
 //! Launchers for 12_optimizer.wgsl: the global gradient norm and clip scale,
-//! and the fused AdamW update (optionally writing the f16 forward mirror).
+//! and the fused AdamW update (optionally writing the f16 forward mirror),
+//! with f32 moments or with 8-bit block-wise quantized ones.
 
 use bytemuck::{Pod, Zeroable};
 
@@ -9,6 +10,25 @@ use crate::shaders::OPTIMIZER;
 
 /// Gradients per `reduce_norm_sq` workgroup: `GROUP` in 12_optimizer.wgsl.
 const GROUP: u64 = 4096;
+
+/// Values per block of 8-bit AdamW state, each block with one f32 scale
+/// per moment: `QBLOCK` in 12_optimizer.wgsl.
+pub const QBLOCK: u64 = 256;
+
+/// Bytes of one moment's 8-bit codes for `n` values (one byte each, 4 per
+/// word). For `n` a multiple of `QBLOCK` it is also the byte offset of a
+/// chunk starting at element `n`.
+pub fn int8_state_bytes(n: u64) -> u64 {
+    n.div_ceil(4) * 4
+}
+
+/// Bytes of one moment's block scales for `n` values (one f32 per
+/// `QBLOCK`). For `n` a multiple of `QBLOCK` it is also the byte offset of
+/// a chunk starting at element `n`: `n/256·4`, 256-byte aligned when `n`
+/// is a multiple of 16 384 (`model::layout::CHUNK_ALIGN`).
+pub fn int8_scale_bytes(n: u64) -> u64 {
+    n.div_ceil(QBLOCK) * 4
+}
 
 /// Partials a block of `n` gradients adds to the step's partials buffer (8 bytes each).
 pub fn partials_for(n: u64) -> u64 {
@@ -136,6 +156,23 @@ const UPDATE_F16: KernelDesc = KernelDesc {
     ],
 };
 
+const UPDATE_8BIT_SLOTS: [Slot; 9] = [
+    UPDATE_SLOTS[0], UPDATE_SLOTS[1], UPDATE_SLOTS[2], UPDATE_SLOTS[3], UPDATE_SLOTS[4],
+    Slot::ReadWrite(5), // m_codes: [⌈n/4⌉] u32, 4 bytes of m
+    Slot::ReadWrite(6), // v_codes: [⌈n/4⌉] u32, 4 bytes of v
+    Slot::ReadWrite(7), // m_scales: [⌈n/256⌉] f32
+    Slot::ReadWrite(8), // v_scales: [⌈n/256⌉] f32
+];
+const UPDATE_8BIT: KernelDesc = KernelDesc { entry: "adamw_8bit_update", slots: &UPDATE_8BIT_SLOTS };
+const UPDATE_8BIT_F16: KernelDesc = KernelDesc {
+    entry: "adamw_8bit_update_f16",
+    slots: &[
+        UPDATE_8BIT_SLOTS[0], UPDATE_8BIT_SLOTS[1], UPDATE_8BIT_SLOTS[2], UPDATE_8BIT_SLOTS[3], UPDATE_8BIT_SLOTS[4],
+        UPDATE_8BIT_SLOTS[5], UPDATE_8BIT_SLOTS[6], UPDATE_8BIT_SLOTS[7], UPDATE_8BIT_SLOTS[8],
+        Slot::ReadWrite(9), // q_mirror: [n] f16
+    ],
+};
+
 /// The buffers one AdamW dispatch updates (one block, or chunk of one).
 pub struct AdamBuffers<'a> {
     pub weights: BufferRange<'a>,
@@ -146,17 +183,37 @@ pub struct AdamBuffers<'a> {
     pub mirror: Option<BufferRange<'a>>,
 }
 
+/// The buffers one 8-bit AdamW dispatch updates. Each moment is stored as
+/// one byte per value, element 4k+j in byte j of word k
+/// ([`int8_state_bytes`]), and one f32 scale per block of [`QBLOCK`] values
+/// ([`int8_scale_bytes`]); all zeros is the initial state. A chunk must
+/// start at a multiple of `QBLOCK` elements, so that no block straddles
+/// two dispatches.
+pub struct Adam8bitBuffers<'a> {
+    pub weights: BufferRange<'a>,
+    pub grads: BufferRange<'a>,
+    pub m_codes: BufferRange<'a>,
+    pub v_codes: BufferRange<'a>,
+    pub m_scales: BufferRange<'a>,
+    pub v_scales: BufferRange<'a>,
+    /// The f16 forward mirror, written in the same pass (mixed precision).
+    pub mirror: Option<BufferRange<'a>>,
+}
+
 pub struct Optimizer {
     reduce: Kernel,
     finalize: Kernel,
     update: Kernel,
     update_f16: Kernel,
+    update_8bit: Kernel,
+    update_8bit_f16: Kernel,
 }
 
 impl Optimizer {
     pub async fn new(gpu: &Gpu) -> Result<Self> {
-        let [reduce, finalize, update, update_f16] = build_kernels(gpu, OPTIMIZER, [REDUCE, FINALIZE, UPDATE, UPDATE_F16]).await?;
-        Ok(Optimizer { reduce, finalize, update, update_f16 })
+        let descs = [REDUCE, FINALIZE, UPDATE, UPDATE_F16, UPDATE_8BIT, UPDATE_8BIT_F16];
+        let [reduce, finalize, update, update_f16, update_8bit, update_8bit_f16] = build_kernels(gpu, OPTIMIZER, descs).await?;
+        Ok(Optimizer { reduce, finalize, update, update_f16, update_8bit, update_8bit_f16 })
     }
 
     /// Σg² and the non-finite count of `n` gradients, into `partials_for(n)`
@@ -199,6 +256,7 @@ impl Optimizer {
 
     /// AdamW over `n` parameters of one block, reading the step's values
     /// from `step`; `decays` applies weight decay.
+    #[allow(clippy::too_many_arguments)] // the step's whole state, as the kernel's bindings
     pub fn update(&self, gpu: &Gpu, hyper: &AdamHyper, decays: bool, n: u32, step: &wgpu::Buffer, stats: BufferRange, b: &AdamBuffers) -> Result<Dispatch> {
         let op = "adamw_update";
         let bytes = 4 * n as u64;
@@ -225,6 +283,43 @@ impl Optimizer {
             }
         }
     }
+
+    /// AdamW over `n` parameters of one block with 8-bit moments (block-wise
+    /// dynamic quantization), otherwise as [`Optimizer::update`]: the same
+    /// order, clipping, decay, bias corrections, skip and mirror.
+    #[allow(clippy::too_many_arguments)] // as `update`
+    pub fn update_8bit(&self, gpu: &Gpu, hyper: &AdamHyper, decays: bool, n: u32, step: &wgpu::Buffer, stats: BufferRange, b: &Adam8bitBuffers) -> Result<Dispatch> {
+        let op = "adamw_8bit_update";
+        let (n64, words) = (n as u64, (n as u64).div_ceil(4));
+        gpu.check_binding(op, "stats", &stats, size_of::<GradStats>() as u64)?;
+        gpu.check_binding(op, "weights", &b.weights, 4 * n64)?;
+        gpu.check_binding(op, "grads", &b.grads, 4 * n64)?;
+        gpu.check_binding(op, "m_codes", &b.m_codes, int8_state_bytes(n64))?;
+        gpu.check_binding(op, "v_codes", &b.v_codes, int8_state_bytes(n64))?;
+        gpu.check_binding(op, "m_scales", &b.m_scales, int8_scale_bytes(n64))?;
+        gpu.check_binding(op, "v_scales", &b.v_scales, int8_scale_bytes(n64))?;
+        let params = gpu.uniform(op, &hyper.block(n, decays));
+        let mut bindings = vec![
+            params.as_entire_binding(),
+            step.as_entire_binding(),
+            stats.binding(),
+            b.weights.binding(),
+            b.grads.binding(),
+            b.m_codes.binding(),
+            b.v_codes.binding(),
+            b.m_scales.binding(),
+            b.v_scales.binding(),
+        ];
+        let grid = gpu.grid_1d(op, words)?;
+        match b.mirror {
+            None => self.update_8bit.dispatch(gpu, &bindings, grid),
+            Some(mirror) => {
+                gpu.check_binding(op, "mirror", &mirror, f16_bytes(n64))?;
+                bindings.push(mirror.binding());
+                self.update_8bit_f16.dispatch(gpu, &bindings, grid)
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -239,5 +334,21 @@ mod tests {
         assert!((p.bc2_sqrt as f64 - 0.05f64.sqrt()).abs() < 1e-7);
         assert_eq!(p.decay, (1.0 - 1e-4) as f32);
         assert_eq!(h.block(10, false).decays, 0);
+    }
+
+    #[test]
+    fn int8_state_takes_a_quarter_of_f32_moments() {
+        let n = 1 << 20;
+        let int8 = 2 * (int8_state_bytes(n) + int8_scale_bytes(n));
+        assert_eq!(int8 as f64 / (8 * n) as f64, (2.0 + 8.0 / 256.0) / 8.0); // 25.4 %
+        // a chunk at a multiple of 16 384 elements: both offsets 256-B aligned
+        assert_eq!((int8_state_bytes(16_384 * 3), int8_scale_bytes(16_384 * 3)), (49_152, 768));
+        assert_eq!((int8_state_bytes(5), int8_scale_bytes(257)), (8, 8));
+    }
+
+    #[test]
+    fn wgsl_code_tables_are_the_references() {
+        let tables = crate::reference::optimizer::wgsl_code_tables();
+        assert!(OPTIMIZER.source.ends_with(&tables), "regenerate the tables at the end of 12_optimizer.wgsl:\n{tables}");
     }
 }

@@ -1,4 +1,9 @@
 //! Twins of 12_optimizer.wgsl, in f64, following torch.optim.AdamW's order.
+//!
+//! The 8-bit state's twin computes the new moments in f32 with the kernel's
+//! own formulas (correctly rounded + − × only), so it makes the same
+//! quantization decision as the GPU, code for code; only the weight update
+//! is evaluated in f64.
 
 use crate::kernels::AdamHyper;
 
@@ -21,5 +26,341 @@ pub fn adamw(h: &AdamHyper, t: u32, decays: bool, clip: f64, w: &mut [f64], g: &
         m[i] += (1.0 - h.beta1) * (g - m[i]);
         v[i] = h.beta2 * v[i] + (1.0 - h.beta2) * g * g;
         w[i] = w[i] * (1.0 - h.lr * wd) - step_size * (m[i] / (v[i].sqrt() / bc2_sqrt + h.eps));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 8-bit state: block-wise dynamic quantization (Dettmers et al., "8-bit
+// optimizers via block-wise quantization"). Each moment is stored as one
+// byte per value, 4 per u32 (element 4k+j in byte j of word k), plus one
+// f32 scale per block of 256 values: the block's absmax after the update.
+
+/// Values per quantization block (one scale per block and moment).
+pub const QBLOCK: usize = 256;
+
+/// An 8-bit code for one moment: the 256 ascending values a byte stands
+/// for, as fractions of its block's scale, and the 255 decision thresholds
+/// between neighbours. `x` gets the code `#{k : x > mids[k]·scale}`: round
+/// to nearest, decided in f32 with one product per comparison, the same
+/// arithmetic in the kernel and here.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Int8Map {
+    pub values: [f32; 256],
+    pub mids: [f32; 255],
+}
+
+impl Int8Map {
+    /// The map of 256 ascending code points `p`. With `squared`, the points
+    /// code `sqrt(x / scale)`: a byte stands for `p²` and the thresholds are
+    /// the squared midpoints, so no square root is taken (WGSL's is not
+    /// correctly rounded, which would make the GPU's choice differ). The
+    /// f32 formulas are those of `load_codes` in 12_optimizer.wgsl.
+    pub fn from_points(p: &[f32; 256], squared: bool) -> Self {
+        let sq = |x: f32| if squared { x * x } else { x };
+        Int8Map { values: p.map(sq), mids: std::array::from_fn(|k| sq((p[k] + p[k + 1]) * 0.5)) }
+    }
+
+    /// The code of `x` in a block of absmax `scale`: a branch-free binary
+    /// search, as `quantize` in the kernel.
+    pub fn quantize(&self, x: f32, scale: f32) -> u8 {
+        let mut k = 0;
+        for step in [128, 64, 32, 16, 8, 4, 2, 1] {
+            k += step * usize::from(x > self.mids[k + step - 1] * scale);
+        }
+        k as u8
+    }
+
+    pub fn dequantize(&self, code: u8, scale: f32) -> f32 {
+        self.values[code as usize] * scale
+    }
+}
+
+/// Ascending magnitudes in (0, 1] of a dynamic tree code: decade `e`
+/// (values in (10^-(e+1), 10^-e]) holds `counts[e]` values spaced linearly
+/// up to 10^-e, so 1 is a code point and each decade down gets fewer.
+fn dynamic_magnitudes(counts: &[u32]) -> Vec<f64> {
+    let mut out = Vec::new();
+    for (e, &n) in counts.iter().enumerate() {
+        let top = 10f64.powi(-(e as i32));
+        out.extend((1..=n).map(|j| top * (0.1 + 0.9 * j as f64 / n as f64)));
+    }
+    out.sort_by(f64::total_cmp);
+    out
+}
+
+fn points(values: impl IntoIterator<Item = f64>) -> [f32; 256] {
+    let v: Vec<f32> = values.into_iter().map(|x| x as f32).collect();
+    v.try_into().expect("an 8-bit code has 256 points")
+}
+
+/// The first moment's code points: a signed dynamic tree, 64 values in
+/// (0.1, 1], 32 in (0.01, 0.1], … 1 at 1e-6 on each side; 0; and one more
+/// negative point, 1e-7, to fill 256. Byte k is the k-th point, ascending.
+pub fn moment1_points() -> [f32; 256] {
+    let neg = dynamic_magnitudes(&[64, 32, 16, 8, 4, 2, 1, 1]);
+    let pos = dynamic_magnitudes(&[64, 32, 16, 8, 4, 2, 1]);
+    points(neg.iter().rev().map(|x| -x).chain([0.0]).chain(pos))
+}
+
+/// The second moment's code points, on `sqrt(v / absmax)`: 0 and an
+/// unsigned dynamic tree, 160 values in (0.1, 1], 48 in (0.01, 0.1], then
+/// 24, 12, 6, 3, 1, 1 down to 1e-7. On the root, v keeps a nonzero code
+/// down to 1e-14 of its block's largest, so m/sqrt(v) never meets a v
+/// flushed to 0 while m is not (m's smallest code is 1e-7 of its absmax);
+/// the top decade holds most codes because that is where rounding loses
+/// the slow drift of v when β2 is near 1 (docs/KERNELS.md has the study).
+pub fn moment2_points() -> [f32; 256] {
+    points([0.0].into_iter().chain(dynamic_magnitudes(&[160, 48, 24, 12, 6, 3, 1, 1])))
+}
+
+/// The codes of both moments.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Int8Maps {
+    pub m: Int8Map,
+    pub v: Int8Map,
+}
+
+impl Int8Maps {
+    /// The kernel's: dynamic trees, m signed, v on its root.
+    pub fn dynamic() -> Self {
+        Int8Maps { m: Int8Map::from_points(&moment1_points(), false), v: Int8Map::from_points(&moment2_points(), true) }
+    }
+
+    /// The seed's linear codes (k/127 for m, k/255 for v), for comparison;
+    /// m's lowest byte, -128/127, is never chosen.
+    pub fn linear() -> Self {
+        Int8Maps {
+            m: Int8Map::from_points(&points((0..256).map(|k| (k as f64 - 128.0) / 127.0)), false),
+            v: Int8Map::from_points(&points((0..256).map(|k| k as f64 / 255.0)), false),
+        }
+    }
+}
+
+/// The WGSL text of the code tables (bit patterns of `moment1_points` and
+/// `moment2_points`), as it stands at the end of 12_optimizer.wgsl.
+pub fn wgsl_code_tables() -> String {
+    let table = |name: &str, p: [f32; 256]| {
+        let rows: Vec<String> = p
+            .chunks(8)
+            .map(|row| format!("    {},", row.iter().map(|x| format!("0x{:08x}u", x.to_bits())).collect::<Vec<_>>().join(", ")))
+            .collect();
+        format!("const {name} = array<u32, 256>(\n{}\n);\n", rows.join("\n"))
+    };
+    table("M_CODE", moment1_points()) + &table("V_ROOT", moment2_points())
+}
+
+/// Packed 8-bit AdamW state of `n` values: codes 4 per word, scales per
+/// block, as the kernel's buffers hold them. All zeros is the initial state.
+#[derive(Clone, Debug)]
+pub struct Adam8bitState {
+    pub maps: Int8Maps,
+    pub m: Vec<u32>,
+    pub v: Vec<u32>,
+    pub m_scales: Vec<f32>,
+    pub v_scales: Vec<f32>,
+}
+
+fn byte(words: &[u32], i: usize) -> u8 {
+    (words[i / 4] >> (8 * (i % 4))) as u8
+}
+
+fn set_byte(words: &mut [u32], i: usize, b: u8) {
+    let shift = 8 * (i % 4);
+    words[i / 4] = (words[i / 4] & !(0xff << shift)) | ((b as u32) << shift);
+}
+
+impl Adam8bitState {
+    pub fn new(n: usize, maps: Int8Maps) -> Self {
+        let (words, blocks) = (n.div_ceil(4), n.div_ceil(QBLOCK));
+        Adam8bitState { maps, m: vec![0; words], v: vec![0; words], m_scales: vec![0.0; blocks], v_scales: vec![0.0; blocks] }
+    }
+
+    /// The dequantized first moment of element `i`.
+    pub fn moment1(&self, i: usize) -> f32 {
+        self.maps.m.dequantize(byte(&self.m, i), self.m_scales[i / QBLOCK])
+    }
+
+    pub fn moment2(&self, i: usize) -> f32 {
+        self.maps.v.dequantize(byte(&self.v, i), self.v_scales[i / QBLOCK])
+    }
+}
+
+/// AdamW step `t` with 8-bit state, as `adamw_8bit_update`: the moments are
+/// dequantized, updated in f32 and used unquantized for this step's weight
+/// update (in f64 here), then quantized against the block's new absmax.
+/// Bytes past `w.len()` in the last word hold the code of 0.
+pub fn adamw_8bit(h: &AdamHyper, t: u32, decays: bool, clip: f32, w: &mut [f64], g: &[f32], s: &mut Adam8bitState) {
+    let wd = if decays { h.weight_decay } else { 0.0 };
+    let step_size = h.lr / (1.0 - h.beta1.powi(t as i32));
+    let bc2_sqrt = (1.0 - h.beta2.powi(t as i32)).sqrt();
+    let (b1, b2) = (h.beta1 as f32, h.beta2 as f32);
+    let n = w.len();
+    for (b, start) in (0..n).step_by(QBLOCK).enumerate() {
+        let end = (start + QBLOCK).min(n);
+        let (mut m_new, mut v_new) = ([0f32; QBLOCK], [0f32; QBLOCK]);
+        for i in start..end {
+            let (m_old, v_old) = (s.moment1(i), s.moment2(i));
+            let g = if g[i].is_finite() { g[i] * clip } else { 0.0 };
+            let m = m_old + (1.0 - b1) * (g - m_old);
+            let v = b2 * v_old + (1.0 - b2) * g * g;
+            w[i] = w[i] * (1.0 - h.lr * wd) - step_size * (m as f64 / ((v as f64).sqrt() / bc2_sqrt + h.eps));
+            (m_new[i - start], v_new[i - start]) = (m, v);
+        }
+        let m_max = m_new.iter().fold(0f32, |a, x| a.max(x.abs()));
+        let v_max = v_new.iter().fold(0f32, |a, &x| a.max(x));
+        (s.m_scales[b], s.v_scales[b]) = (m_max, v_max);
+        for i in start..end.next_multiple_of(4) {
+            let (cm, cv) = (s.maps.m.quantize(m_new[i - start], m_max), s.maps.v.quantize(v_new[i - start], v_max));
+            set_byte(&mut s.m, i, cm);
+            set_byte(&mut s.v, i, cv);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::SplitMix64;
+
+    #[test]
+    fn codes_round_trip_and_are_monotone() {
+        for (name, map, zero) in [("m", Int8Maps::dynamic().m, 128u8), ("v", Int8Maps::dynamic().v, 0)] {
+            assert!(map.values.windows(2).all(|p| p[0] < p[1]), "{name}: values ascend");
+            assert!((0..255).all(|k| map.values[k] < map.mids[k] && map.mids[k] < map.values[k + 1]), "{name}: thresholds between");
+            for scale in [1.0f32, 0.37, 3e-5, 2.5e3] {
+                for k in 0..=255u8 {
+                    assert_eq!(map.quantize(map.dequantize(k, scale), scale), k, "{name}: byte {k} at scale {scale}");
+                }
+                assert_eq!((map.quantize(0.0, scale), map.dequantize(zero, scale)), (zero, 0.0), "{name}: 0 is exact");
+                assert_eq!((map.quantize(scale, scale), map.values[255]), (255, 1.0), "{name}: absmax is 1");
+                let sweep: Vec<u8> = (0..=20_000).map(|i| map.quantize(scale * (i as f32 / 10_000.0 - 1.0), scale)).collect();
+                assert!(sweep.windows(2).all(|p| p[0] <= p[1]), "{name}: quantize is monotone");
+            }
+        }
+        let m = Int8Maps::dynamic().m;
+        assert_eq!((m.quantize(-2.0, 2.0), m.values[0]), (0, -1.0), "-absmax is -1");
+        // nearest: just below and above a threshold
+        let t = m.mids[200];
+        assert_eq!((m.quantize(t, 1.0), m.quantize(t.next_up(), 1.0)), (200, 201));
+    }
+
+    #[test]
+    fn moment_codes_reach_far_below_the_absmax() {
+        let (m, v) = (moment1_points(), moment2_points());
+        assert_eq!((m[127], m[128], m[129]), (-1e-7, 0.0, 1e-6));
+        // v keeps a code down to 1e-14 of its block's largest
+        assert_eq!(Int8Maps::dynamic().v.quantize(1e-14, 1.0), 1);
+        assert_eq!((v[0], v[1], v[255]), (0.0, 1e-7, 1.0));
+    }
+
+    /// From the zero state the first step is plain AdamW (the moments are
+    /// used before they are quantized), and the state it leaves is the
+    /// nearest code of each moment, within a code step.
+    #[test]
+    fn int8_adamw_is_adamw_up_to_its_codes() {
+        let h = AdamHyper { lr: 1e-2, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.1 };
+        let mut rng = SplitMix64(7);
+        let n = 1000;
+        // five decades of magnitude within every block
+        let g: Vec<f32> = (0..n).map(|i| ((rng.next_u64() >> 40) as f32 / (1 << 24) as f32 - 0.5) * 10f32.powi(-(i as i32 % 5))).collect();
+        let (mut w, mut m, mut v) = (vec![0.3; n], vec![0.0; n], vec![0.0; n]);
+        let (mut wq, mut q) = (w.clone(), Adam8bitState::new(n, Int8Maps::dynamic()));
+        adamw(&h, 1, true, 0.5, &mut w, &g, &mut m, &mut v);
+        adamw_8bit(&h, 1, true, 0.5, &mut wq, &g, &mut q);
+        let worst = w.iter().zip(&wq).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+        assert!(worst < 1e-8, "worst |w − w_int8| {worst:e}: f32 moments give ~1e-7 of a step of lr");
+        let step = |map: &Int8Map, k: u8| {
+            let k = k as usize;
+            (map.values[k.saturating_sub(1)..=(k + 1).min(255)]).windows(2).map(|p| p[1] - p[0]).fold(0.0, f32::max) as f64
+        };
+        for i in 0..n {
+            let (cm, cv) = (byte(&q.m, i), byte(&q.v, i));
+            let (sm, sv) = (q.m_scales[i / QBLOCK] as f64, q.v_scales[i / QBLOCK] as f64);
+            assert!((q.moment1(i) as f64 - m[i]).abs() <= step(&q.maps.m, cm) * sm, "m[{i}]: {} for {}", q.moment1(i), m[i]);
+            assert!((q.moment2(i) as f64 - v[i]).abs() <= step(&q.maps.v, cv) * sv, "v[{i}]: {} for {}", q.moment2(i), v[i]);
+        }
+    }
+
+    /// A bigram language model `softmax(U·E[a])` (V tokens, d = 16), trained
+    /// with minibatches from a random transition table with Zipfian token
+    /// frequencies: a block of 256 state values holds 16 tokens' embedding
+    /// rows, so rare and frequent tokens (gradients orders of magnitude
+    /// apart, and sparse) share a scale. Returns the exact expected
+    /// cross-entropy after `steps` AdamW steps, lr on a cosine to 10 %.
+    fn bigram_run(seed: u64, steps: u32, beta2: f64, state: Option<Int8Maps>) -> f64 {
+        const V: usize = 64;
+        const D: usize = 16;
+        let mut rng = SplitMix64(seed);
+        let mut unit = move || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        let mut normal = || (-2.0 * unit().max(1e-300).ln()).sqrt() * (std::f64::consts::TAU * unit()).cos();
+        let zipf: Vec<f64> = (0..V).map(|k| 1.0 / (k + 1) as f64).collect();
+        let p: Vec<f64> = zipf.iter().map(|z| z / zipf.iter().sum::<f64>()).collect();
+        let softmax = |l: &[f64]| {
+            let top = l.iter().copied().fold(f64::MIN, f64::max);
+            let e: Vec<f64> = l.iter().map(|x| (x - top).exp()).collect();
+            let s: f64 = e.iter().sum();
+            e.iter().map(|x| x / s).collect::<Vec<f64>>()
+        };
+        let table: Vec<Vec<f64>> = (0..V).map(|_| softmax(&p.iter().map(|q| q.ln() + 3.0 * normal()).collect::<Vec<_>>())).collect();
+        let logits = |w: &[f64], a: usize| -> Vec<f64> {
+            (0..V).map(|b| (0..D).map(|k| w[a * D + k] * w[V * D + b * D + k]).sum()).collect()
+        };
+        let loss = |w: &[f64]| -> f64 {
+            (0..V).map(|a| p[a] * softmax(&logits(w, a)).iter().zip(&table[a]).map(|(q, t)| -t * q.ln()).sum::<f64>()).sum()
+        };
+        let sample = |dist: &[f64], u: f64| {
+            let mut c = 0.0;
+            dist.iter().position(|x| {
+                c += x;
+                c >= u
+            })
+            .unwrap_or(V - 1)
+        };
+        let n = 2 * V * D;
+        let mut w: Vec<f64> = (0..n).map(|_| 0.02 * normal()).collect();
+        let (mut m, mut v) = (vec![0.0; n], vec![0.0; n]);
+        let mut q = state.map(|maps| Adam8bitState::new(n, maps));
+        for t in 1..=steps {
+            let mut g = vec![0.0f64; n];
+            for _ in 0..16 {
+                let a = sample(&p, unit());
+                let b = sample(&table[a], unit());
+                let probs = softmax(&logits(&w, a));
+                for (c, pc) in probs.iter().enumerate() {
+                    let dl = (pc - f64::from(c == b)) / 16.0;
+                    for k in 0..D {
+                        g[a * D + k] += dl * w[V * D + c * D + k];
+                        g[V * D + c * D + k] += dl * w[a * D + k];
+                    }
+                }
+            }
+            let g: Vec<f32> = g.iter().map(|&x| x as f32).collect();
+            let lr = 1e-2 * (0.1 + 0.45 * (1.0 + (std::f64::consts::PI * t as f64 / steps as f64).cos()));
+            let h = AdamHyper { lr, beta1: 0.9, beta2, eps: 1e-8, weight_decay: 0.1 };
+            match q.as_mut() {
+                Some(s) => adamw_8bit(&h, t, true, 1.0, &mut w, &g, s),
+                None => adamw(&h, t, true, 1.0, &mut w, &g, &mut m, &mut v),
+            }
+        }
+        loss(&w)
+    }
+
+    /// The issue's bar: int8 state within 0.5 % of fp32 state's final loss.
+    /// Mean over 3 seeds, β2 = 0.95 (LLaMA's). Measured: dynamic −0.001 %
+    /// (+0.03 % over 5 seeds, each within −0.05 … +0.08 %); the seed's
+    /// linear code diverges (a v rounded to 0 under an m that is not:
+    /// m/eps). With β2 = 0.99 and 0.999 the dynamic code loses +0.29 % and
+    /// +0.44 % here (5 seeds, worst +0.6 %): round to nearest cannot
+    /// register the slow drift of v between codes (docs/KERNELS.md).
+    #[test]
+    fn int8_state_trains_within_half_a_percent_of_fp32() {
+        let mean = |state: Option<Int8Maps>| (0..3).map(|s| bigram_run(100 + s, 600, 0.95, state.clone())).sum::<f64>() / 3.0;
+        let fp32 = mean(None);
+        let gap = |l: f64| (l - fp32) / fp32;
+        let (dynamic, linear) = (gap(mean(Some(Int8Maps::dynamic()))), gap(mean(Some(Int8Maps::linear()))));
+        let linear_text = if linear.is_finite() { format!("{:+.3} %", 100.0 * linear) } else { "diverged".into() };
+        println!("final loss: fp32 state {fp32:.5}; int8 dynamic {:+.3} %, int8 linear {linear_text}", 100.0 * dynamic);
+        assert!(dynamic.abs() < 0.005, "dynamic int8 state: {:+.3} % from fp32", 100.0 * dynamic);
+        assert!(linear.is_nan() || linear > dynamic, "the linear code ({linear}) must do worse than the dynamic one ({dynamic})");
     }
 }
