@@ -63,6 +63,7 @@ gpu_tests! {
     model::model_matches_reference_tied,
     training::training_tracks_reference_fp32,
     training::training_tracks_reference_f16,
+    training::training_tracks_reference_int8,
     training::training_is_deterministic,
     training::nonfinite_loss_skips_the_step,
 }

@@ -12,8 +12,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::gpu::{Dispatch, Gpu};
-use crate::kernels::optimizer::partials_for;
-use crate::kernels::{AdamBuffers, AdamHyper, GradStats, Kernels};
+use crate::gpu::BufferRange;
+use crate::kernels::optimizer::{int8_scale_bytes, int8_state_bytes, partials_for};
+use crate::kernels::{Adam8bitBuffers, AdamBuffers, AdamHyper, GradStats, Kernels};
 use crate::model::{f16_range, f32_range, Chunk, Model};
 
 /// How AdamW keeps its moments.
@@ -45,7 +46,7 @@ impl OptimState {
         match self {
             OptimState::Fp32 => 8 * n,
             // int8 m and v, and one f32 scale per 256-value block of each
-            OptimState::Int8 => 2 * n + 8 * n.div_ceil(256),
+            OptimState::Int8 => 2 * (int8_state_bytes(n) + int8_scale_bytes(n)),
         }
     }
 }
@@ -85,10 +86,11 @@ impl OptimConfig {
     }
 }
 
-/// The moments, in every chunk's element range.
+/// The moments: f32 at the parameters' offsets, or int8 codes (byte `s`
+/// for element `s`) with one f32 scale per 256 values (byte `s/256·4`).
 pub enum StateBuffers {
     Fp32 { m: wgpu::Buffer, v: wgpu::Buffer },
-    Int8 { m: wgpu::Buffer, v: wgpu::Buffer, scales: wgpu::Buffer },
+    Int8 { m_codes: wgpu::Buffer, v_codes: wgpu::Buffer, m_scales: wgpu::Buffer, v_scales: wgpu::Buffer },
 }
 
 /// AdamW for one model: state, the step's uniform, and the dispatches.
@@ -109,7 +111,12 @@ impl Adam {
         let total = model.layout.total;
         let state = match config.state {
             OptimState::Fp32 => StateBuffers::Fp32 { m: gpu.storage_buffer("adam_m", 4 * total)?, v: gpu.storage_buffer("adam_v", 4 * total)? },
-            OptimState::Int8 => return Err(Error::Unsupported("int8 optimizer state is not built yet".into())),
+            OptimState::Int8 => StateBuffers::Int8 {
+                m_codes: gpu.storage_buffer("adam_m_codes", int8_state_bytes(total))?,
+                v_codes: gpu.storage_buffer("adam_v_codes", int8_state_bytes(total))?,
+                m_scales: gpu.storage_buffer("adam_m_scales", int8_scale_bytes(total))?,
+                v_scales: gpu.storage_buffer("adam_v_scales", int8_scale_bytes(total))?,
+            },
         };
         let count: u64 = chunks.iter().map(|c| partials_for(c.span.len)).sum();
         let partials = gpu.storage_buffer("grad_partials", 8 * count)?;
@@ -144,7 +151,21 @@ impl Adam {
                     };
                     d.push(k.optim.update(gpu, &hyper, c.decays, len as u32, &self.step, (&self.stats).into(), &b)?);
                 }
-                StateBuffers::Int8 { .. } => unreachable!("refused in Adam::new"),
+                StateBuffers::Int8 { m_codes, v_codes, m_scales, v_scales } => {
+                    // chunks start on 16 384-element boundaries: whole 256-value blocks
+                    let codes = |b| BufferRange { buffer: b, offset: int8_state_bytes(start), size: int8_state_bytes(len) };
+                    let scales = |b| BufferRange { buffer: b, offset: int8_scale_bytes(start), size: int8_scale_bytes(len) };
+                    let b = Adam8bitBuffers {
+                        weights: f32_range(&p.weights, start, len),
+                        grads: f32_range(&p.grads, start, len),
+                        m_codes: codes(m_codes),
+                        v_codes: codes(v_codes),
+                        m_scales: scales(m_scales),
+                        v_scales: scales(v_scales),
+                        mirror,
+                    };
+                    d.push(k.optim.update_8bit(gpu, &hyper, c.decays, len as u32, &self.step, (&self.stats).into(), &b)?);
+                }
             }
         }
         Ok(d)

@@ -5,9 +5,9 @@
 use webtrain::data::Batch;
 use webtrain::kernels::AdamHyper;
 use webtrain::model::{BatchShape, Config, ParamLayout, Precision};
-use webtrain::optim::{LrSchedule, OptimConfig};
+use webtrain::optim::{LrSchedule, OptimConfig, OptimState};
 use webtrain::reference::model as reference_model;
-use webtrain::reference::optimizer as reference_adam;
+use webtrain::reference::optimizer::{self as reference_adam, Adam8bitState, Int8Maps};
 use webtrain::train::{StepStats, TrainConfig, Trainer};
 use webtrain::{Gpu, Result};
 
@@ -17,8 +17,8 @@ use webtrain::train::synthetic::markov_tokens;
 
 const STEPS: u32 = 20;
 
-fn config(precision: Precision) -> Result<TrainConfig> {
-    let optim = OptimConfig { schedule: LrSchedule { peak: 3e-3, warmup: 5, total: STEPS, min_ratio: 0.1 }, ..OptimConfig::default() };
+fn config(precision: Precision, state: OptimState) -> Result<TrainConfig> {
+    let optim = OptimConfig { state, schedule: LrSchedule { peak: 3e-3, warmup: 5, total: STEPS, min_ratio: 0.1 }, ..OptimConfig::default() };
     Ok(TrainConfig { model: Config::preset("tiny")?, shape: SHAPE, precision, optim, seed: 7 })
 }
 
@@ -48,6 +48,8 @@ fn train_reference(c: &TrainConfig, weights: &[f32]) -> (Vec<f64>, Vec<f64>) {
     let layout = ParamLayout::new(&c.model);
     let mut w: Vec<f64> = weights.iter().map(|&x| x as f64).collect();
     let (mut m, mut v) = (vec![0.0; w.len()], vec![0.0; w.len()]);
+    let blocks = [(layout.decay, true), (layout.no_decay, false)];
+    let mut int8: Vec<Adam8bitState> = blocks.iter().map(|(span, _)| Adam8bitState::new(span.len as usize, Int8Maps::dynamic())).collect();
     let mut losses = Vec::new();
     for step in 1..=STEPS {
         let b = batch(step, c.shape, c.model.vocab);
@@ -57,56 +59,69 @@ fn train_reference(c: &TrainConfig, weights: &[f32]) -> (Vec<f64>, Vec<f64>) {
         let g: Vec<f32> = out.grads.iter().map(|&x| x as f32).collect();
         let (_, clip, _) = reference_adam::grad_stats(&g, c.optim.max_grad_norm as f64);
         let h: AdamHyper = c.optim.hyper(step);
-        for (span, decays) in [(layout.decay, true), (layout.no_decay, false)] {
+        for ((span, decays), state) in blocks.iter().zip(&mut int8) {
             let r = span.start as usize..(span.start + span.len) as usize;
-            reference_adam::adamw(&h, step, decays, clip, &mut w[r.clone()], &g[r.clone()], &mut m[r.clone()], &mut v[r]);
+            match c.optim.state {
+                OptimState::Fp32 => reference_adam::adamw(&h, step, *decays, clip, &mut w[r.clone()], &g[r.clone()], &mut m[r.clone()], &mut v[r]),
+                OptimState::Int8 => reference_adam::adamw_8bit(&h, step, *decays, clip as f32, &mut w[r.clone()], &g[r], state),
+            }
         }
     }
     (losses, w)
 }
 
-async fn tracks_reference(gpu: &Gpu, precision: Precision) -> Result<()> {
-    let c = config(precision)?;
+async fn tracks_reference(gpu: &Gpu, precision: Precision, state: OptimState) -> Result<()> {
+    let c = config(precision, state)?;
     let layout = ParamLayout::new(&c.model);
     let w0 = super::model::weights(&layout, 93);
     let (stats, w) = train(gpu, c.clone(), &w0).await?;
     let (want_losses, want_w) = train_reference(&c, &w0);
     let losses: Vec<f32> = stats.iter().map(|s| s.loss).collect();
-    let what = precision.name();
+    let what = format!("{} precision, {} state", precision.name(), state.name());
     assert!(losses[STEPS as usize - 1] < losses[0] - 0.1, "{what}: the loss must fall: {losses:?}");
     // Losses: measured worst relative error over the 20 steps 8.5e-8 (fp32)
     // and 7.7e-6 (f16) on lavapipe.
     assert_close(&format!("{what} losses over {STEPS} steps"), &losses, &want_losses, 0.0, 5e-5);
-    // Weights within 1e-4 of each tensor's largest (measured worst 1.7e-5,
-    // fp32, lavapipe) — except where Adam amplifies rounding noise: its
-    // first update is ±lr whatever |g| is, so an element whose gradient is
-    // at noise level may move by up to lr differently. In f16 mode, where
-    // the forward reads rounded weights, 3 of 19 264 embedding values did
-    // (worst 0.45·lr); allow 0.1% of a tensor, each within one peak lr.
+    // Weights, in units of the peak rate lr. Adam amplifies rounding noise:
+    // its first update is ±lr whatever |g| is, so an element whose gradient
+    // is at noise level may end up to lr away — in f16 mode (the forward
+    // reads rounded weights) one embedding value did, by 0.45·lr. int8 state
+    // adds code flips: a moment at a code threshold rounds either way on
+    // noise of 1e-7, and the code step moves that element's later updates
+    // by a fraction of lr. So: every value within lr, and each tensor's mean
+    // error small. Measured worst mean |error| on lavapipe: 3.6e-4·lr with
+    // f32 state, 5.9e-3·lr with int8 state (worst single value 0.57·lr).
     let lr = c.optim.schedule.peak;
+    let mean_bound = match state {
+        OptimState::Fp32 => 2e-3 * lr,
+        OptimState::Int8 => 2e-2 * lr,
+    };
     for t in &layout.tensors {
         let r = t.offset as usize..(t.offset + t.len()) as usize;
         let name = format!("{what} weights after {STEPS} steps: {}", t.name);
-        let scale = want_w[r.clone()].iter().fold(0.0f64, |m, x| m.max(x.abs()));
         let errors: Vec<f64> = w[r.clone()].iter().zip(&want_w[r]).map(|(&g, &x)| (g as f64 - x).abs()).collect();
-        let far = errors.iter().filter(|&&e| e > 1e-4 * scale || e.is_nan()).count();
+        let mean = errors.iter().sum::<f64>() / errors.len() as f64;
         let worst = errors.iter().fold(0.0f64, |m, &e| if e > m || e.is_nan() { e } else { m });
-        assert!(far as f64 <= 1e-3 * t.len() as f64 && worst <= lr, "{name}: {far} of {} beyond 1e-4 of max {scale:e}, worst {worst:e} (lr {lr})", t.len());
+        assert!(mean <= mean_bound && worst <= lr, "{name}: mean |error| {mean:e}, worst {worst:e} (lr {lr})");
     }
     Ok(())
 }
 
 pub async fn training_tracks_reference_fp32(gpu: &Gpu) -> Result<()> {
-    tracks_reference(gpu, Precision::Fp32).await
+    tracks_reference(gpu, Precision::Fp32, OptimState::Fp32).await
 }
 
 pub async fn training_tracks_reference_f16(gpu: &Gpu) -> Result<()> {
-    tracks_reference(gpu, Precision::F16).await
+    tracks_reference(gpu, Precision::F16, OptimState::Fp32).await
+}
+
+pub async fn training_tracks_reference_int8(gpu: &Gpu) -> Result<()> {
+    tracks_reference(gpu, Precision::F16, OptimState::Int8).await
 }
 
 /// Same seed, same adapter: bit-identical losses and weights.
 pub async fn training_is_deterministic(gpu: &Gpu) -> Result<()> {
-    let c = config(Precision::Fp32)?;
+    let c = config(Precision::Fp32, OptimState::Fp32)?;
     let w0 = ParamLayout::new(&c.model).initial_weights(c.seed);
     let (a, wa) = train(gpu, c.clone(), &w0).await?;
     let (b, wb) = train(gpu, c, &w0).await?;
@@ -119,7 +134,7 @@ pub async fn training_is_deterministic(gpu: &Gpu) -> Result<()> {
 /// A NaN in the weights makes every loss NaN: each step is skipped and
 /// counted, and the weights stay exactly as they were.
 pub async fn nonfinite_loss_skips_the_step(gpu: &Gpu) -> Result<()> {
-    let c = config(Precision::F16)?;
+    let c = config(Precision::F16, OptimState::Fp32)?;
     let layout = ParamLayout::new(&c.model);
     let mut w0 = layout.initial_weights(c.seed);
     w0[layout.get(webtrain::model::Role::FinalNorm).offset as usize] = f32::NAN;
