@@ -11,6 +11,28 @@ use crate::error::{Error, Result};
 pub const MIN_VOCAB: u32 = 256;
 pub const MAX_VOCAB: u32 = 65_536;
 
+/// Bytes of text counted between progress reports.
+const PROGRESS_CHUNK: usize = 256 * 1024;
+
+/// `text` in pieces of about `max` bytes, each ending after a newline
+/// (or at the end), so no line — and no word — is cut.
+fn line_chunks(text: &str, max: usize) -> impl Iterator<Item = &str> + '_ {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        // a newline byte is always a char boundary, whatever byte `max` is
+        let cut = match rest.as_bytes().get(max..).and_then(|tail| tail.iter().position(|&b| b == b'\n')) {
+            Some(i) => max + i + 1,
+            None => rest.len(),
+        };
+        let (piece, tail) = rest.split_at(cut);
+        rest = tail;
+        Some(piece)
+    })
+}
+
 #[derive(Debug)]
 pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
@@ -38,8 +60,9 @@ impl Tokenizer {
         inner.with_decoder(Some(ByteLevel::default()));
         let total: usize = texts.iter().map(|t| t.len()).sum::<usize>().max(1);
         let mut seen = 0usize;
-        let counted = texts.iter().inspect(|t| {
-            seen += t.len();
+        // pieces of whole lines, so one large file still reports progress
+        let counted = texts.iter().flat_map(|t| line_chunks(t, PROGRESS_CHUNK)).inspect(|piece| {
+            seen += piece.len();
             progress(seen as f64 / total as f64);
         });
         inner.train(&mut trainer, counted).map_err(|e| Error::Tokenizer(e.to_string()))?;
@@ -102,6 +125,17 @@ fn fingerprint(canonical_json: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn line_chunks_cut_after_newlines_and_lose_nothing() {
+        let text = "ab\ncd\nef\ngh";
+        let pieces: Vec<&str> = line_chunks(text, 4).collect();
+        assert_eq!(pieces, ["ab\ncd\n", "ef\ngh"]);
+        assert_eq!(line_chunks("no newline at all", 3).collect::<Vec<_>>(), ["no newline at all"]);
+        assert_eq!(line_chunks("", 3).count(), 0);
+        let multibyte = "çok güzel\nİyi 🐈\n".repeat(10);
+        assert_eq!(line_chunks(&multibyte, 7).collect::<String>(), multibyte);
+    }
 
     const TEXT: &str = "the cat sat on the mat. the dog sat on the log. çok güzel, İstanbul! 🐈‍⬛ naïve café";
 
