@@ -66,4 +66,5 @@ gpu_tests! {
     training::training_tracks_reference_int8,
     training::training_is_deterministic,
     training::nonfinite_loss_skips_the_step,
+    training::profiled_step_times_every_kernel,
 }

@@ -7,10 +7,12 @@
 //! `LAG` steps later.
 
 mod memory;
+mod profile;
 mod readback;
 pub mod synthetic;
 
 pub use memory::Memory;
+pub use profile::KernelTime;
 pub use readback::{Record, LAG};
 
 use serde::{Deserialize, Serialize};
@@ -124,18 +126,47 @@ impl Trainer {
     /// Submits one training step on `batch`; returns the stats of the steps
     /// that completed meanwhile (those more than `LAG` steps old).
     pub async fn step(&mut self, batch: &Batch) -> Result<Vec<StepStats>> {
+        self.submit(batch, None)?;
+        let mut done = Vec::new();
+        while self.readback.in_flight() > LAG {
+            done.extend(self.collect().await?);
+        }
+        Ok(done)
+    }
+
+    /// Every dispatch of a step, in order: forward, head, backward, optimizer.
+    pub fn step_dispatches(&self) -> impl Iterator<Item = &Dispatch> {
+        let m = &self.model;
+        [&m.forward, &m.head_train, &m.backward, &self.adam.dispatches].into_iter().flatten()
+    }
+
+    /// Records and submits step t + 1: one compute pass, or with `timing`
+    /// one pass per dispatch bracketed by timestamps (2 queries each).
+    fn submit(&mut self, batch: &Batch, timing: Option<&wgpu::QuerySet>) -> Result<()> {
         self.gpu.check_health()?;
         let t = self.step + 1;
         self.model.write_batch(&self.gpu, &batch.inputs, &batch.targets)?;
         self.adam.write_step(&self.gpu, &self.k, t)?;
-        let m = &self.model;
         let record = self.readback.target(&self.gpu);
         let mut encoder = self.gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("train_step") });
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("train_step"), timestamp_writes: None });
-            let all: [&[Dispatch]; 4] = [&m.forward, &m.head_train, &m.backward, &self.adam.dispatches];
-            all.iter().flat_map(|list| list.iter()).for_each(|d| d.record(&mut pass));
+        match timing {
+            None => {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("train_step"), timestamp_writes: None });
+                self.step_dispatches().for_each(|d| d.record(&mut pass));
+            }
+            Some(queries) => {
+                for (i, d) in self.step_dispatches().enumerate() {
+                    let writes = wgpu::ComputePassTimestampWrites {
+                        query_set: queries,
+                        beginning_of_pass_write_index: Some(2 * i as u32),
+                        end_of_pass_write_index: Some(2 * i as u32 + 1),
+                    };
+                    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(d.label), timestamp_writes: Some(writes) });
+                    d.record(&mut pass);
+                }
+            }
         }
+        let m = &self.model;
         encoder.copy_buffer_to_buffer(&m.acts.loss, 0, &record, 0, 16);
         encoder.copy_buffer_to_buffer(&self.adam.stats, 0, &record, 16, 16);
         encoder.copy_buffer_to_buffer(&m.inputs.bad_tokens, 0, &record, 32, 4);
@@ -143,11 +174,7 @@ impl Trainer {
         self.readback.submitted(t, record, submission);
         self.first_submitted.get_or_insert_with(now_s);
         self.step = t;
-        let mut done = Vec::new();
-        while self.readback.in_flight() > LAG {
-            done.extend(self.collect().await?);
-        }
-        Ok(done)
+        Ok(())
     }
 
     /// Waits for every submitted step; returns their stats.

@@ -150,3 +150,21 @@ pub async fn nonfinite_loss_skips_the_step(gpu: &Gpu) -> Result<()> {
     assert!(w.iter().zip(&w0).all(|(a, b)| a.to_bits() == b.to_bits()), "weights untouched");
     Ok(())
 }
+
+/// A profiled step is a real step (its stats come back, the step count
+/// advances) and times every kernel of the step.
+pub async fn profiled_step_times_every_kernel(gpu: &Gpu) -> Result<()> {
+    let c = config(Precision::F16, OptimState::Int8)?;
+    let mut t = Trainer::new(gpu, c.clone()).await?;
+    t.step(&batch(1, c.shape, c.model.vocab)).await?;
+    let (stats, times) = t.profiled_step(&batch(2, c.shape, c.model.vocab)).await?;
+    assert_eq!(stats.iter().map(|s| s.step).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(t.steps(), 2);
+    let dispatches: u32 = times.iter().map(|k| k.dispatches).sum();
+    assert_eq!(dispatches as usize, t.step_dispatches().count());
+    for name in ["matmul", "attention_forward", "attention_backward_dkv", "embed_backward_sorted", "adamw_8bit_update_f16"] {
+        assert!(times.iter().any(|k| k.kernel == name), "{name} missing from {times:?}");
+    }
+    assert!(times.iter().map(|k| k.ms).sum::<f64>() > 0.0 && times.windows(2).all(|w| w[0].ms >= w[1].ms));
+    Ok(())
+}
