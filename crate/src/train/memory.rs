@@ -40,9 +40,40 @@ impl Memory {
     }
 }
 
+/// Refuses, with the reason, a model this adapter cannot hold: a tensor or
+/// a logits row chunk beyond one binding, a buffer beyond the largest
+/// buffer. (WebGPU does not tell how much memory the device has: running out
+/// of it is reported when the model is made.)
+pub fn check_limits(c: &Config, shape: BatchShape, limits: &wgpu::Limits) -> Result<()> {
+    c.validate()?;
+    shape.validate(c)?;
+    let layout = ParamLayout::new(c);
+    layout.chunks(limits.max_storage_buffer_binding_size)?;
+    let dims = Dims::new(c, shape, limits.max_storage_buffer_binding_size)?;
+    let largest = (4 * layout.total).max(4 * dims.rows * (2 * dims.ffn).max(dims.qkv));
+    if largest > limits.max_buffer_size {
+        return Err(crate::Error::Limit { op: "model", what: "its largest buffer".into(), needed: largest, limit: limits.max_buffer_size });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn limits_refuse_what_an_adapter_cannot_hold() {
+        let base = Config::preset("base").unwrap();
+        let shape = BatchShape { batch: 8, seq: 512 };
+        let lavapipe = wgpu::Limits { max_storage_buffer_binding_size: 128 << 20, max_buffer_size: 2 << 30, ..wgpu::Limits::default() };
+        check_limits(&base, shape, &lavapipe).unwrap();
+        let small_buffers = wgpu::Limits { max_buffer_size: 256 << 20, ..lavapipe.clone() };
+        let e = check_limits(&base, shape, &small_buffers).unwrap_err().to_string();
+        assert!(e.contains("largest buffer"), "{e}");
+        let small_bindings = wgpu::Limits { max_storage_buffer_binding_size: 32 << 20, ..lavapipe };
+        let e = check_limits(&base, shape, &small_bindings).unwrap_err().to_string();
+        assert!(e.contains("embed_tokens"), "{e}");
+    }
 
     #[test]
     fn int8_state_is_at_most_27_percent_of_fp32_moments() {

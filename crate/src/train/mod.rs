@@ -11,7 +11,7 @@ mod profile;
 mod readback;
 pub mod synthetic;
 
-pub use memory::Memory;
+pub use memory::{check_limits, Memory};
 pub use profile::KernelTime;
 pub use readback::{Record, LAG};
 

@@ -1,0 +1,337 @@
+//! `Trainer`: one training run in the worker — the model on the device, its
+//! token stream and batch RNG, and the calls the page makes on it.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use js_sys::Promise;
+use serde::{Deserialize, Serialize};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::future_to_promise;
+
+use super::{from_js, gpu, js_error, to_js, Data};
+use crate::data::{Batch, Dataset, SplitMix64, Tokenizer};
+use crate::model::{BatchShape, Config, ParamLayout, Precision};
+use crate::optim::{LrSchedule, OptimConfig, OptimState};
+use crate::train::{self, Memory, TrainConfig};
+
+/// What the page asks for, in its words (camelCase).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunSpec {
+    /// A preset name, or `custom` with `model`.
+    pub preset: String,
+    /// HF Llama fields, for `preset: "custom"`.
+    pub model: Option<Config>,
+    pub batch: u32,
+    pub seq: u32,
+    pub precision: String,
+    pub optim_state: String,
+    pub lr: f64,
+    pub warmup: u32,
+    /// The schedule's length: the cosine reaches its floor here.
+    pub steps: u32,
+    #[serde(default = "defaults::min_lr_ratio")]
+    pub min_lr_ratio: f64,
+    #[serde(default = "defaults::weight_decay")]
+    pub weight_decay: f64,
+    #[serde(default = "defaults::clip")]
+    pub clip: f32,
+    #[serde(default = "defaults::seed")]
+    pub seed: u64,
+    #[serde(default = "defaults::val_fraction")]
+    pub val_fraction: f64,
+}
+
+mod defaults {
+    pub fn min_lr_ratio() -> f64 {
+        0.1
+    }
+    pub fn weight_decay() -> f64 {
+        0.1
+    }
+    pub fn clip() -> f32 {
+        1.0
+    }
+    pub fn seed() -> u64 {
+        1
+    }
+    pub fn val_fraction() -> f64 {
+        0.05
+    }
+}
+
+impl RunSpec {
+    pub fn config(&self) -> crate::Result<TrainConfig> {
+        let model = match (self.preset.as_str(), &self.model) {
+            ("custom", Some(c)) => c.clone(),
+            ("custom", None) => return Err(crate::Error::Unsupported("a custom model needs its sizes".into())),
+            (name, _) => Config::preset(name)?,
+        };
+        let shape = BatchShape { batch: self.batch, seq: self.seq };
+        model.validate()?;
+        shape.validate(&model)?;
+        let optim = OptimConfig {
+            state: OptimState::parse(&self.optim_state)?,
+            schedule: LrSchedule { peak: self.lr, warmup: self.warmup, total: self.steps.max(1), min_ratio: self.min_lr_ratio },
+            weight_decay: self.weight_decay,
+            max_grad_norm: self.clip,
+            ..OptimConfig::default()
+        };
+        Ok(TrainConfig { model, shape, precision: Precision::parse(&self.precision)?, optim, seed: self.seed })
+    }
+}
+
+/// Memory per precision × optimizer state for one model on this adapter,
+/// and whether the adapter's limits can hold it.
+#[derive(Serialize)]
+struct Plan {
+    parameters: u64,
+    fits: bool,
+    reason: Option<String>,
+    modes: Vec<PlanMode>,
+}
+
+#[derive(Serialize)]
+struct PlanMode {
+    precision: &'static str,
+    optim_state: &'static str,
+    memory: Memory,
+}
+
+/// The memory a run of `spec` takes in every mode; `fits` is false, with
+/// the reason, where this adapter cannot bind or allocate it.
+#[wasm_bindgen(js_name = planModel)]
+pub async fn plan_model(spec: JsValue) -> Result<JsValue, JsError> {
+    let spec: RunSpec = from_js(spec)?;
+    let c = spec.config().map_err(js_error)?;
+    let gpu = gpu().await.map_err(js_error)?;
+    let fits = train::check_limits(&c.model, c.shape, &gpu.limits);
+    let binding = gpu.limits.max_storage_buffer_binding_size;
+    let mut modes = Vec::new();
+    for precision in [Precision::Fp32, Precision::F16] {
+        for state in [OptimState::Fp32, OptimState::Int8] {
+            let memory = match Memory::of(&c.model, c.shape, precision, state, binding) {
+                Ok(m) => m,
+                Err(_) => continue, // reported by `fits`
+            };
+            modes.push(PlanMode { precision: precision.name(), optim_state: state.name(), memory });
+        }
+    }
+    let parameters = ParamLayout::new(&c.model).parameters();
+    to_js(&Plan { parameters, fits: fits.is_ok(), reason: fits.err().map(|e| e.to_string()), modes })
+}
+
+/// A run and what it trains on.
+struct Run {
+    trainer: train::Trainer,
+    tokenizer: Tokenizer,
+    data: Dataset,
+    rng: SplitMix64,
+    validation: Vec<Batch>,
+    /// The weights at the last `inspect`, and the step they were read at.
+    inspected: Option<(u32, Vec<f32>)>,
+}
+
+impl Run {
+    fn batch(&mut self) -> Batch {
+        self.data.train_batch(&mut self.rng, self.trainer.config.shape.batch as usize)
+    }
+}
+
+/// Validation batches per evaluation: enough to be steady, few enough to be quick.
+const VALIDATION_BATCHES: usize = 4;
+
+#[wasm_bindgen]
+pub struct Trainer {
+    /// Taken out while a call runs: a second call meanwhile is refused as busy.
+    run: Rc<RefCell<Option<Run>>>,
+}
+
+/// Runs `f` on the run, then puts it back (also when `f` fails).
+fn with_run<T, F>(cell: Rc<RefCell<Option<Run>>>, f: impl FnOnce(Run) -> F + 'static) -> Promise
+where
+    F: std::future::Future<Output = (Run, Result<T, JsError>)> + 'static,
+    T: Into<JsValue>,
+{
+    future_to_promise(async move {
+        let run = cell.borrow_mut().take().ok_or_else(|| JsError::new("the trainer is busy with another call"))?;
+        let (run, result) = f(run).await;
+        *cell.borrow_mut() = Some(run);
+        result.map(Into::into).map_err(Into::into)
+    })
+}
+
+#[derive(Serialize)]
+struct Created<'a> {
+    parameters: u64,
+    memory: Memory,
+    train_tokens: usize,
+    validation_tokens: usize,
+    validation_batches: usize,
+    config: &'a TrainConfig,
+    optimizer_dispatches: usize,
+}
+
+#[wasm_bindgen]
+impl Trainer {
+    /// A new run of `spec` on `data`'s text and tokenizer (whose vocabulary
+    /// must be the model's).
+    pub fn create(spec: JsValue, data: &Data) -> Result<Promise, JsError> {
+        let spec: RunSpec = from_js(spec)?;
+        let config = spec.config().map_err(js_error)?;
+        let tokenizer = data.tokenizer()?;
+        if tokenizer.vocab_size() != config.model.vocab {
+            return Err(JsError::new(&format!(
+                "the tokenizer has {} tokens but the model's vocabulary is {}: train a tokenizer of {} tokens",
+                tokenizer.vocab_size(),
+                config.model.vocab,
+                config.model.vocab
+            )));
+        }
+        let seq = config.shape.seq as usize;
+        let tokens = data.corpus().tokenize(tokenizer, seq).map_err(js_error)?;
+        let dataset = Dataset::new(tokens, seq, spec.val_fraction).map_err(js_error)?;
+        let tokenizer = Tokenizer::from_json(&tokenizer.to_json().map_err(js_error)?).map_err(js_error)?;
+        Ok(future_to_promise(async move {
+            let gpu = gpu().await.map_err(js_error)?;
+            let trainer = train::Trainer::new(&gpu, config.clone()).await.map_err(js_error)?;
+            let rows = config.shape.rows() as usize;
+            let validation: Vec<Batch> = dataset
+                .validation_batches(config.shape.batch as usize)
+                .into_iter()
+                .filter(|b| b.inputs.len() == rows)
+                .take(VALIDATION_BATCHES)
+                .collect();
+            let run = Run { trainer, tokenizer, data: dataset, rng: SplitMix64(config.seed ^ BATCH_SEED), validation, inspected: None };
+            Ok(Trainer { run: Rc::new(RefCell::new(Some(run))) }.into())
+        }))
+    }
+
+    /// What the run is: `{parameters, memory, train_tokens, …, config}`.
+    pub fn info(&self) -> Result<JsValue, JsError> {
+        let cell = self.run.borrow();
+        let run = cell.as_ref().ok_or_else(|| JsError::new("the trainer is busy with another call"))?;
+        let t = &run.trainer;
+        to_js(&Created {
+            parameters: t.model.layout.parameters(),
+            memory: t.memory().map_err(js_error)?,
+            train_tokens: run.data.train_tokens(),
+            validation_tokens: run.data.validation_tokens(),
+            validation_batches: run.validation.len(),
+            config: &t.config,
+            optimizer_dispatches: t.optimizer_dispatches(),
+        })
+    }
+
+    /// Submits `n` steps; resolves with the stats of the steps completed
+    /// meanwhile (the last two arrive with the next call, or `flush`).
+    pub fn step(&self, n: u32) -> Promise {
+        with_run(self.run.clone(), move |mut run| async move {
+            let mut done = Vec::new();
+            for _ in 0..n {
+                let batch = run.batch();
+                match run.trainer.step(&batch).await {
+                    Ok(stats) => done.extend(stats),
+                    Err(e) => return (run, Err(js_error(e))),
+                }
+            }
+            let result = to_js(&done);
+            (run, result)
+        })
+    }
+
+    /// Waits for every submitted step; resolves with their stats.
+    pub fn flush(&self) -> Promise {
+        with_run(self.run.clone(), |mut run| async move {
+            let result = run.trainer.flush().await.map_err(js_error).and_then(|s| to_js(&s));
+            (run, result)
+        })
+    }
+
+    /// The mean loss over the held-out batches, at the current weights.
+    pub fn validate(&self) -> Promise {
+        with_run(self.run.clone(), |mut run| async move {
+            let batches = std::mem::take(&mut run.validation);
+            let result = run.trainer.evaluate(&batches).await.map(JsValue::from_f64).map_err(js_error);
+            run.validation = batches;
+            (run, result)
+        })
+    }
+
+    /// `{step, tensors: [{name, shape, rms, max_abs, update_ratio, nonfinite}],
+    /// memory, kernels: [{kernel, dispatches, ms}] | null, kernels_error}`.
+    /// The kernel times come from one profiled training step (it counts);
+    /// `update_ratio` is ‖Δw‖/‖w‖ per step since the previous inspection.
+    pub fn inspect(&self) -> Promise {
+        with_run(self.run.clone(), |mut run| async move {
+            let result = inspect(&mut run).await;
+            (run, result)
+        })
+    }
+}
+
+/// Keeps the batch stream apart from the weight initialisation's.
+const BATCH_SEED: u64 = 0x5eed_da7a;
+
+#[derive(Serialize)]
+struct TensorStats {
+    name: String,
+    shape: [u32; 2],
+    rms: f64,
+    max_abs: f64,
+    update_ratio: Option<f64>,
+    nonfinite: u64,
+}
+
+#[derive(Serialize)]
+struct Inspection {
+    step: u32,
+    tensors: Vec<TensorStats>,
+    memory: Memory,
+    steps: Vec<train::StepStats>,
+    kernels: Option<Vec<train::KernelTime>>,
+    kernels_error: Option<String>,
+}
+
+async fn inspect(run: &mut Run) -> Result<JsValue, JsError> {
+    let batch = run.batch();
+    let (steps, kernels, kernels_error) = match run.trainer.profiled_step(&batch).await {
+        Ok((steps, kernels)) => (steps, Some(kernels), None),
+        Err(crate::Error::Unsupported(why)) => (run.trainer.flush().await.map_err(js_error)?, None, Some(why)),
+        Err(e) => return Err(js_error(e)),
+    };
+    let t = &run.trainer;
+    let step = t.steps();
+    let w = t.model.read_weights(&t.gpu).await.map_err(js_error)?;
+    let tensors = t
+        .model
+        .layout
+        .tensors
+        .iter()
+        .map(|tensor| {
+            let r = tensor.offset as usize..(tensor.offset + tensor.len()) as usize;
+            let values = &w[r.clone()];
+            let finite = values.iter().filter(|x| x.is_finite());
+            let sum_sq: f64 = finite.clone().map(|&x| (x as f64) * (x as f64)).sum();
+            let max_abs = finite.fold(0.0f64, |m, &x| m.max(x.abs() as f64));
+            let update_ratio = run.inspected.as_ref().filter(|(at, _)| *at < step).map(|(at, old)| {
+                let old = &old[r];
+                let delta: f64 = values.iter().zip(old).map(|(&a, &b)| ((a - b) as f64).powi(2)).sum();
+                let norm: f64 = old.iter().map(|&x| (x as f64) * (x as f64)).sum();
+                (delta / norm.max(f64::MIN_POSITIVE)).sqrt() / (step - at) as f64
+            });
+            TensorStats {
+                name: tensor.name.clone(),
+                shape: [tensor.rows, tensor.cols],
+                rms: (sum_sq / values.len() as f64).sqrt(),
+                max_abs,
+                update_ratio,
+                nonfinite: values.iter().filter(|x| !x.is_finite()).count() as u64,
+            }
+        })
+        .collect();
+    let inspection = Inspection { step, tensors, memory: t.memory().map_err(js_error)?, steps, kernels, kernels_error };
+    run.inspected = Some((step, w));
+    to_js(&inspection)
+}
