@@ -1,4 +1,5 @@
-// Request/response over the training worker: call(type, payload) -> Promise.
+// Request/response over the training worker: call(type, payload, onProgress)
+// -> Promise; the worker may send progress values before the answer.
 // The worker owns the wasm module and the GPU device; this thread only draws.
 
 export function startWorker() {
@@ -8,6 +9,10 @@ export function startWorker() {
   worker.onmessage = ({ data }) => {
     const entry = pending.get(data.id);
     if (!entry) return;
+    if (data.progress !== undefined) {
+      entry.onProgress?.(data.progress);
+      return;
+    }
     pending.delete(data.id);
     if (data.error !== undefined) entry.reject(new Error(data.error));
     else entry.resolve(data.result);
@@ -20,11 +25,11 @@ export function startWorker() {
     pending.clear();
   };
   return {
-    call(type, payload = {}) {
+    call(type, payload = {}, onProgress = undefined, transfer = []) {
       const id = nextId++;
       return new Promise((resolve, reject) => {
-        pending.set(id, { resolve, reject });
-        worker.postMessage({ id, type, payload });
+        pending.set(id, { resolve, reject, onProgress });
+        worker.postMessage({ id, type, payload }, transfer);
       });
     },
   };

@@ -1,21 +1,133 @@
-// The training worker: loads the wasm module and answers the page's calls.
-// WebGPU is available in workers, so the page's thread never blocks on it.
+// The training worker: owns the wasm module, the GPU device, the text and
+// the run, and answers the page's calls one at a time (a queue), so the
+// page's thread only draws. Requests and what they resolve with:
+//
+//   adapter                         AdapterReport
+//   corpus.builtin                  [{name, bytes}]   the Brown corpus replaces the files
+//   corpus.add {name, bytes}        {name, bytes}     a refused file rejects, naming it
+//   corpus.clear                    []
+//   corpus.files                    [{name, bytes}]
+//   tokenizer.train {vocab}         {vocab_size, fingerprint, tokens}; progress: fraction
+//   model.plan {spec}               {parameters, fits, reason, modes: [{precision, optim_state, memory}]}
+//   train.create {spec}             run info (parameters, memory, tokens, config)
+//   train.step {n}                  [StepStats] completed meanwhile (two steps late)
+//   train.flush                     [StepStats] of every submitted step
+//   train.validate                  validation loss
+//   train.inspect                   {step, tensors, memory, steps, kernels, kernels_error}
+//   train.reconfigure {precision, optimState}   run info (weights kept, state converted)
+//   generate {prompt, temperature, topK, length, seed}   {text}; progress: {token, text}
+//   checkpoint.save                 ArrayBuffer (a .safetensors file)
+//   checkpoint.load {bytes}         run info
+//   checkpoint.autosave             {step} after writing it to origin-private storage
+//   checkpoint.stored               {step, bytes, saved_at} or null
+//   checkpoint.restore              run info, from origin-private storage
+//
+// spec: {preset, model?, batch, seq, precision, optimState, lr, warmup,
+//        steps, minLrRatio?, weightDecay?, clip?, seed?, valFraction?}
 
-import init, { adapterInfo } from '../pkg/webtrain.js';
+import init, { adapterInfo, planModel, Data, Trainer } from '../pkg/webtrain.js';
 
 const ready = init();
+const AUTOSAVE = 'autosave.safetensors';
+
+let data = null;
+let trainer = null;
+
+function needTrainer() {
+  if (!trainer) throw new Error('create a model first (Setup → Create model)');
+  return trainer;
+}
+
+function corpus() {
+  if (!data) data = new Data();
+  return data;
+}
+
+async function autosaveFile(create) {
+  const root = await navigator.storage.getDirectory();
+  return root.getFileHandle(AUTOSAVE, { create });
+}
 
 const handlers = {
   adapter: () => adapterInfo(),
+
+  'corpus.builtin': async () => {
+    const response = await fetch('/corpus/brown.txt');
+    if (!response.ok) throw new Error(`the built-in corpus could not be loaded (HTTP ${response.status}): run npm run build`);
+    const bytes = new Uint8Array(await response.arrayBuffer());
+    corpus().clear();
+    corpus().addFile('Brown corpus (built in)', bytes);
+    return corpus().files();
+  },
+  'corpus.add': ({ name, bytes }) => corpus().addFile(name, new Uint8Array(bytes)),
+  'corpus.clear': () => { corpus().clear(); return []; },
+  'corpus.files': () => corpus().files(),
+
+  'tokenizer.train': ({ vocab }, progress) => corpus().trainTokenizer(vocab, (fraction) => progress({ fraction })),
+
+  'model.plan': ({ spec }) => planModel(spec),
+
+  'train.create': async ({ spec }) => {
+    const next = await Trainer.create(spec, corpus());
+    trainer?.free();
+    trainer = next;
+    return trainer.info();
+  },
+  'train.step': ({ n }) => needTrainer().step(n),
+  'train.flush': () => needTrainer().flush(),
+  'train.validate': () => needTrainer().validate(),
+  'train.inspect': () => needTrainer().inspect(),
+  'train.reconfigure': async ({ precision, optimState }) => {
+    await needTrainer().reconfigure(precision, optimState);
+    return trainer.info();
+  },
+
+  generate: ({ prompt, temperature, topK, length, seed }, progress) =>
+    needTrainer().generate(prompt, { temperature, topK, length, seed }, (token, text) => progress({ token, text })),
+
+  'checkpoint.save': async () => (await needTrainer().save()).buffer,
+  'checkpoint.load': async ({ bytes }) => {
+    const next = await Trainer.load(new Uint8Array(bytes), corpus());
+    trainer?.free();
+    trainer = next;
+    return trainer.info();
+  },
+  'checkpoint.autosave': async () => {
+    const bytes = await needTrainer().save();
+    const writable = await (await autosaveFile(true)).createWritable();
+    await writable.write(bytes);
+    await writable.close();
+    return { step: trainer.info().step };
+  },
+  'checkpoint.stored': async () => {
+    try {
+      const file = await (await autosaveFile(false)).getFile();
+      return { bytes: file.size, saved_at: file.lastModified };
+    } catch {
+      return null; // nothing saved yet
+    }
+  },
+  'checkpoint.restore': async () => {
+    const file = await (await autosaveFile(false)).getFile();
+    return handlers['checkpoint.load']({ bytes: await file.arrayBuffer() });
+  },
 };
 
-self.onmessage = async ({ data: { id, type, payload } }) => {
-  try {
-    await ready;
-    const handler = handlers[type];
-    if (!handler) throw new Error(`unknown request ${JSON.stringify(type)}`);
-    self.postMessage({ id, result: await handler(payload) });
-  } catch (e) {
-    self.postMessage({ id, error: e instanceof Error ? e.message : String(e) });
-  }
+// One call at a time, in arrival order.
+let queue = Promise.resolve();
+
+self.onmessage = ({ data: { id, type, payload } }) => {
+  const progress = (value) => self.postMessage({ id, progress: value });
+  queue = queue.then(async () => {
+    try {
+      await ready;
+      const handler = handlers[type];
+      if (!handler) throw new Error(`unknown request ${JSON.stringify(type)}`);
+      const result = await handler(payload, progress);
+      const transfer = result instanceof ArrayBuffer ? [result] : [];
+      self.postMessage({ id, result }, transfer);
+    } catch (e) {
+      self.postMessage({ id, error: e instanceof Error ? e.message : String(e) });
+    }
+  });
 };

@@ -164,6 +164,8 @@ where
 
 #[derive(Serialize)]
 struct Created<'a> {
+    /// Steps trained so far.
+    step: u32,
     parameters: u64,
     memory: Memory,
     train_tokens: usize,
@@ -214,6 +216,7 @@ impl Trainer {
         let run = cell.as_ref().ok_or_else(|| JsError::new("the trainer is busy with another call"))?;
         let t = &run.trainer;
         to_js(&Created {
+            step: t.steps(),
             parameters: t.model.layout.parameters(),
             memory: t.memory().map_err(js_error)?,
             train_tokens: run.data.train_tokens(),
