@@ -48,6 +48,10 @@ pub enum Error {
     )]
     TokenizerMismatch { what: String, made_with: String, in_use: String },
 
+    /// A checkpoint that cannot be read or restored: what is wrong with it.
+    #[error("checkpoint: {0}")]
+    Checkpoint(String),
+
     #[error("{0}")]
     Unsupported(String),
 }

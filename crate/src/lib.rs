@@ -5,6 +5,7 @@
 //! per shader file), `reference` (CPU twins of every kernel), `web` (the
 //! wasm-bindgen API, wasm32 only).
 
+pub mod checkpoint;
 pub mod data;
 pub mod error;
 pub mod gpu;

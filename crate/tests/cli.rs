@@ -78,3 +78,36 @@ fn train_refuses_a_binary_corpus_by_name() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(path.to_str().unwrap()) && err.contains("binary"), "{err}");
 }
+
+/// The steps' (step, loss, grad_norm, lr) as printed.
+fn step_lines(lines: &[serde_json::Value]) -> Vec<[serde_json::Value; 4]> {
+    let steps = lines.iter().filter(|l| l.get("loss").is_some() && l.get("summary").is_none());
+    steps.map(|l| ["step", "loss", "grad_norm", "lr"].map(|k| l[k].clone())).collect()
+}
+
+#[test]
+fn train_resumed_from_a_checkpoint_continues_exactly() {
+    let dir = std::env::temp_dir().join(format!("webtrain-resume-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ckpt = dir.join("run.safetensors");
+    let ckpt = ckpt.to_str().unwrap();
+    let run_args = ["train", "--synthetic", "--batch", "2", "--seq", "16", "--warmup", "2", "--precision", "f16", "--optim-state", "int8"];
+    let whole = run(&[&run_args[..], &["--steps", "6"]].concat());
+    let first = run(&[&run_args[..], &["--steps", "3", "--schedule-steps", "6", "--out", ckpt]].concat());
+    assert_eq!(first.last().unwrap()["summary"]["checkpoint"], ckpt);
+    let rest = run(&["train", "--resume", ckpt, "--steps", "3"]);
+    let resumed: Vec<_> = step_lines(&first).into_iter().chain(step_lines(&rest)).collect();
+    assert_eq!(resumed, step_lines(&whole), "steps 1–3, saved, then 4–6 resumed: the uninterrupted run's numbers");
+    let summary = &rest.last().unwrap()["summary"];
+    assert_eq!((summary["steps"].as_u64(), summary["resumed_from"].as_u64(), summary["optim_state"].as_str()), (Some(6), Some(3), Some("int8")));
+
+    // the checkpoint fixes the run's settings; a damaged one is refused by name
+    let out = Command::new(env!("CARGO_BIN_EXE_webtrain")).args(["train", "--resume", ckpt, "--lr", "0.1"]).output().expect("run");
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
+    let bytes = std::fs::read(ckpt).unwrap();
+    std::fs::write(ckpt, &bytes[..bytes.len() / 2]).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_webtrain")).args(["train", "--resume", ckpt]).output().expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains(ckpt) && err.contains("truncated"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}

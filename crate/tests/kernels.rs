@@ -66,5 +66,8 @@ gpu_tests! {
     training::training_tracks_reference_int8,
     training::training_is_deterministic,
     training::nonfinite_loss_skips_the_step,
+    checkpoint::checkpoint_resumes_bit_identically_f16_fp32_state,
+    checkpoint::checkpoint_resumes_bit_identically_int8_state,
+    checkpoint::checkpoint_load_refuses_what_it_cannot_use,
     training::profiled_step_times_every_kernel,
 }

@@ -93,6 +93,14 @@ pub enum StateBuffers {
     Int8 { m_codes: wgpu::Buffer, v_codes: wgpu::Buffer, m_scales: wgpu::Buffer, v_scales: wgpu::Buffer },
 }
 
+/// The moments on the host, byte for byte as `StateBuffers` holds them
+/// (checkpoints read and restore them whole).
+#[derive(Clone, Debug, PartialEq)]
+pub enum HostState {
+    Fp32 { m: Vec<f32>, v: Vec<f32> },
+    Int8 { m_codes: Vec<u8>, v_codes: Vec<u8>, m_scales: Vec<f32>, v_scales: Vec<f32> },
+}
+
 /// AdamW for one model: state, the step's uniform, and the dispatches.
 pub struct Adam {
     pub config: OptimConfig,
@@ -169,6 +177,40 @@ impl Adam {
             }
         }
         Ok(d)
+    }
+
+    /// Copies the moments to the host, after every step submitted so far.
+    pub async fn read_state(&self, gpu: &Gpu) -> Result<HostState> {
+        Ok(match &self.state {
+            StateBuffers::Fp32 { m, v } => HostState::Fp32 { m: gpu.read_back(m.into()).await?, v: gpu.read_back(v.into()).await? },
+            StateBuffers::Int8 { m_codes, v_codes, m_scales, v_scales } => HostState::Int8 {
+                m_codes: gpu.read_back(m_codes.into()).await?,
+                v_codes: gpu.read_back(v_codes.into()).await?,
+                m_scales: gpu.read_back(m_scales.into()).await?,
+                v_scales: gpu.read_back(v_scales.into()).await?,
+            },
+        })
+    }
+
+    /// Replaces the moments with `state` (of this kind and these sizes) before the next submission.
+    pub fn write_state(&self, gpu: &Gpu, state: &HostState) -> Result<()> {
+        let mut writes: Vec<(&wgpu::Buffer, &[u8])> = Vec::new();
+        match (&self.state, state) {
+            (StateBuffers::Fp32 { m, v }, HostState::Fp32 { m: hm, v: hv }) => {
+                writes.extend([(m, bytemuck::cast_slice(hm)), (v, bytemuck::cast_slice(hv))]);
+            }
+            (StateBuffers::Int8 { m_codes, v_codes, m_scales, v_scales }, HostState::Int8 { m_codes: hmc, v_codes: hvc, m_scales: hms, v_scales: hvs }) => {
+                writes.extend([(m_codes, &hmc[..]), (v_codes, &hvc[..]), (m_scales, bytemuck::cast_slice(hms)), (v_scales, bytemuck::cast_slice(hvs))]);
+            }
+            _ => return Err(Error::Unsupported(format!("optimizer state: this AdamW keeps {} moments", self.config.state.name()))),
+        }
+        for (buffer, bytes) in &writes {
+            if bytes.len() as u64 != buffer.size() {
+                return Err(Error::shape("optimizer state", "moment bytes", buffer.size(), bytes.len()));
+            }
+        }
+        writes.iter().for_each(|(buffer, bytes)| gpu.queue.write_buffer(buffer, 0, bytes));
+        Ok(())
     }
 
     /// Sets step `t`'s rate and bias corrections for the next submission.

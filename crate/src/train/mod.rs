@@ -109,6 +109,17 @@ impl Trainer {
         self.step
     }
 
+    /// Continues a run at step `steps` (a checkpoint's): the next step is
+    /// `steps + 1`, so the schedule and AdamW's bias corrections go on. Only
+    /// before this trainer's first step.
+    pub(crate) fn resume_at(&mut self, steps: u32) -> Result<()> {
+        if self.step != 0 || self.readback.in_flight() != 0 {
+            return Err(Error::Unsupported(format!("cannot resume at step {steps}: this trainer has already run {} steps", self.step)));
+        }
+        self.step = steps;
+        Ok(())
+    }
+
     /// Steps skipped among those collected.
     pub fn skipped(&self) -> u32 {
         self.skipped

@@ -9,6 +9,7 @@ pub mod activation;
 pub mod attention;
 pub mod cast;
 pub mod check;
+pub mod checkpoint;
 pub mod embedding;
 pub mod harness;
 pub mod infrastructure;

@@ -1,15 +1,25 @@
 //! `webtrain train`: a training run from the command line. One JSON line
 //! per step (`step, loss, grad_norm, lr, tokens_per_s, …`), one per
-//! validation, and a final summary; progress in words on stderr.
+//! validation, and a final summary; progress in words on stderr. `--out`
+//! writes a checkpoint at the end; `--resume` continues one: its config,
+//! weights, optimizer state, step count and batch RNG, on the same data.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
+use serde::{Deserialize, Serialize};
+use webtrain::checkpoint::{self, Checkpoint, RunState};
 use webtrain::data::{Batch, Corpus, Dataset, SplitMix64, Tokenizer};
-use webtrain::model::{BatchShape, Config, Precision};
+use webtrain::model::{BatchShape, Config, Precision, PRESETS};
 use webtrain::optim::{LrSchedule, OptimConfig, OptimState};
 use webtrain::train::{synthetic, TrainConfig, Trainer};
 use webtrain::{Error, Gpu, Result};
+
+/// What a checkpoint's config fixes: not to be given with `--resume`.
+const FIXED_BY_CHECKPOINT: [&str; 17] = [
+    "preset", "synthetic", "precision", "optim_state", "seed", "batch", "seq", "lr", "warmup", "schedule_steps", "min_lr_ratio",
+    "weight_decay", "clip", "beta1", "beta2", "eps", "val_fraction",
+];
 
 #[derive(Args)]
 pub struct TrainArgs {
@@ -28,8 +38,13 @@ pub struct TrainArgs {
     /// Train on a seeded synthetic token stream (tests, benchmarks) instead of text.
     #[arg(long)]
     synthetic: bool,
+    /// Steps to train (with --resume: steps more).
     #[arg(long, default_value_t = 100)]
     steps: u32,
+    /// The step the learning-rate schedule ends at (default: --steps). Set it beyond
+    /// --steps to stop early, save with --out and --resume later on the same schedule.
+    #[arg(long)]
+    schedule_steps: Option<u32>,
     #[arg(long, default_value = "fp32", value_parser = ["fp32", "f16", "sf16", "fp8"])]
     precision: String,
     #[arg(long, default_value = "fp32", value_parser = ["fp32", "int8"])]
@@ -45,7 +60,7 @@ pub struct TrainArgs {
     /// Peak learning rate.
     #[arg(long, default_value_t = 1e-3)]
     lr: f64,
-    /// Warm-up steps (default: a tenth of the steps).
+    /// Warm-up steps (default: a tenth of the schedule's steps).
     #[arg(long)]
     warmup: Option<u32>,
     /// The cosine's floor, as a fraction of the peak.
@@ -71,6 +86,32 @@ pub struct TrainArgs {
     /// At most this many validation batches per evaluation.
     #[arg(long, default_value_t = 8)]
     val_batches: usize,
+    /// Write a checkpoint (.safetensors) here at the end.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Continue the run in this checkpoint: its model, precision, optimizer, batch shape,
+    /// seed and schedule, on the same data (its corpus files unless --corpus is given).
+    #[arg(long, conflicts_with_all = FIXED_BY_CHECKPOINT)]
+    resume: Option<PathBuf>,
+}
+
+/// What the checkpoint's `data` says about the token stream, so a resumed
+/// run draws its batches from the same one.
+#[derive(Serialize, Deserialize)]
+struct DataState {
+    /// "synthetic" or "corpus"
+    source: String,
+    files: Vec<String>,
+    val_fraction: f64,
+    tokens: usize,
+    /// FNV-1a of the token ids: the same text through the same tokenizer
+    tokens_fingerprint: String,
+}
+
+/// The token stream and what a checkpoint keeps of it.
+struct Data {
+    set: Dataset,
+    run: RunState,
 }
 
 /// The Brown corpus as `scripts/brown-corpus.mjs` writes it: the default text.
@@ -85,13 +126,14 @@ fn default_shape(preset: &str) -> BatchShape {
     }
 }
 
-pub async fn run(args: TrainArgs) -> Result<()> {
+/// The run's config from the flags.
+fn config(args: &TrainArgs) -> Result<TrainConfig> {
     let model = Config::preset(&args.preset)?;
     let d = default_shape(&args.preset);
     let shape = BatchShape { batch: args.batch.unwrap_or(d.batch), seq: args.seq.unwrap_or(d.seq) };
     shape.validate(&model)?;
-    let data = dataset(&args, &model, shape)?;
-    let schedule = LrSchedule { peak: args.lr, warmup: args.warmup.unwrap_or(args.steps / 10), total: args.steps, min_ratio: args.min_lr_ratio };
+    let total = args.schedule_steps.unwrap_or(args.steps);
+    let schedule = LrSchedule { peak: args.lr, warmup: args.warmup.unwrap_or(total / 10), total, min_ratio: args.min_lr_ratio };
     let optim = OptimConfig {
         state: OptimState::parse(&args.optim_state)?,
         schedule,
@@ -101,32 +143,79 @@ pub async fn run(args: TrainArgs) -> Result<()> {
         weight_decay: args.weight_decay,
         max_grad_norm: args.clip,
     };
-    let config = TrainConfig { model, shape, precision: Precision::parse(&args.precision)?, optim, seed: args.seed };
+    Ok(TrainConfig { model, shape, precision: Precision::parse(&args.precision)?, optim, seed: args.seed })
+}
+
+/// The checkpoint at `path`, checked; its errors name the file.
+fn read_checkpoint(path: &Path) -> Result<Checkpoint> {
+    let named = |problem: String| Error::Checkpoint(format!("{}: {problem}", path.display()));
+    let bytes = std::fs::read(path).map_err(|e| named(format!("cannot be read: {e}")))?;
+    Checkpoint::from_bytes(&bytes).map_err(|e| match e {
+        Error::Checkpoint(problem) => named(problem),
+        e => e,
+    })
+}
+
+/// Writes `bytes` to `path` through a temporary file beside it, so an
+/// existing checkpoint is never left half-written.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let named = |e: std::io::Error| Error::Checkpoint(format!("{}: cannot be written: {e}", path.display()));
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".partial");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path)).map_err(|e| {
+        std::fs::remove_file(&tmp).ok();
+        named(e)
+    })
+}
+
+pub async fn run(args: TrainArgs) -> Result<()> {
+    let resumed = args.resume.as_deref().map(read_checkpoint).transpose()?;
+    let config = match &resumed {
+        Some(c) => c.config.clone(),
+        None => config(&args)?,
+    };
+    let shape = config.shape;
+    let data = dataset(&args, &config, resumed.as_ref()).map_err(|e| match (e, &args.resume) {
+        (Error::Checkpoint(problem), Some(path)) => Error::Checkpoint(format!("{}: {problem}", path.display())),
+        (e, _) => e,
+    })?;
     let gpu = Gpu::new(&args.device.options()).await?;
-    let mut trainer = Trainer::new(&gpu, config.clone()).await?;
+    let mut trainer = match &resumed {
+        Some(c) => c.restore(&gpu).await?,
+        None => Trainer::new(&gpu, config.clone()).await?,
+    };
     let memory = trainer.memory()?;
+    let preset = PRESETS.iter().find(|p| Config::preset(p).is_ok_and(|m| m == config.model)).copied().unwrap_or("custom");
+    let (precision, optim_state) = (config.precision.name(), config.optim.state.name());
     eprintln!(
-        "train: {} ({} parameters, {:.1} MiB on the GPU) on {}, {} precision, {} optimizer state, batch {} × {}, {} train / {} validation tokens",
-        args.preset,
+        "train: {preset} ({} parameters, {:.1} MiB on the GPU) on {}, {precision} precision, {optim_state} optimizer state, batch {} × {}, {} train / {} validation tokens",
         memory.parameters,
         memory.total as f64 / (1 << 20) as f64,
         gpu.info.name,
-        args.precision,
-        args.optim_state,
         shape.batch,
         shape.seq,
-        data.train_tokens(),
-        data.validation_tokens()
+        data.set.train_tokens(),
+        data.set.validation_tokens()
     );
+    let first = trainer.steps() + 1;
+    let end = first.checked_add(args.steps).ok_or_else(|| Error::Unsupported(format!("{} more steps after step {} overflow the step count", args.steps, first - 1)))? - 1;
+    if let Some(path) = &args.resume {
+        eprintln!("train: resuming {} at step {first}", path.display());
+        let total = config.optim.schedule.total;
+        if end > total {
+            eprintln!("train: the schedule ends at step {total}; steps after it train at the floor rate {:.2e}", config.optim.schedule.lr(end));
+        }
+    }
 
-    let validation: Vec<Batch> = data.validation_batches(shape.batch as usize).into_iter().filter(|b| b.inputs.len() == shape.rows() as usize).take(args.val_batches).collect();
-    let mut rng = SplitMix64(args.seed ^ 0x5eed_da7a);
+    let validation: Vec<Batch> = data.set.validation_batches(shape.batch as usize).into_iter().filter(|b| b.inputs.len() == shape.rows() as usize).take(args.val_batches).collect();
+    let mut rng = SplitMix64(resumed.as_ref().map_or(config.seed ^ 0x5eed_da7a, |c| c.run.rng));
     let started = std::time::Instant::now();
     let mut last = None;
     let mut val_loss = None;
-    for step in 1..=args.steps {
-        let done = trainer.step(&data.train_batch(&mut rng, shape.batch as usize)).await?;
-        let flush = step == args.steps || (args.val_every > 0 && step % args.val_every == 0);
+    for step in first..=end {
+        let done = trainer.step(&data.set.train_batch(&mut rng, shape.batch as usize)).await?;
+        let flush = step == end || (args.val_every > 0 && step % args.val_every == 0);
         let done = if flush { done.into_iter().chain(trainer.flush().await?).collect() } else { done };
         for s in done {
             println!("{}", json(&s)?);
@@ -143,12 +232,19 @@ pub async fn run(args: TrainArgs) -> Result<()> {
         }
     }
     let seconds = started.elapsed().as_secs_f64();
+    if let Some(path) = &args.out {
+        let bytes = checkpoint::save(&trainer, &RunState { rng: rng.0, ..data.run }).await?;
+        write_atomically(path, &bytes)?;
+        eprintln!("train: step {end} saved to {} ({:.1} MiB)", path.display(), bytes.len() as f64 / (1 << 20) as f64);
+    }
     let summary = serde_json::json!({"summary": {
         "adapter": gpu.info.name,
-        "preset": args.preset,
-        "precision": args.precision,
-        "optim_state": args.optim_state,
-        "steps": args.steps,
+        "preset": preset,
+        "precision": precision,
+        "optim_state": optim_state,
+        "steps": end,
+        "resumed_from": args.resume.as_ref().map(|_| first - 1),
+        "checkpoint": args.out.as_ref().map(|p| p.display().to_string()),
         "loss": last.map(|s| s.loss),
         "val_loss": val_loss,
         "skipped_steps": trainer.skipped(),
@@ -165,44 +261,76 @@ fn json(s: &impl serde::Serialize) -> Result<String> {
     serde_json::to_string(s).map_err(|e| Error::Unsupported(e.to_string()))
 }
 
-/// The token stream: the user's text through a tokenizer of the preset's
-/// vocabulary, or the synthetic stream.
-fn dataset(args: &TrainArgs, model: &Config, shape: BatchShape) -> Result<Dataset> {
-    let seq = shape.seq as usize;
-    if args.synthetic {
-        let tokens = synthetic::markov_tokens(model.vocab, 1 << 20, args.seed);
-        return Dataset::new(tokens, seq, args.val_fraction);
-    }
-    let builtin = [PathBuf::from(BUILTIN_CORPUS)];
-    let files = if args.corpus.is_empty() { &builtin[..] } else { &args.corpus[..] };
-    if args.corpus.is_empty() && !builtin[0].exists() {
-        return Err(Error::Unsupported(format!(
-            "no --corpus given and the built-in corpus {BUILTIN_CORPUS} is not built: run `node scripts/brown-corpus.mjs` (npm run build does), or give --corpus FILE… or --synthetic"
-        )));
-    }
-    let mut corpus = Corpus::default();
-    for path in files {
-        let name = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| Error::Corpus { file: name.clone(), problem: format!("cannot be read: {e}") })?;
-        corpus.add(&name, &bytes)?;
-    }
-    let tokenizer = match &args.tokenizer {
-        Some(path) => {
-            let json = std::fs::read_to_string(path).map_err(|e| Error::Tokenizer(format!("cannot read {}: {e}", path.display())))?;
-            Tokenizer::from_json(&json)?
+/// The token stream: the synthetic stream, or text through a tokenizer of
+/// the model's vocabulary. Resumed, the checkpoint's: the same source,
+/// files (unless --corpus names others), tokenizer and held-out share, and
+/// refused unless the tokens are the ones it trained on.
+fn dataset(args: &TrainArgs, config: &TrainConfig, resumed: Option<&Checkpoint>) -> Result<Data> {
+    let (seq, vocab) = (config.shape.seq as usize, config.model.vocab);
+    let stored: Option<DataState> = resumed
+        .map(|c| {
+            let unusable = || Error::Checkpoint("it does not say which data it trained on (not made by webtrain train?)".into());
+            serde_json::from_str(c.run.data.as_deref().ok_or_else(unusable)?).map_err(|_| unusable())
+        })
+        .transpose()?;
+    let synthetic = stored.as_ref().map_or(args.synthetic, |d| d.source == "synthetic");
+    let val_fraction = stored.as_ref().map_or(args.val_fraction, |d| d.val_fraction);
+    let (tokens, files, tokenizer) = if synthetic {
+        (synthetic::markov_tokens(vocab, 1 << 20, config.seed), vec![], None)
+    } else {
+        let files: Vec<PathBuf> = match &stored {
+            Some(d) if args.corpus.is_empty() => d.files.iter().map(PathBuf::from).collect(),
+            _ if args.corpus.is_empty() => {
+                if !Path::new(BUILTIN_CORPUS).exists() {
+                    return Err(Error::Unsupported(format!(
+                        "no --corpus given and the built-in corpus {BUILTIN_CORPUS} is not built: run `node scripts/brown-corpus.mjs` (npm run build does), or give --corpus FILE… or --synthetic"
+                    )));
+                }
+                vec![PathBuf::from(BUILTIN_CORPUS)]
+            }
+            _ => args.corpus.clone(),
+        };
+        let mut corpus = Corpus::default();
+        for path in &files {
+            let name = path.display().to_string();
+            let bytes = std::fs::read(path).map_err(|e| Error::Corpus { file: name.clone(), problem: format!("cannot be read: {e}") })?;
+            corpus.add(&name, &bytes)?;
         }
-        None => {
-            let texts: Vec<&str> = corpus.files().map(|(_, t)| t).collect();
-            Tokenizer::train(&texts, model.vocab, |_| {})?
+        let tokenizer = match (&args.tokenizer, resumed) {
+            (Some(path), _) => {
+                let json = std::fs::read_to_string(path).map_err(|e| Error::Tokenizer(format!("cannot read {}: {e}", path.display())))?;
+                let t = Tokenizer::from_json(&json)?;
+                resumed.map(|c| c.check_tokenizer(t.fingerprint())).transpose()?;
+                t
+            }
+            (None, Some(c)) => c.run.tokenizer()?.ok_or_else(|| Error::Checkpoint("it trained on text but holds no tokenizer".into()))?,
+            (None, None) => {
+                let texts: Vec<&str> = corpus.files().map(|(_, t)| t).collect();
+                Tokenizer::train(&texts, vocab, |_| {})?
+            }
+        };
+        if tokenizer.vocab_size() != vocab {
+            return Err(Error::Unsupported(format!("the tokenizer has {} tokens but the model's vocabulary is {vocab}", tokenizer.vocab_size())));
         }
+        let names = files.iter().map(|p| p.display().to_string()).collect();
+        (corpus.tokenize(&tokenizer, seq)?, names, Some(tokenizer))
     };
-    if tokenizer.vocab_size() != model.vocab {
-        return Err(Error::Unsupported(format!(
-            "the tokenizer has {} tokens but the {} preset's vocabulary is {}",
-            tokenizer.vocab_size(),
-            args.preset,
-            model.vocab
-        )));
+    let source = if synthetic { "synthetic" } else { "corpus" };
+    let state = DataState { source: source.into(), files, val_fraction, tokens: tokens.len(), tokens_fingerprint: fingerprint(&tokens) };
+    if let Some(d) = &stored {
+        if (d.tokens, &d.tokens_fingerprint) != (state.tokens, &state.tokens_fingerprint) {
+            return Err(Error::Checkpoint(format!(
+                "it trained on {} tokens (fingerprint {}) but this data gives {} (fingerprint {}): resume on the same text (--corpus FILE…)",
+                d.tokens, d.tokens_fingerprint, state.tokens, state.tokens_fingerprint
+            )));
+        }
     }
-    Dataset::new(corpus.tokenize(&tokenizer, seq)?, seq, args.val_fraction)
+    let run = RunState { rng: 0, tokenizer_json: tokenizer.map(|t| t.to_json()).transpose()?, data: Some(json(&state)?) };
+    Ok(Data { set: Dataset::new(tokens, seq, val_fraction)?, run })
+}
+
+/// FNV-1a (64-bit) of the token ids: tells two token streams apart.
+fn fingerprint(tokens: &[u32]) -> String {
+    let hash = tokens.iter().flat_map(|t| t.to_le_bytes()).fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3));
+    format!("{hash:016x}")
 }

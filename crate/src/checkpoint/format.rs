@@ -1,0 +1,416 @@
+//! The bytes of a checkpoint: safetensors' layout (u64 header length, JSON
+//! header, tensor data), written here in a fixed order so the same state
+//! always gives the same file, and read back through the `safetensors`
+//! crate's checks of offsets and sizes. Everything a file says is checked
+//! before anything is allocated from it: a damaged or foreign file is an
+//! `Error::Checkpoint` naming what is wrong, never a panic.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+use super::{Checkpoint, RunState};
+use crate::data::Tokenizer;
+use crate::error::{Error, Result};
+use crate::kernels::optimizer::{int8_scale_bytes, int8_state_bytes};
+use crate::model::{ParamLayout, Role};
+use crate::optim::{HostState, OptimState};
+use crate::train::TrainConfig;
+
+/// The metadata's `format`.
+pub const FORMAT: &str = "webtrain-checkpoint";
+/// The metadata's `version`: raised on any change an older reader would misread.
+pub const VERSION: u32 = 1;
+
+/// The largest header the `safetensors` crate reads.
+const MAX_HEADER: u64 = 100_000_000;
+/// How many names an error lists before it counts the rest.
+const NAMES: usize = 5;
+
+// tensor values are written and read as little-endian bytes
+const _: () = assert!(cfg!(target_endian = "little"));
+
+fn bad(problem: impl Into<String>) -> Error {
+    Error::Checkpoint(problem.into())
+}
+
+/// Which host vector a tensor's values come from and go to.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Place {
+    Weights,
+    M,
+    V,
+    MScales,
+    VScales,
+    MCodes,
+    VCodes,
+}
+
+/// One tensor of the file: its name, dtype and shape, and where its values
+/// sit (elements `offset..offset + len` of its `Place`).
+struct Spec {
+    name: String,
+    dtype: &'static str,
+    shape: Vec<u64>,
+    place: Place,
+    offset: u64,
+    len: u64,
+}
+
+/// The tensors a checkpoint of `layout` with `state` moments holds, in file order.
+fn specs(layout: &ParamLayout, state: OptimState) -> Vec<Spec> {
+    let tensor = |prefix: &'static str, place| {
+        layout.tensors.iter().map(move |t| {
+            let gain = matches!(t.role, Role::AttnNorm(_) | Role::MlpNorm(_) | Role::FinalNorm);
+            let shape = if gain { vec![t.cols as u64] } else { vec![t.rows as u64, t.cols as u64] };
+            Spec { name: format!("{prefix}{}", t.name), dtype: "F32", shape, place, offset: t.offset, len: t.len() }
+        })
+    };
+    let mut out: Vec<Spec> = tensor("", Place::Weights).collect();
+    match state {
+        OptimState::Fp32 => out.extend(tensor("m.", Place::M).chain(tensor("v.", Place::V))),
+        OptimState::Int8 => {
+            let (scales, codes) = (int8_scale_bytes(layout.total) / 4, int8_state_bytes(layout.total));
+            let whole = |name: &str, dtype, len, place| Spec { name: name.into(), dtype, shape: vec![len], place, offset: 0, len };
+            out.push(whole("m_scales", "F32", scales, Place::MScales));
+            out.push(whole("v_scales", "F32", scales, Place::VScales));
+            out.push(whole("m_codes", "U8", codes, Place::MCodes));
+            out.push(whole("v_codes", "U8", codes, Place::VCodes));
+        }
+    }
+    out
+}
+
+/// A place's host vector: f32 values or bytes.
+enum Values<'a> {
+    F32(&'a [f32]),
+    U8(&'a [u8]),
+}
+
+enum ValuesMut<'a> {
+    F32(&'a mut [f32]),
+    U8(&'a mut [u8]),
+}
+
+fn values<'a>(weights: &'a [f32], state: &'a HostState, place: Place) -> Option<Values<'a>> {
+    use HostState::*;
+    Some(match (place, state) {
+        (Place::Weights, _) => Values::F32(weights),
+        (Place::M, Fp32 { m, .. }) => Values::F32(m),
+        (Place::V, Fp32 { v, .. }) => Values::F32(v),
+        (Place::MScales, Int8 { m_scales, .. }) => Values::F32(m_scales),
+        (Place::VScales, Int8 { v_scales, .. }) => Values::F32(v_scales),
+        (Place::MCodes, Int8 { m_codes, .. }) => Values::U8(m_codes),
+        (Place::VCodes, Int8 { v_codes, .. }) => Values::U8(v_codes),
+        _ => return None,
+    })
+}
+
+fn values_mut<'a>(weights: &'a mut [f32], state: &'a mut HostState, place: Place) -> Option<ValuesMut<'a>> {
+    use HostState::*;
+    Some(match (place, state) {
+        (Place::Weights, _) => ValuesMut::F32(weights),
+        (Place::M, Fp32 { m, .. }) => ValuesMut::F32(m),
+        (Place::V, Fp32 { v, .. }) => ValuesMut::F32(v),
+        (Place::MScales, Int8 { m_scales, .. }) => ValuesMut::F32(m_scales),
+        (Place::VScales, Int8 { v_scales, .. }) => ValuesMut::F32(v_scales),
+        (Place::MCodes, Int8 { m_codes, .. }) => ValuesMut::U8(m_codes),
+        (Place::VCodes, Int8 { v_codes, .. }) => ValuesMut::U8(v_codes),
+        _ => return None,
+    })
+}
+
+/// Zeroed moments of `kind` for `total` parameters, as `Adam` allocates them.
+fn zero_state(kind: OptimState, total: u64) -> HostState {
+    let (n, codes, scales) = (total as usize, int8_state_bytes(total) as usize, (int8_scale_bytes(total) / 4) as usize);
+    match kind {
+        OptimState::Fp32 => HostState::Fp32 { m: vec![0.0; n], v: vec![0.0; n] },
+        OptimState::Int8 => HostState::Int8 { m_codes: vec![0; codes], v_codes: vec![0; codes], m_scales: vec![0.0; scales], v_scales: vec![0.0; scales] },
+    }
+}
+
+/// "a, b, c and 4 more"
+fn list(names: &[String]) -> String {
+    let shown = names[..names.len().min(NAMES)].join(", ");
+    match names.len().saturating_sub(NAMES) {
+        0 => shown,
+        more => format!("{shown} and {more} more"),
+    }
+}
+
+impl Checkpoint {
+    /// The checkpoint as `.safetensors` bytes. Refuses non-finite values
+    /// (a diverged run) rather than write a file `from_bytes` would refuse.
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let layout = ParamLayout::new(&self.config.model);
+        let kind = self.config.optim.state;
+        let mut pieces: Vec<(&Spec, &[u8])> = Vec::new();
+        let specs = specs(&layout, kind);
+        let mut nonfinite = Vec::new();
+        for s in &specs {
+            let (start, end) = (s.offset as usize, (s.offset + s.len) as usize);
+            let wrong = || bad(format!("its {} optimizer state does not hold {} values for {}", kind.name(), end, s.name));
+            let bytes: &[u8] = match values(&self.weights, &self.state, s.place).ok_or_else(wrong)? {
+                Values::F32(v) => {
+                    let v = v.get(start..end).ok_or_else(wrong)?;
+                    let count = v.iter().filter(|x| !x.is_finite()).count();
+                    if count > 0 {
+                        nonfinite.push(format!("{} ({count})", s.name));
+                    }
+                    bytemuck::cast_slice(v)
+                }
+                Values::U8(v) => v.get(start..end).ok_or_else(wrong)?,
+            };
+            pieces.push((s, bytes));
+        }
+        if !nonfinite.is_empty() {
+            return Err(bad(format!("the run has diverged: non-finite values (NaN or ±Inf) in {}; not saved", list(&nonfinite))));
+        }
+        let config = serde_json::to_string(&self.config).map_err(|e| bad(format!("its training config cannot be written: {e}")))?;
+        let mut meta = BTreeMap::from([
+            ("format", FORMAT.to_string()),
+            ("version", VERSION.to_string()),
+            ("writer", format!("webtrain {}", env!("CARGO_PKG_VERSION"))),
+            ("config", config),
+            ("step", self.step.to_string()),
+            ("rng", self.run.rng.to_string()),
+        ]);
+        if let Some(json) = &self.run.tokenizer_json {
+            let t = Tokenizer::from_json(json)?;
+            meta.insert("tokenizer", json.clone());
+            meta.insert("tokenizer_fingerprint", t.fingerprint().to_string());
+        }
+        if let Some(data) = &self.run.data {
+            meta.insert("data", data.clone());
+        }
+        encode(&meta, &pieces)
+    }
+
+    /// Reads and checks a checkpoint: the safetensors structure, the format
+    /// and version, the config, every tensor's presence, dtype and shape,
+    /// and that every value is finite.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Checkpoint> {
+        let (mut header, data_start) = split(bytes)?;
+        let meta = metadata(header.remove("__metadata__"))?;
+        let get = |key: &str| meta.get(key).ok_or_else(|| bad(format!("its metadata has no {key:?}")));
+        let config: TrainConfig = serde_json::from_str(get("config")?).map_err(|e| bad(format!("its training config is unreadable: {e}")))?;
+        let step = get("step")?;
+        let step: u32 = step.parse().map_err(|_| bad(format!("its step count {step:?} is not a number of steps")))?;
+        if step == u32::MAX {
+            return Err(bad(format!("its step count {step} leaves no room for another step")));
+        }
+        let rng = get("rng")?;
+        let rng: u64 = rng.parse().map_err(|_| bad(format!("its batch RNG state {rng:?} is not a u64")))?;
+        let (tokenizer_json, tokenizer_fingerprint) = tokenizer(&meta, config.model.vocab)?;
+        check_config(&config, header.len())?;
+
+        let layout = ParamLayout::new(&config.model);
+        let specs = specs(&layout, config.optim.state);
+        check_tensors(&header, &specs)?;
+        // offsets, sizes and coverage: the safetensors crate's own checks
+        let (_, st) = safetensors::SafeTensors::read_metadata(bytes).map_err(|e| match e {
+            safetensors::SafeTensorError::MetadataIncompleteBuffer => {
+                let described = 8 + n_of(bytes) + data_len(&header);
+                bad(format!("truncated, or with bytes appended: its header describes {described} bytes, the file has {}", bytes.len()))
+            }
+            e => bad(format!("not a valid safetensors file: {e}")),
+        })?;
+        let data = bytes.get(data_start..).unwrap_or_default();
+
+        // every tensor's bytes are in the file, so these sizes are bounded by it
+        let mut weights = vec![0.0f32; layout.total as usize];
+        let mut state = zero_state(config.optim.state, layout.total);
+        let mut nonfinite = Vec::new();
+        for s in &specs {
+            let info = st.info(&s.name).ok_or_else(|| bad(format!("tensor {} is missing", s.name)))?;
+            let (a, b) = info.data_offsets;
+            let src = data.get(a..b).ok_or_else(|| bad(format!("tensor {} lies outside the file", s.name)))?;
+            let (start, end) = (s.offset as usize, (s.offset + s.len) as usize);
+            let short = || bad(format!("tensor {} does not fit the layout of its config", s.name));
+            match values_mut(&mut weights, &mut state, s.place).ok_or_else(short)? {
+                ValuesMut::F32(dst) => {
+                    let dst = dst.get_mut(start..end).ok_or_else(short)?;
+                    if src.len() != 4 * dst.len() {
+                        return Err(short());
+                    }
+                    dst.iter_mut().zip(src.chunks_exact(4)).for_each(|(d, c)| *d = f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+                    let count = dst.iter().filter(|x| !x.is_finite()).count();
+                    if count > 0 {
+                        nonfinite.push(format!("{} ({count})", s.name));
+                    }
+                }
+                ValuesMut::U8(dst) => {
+                    let dst = dst.get_mut(start..end).ok_or_else(short)?;
+                    if src.len() != dst.len() {
+                        return Err(short());
+                    }
+                    dst.copy_from_slice(src);
+                }
+            }
+        }
+        if !nonfinite.is_empty() {
+            return Err(bad(format!("non-finite values (NaN or ±Inf) in {}", list(&nonfinite))));
+        }
+        let run = RunState { rng, tokenizer_json, data: meta.get("data").cloned() };
+        Ok(Checkpoint { config, step, run, tokenizer_fingerprint, weights, state })
+    }
+}
+
+/// safetensors bytes: the header (metadata, then each tensor's dtype, shape
+/// and offsets, keys in serde_json's fixed order), padded with spaces to a
+/// multiple of 8 bytes as the `safetensors` crate pads, then the data in `pieces` order.
+fn encode(meta: &BTreeMap<&str, String>, pieces: &[(&Spec, &[u8])]) -> Result<Vec<u8>> {
+    let mut header = serde_json::Map::new();
+    header.insert("__metadata__".into(), json!(meta));
+    let mut at = 0u64;
+    for (s, bytes) in pieces {
+        let end = at + bytes.len() as u64;
+        header.insert(s.name.clone(), json!({"dtype": s.dtype, "shape": s.shape, "data_offsets": [at, end]}));
+        at = end;
+    }
+    let mut h = serde_json::to_vec(&Value::Object(header)).map_err(|e| bad(format!("its header cannot be written: {e}")))?;
+    h.resize(h.len().next_multiple_of(8), b' ');
+    if h.len() as u64 > MAX_HEADER {
+        return Err(bad(format!("its header would take {} bytes, beyond safetensors' {MAX_HEADER}", h.len())));
+    }
+    let mut out = Vec::with_capacity(8 + h.len() + at as usize);
+    out.extend_from_slice(&(h.len() as u64).to_le_bytes());
+    out.extend_from_slice(&h);
+    pieces.iter().for_each(|(_, bytes)| out.extend_from_slice(bytes));
+    Ok(out)
+}
+
+/// The header length the first 8 bytes give (0 where there are not 8).
+fn n_of(bytes: &[u8]) -> u64 {
+    bytes.get(..8).map_or(0, |b| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+}
+
+/// The header's JSON object, and where the tensor data starts.
+fn split(bytes: &[u8]) -> Result<(serde_json::Map<String, Value>, usize)> {
+    if bytes.len() < 8 {
+        return Err(bad(format!("{} bytes: truncated, or not a safetensors file", bytes.len())));
+    }
+    let n = n_of(bytes);
+    if n > MAX_HEADER {
+        return Err(bad(format!("not a safetensors file: its first 8 bytes give a header of {n} bytes")));
+    }
+    let end = 8 + n as usize;
+    let text = bytes.get(8..end).ok_or_else(|| {
+        bad(format!("truncated, or not a safetensors file: its header needs {n} bytes, {} follow", bytes.len() - 8))
+    })?;
+    let text = std::str::from_utf8(text).map_err(|_| bad("not a safetensors file: its header is not UTF-8"))?;
+    match serde_json::from_str(text) {
+        Ok(Value::Object(map)) => Ok((map, end)),
+        Ok(_) => Err(bad("not a safetensors file: its header is not a JSON object")),
+        Err(e) => Err(bad(format!("not a safetensors file: its header is not JSON ({e})"))),
+    }
+}
+
+/// The `__metadata__` strings, once they say this is a checkpoint of a
+/// version this reader knows.
+fn metadata(meta: Option<Value>) -> Result<BTreeMap<String, String>> {
+    let Some(Value::Object(meta)) = meta else {
+        return Err(bad("not a webtrain checkpoint: its header has no metadata (a safetensors file of other tensors?)"));
+    };
+    let meta: BTreeMap<String, String> = meta.into_iter().filter_map(|(k, v)| Some((k, v.as_str()?.to_string()))).collect();
+    match meta.get("format").map(String::as_str) {
+        Some(FORMAT) => {}
+        Some(other) => return Err(bad(format!("not a webtrain checkpoint: its format is {other:?}, not {FORMAT:?}"))),
+        None => return Err(bad(format!("not a webtrain checkpoint: its metadata has no format (want {FORMAT:?})"))),
+    }
+    let version = meta.get("version").map(String::as_str).unwrap_or("none");
+    match version.parse::<u32>() {
+        Ok(VERSION) => Ok(meta),
+        Ok(v) if v > VERSION => Err(bad(format!("format version {v} is newer than this webtrain reads ({VERSION}): update webtrain"))),
+        _ => Err(bad(format!("format version {version:?} is not one this webtrain reads ({VERSION})"))),
+    }
+}
+
+/// The tokenizer.json and its fingerprint, which must agree; both or neither.
+fn tokenizer(meta: &BTreeMap<String, String>, vocab: u32) -> Result<(Option<String>, Option<String>)> {
+    let (json, stored) = (meta.get("tokenizer"), meta.get("tokenizer_fingerprint"));
+    let Some(json) = json else {
+        return match stored {
+            None => Ok((None, None)),
+            Some(_) => Err(bad("its metadata has a tokenizer fingerprint but no tokenizer")),
+        };
+    };
+    let t = Tokenizer::from_json(json).map_err(|e| bad(format!("its tokenizer is unreadable: {e}")))?;
+    if stored.map(String::as_str) != Some(t.fingerprint()) {
+        return Err(bad(format!("its tokenizer's fingerprint is {}, but it records {:?}: the tokenizer is damaged", t.fingerprint(), stored)));
+    }
+    if t.vocab_size() > vocab {
+        return Err(bad(format!("its tokenizer has {} tokens, more than the model's vocabulary {vocab}", t.vocab_size())));
+    }
+    Ok((Some(json.clone()), Some(t.fingerprint().to_string())))
+}
+
+/// Refuses a config the kernels cannot run or whose sizes the file cannot
+/// hold, before any size is computed from it.
+fn check_config(c: &TrainConfig, tensors: usize) -> Result<()> {
+    let unusable = |e: Error| bad(format!("its training config is unusable: {e}"));
+    c.model.validate().map_err(unusable)?;
+    c.shape.validate(&c.model).map_err(unusable)?;
+    let m = &c.model;
+    if 6 * m.n_layers as u64 + 2 > tensors as u64 {
+        return Err(bad(format!("its config has {} layers, more than its {tensors} tensors can hold", m.n_layers)));
+    }
+    let qkv = (m.n_heads as u64 + 2 * m.n_kv_heads as u64) * m.head_dim() as u64;
+    let rows = c.shape.batch as u64 * c.shape.seq as u64;
+    if qkv > u32::MAX as u64 || 2 * m.ffn as u64 > u32::MAX as u64 || rows > u32::MAX as u64 {
+        return Err(bad("its training config has sizes beyond 32 bits (qkv width, 2·ffn or batch·seq)"));
+    }
+    let o = &c.optim;
+    let s = &o.schedule;
+    let ok = (0.0..1.0).contains(&o.beta1)
+        && (0.0..1.0).contains(&o.beta2)
+        && o.eps > 0.0
+        && o.eps.is_finite()
+        && o.weight_decay.is_finite()
+        && s.peak.is_finite()
+        && s.min_ratio.is_finite()
+        && !o.max_grad_norm.is_nan();
+    if !ok {
+        return Err(bad(format!("its optimizer settings are unusable: {o:?}")));
+    }
+    Ok(())
+}
+
+/// Every tensor of `specs` is in `header` with its dtype and shape, and no other.
+fn check_tensors(header: &serde_json::Map<String, Value>, specs: &[Spec]) -> Result<()> {
+    let (mut missing, mut wrong) = (Vec::new(), Vec::new());
+    for s in specs {
+        let Some(entry) = header.get(&s.name) else {
+            missing.push(s.name.clone());
+            continue;
+        };
+        let dtype = entry.get("dtype").and_then(Value::as_str).unwrap_or("?");
+        let shape: Option<Vec<u64>> = entry.get("shape").and_then(Value::as_array).and_then(|a| a.iter().map(Value::as_u64).collect());
+        if dtype != s.dtype || shape.as_ref() != Some(&s.shape) {
+            let shape = shape.map_or("?".to_string(), |v| format!("{v:?}"));
+            wrong.push(format!("{} is {dtype} {shape}, expected {} {:?}", s.name, s.dtype, s.shape));
+        }
+    }
+    let mut extra: Vec<String> = header.keys().filter(|k| !specs.iter().any(|s| &s.name == *k)).cloned().collect();
+    extra.sort();
+    let mut problems = Vec::new();
+    if !missing.is_empty() {
+        problems.push(format!("missing tensor{} {}", if missing.len() == 1 { "" } else { "s" }, list(&missing)));
+    }
+    if !extra.is_empty() {
+        problems.push(format!("unexpected tensor{} {}", if extra.len() == 1 { "" } else { "s" }, list(&extra)));
+    }
+    if !wrong.is_empty() {
+        problems.push(format!("tensor {}", list(&wrong)));
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(bad(format!("its tensors do not match its config: {}", problems.join("; "))))
+}
+
+/// The data length the header's offsets describe.
+fn data_len(header: &serde_json::Map<String, Value>) -> u64 {
+    let end = |v: &Value| v.get("data_offsets")?.get(1)?.as_u64();
+    header.values().filter_map(end).max().unwrap_or(0)
+}
