@@ -70,4 +70,5 @@ gpu_tests! {
     checkpoint::checkpoint_resumes_bit_identically_int8_state,
     checkpoint::checkpoint_load_refuses_what_it_cannot_use,
     training::profiled_step_times_every_kernel,
+    training::reconfigure_keeps_weights_and_converts_state,
 }

@@ -4,6 +4,7 @@
 //! update per chunk. The count depends on the model's size in bindings,
 //! never on its number of tensors.
 
+mod convert;
 pub mod schedule;
 
 pub use schedule::LrSchedule;

@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::gpu::{Dispatch, Gpu};
 use crate::kernels::Kernels;
 use crate::model::{BatchShape, Config, Model, ParamLayout, Precision};
-use crate::optim::{Adam, OptimConfig};
+use crate::optim::{Adam, OptimConfig, OptimState};
 use readback::Readback;
 
 /// Steps the reported tokens/s is averaged over.
@@ -118,6 +118,24 @@ impl Trainer {
         }
         self.step = steps;
         Ok(())
+    }
+
+    /// The same run with another weights precision or optimizer state, as
+    /// a switch at a pause: the master weights are kept, the moments
+    /// converted (int8 ↔ f32, `HostState::convert`), the step count goes on.
+    /// Returns the new trainer and the stats of the steps still in flight.
+    pub async fn reconfigure(mut self, precision: Precision, state: OptimState) -> Result<(Trainer, Vec<StepStats>)> {
+        let done = self.flush().await?;
+        let weights = self.model.read_weights(&self.gpu).await?;
+        let moments = self.adam.read_state(&self.gpu).await?.convert(state);
+        let config = TrainConfig { precision, optim: OptimConfig { state, ..self.config.optim }, ..self.config.clone() };
+        let (gpu, step, skipped) = (self.gpu.clone(), self.step, self.skipped);
+        drop(self); // its buffers go before the new ones are made
+        let mut next = Trainer::with_weights(&gpu, config, &weights).await?;
+        next.adam.write_state(&gpu, &moments)?;
+        next.resume_at(step)?;
+        next.skipped = skipped;
+        Ok((next, done))
     }
 
     /// Steps skipped among those collected.

@@ -168,3 +168,37 @@ pub async fn profiled_step_times_every_kernel(gpu: &Gpu) -> Result<()> {
     assert!(times.iter().map(|k| k.ms).sum::<f64>() > 0.0 && times.windows(2).all(|w| w[0].ms >= w[1].ms));
     Ok(())
 }
+
+/// Switching precision and optimizer state at a pause keeps the weights bit
+/// for bit, converts the moments, continues the step count, and trains on.
+pub async fn reconfigure_keeps_weights_and_converts_state(gpu: &Gpu) -> Result<()> {
+    use webtrain::optim::HostState;
+    let c = config(Precision::Fp32, OptimState::Fp32)?;
+    let vocab = c.model.vocab;
+    let mut t = Trainer::new(gpu, c.clone()).await?;
+    let mut before = Vec::new();
+    for step in 1..=3 {
+        before.extend(t.step(&batch(step, c.shape, vocab)).await?);
+    }
+    let (w, m) = (t.model.read_weights(gpu).await?, t.adam.read_state(gpu).await?);
+    let (mut t, pending) = t.reconfigure(Precision::F16, OptimState::Int8).await?;
+    before.extend(pending);
+    assert_eq!(before.iter().map(|s| s.step).collect::<Vec<_>>(), [1, 2, 3], "in-flight steps are reported");
+    assert_eq!(t.steps(), 3);
+    assert!(t.model.read_weights(gpu).await?.iter().zip(&w).all(|(a, b)| a.to_bits() == b.to_bits()), "weights kept");
+    let int8 = t.adam.read_state(gpu).await?;
+    assert_eq!(int8, m.convert(OptimState::Int8), "moments converted to int8");
+    let mut after = Vec::new();
+    for step in 4..=6 {
+        after.extend(t.step(&batch(step, c.shape, vocab)).await?);
+    }
+    after.extend(t.flush().await?);
+    assert_eq!(after.iter().map(|s| s.step).collect::<Vec<_>>(), [4, 5, 6]);
+    assert!(after.iter().all(|s| s.loss.is_finite() && !s.skipped));
+    let int8 = t.adam.read_state(gpu).await?;
+    let (t, _) = t.reconfigure(Precision::Fp32, OptimState::Fp32).await?;
+    let back = t.adam.read_state(gpu).await?;
+    assert!(matches!(back, HostState::Fp32 { .. }));
+    assert_eq!(back, int8.convert(OptimState::Fp32), "int8 moments dequantized");
+    Ok(())
+}
