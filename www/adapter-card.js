@@ -1,14 +1,8 @@
 // The adapter card: the adapter, its features and limits, and what they mean.
 
-const card = document.getElementById('adapter');
-const $ = (id) => document.getElementById(id);
+import { $, bytes } from './dom.js';
 
-function bytes(n) {
-  const units = ['B', 'KiB', 'MiB', 'GiB'];
-  let i = 0;
-  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
-  return `${Number.isInteger(n) ? n : n.toFixed(1)} ${units[i]}`;
-}
+const card = $('adapter');
 
 export function renderAdapter(r) {
   $('adapter-name').textContent = `${r.name} (${r.backend}${r.device_type === 'Cpu' ? ', software' : ''})`;

@@ -1,8 +1,33 @@
-// The page: asks the worker for the adapter report and shows what it means.
+// The page: starts the training worker, asks it for the adapter, and wires
+// up the panels. Each panel module draws and sends commands; the worker
+// (www/worker.js) owns the wasm module, the device and the run.
 
 import { startWorker } from './worker-client.js';
 import { renderAdapter, renderAdapterError } from './adapter-card.js';
+import { showBanner } from './dom.js';
+import { initCharts } from './charts.js';
+import { initCorpus, loadBuiltin } from './corpus.js';
+import { initSetup } from './setup.js';
+import { initTrainPanel } from './train-panel.js';
+import { initInspect } from './inspect-panel.js';
+import { initGenerate } from './generate-panel.js';
+import { initCheckpoints, offerRestore } from './checkpoints.js';
 
-const worker = startWorker();
+const worker = startWorker(showBanner);
+
+initCharts();
+initTrainPanel(worker);
+initCorpus(worker);
+initSetup(worker);
+initInspect(worker);
+initGenerate(worker);
+initCheckpoints(worker);
 
 worker.call('adapter').then(renderAdapter, renderAdapterError);
+// The default text, then whatever was autosaved last time.
+loadBuiltin().then(offerRestore);
+
+// Anything that escapes a panel still reaches the page.
+window.addEventListener('unhandledrejection', (e) => {
+  showBanner(`Unexpected error: ${e.reason?.message ?? e.reason}`);
+});

@@ -1,11 +1,13 @@
-// Request/response over the training worker: call(type, payload, onProgress)
-// -> Promise; the worker may send progress values before the answer.
+// Request/response over the training worker: call(type, payload, onProgress,
+// transfer) -> Promise; the worker may send progress values before the answer.
 // The worker owns the wasm module and the GPU device; this thread only draws.
 
-export function startWorker() {
+/// `onFail(message)` hears that the worker could not start; later calls reject at once.
+export function startWorker(onFail = () => {}) {
   const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
   const pending = new Map();
   let nextId = 1;
+  let failure = null;
   worker.onmessage = ({ data }) => {
     const entry = pending.get(data.id);
     if (!entry) return;
@@ -21,11 +23,14 @@ export function startWorker() {
   // every outstanding call instead of leaving it hanging.
   worker.onerror = (event) => {
     const error = new Error(`the training worker failed to start: ${event.message || 'unknown error'}`);
+    failure = error;
     for (const { reject } of pending.values()) reject(error);
     pending.clear();
+    onFail(error.message);
   };
   return {
     call(type, payload = {}, onProgress = undefined, transfer = []) {
+      if (failure) return Promise.reject(failure);
       const id = nextId++;
       return new Promise((resolve, reject) => {
         pending.set(id, { resolve, reject, onProgress });

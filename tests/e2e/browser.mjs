@@ -38,3 +38,65 @@ export async function openPage(app, path = '/') {
   await page.goto(app.url.replace(/\/$/, '') + path);
   return { page, errors };
 }
+
+/// Steps the trainer has submitted, as the page shows them.
+export async function stepCount(page) {
+  return Number(await page.locator('#stat-step').getAttribute('data-step'));
+}
+
+/// Waits until the page's Train panel is in `phase` ('none', 'idle', 'running', 'pausing').
+export async function waitPhase(page, phase, timeout = 300_000) {
+  await page.waitForSelector(`#train[data-phase="${phase}"]`, { timeout });
+}
+
+/// The text of a panel's error area, or null while it is hidden.
+export async function errorText(page, id) {
+  const e = page.locator(`#${id}`);
+  return (await e.isHidden()) ? null : (await e.textContent()).trim();
+}
+
+/// Waits until `fn` (run in the page) is truthy, or fails with the panel's error.
+export async function waitOrError(page, fn, errorId, { timeout = 300_000, arg } = {}) {
+  const done = page.waitForFunction(fn, arg, { timeout, polling: 250 }).then(() => null);
+  const failed = page.waitForSelector(`#${errorId}:not([hidden])`, { timeout }).then(async (h) => (await h.textContent()).trim());
+  return Promise.race([done, failed]);
+}
+
+/// A request the Rust side does not have yet rejects with "… is not a function".
+export function missing(message) {
+  return typeof message === 'string' && /is not a function/.test(message);
+}
+
+/// Setup on the built-in corpus: a tokenizer of the preset's vocabulary and
+/// a model of `batch` × `seq` (small: SwiftShader is slow).
+export async function createModel(page, { preset = 'tiny', batch = 4, seq = 32, lr = 0.003, warmup = 5, steps = 40, precision = 'fp32', optimState = 'fp32' } = {}) {
+  await page.waitForSelector('#adapter[data-state="ready"]', { timeout: 120_000 });
+  await page.waitForSelector('#corpus-files[data-count="1"]', { timeout: 120_000 });
+  await page.selectOption('#preset', preset);
+  await page.click('#tokenizer-train');
+  const failed = await waitOrError(page, () => document.querySelector('#tokenizer-info').dataset.state === 'ready', 'setup-error');
+  if (failed) throw new Error(`tokenizer: ${failed}`);
+  await page.fill('#batch', String(batch));
+  await page.fill('#seq', String(seq));
+  await page.fill('#lr', String(lr));
+  await page.fill('#warmup', String(warmup));
+  await page.fill('#steps', String(steps));
+  await page.selectOption('#precision', precision);
+  await page.selectOption('#optim-state', optimState);
+  await page.waitForSelector('#plan-status[data-fits="true"]', { timeout: 120_000 });
+  await page.waitForSelector('#create:not([disabled])', { timeout: 60_000 });
+  await page.click('#create');
+  const created = await waitOrError(page, () => document.querySelector('#train').dataset.phase === 'idle', 'setup-error');
+  if (created) throw new Error(`create: ${created}`);
+}
+
+/// Start, then Pause once the step count reaches `until` (or the schedule ends).
+export async function trainUntil(page, until, timeout = 600_000) {
+  await page.click('#start');
+  await page.waitForFunction((n) => {
+    const phase = document.querySelector('#train').dataset.phase;
+    return phase === 'idle' || Number(document.querySelector('#stat-step').dataset.step) >= n;
+  }, until, { timeout, polling: 200 });
+  await page.click('#pause', { timeout: 2_000 }).catch(() => {}); // already paused at the schedule's end
+  await waitPhase(page, 'idle', timeout);
+}

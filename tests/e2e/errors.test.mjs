@@ -1,0 +1,78 @@
+// Bad input is explained in the page and the session survives it: a
+// corrupt checkpoint, a binary file among the user's text files, and a
+// model too big for the adapter. Training goes on afterwards.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { startApp, openPage, createModel, stepCount, waitOrError, errorText, missing } from './browser.mjs';
+
+let app;
+let page;
+
+before(async () => {
+  mkdirSync('test-results/inputs', { recursive: true });
+  app = await startApp();
+  ({ page } = await openPage(app));
+  await createModel(page, { batch: 4, seq: 32 });
+});
+after(async () => { await app?.close(); });
+
+async function singleStep() {
+  const before = await stepCount(page);
+  await page.click('#single-step');
+  assert.equal(await waitOrError(page, (n) => Number(document.querySelector('#stat-step').dataset.step) > n, 'train-error', { arg: before }), null);
+  assert.equal(await stepCount(page), before + 1);
+}
+
+test('a corrupt checkpoint is refused with a reason, and the run goes on', async (t) => {
+  await singleStep();
+  const path = 'test-results/inputs/corrupt.safetensors';
+  writeFileSync(path, Buffer.concat([Buffer.from([0x20, 0, 0, 0, 0, 0, 0, 0]), Buffer.from('{"not": "a checkpoint"')]));
+  await page.setInputFiles('#load-input', path);
+  await page.waitForSelector('#checkpoint-error:not([hidden])', { timeout: 120_000 });
+  const message = await errorText(page, 'checkpoint-error');
+  await page.locator('#checkpoints').screenshot({ path: 'test-results/panel-checkpoints-error.png' });
+  if (missing(message)) return t.skip(`waits on Trainer.load: ${message}`);
+  assert.ok(message.length > 10, `says why: ${message}`);
+  await singleStep();
+});
+
+test('a binary file among text files is refused by name; the others stay', async () => {
+  const text = 'webtrain reads plain text. '.repeat(400);
+  writeFileSync('test-results/inputs/notes.txt', text);
+  writeFileSync('test-results/inputs/image.txt', Buffer.from(Array.from({ length: 4096 }, (_, i) => (i * 37) % 256)));
+  await page.setInputFiles('#corpus-input', ['test-results/inputs/notes.txt', 'test-results/inputs/image.txt']);
+  const refused = page.locator('#corpus-files li[data-state="refused"]');
+  await refused.waitFor({ timeout: 60_000 });
+  assert.equal(await refused.getAttribute('data-name'), 'image.txt');
+  assert.match(await refused.locator('.reason').textContent(), /\S{3,}/);
+  assert.equal(await page.locator('#corpus-files li[data-state="ok"]').getAttribute('data-name'), 'notes.txt');
+  assert.ok(await page.locator('#corpus-user').isChecked());
+  // drag-and-drop adds to the files
+  const dropped = await page.evaluateHandle(() => {
+    const dt = new DataTransfer();
+    dt.items.add(new File(['Dropped markdown text. '.repeat(300)], 'dropped.md', { type: 'text/markdown' }));
+    return dt;
+  });
+  await page.dispatchEvent('#corpus-drop', 'drop', { dataTransfer: dropped });
+  await page.waitForSelector('#corpus-files li[data-state="ok"][data-name="dropped.md"]', { timeout: 60_000 });
+  assert.equal(await page.locator('#corpus-files li[data-state="ok"]').count(), 2);
+  await page.locator('#setup').screenshot({ path: 'test-results/panel-setup-refused.png' });
+  // the run made before keeps its own text
+  await singleStep();
+});
+
+test('a model too big for the adapter is refused with the reason', async () => {
+  await page.selectOption('#preset', 'custom');
+  const set = async (field, value) => page.fill(`#custom-fields [data-field="${field}"]`, String(value));
+  await set('hidden_size', 8192);
+  await set('num_attention_heads', 64);
+  await set('num_key_value_heads', 64);
+  await set('intermediate_size', 22016);
+  await page.waitForSelector('#plan-status[data-fits="false"]', { timeout: 60_000 });
+  assert.match(await page.locator('#plan-status').textContent(), /cannot hold/);
+  assert.ok(await page.locator('#create').isDisabled());
+  await page.locator('#setup').screenshot({ path: 'test-results/panel-setup-too-big.png' });
+  await singleStep();
+});

@@ -1,0 +1,222 @@
+// Live charts (uPlot): loss with validation, gradient norm with the clip
+// scale, learning rate, tokens/s. Every run keeps its series; earlier runs
+// (an earlier model, or this one before a precision switch) are drawn
+// dashed and dimmed behind the current one, labelled with their mode.
+
+import uPlot from 'uplot';
+import 'uplot/dist/uPlot.min.css';
+import { $ } from './dom.js';
+
+/// Runs drawn: the current one and up to MAX_RUNS − 1 overlays.
+const MAX_RUNS = 5;
+const PALETTE = ['#3056d3', '#d9480f', '#2b8a3e', '#9c36b5', '#c2255c', '#1098ad', '#e67700'];
+const HEIGHT = 210;
+/// Whole steps on the x axis.
+const STEP_TICKS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6];
+
+// Each chart: groups of series from one table of a run (`train` steps or
+// `val`idations); `current` series are not drawn for overlays.
+const CHARTS = {
+  loss: {
+    id: 'chart-loss',
+    groups: [
+      { from: 'train', series: [{ key: 'loss', label: 'train' }] },
+      { from: 'val', series: [{ key: 'loss', label: 'validation', points: true }] },
+    ],
+  },
+  grad: {
+    id: 'chart-grad',
+    groups: [{ from: 'train', series: [
+      { key: 'grad_norm', label: '‖g‖' },
+      { key: 'clip_scale', label: 'clip scale', scale: 'clip', current: true, dash: [2, 3] },
+    ] }],
+  },
+  lr: { id: 'chart-lr', groups: [{ from: 'train', series: [{ key: 'lr', label: 'lr' }] }] },
+  tps: { id: 'chart-tps', groups: [{ from: 'train', series: [{ key: 'tokens_per_s', label: 'tokens/s' }] }] },
+};
+
+const KEYS = ['loss', 'grad_norm', 'clip_scale', 'lr', 'tokens_per_s'];
+
+const runs = [];
+let nextRun = 1;
+let logLoss = false;
+const plots = {};
+let pending = false;
+let lastDraw = 0;
+
+/// A new series for every chart; the previous current run becomes an overlay.
+export function startRun(label) {
+  // a run that drew nothing (switched again before a step) leaves no overlay
+  const last = runs[runs.length - 1];
+  if (last && last.train.step.length === 0 && last.val.step.length === 0) {
+    runs.pop();
+    nextRun--;
+  }
+  const train = { step: [] };
+  for (const k of KEYS) train[k] = [];
+  runs.push({ n: nextRun, label: `#${nextRun} ${label}`, color: PALETTE[(nextRun - 1) % PALETTE.length], train, val: { step: [], loss: [] } });
+  nextRun++;
+  while (runs.length > MAX_RUNS) runs.shift();
+  rebuildAll();
+}
+
+const finite = (x) => (Number.isFinite(x) ? x : null);
+
+export function addSteps(stats) {
+  const run = runs[runs.length - 1];
+  if (!run || stats.length === 0) return;
+  for (const s of stats) {
+    run.train.step.push(s.step);
+    for (const k of KEYS) run.train[k].push(finite(s[k]));
+  }
+  schedule();
+}
+
+export function addValidation(step, loss) {
+  const run = runs[runs.length - 1];
+  if (!run) return;
+  run.val.step.push(step);
+  run.val.loss.push(finite(loss));
+  schedule();
+}
+
+function css(name) {
+  return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || '#888';
+}
+
+function seriesOf(def) {
+  const out = [];
+  runs.forEach((run, i) => {
+    const current = i === runs.length - 1;
+    for (const g of def.groups) {
+      for (const s of g.series) {
+        if (s.current && !current) continue;
+        out.push({ run, group: g, s, current });
+      }
+    }
+  });
+  return out;
+}
+
+function tables(def) {
+  const t = [];
+  runs.forEach((run, i) => {
+    const current = i === runs.length - 1;
+    for (const g of def.groups) {
+      const table = run[g.from];
+      const keys = g.series.filter((s) => current || !s.current).map((s) => table[s.key]);
+      if (keys.length > 0) t.push([table.step, ...keys]);
+    }
+  });
+  return t;
+}
+
+function data(def) {
+  const t = tables(def);
+  if (t.every((table) => table[0].length === 0)) return [[], ...t.flatMap((table) => table.slice(1).map(() => []))];
+  return uPlot.join(t);
+}
+
+/// Five ticks evenly spaced on a log axis, at 2 significant digits (the
+/// loss rarely spans a decade, so powers of ten would leave it bare).
+function logSplits(u, axis, min, max) {
+  if (!(min > 0 && max > min)) return [min, max];
+  const ticks = [];
+  for (let k = 0; k <= 4; k++) {
+    const v = Number((min * (max / min) ** (k / 4)).toPrecision(2));
+    if (v >= min && v <= max && !ticks.includes(v)) ticks.push(v);
+  }
+  return ticks;
+}
+
+function options(name, def, width) {
+  const muted = css('--muted');
+  const grid = css('--line');
+  const axis = { stroke: muted, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 } };
+  const series = [{ label: 'step' }];
+  for (const { run, s, current } of seriesOf(def)) {
+    const color = current ? run.color : `${run.color}99`;
+    series.push({
+      label: `${run.label} ${s.label}`,
+      stroke: color,
+      width: current ? 2 : 1.25,
+      dash: s.dash ?? (current ? undefined : [6, 4]),
+      scale: s.scale ?? 'y',
+      spanGaps: true,
+      // validations: hollow rings, no line
+      ...(s.points ? { paths: () => null, points: { show: true, size: current ? 8 : 6, width: 2, stroke: color, fill: css('--card') } } : { points: { show: false } }),
+      value: (u, v) => (v === null || v === undefined ? '—' : Number(v.toPrecision(4)).toString()),
+    });
+  }
+  // log loss: the data's own range, not whole decades
+  const logRange = (u, min, max) => (min > 0 ? [min / 1.05, max * 1.05] : [min, max]);
+  const scales = { x: { time: false }, y: name === 'loss' && logLoss ? { distr: 3, log: 10, range: logRange } : {} };
+  const axes = [{ ...axis, incrs: STEP_TICKS }, { ...axis }];
+  if (name === 'loss' && logLoss) axes[1].splits = logSplits;
+  if (name === 'grad') {
+    scales.clip = { range: [0, 1.05] };
+    axes[1].label = '‖g‖';
+    axes.push({ ...axis, scale: 'clip', side: 1, grid: { show: false }, label: 'clip scale' });
+  }
+  return { width, height: HEIGHT, series, scales, axes, legend: { live: true }, cursor: { drag: { x: true, y: false } } };
+}
+
+function build(name) {
+  const def = CHARTS[name];
+  const host = $(def.id);
+  plots[name]?.destroy();
+  host.textContent = '';
+  const width = Math.max(280, host.clientWidth || 480);
+  plots[name] = new uPlot(options(name, def, width), data(def), host);
+  mark(name);
+}
+
+function rebuildAll() {
+  for (const name of Object.keys(CHARTS)) build(name);
+}
+
+/// Test hooks: how many points the current run has, its first and last loss.
+function mark(name) {
+  const host = $(CHARTS[name].id);
+  const run = runs[runs.length - 1];
+  host.dataset.points = run ? run.train.step.length : 0;
+  host.dataset.runs = runs.length;
+  host.dataset.labels = runs.map((r) => r.label).join(' | ');
+  if (name === 'loss' && run) {
+    const losses = run.train.loss.filter((x) => x !== null);
+    host.dataset.firstLoss = losses[0] ?? '';
+    host.dataset.lastLoss = losses[losses.length - 1] ?? '';
+    host.dataset.firstStep = run.train.step[0] ?? '';
+    host.dataset.validations = run.val.step.length;
+  }
+}
+
+/// Redraws at most every 150 ms, on an animation frame.
+function schedule() {
+  if (pending) return;
+  pending = true;
+  const wait = Math.max(0, 150 - (performance.now() - lastDraw));
+  setTimeout(() => requestAnimationFrame(() => {
+    pending = false;
+    lastDraw = performance.now();
+    for (const [name, def] of Object.entries(CHARTS)) {
+      plots[name]?.setData(data(def));
+      mark(name);
+    }
+  }), wait);
+}
+
+export function initCharts() {
+  $('loss-log').addEventListener('change', (e) => {
+    logLoss = e.target.checked;
+    build('loss');
+  });
+  rebuildAll();
+  const resize = new ResizeObserver(() => {
+    for (const [name, def] of Object.entries(CHARTS)) {
+      const width = Math.max(280, $(def.id).clientWidth);
+      if (plots[name] && plots[name].width !== width) plots[name].setSize({ width, height: HEIGHT });
+    }
+  });
+  for (const def of Object.values(CHARTS)) resize.observe($(def.id));
+}

@@ -1,0 +1,86 @@
+// The Inspect panel: `train.inspect` reads every weight and times one real
+// training step per kernel; this draws the per-tensor table, the memory by
+// kind and the kernels' GPU time as bars.
+
+import { $, el, bytes, num, count, attempt } from './dom.js';
+import { subscribe, busy } from './state.js';
+import { record } from './train-panel.js';
+
+let worker;
+
+const MEMORY_KINDS = [
+  ['master', 'f32 master weights'],
+  ['grads', 'f32 gradients'],
+  ['moments', 'AdamW moments (m, v)'],
+  ['mirror', 'f16 forward mirror'],
+  ['activations', 'activations and scratch'],
+  ['total', 'total'],
+];
+
+const ROUNDING_NOTE = 'Chrome rounds GPU timestamps to 100 µs unless WebGPU developer features are on '
+  + '(chrome://flags/#enable-webgpu-developer-features), so short kernels read as 0 or 0.1 ms.';
+
+function renderKernels(kernels, error) {
+  const host = $('inspect-kernels');
+  host.textContent = '';
+  const note = $('inspect-kernels-note');
+  if (!kernels) {
+    host.dataset.state = 'unavailable';
+    note.textContent = `Per-kernel times are not available: ${error ?? 'no reason given'}.`;
+    return;
+  }
+  host.dataset.state = 'ready';
+  const total = kernels.reduce((a, k) => a + k.ms, 0);
+  const max = Math.max(...kernels.map((k) => k.ms), 1e-9);
+  note.textContent = `${count(kernels.length)} kernels, ${num(total)} ms of GPU time in one step. ${ROUNDING_NOTE}`;
+  for (const k of kernels) {
+    host.append(el('div', { className: 'bar', dataset: { kernel: k.kernel } }, [
+      el('span', { className: 'label', textContent: k.kernel, title: `${k.dispatches} dispatches` }),
+      el('span', { className: 'track' }, el('span', { className: 'fill', style: `width: ${(100 * k.ms) / max}%` })),
+      el('span', { className: 'value' }, [`${num(k.ms)} ms `, el('small', { textContent: `× ${k.dispatches}` })]),
+    ]));
+  }
+}
+
+function renderMemory(memory) {
+  const body = $('inspect-memory').querySelector('tbody');
+  body.textContent = '';
+  for (const [key, label] of MEMORY_KINDS) {
+    body.append(el('tr', { dataset: { kind: key }, className: key === 'total' ? 'total' : '' }, [
+      el('th', { textContent: label }), el('td', { textContent: memory[key] ? bytes(memory[key]) : '—' }),
+    ]));
+  }
+}
+
+function renderTensors(tensors) {
+  const body = $('inspect-tensors').querySelector('tbody');
+  body.textContent = '';
+  for (const t of tensors) {
+    body.append(el('tr', { dataset: { tensor: t.name }, className: t.nonfinite > 0 ? 'bad' : '' }, [
+      el('td', { className: 'name', textContent: t.name }),
+      el('td', { textContent: t.shape[0] === 1 ? `${t.shape[1]}` : `${t.shape[0]} × ${t.shape[1]}` }),
+      el('td', { textContent: num(t.rms) }),
+      el('td', { textContent: num(t.max_abs) }),
+      el('td', { textContent: t.update_ratio === null ? '— (next time)' : num(t.update_ratio) }),
+      el('td', { textContent: count(t.nonfinite) }),
+    ]));
+  }
+}
+
+async function inspect() {
+  const result = await busy('inspect', () => attempt($('inspect-error'), () => worker.call('train.inspect')));
+  if (!result) return;
+  record(result.steps, result.step);
+  $('inspect-status').textContent = `At step ${count(result.step)} (the timed step counts as a training step). `
+    + 'update / weight is ‖Δw‖ / ‖w‖ per step since the previous inspection.';
+  renderKernels(result.kernels, result.kernels_error);
+  renderMemory(result.memory);
+  renderTensors(result.tensors);
+  $('inspect-result').hidden = false;
+}
+
+export function initInspect(w) {
+  worker = w;
+  $('inspect-run').addEventListener('click', inspect);
+  subscribe((s) => { $('inspect-run').disabled = !s.run || s.busy.has('inspect') || s.busy.has('load'); });
+}

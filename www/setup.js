@@ -1,0 +1,175 @@
+// Setup, steps 2 and 3: the tokenizer, the model and its memory plan, and
+// Create model. The plan comes from the worker (`model.plan`): Rust sizes
+// every buffer and says whether this adapter can hold them.
+
+import { $, el, bytes, count, attempt, intValue, numberValue } from './dom.js';
+import { state, subscribe, update, busy } from './state.js';
+import { adoptRun } from './train-panel.js';
+
+let worker;
+
+// What the form starts from for each preset (Rust's Config::preset is the
+// truth; these only fill the fields and suggest a learning rate).
+const PRESETS = {
+  tiny: { model: { vocab_size: 301, hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 176, max_position_embeddings: 64 }, lr: 3e-3 },
+  small: { model: { vocab_size: 4096, hidden_size: 256, num_hidden_layers: 4, num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 688, max_position_embeddings: 256 }, lr: 1e-3 },
+  base: { model: { vocab_size: 16384, hidden_size: 768, num_hidden_layers: 12, num_attention_heads: 12, num_key_value_heads: 12, intermediate_size: 2048, max_position_embeddings: 512 }, lr: 6e-4 },
+};
+const COMMON = { rope_theta: 10000, rms_norm_eps: 1e-5, tie_word_embeddings: false };
+
+const customInputs = () => [...document.querySelectorAll('#custom-fields [data-field]')];
+
+function customModel() {
+  const model = {};
+  for (const input of customInputs()) {
+    const f = input.dataset.field;
+    model[f] = input.type === 'checkbox' ? input.checked
+      : (f === 'rope_theta' || f === 'rms_norm_eps') ? Number(input.value) : Math.round(Number(input.value));
+  }
+  return model;
+}
+
+/// The model's vocabulary as the form stands.
+function modelVocab() {
+  const preset = $('preset').value;
+  return preset === 'custom' ? customModel().vocab_size : PRESETS[preset].model.vocab_size;
+}
+
+/// The run the form describes: RunSpec in crate/src/web/trainer.rs.
+export function spec() {
+  const preset = $('preset').value;
+  const s = {
+    preset,
+    batch: intValue('batch'),
+    seq: intValue('seq'),
+    precision: $('precision').value,
+    optimState: $('optim-state').value,
+    lr: numberValue('lr'),
+    warmup: intValue('warmup'),
+    steps: intValue('steps'),
+  };
+  if (preset === 'custom') s.model = customModel();
+  return s;
+}
+
+function presetChanged() {
+  const preset = $('preset').value;
+  $('custom-fields').hidden = preset !== 'custom';
+  if (preset !== 'custom') {
+    const p = PRESETS[preset];
+    $('vocab').value = p.model.vocab_size;
+    $('lr').value = p.lr;
+    $('seq').value = Math.min(p.model.max_position_embeddings, 256);
+    // custom starts from the last preset chosen
+    for (const input of customInputs()) {
+      const v = { ...p.model, ...COMMON }[input.dataset.field];
+      if (input.type === 'checkbox') input.checked = v; else input.value = v;
+    }
+  }
+  planSoon();
+  showTokenizer(state);
+}
+
+// --- the plan ---------------------------------------------------------
+
+let planTimer = 0;
+let planSeq = 0;
+
+function planSoon() {
+  clearTimeout(planTimer);
+  planTimer = setTimeout(plan, 200);
+}
+
+async function plan() {
+  const mine = ++planSeq;
+  const status = $('plan-status');
+  let result;
+  try {
+    result = await worker.call('model.plan', { spec: spec() });
+  } catch (e) {
+    if (mine !== planSeq) return;
+    status.textContent = e.message;
+    status.dataset.fits = 'false';
+    $('plan').querySelector('tbody').textContent = '';
+    update({ fits: false });
+    return;
+  }
+  if (mine !== planSeq) return; // a newer plan is on its way
+  status.dataset.fits = String(result.fits);
+  status.textContent = result.fits
+    ? `${count(result.parameters)} parameters; this adapter can hold it.`
+    : `${count(result.parameters)} parameters. This adapter cannot hold it: ${result.reason}`;
+  const body = $('plan').querySelector('tbody');
+  body.textContent = '';
+  for (const m of result.modes) {
+    const r = m.memory;
+    const selected = m.precision === $('precision').value && m.optim_state === $('optim-state').value;
+    body.append(el('tr', { className: selected ? 'selected' : '', dataset: { precision: m.precision, optimState: m.optim_state } },
+      [m.precision, m.optim_state, r.master, r.grads, r.moments, r.mirror, r.activations, r.total].map((v, i) =>
+        el('td', { textContent: i < 2 ? v : (v === 0 ? '—' : bytes(v)) }))));
+  }
+  update({ fits: result.fits });
+}
+
+// --- the tokenizer ----------------------------------------------------
+
+function showTokenizer(s) {
+  const info = $('tokenizer-info');
+  const t = s.tokenizer;
+  if (!t) {
+    info.dataset.state = 'none';
+    info.textContent = 'Not trained yet: byte-level BPE; its vocabulary must equal the model\'s.';
+    return;
+  }
+  const vocab = modelVocab();
+  info.dataset.state = t.vocab_size === vocab ? 'ready' : 'mismatch';
+  info.dataset.fingerprint = t.fingerprint;
+  info.textContent = `${count(t.vocab_size)} tokens in the vocabulary · the text is ${count(t.tokens)} tokens · fingerprint ${t.fingerprint}`
+    + (t.vocab_size === vocab ? '' : ` — the model needs ${count(vocab)}: train it again with that vocabulary.`);
+}
+
+async function trainTokenizer() {
+  const bar = $('tokenizer-progress');
+  bar.value = 0;
+  bar.hidden = false;
+  const result = await busy('tokenizer', () => attempt($('setup-error'), () =>
+    worker.call('tokenizer.train', { vocab: intValue('vocab') }, ({ fraction }) => { bar.value = fraction; })));
+  bar.hidden = true;
+  if (result) update({ tokenizer: result });
+}
+
+// --- create -----------------------------------------------------------
+
+async function create() {
+  const s = spec();
+  const info = await busy('create', () => attempt($('setup-error'), () => worker.call('train.create', { spec: s })));
+  if (!info) return;
+  adoptRun(info, { name: s.preset });
+  $('create-status').textContent = `Created: ${count(info.parameters)} parameters, ${bytes(info.memory.total)} on the GPU, `
+    + `${count(info.train_tokens)} training tokens and ${count(info.validation_tokens)} held out.`;
+}
+
+function render(s) {
+  const working = s.busy.has('corpus') || s.busy.has('tokenizer') || s.busy.has('create');
+  $('tokenizer-train').disabled = working || s.training;
+  $('create').disabled = working || s.training || !s.fits || !s.tokenizer;
+  $('create').title = !s.tokenizer ? 'train a tokenizer first' : !s.fits ? 'the plan says this adapter cannot hold the model' : '';
+  showTokenizer(s);
+}
+
+export function initSetup(w) {
+  worker = w;
+  $('preset').addEventListener('change', presetChanged);
+  for (const id of ['batch', 'seq', 'lr', 'warmup', 'steps', 'precision', 'optim-state']) $(id).addEventListener('input', planSoon);
+  for (const input of customInputs()) {
+    input.addEventListener('input', () => {
+      if (input.dataset.field === 'vocab_size') $('vocab').value = input.value;
+      planSoon();
+      showTokenizer(state);
+    });
+  }
+  $('tokenizer-train').addEventListener('click', trainTokenizer);
+  $('create').addEventListener('click', create);
+  subscribe(render);
+  presetChanged();
+}

@@ -1,0 +1,201 @@
+// The Train panel: Start / Pause / Single step, the training loop, the
+// precision and optimizer-state switch, and the run's numbers. The loop
+// only sends `train.step {n}` and draws what comes back; the worker does
+// the work (steps arrive two late; `train.flush` drains them at a pause).
+
+import { $, num, count, attempt, intValue, showError, clearError } from './dom.js';
+import { state, subscribe, update, busy, runMode } from './state.js';
+import * as charts from './charts.js';
+
+let worker;
+/// Steps submitted in this run (the trainer's count).
+let submitted = 0;
+/// Totals over the run's collected steps.
+let totals = { skipped: 0, nonfinite: 0, badTokens: 0 };
+/// The run's name, for chart labels and file names ("tiny", "tiny-loaded").
+let runName = 'run';
+/// The step of the last validation.
+let validatedAt = -1;
+/// Seconds one step took in the last call: sizes the next call.
+let secondsPerStep = 0.1;
+/// Jobs at step boundaries: validation here, autosave from checkpoints.js.
+const periodic = [];
+
+/// Calls `fn(step)` after every `getEvery()`th step while training (0: never).
+export function every(getEvery, fn) {
+  periodic.push({ getEvery, fn });
+}
+
+export function currentRunName() {
+  return runName;
+}
+
+export function submittedSteps() {
+  return submitted;
+}
+
+/// Makes `info` (from train.create, checkpoint.load, …) the page's run. A
+/// new run starts its own chart series; `continues` (a precision switch)
+/// keeps its counters, and the previous series stays as an overlay.
+export function adoptRun(info, { name = runName, continues = false } = {}) {
+  runName = name;
+  submitted = info.step;
+  validatedAt = -1;
+  if (!continues) totals = { skipped: 0, nonfinite: 0, badTokens: 0 };
+  $('precision').value = info.config.precision;
+  $('optim-state').value = info.config.optim.state;
+  charts.startRun(`${name} · ${runMode(info)}`);
+  update({ run: info });
+  showTotals();
+  $('stat-step').textContent = count(submitted);
+  $('stat-step').dataset.step = submitted;
+  $('stat-mode').textContent = runMode(info);
+  if (!continues) {
+    for (const id of ['stat-loss', 'stat-val', 'stat-lr', 'stat-tps']) $(id).textContent = '—';
+  }
+}
+
+/// Draws a batch of step stats (from train.step, flush or inspect).
+export function record(stats, submittedNow = null) {
+  if (submittedNow !== null) submitted = Math.max(submitted, submittedNow);
+  for (const s of stats) {
+    if (s.skipped) totals.skipped++;
+    totals.nonfinite += s.nonfinite_grads;
+    totals.badTokens += s.out_of_range_targets;
+  }
+  charts.addSteps(stats);
+  const last = stats[stats.length - 1];
+  if (last) {
+    $('stat-loss').textContent = Number.isFinite(last.loss) ? last.loss.toFixed(4) : String(last.loss);
+    $('stat-lr').textContent = num(last.lr);
+    $('stat-tps').textContent = count(last.tokens_per_s);
+  }
+  $('stat-step').textContent = count(submitted);
+  $('stat-step').dataset.step = submitted;
+  showTotals();
+}
+
+function showTotals() {
+  $('stat-skipped').textContent = count(totals.skipped);
+  $('stat-skipped').dataset.count = totals.skipped;
+  $('stat-nonfinite').textContent = count(totals.nonfinite);
+  $('stat-nonfinite').dataset.count = totals.nonfinite;
+  if (totals.badTokens > 0) {
+    $('stat-nonfinite').textContent += ` · ${count(totals.badTokens)} targets outside the vocabulary`;
+  }
+}
+
+async function validate() {
+  const loss = await worker.call('train.validate');
+  validatedAt = submitted;
+  charts.addValidation(submitted, loss);
+  $('stat-val').textContent = `${loss.toFixed(4)} (step ${count(submitted)})`;
+}
+
+/// Steps for the next call: about a third of a second of work, never
+/// past the next validation, autosave or the schedule's end.
+function nextCallSteps(stopAt) {
+  let n = Math.max(1, Math.min(16, Math.round(0.3 / Math.max(secondsPerStep, 1e-3))));
+  for (const { getEvery } of periodic) {
+    const e = getEvery();
+    if (e > 0) n = Math.min(n, e - (submitted % e));
+  }
+  if (stopAt !== null) n = Math.min(n, stopAt - submitted);
+  return Math.max(1, n);
+}
+
+async function atBoundaries() {
+  for (const { getEvery, fn } of periodic) {
+    const e = getEvery();
+    if (e > 0 && submitted % e === 0) await fn(submitted);
+  }
+}
+
+async function loop() {
+  const total = state.run.config.optim.schedule.total;
+  // Trains to the schedule's end; started past it, until paused.
+  const stopAt = submitted < total ? total : null;
+  update({ training: true, stopping: false });
+  clearError($('train-error'));
+  $('train-status').textContent = 'Training…';
+  let error = null;
+  try {
+    while (!state.stopping && (stopAt === null || submitted < stopAt)) {
+      const n = nextCallSteps(stopAt);
+      const t0 = performance.now();
+      const stats = await worker.call('train.step', { n });
+      secondsPerStep = (performance.now() - t0) / 1000 / n;
+      record(stats, submitted + n);
+      await atBoundaries();
+    }
+  } catch (e) {
+    error = e;
+  }
+  // The pause: collect every submitted step, then one validation.
+  update({ stopping: true });
+  $('train-status').textContent = 'Pausing: collecting the last steps…';
+  try {
+    record(await worker.call('train.flush'));
+    if (validatedAt !== submitted) await validate();
+  } catch (e) {
+    error ??= e;
+  }
+  if (error) showError($('train-error'), error);
+  update({ training: false, stopping: false });
+  $('train-status').textContent = stopAt !== null && submitted >= stopAt
+    ? `Paused at the end of the schedule (step ${count(submitted)}); Start goes on at its floor rate.`
+    : `Paused at step ${count(submitted)}.`;
+}
+
+async function singleStep() {
+  await busy('step', () => attempt($('train-error'), async () => {
+    const stats = await worker.call('train.step', { n: 1 });
+    record(stats, submitted + 1);
+    record(await worker.call('train.flush'));
+    await atBoundaries();
+    $('train-status').textContent = `Stepped to ${count(submitted)}.`;
+  }));
+}
+
+/// Precision or optimizer state changed: before a run it only feeds the
+/// next Create; at a pause it converts the run (weights kept).
+async function reconfigure() {
+  if (!state.run || state.training) return;
+  const precision = $('precision').value;
+  const optimState = $('optim-state').value;
+  const info = await busy('reconfigure', () => attempt($('train-error'), () =>
+    worker.call('train.reconfigure', { precision, optimState })));
+  if (info) {
+    adoptRun(info, { continues: true });
+    $('train-status').textContent = `Switched to ${runMode(info)} at step ${count(submitted)}.`;
+  } else {
+    // refused: show the run's mode again
+    $('precision').value = state.run.config.precision;
+    $('optim-state').value = state.run.config.optim.state;
+  }
+}
+
+function render(s) {
+  const idle = s.run && !s.training && s.busy.size === 0;
+  $('start').disabled = !idle;
+  $('pause').disabled = !s.training || s.stopping;
+  $('single-step').disabled = !idle;
+  $('precision').disabled = s.training || s.busy.has('reconfigure');
+  $('optim-state').disabled = s.training || s.busy.has('reconfigure');
+  $('train').dataset.phase = !s.run ? 'none' : s.training ? (s.stopping ? 'pausing' : 'running') : 'idle';
+  if (!s.run) $('train-status').textContent = 'Create a model first.';
+  else if (!s.training && $('train-status').textContent === 'Create a model first.') {
+    $('train-status').textContent = 'Ready.';
+  }
+}
+
+export function initTrainPanel(w) {
+  worker = w;
+  every(() => intValue('val-every') || 0, validate);
+  $('start').addEventListener('click', loop);
+  $('pause').addEventListener('click', () => update({ stopping: true }));
+  $('single-step').addEventListener('click', singleStep);
+  $('precision').addEventListener('change', reconfigure);
+  $('optim-state').addEventListener('change', reconfigure);
+  subscribe(render);
+}
