@@ -120,22 +120,23 @@ impl Trainer {
         Ok(())
     }
 
-    /// The same run with another weights precision or optimizer state, as
-    /// a switch at a pause: the master weights are kept, the moments
-    /// converted (int8 ↔ f32, `HostState::convert`), the step count goes on.
-    /// Returns the new trainer and the stats of the steps still in flight.
-    pub async fn reconfigure(mut self, precision: Precision, state: OptimState) -> Result<(Trainer, Vec<StepStats>)> {
+    /// Switches to another weights precision or optimizer state, as at a
+    /// pause: the master weights are kept, the moments converted (int8 ↔
+    /// f32, `HostState::convert`), the step count goes on. The new buffers
+    /// are made before the old ones go, so a device that cannot hold both
+    /// refuses the switch and the run stays as it was. Returns the stats of
+    /// the steps still in flight.
+    pub async fn reconfigure(&mut self, precision: Precision, state: OptimState) -> Result<Vec<StepStats>> {
         let done = self.flush().await?;
         let weights = self.model.read_weights(&self.gpu).await?;
         let moments = self.adam.read_state(&self.gpu).await?.convert(state);
         let config = TrainConfig { precision, optim: OptimConfig { state, ..self.config.optim }, ..self.config.clone() };
-        let (gpu, step, skipped) = (self.gpu.clone(), self.step, self.skipped);
-        drop(self); // its buffers go before the new ones are made
-        let mut next = Trainer::with_weights(&gpu, config, &weights).await?;
-        next.adam.write_state(&gpu, &moments)?;
-        next.resume_at(step)?;
-        next.skipped = skipped;
-        Ok((next, done))
+        let mut next = Trainer::with_weights(&self.gpu, config, &weights).await?;
+        next.adam.write_state(&self.gpu, &moments)?;
+        next.resume_at(self.step)?;
+        next.skipped = self.skipped;
+        *self = next;
+        Ok(done)
     }
 
     /// Steps skipped among those collected.

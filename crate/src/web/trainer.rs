@@ -13,6 +13,7 @@ use super::{from_js, gpu, js_error, to_js, Data};
 use crate::data::{Batch, Dataset, SplitMix64, Tokenizer};
 use crate::model::{BatchShape, Config, ParamLayout, Precision};
 use crate::optim::{LrSchedule, OptimConfig, OptimState};
+use crate::checkpoint::{self, Checkpoint, RunState};
 use crate::train::{self, Memory, TrainConfig};
 
 /// What the page asks for, in its words (camelCase).
@@ -129,11 +130,20 @@ struct Run {
     data: Dataset,
     rng: SplitMix64,
     validation: Vec<Batch>,
+    /// Which text, for checkpoints.
+    text: DataState,
     /// The weights at the last `inspect`, and the step they were read at.
     inspected: Option<(u32, Vec<f32>)>,
 }
 
 impl Run {
+    fn new(trainer: train::Trainer, tokenizer: Tokenizer, text: DataState, data: Dataset, rng: SplitMix64) -> Run {
+        let shape = trainer.config.shape;
+        let validation =
+            data.validation_batches(shape.batch as usize).into_iter().filter(|b| b.inputs.len() == shape.rows() as usize).take(VALIDATION_BATCHES).collect();
+        Run { trainer, tokenizer, text, data, rng, validation, inspected: None }
+    }
+
     fn batch(&mut self) -> Batch {
         self.data.train_batch(&mut self.rng, self.trainer.config.shape.batch as usize)
     }
@@ -195,17 +205,11 @@ impl Trainer {
         let tokens = data.corpus().tokenize(tokenizer, seq).map_err(js_error)?;
         let dataset = Dataset::new(tokens, seq, spec.val_fraction).map_err(js_error)?;
         let tokenizer = Tokenizer::from_json(&tokenizer.to_json().map_err(js_error)?).map_err(js_error)?;
+        let text = DataState { files: data.corpus().files().map(|(n, _)| n.to_string()).collect(), val_fraction: spec.val_fraction };
         Ok(future_to_promise(async move {
             let gpu = gpu().await.map_err(js_error)?;
             let trainer = train::Trainer::new(&gpu, config.clone()).await.map_err(js_error)?;
-            let rows = config.shape.rows() as usize;
-            let validation: Vec<Batch> = dataset
-                .validation_batches(config.shape.batch as usize)
-                .into_iter()
-                .filter(|b| b.inputs.len() == rows)
-                .take(VALIDATION_BATCHES)
-                .collect();
-            let run = Run { trainer, tokenizer, data: dataset, rng: SplitMix64(config.seed ^ BATCH_SEED), validation, inspected: None };
+            let run = Run::new(trainer, tokenizer, text, dataset, SplitMix64(config.seed ^ BATCH_SEED));
             Ok(Trainer { run: Rc::new(RefCell::new(Some(run))) }.into())
         }))
     }
@@ -262,6 +266,55 @@ impl Trainer {
         })
     }
 
+    /// Switches the weights precision and the optimizer state (at a pause):
+    /// the weights are kept, the moments converted, the steps go on.
+    /// Resolves with the stats of the steps that were still in flight.
+    pub fn reconfigure(&self, precision: String, optim_state: String) -> Promise {
+        with_run(self.run.clone(), move |mut run| async move {
+            let modes = Precision::parse(&precision).and_then(|p| Ok((p, OptimState::parse(&optim_state)?)));
+            let (precision, state) = match modes {
+                Ok(m) => m,
+                Err(e) => return (run, Err(js_error(e))),
+            };
+            let result = run.trainer.reconfigure(precision, state).await.map_err(js_error).and_then(|pending| to_js(&pending));
+            (run, result)
+        })
+    }
+
+    /// The run as a `.safetensors` checkpoint (weights, optimizer state,
+    /// step, batch RNG, config, tokenizer, and which text it trains on).
+    pub fn save(&self) -> Promise {
+        with_run(self.run.clone(), |run| async move {
+            let result = save(&run).await.map(|bytes| js_sys::Uint8Array::from(&bytes[..]));
+            (run, result)
+        })
+    }
+
+    /// Continues the run of a checkpoint on `data`'s text (the same files
+    /// it was trained on; its tokenizer replaces `data`'s).
+    pub fn load(bytes: &[u8], data: &mut Data) -> Result<Promise, JsError> {
+        let c = Checkpoint::from_bytes(bytes).map_err(js_error)?;
+        let saved: DataState = c.run.data.as_deref().and_then(|d| serde_json::from_str(d).ok()).ok_or_else(|| {
+            JsError::new("this checkpoint does not say which text it trained on: it was not saved by the page")
+        })?;
+        let files: Vec<String> = data.corpus().files().map(|(n, _)| n.to_string()).collect();
+        if files != saved.files {
+            return Err(JsError::new(&format!("this run trained on {}; load that text first (loaded now: {})", list(&saved.files), list(&files))));
+        }
+        let json = c.run.tokenizer_json.as_deref().ok_or_else(|| JsError::new("this checkpoint holds no tokenizer"))?;
+        data.set_tokenizer(json)?;
+        let tokenizer = Tokenizer::from_json(json).map_err(js_error)?;
+        let seq = c.config.shape.seq as usize;
+        let tokens = data.corpus().tokenize(&tokenizer, seq).map_err(js_error)?;
+        let dataset = Dataset::new(tokens, seq, saved.val_fraction).map_err(js_error)?;
+        Ok(future_to_promise(async move {
+            let gpu = gpu().await.map_err(js_error)?;
+            let trainer = c.restore(&gpu).await.map_err(js_error)?;
+            let run = Run::new(trainer, tokenizer, saved, dataset, SplitMix64(c.run.rng));
+            Ok(Trainer { run: Rc::new(RefCell::new(Some(run))) }.into())
+        }))
+    }
+
     /// `{step, tensors: [{name, shape, rms, max_abs, update_ratio, nonfinite}],
     /// memory, kernels: [{kernel, dispatches, ms}] | null, kernels_error}`.
     /// The kernel times come from one profiled training step (it counts);
@@ -272,6 +325,23 @@ impl Trainer {
             (run, result)
         })
     }
+}
+
+/// Which text a page run trains on, kept in its checkpoints.
+#[derive(Clone, Serialize, Deserialize)]
+struct DataState {
+    files: Vec<String>,
+    val_fraction: f64,
+}
+
+fn list(names: &[String]) -> String {
+    if names.is_empty() { "no text".into() } else { names.join(", ") }
+}
+
+async fn save(run: &Run) -> Result<Vec<u8>, JsError> {
+    let data = serde_json::to_string(&run.text).map_err(|e| JsError::new(&e.to_string()))?;
+    let state = RunState { rng: run.rng.0, tokenizer_json: Some(run.tokenizer.to_json().map_err(js_error)?), data: Some(data) };
+    checkpoint::save(&run.trainer, &state).await.map_err(js_error)
 }
 
 /// Keeps the batch stream apart from the weight initialisation's.

@@ -181,7 +181,7 @@ pub async fn reconfigure_keeps_weights_and_converts_state(gpu: &Gpu) -> Result<(
         before.extend(t.step(&batch(step, c.shape, vocab)).await?);
     }
     let (w, m) = (t.model.read_weights(gpu).await?, t.adam.read_state(gpu).await?);
-    let (mut t, pending) = t.reconfigure(Precision::F16, OptimState::Int8).await?;
+    let pending = t.reconfigure(Precision::F16, OptimState::Int8).await?;
     before.extend(pending);
     assert_eq!(before.iter().map(|s| s.step).collect::<Vec<_>>(), [1, 2, 3], "in-flight steps are reported");
     assert_eq!(t.steps(), 3);
@@ -196,7 +196,7 @@ pub async fn reconfigure_keeps_weights_and_converts_state(gpu: &Gpu) -> Result<(
     assert_eq!(after.iter().map(|s| s.step).collect::<Vec<_>>(), [4, 5, 6]);
     assert!(after.iter().all(|s| s.loss.is_finite() && !s.skipped));
     let int8 = t.adam.read_state(gpu).await?;
-    let (t, _) = t.reconfigure(Precision::Fp32, OptimState::Fp32).await?;
+    t.reconfigure(Precision::Fp32, OptimState::Fp32).await?;
     let back = t.adam.read_state(gpu).await?;
     assert!(matches!(back, HostState::Fp32 { .. }));
     assert_eq!(back, int8.convert(OptimState::Fp32), "int8 moments dequantized");
