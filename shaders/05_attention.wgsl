@@ -1,4 +1,5 @@
-// Causal grouped-query attention: the training forward and one-token decode.
+// Causal grouped-query attention: the training forward, one-token decode
+// and the KV-cache append that precedes it.
 // Legend: B batch, T sequence, H query heads, Hkv key/value heads (H/Hkv = G
 // query heads share kv head h / G), Dh head dim (multiple of 16, ≤ 128),
 // L cache length, Lmax cache capacity. Row b·T + t holds token t of sequence
@@ -178,4 +179,28 @@ fn attention_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
         for (var x = 0u; x < subsets; x++) { total += p_block[x * dh + lidx]; }
         o[b * params.heads * dh + h * dh + lidx] = total / l;
     }
+}
+
+// kv_append: the new tokens' k and v heads (row b of the k and v views,
+// e.g. column ranges of a decode step's fused [q | k | v] rows, k rotated)
+// into cache row b·Lmax + L − 1, before attention_decode reads rows 0..L−1.
+// That row's byte offset is seldom a multiple of the 256-B binding
+// alignment, so the caches are bound whole and written here. One invocation
+// per (sequence, cache column); a plain copy, exact.
+@group(0) @binding(6) var<storage, read_write> k_cache: array<f32>;  // [B·Lmax, Hkv·Dh]
+@group(0) @binding(7) var<storage, read_write> v_cache: array<f32>;  // [B·Lmax, Hkv·Dh]
+
+@compute @workgroup_size(WG)
+fn kv_append(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) lidx: u32) {
+    let i = flat_id(wid, nwg, lidx);
+    let width = params.kv_heads * params.head_dim;
+    if (i >= params.batch * width) { return; }
+    let b = i / width;
+    let e = i % width;
+    let kvh = e / params.head_dim;
+    let d = e % params.head_dim;
+    let at = (b * params.cache_len + params.seq_len - 1u) * width + e;
+    k_cache[at] = k[k_at(b, kvh) + d];
+    v_cache[at] = v[v_at(b, kvh) + d];
 }

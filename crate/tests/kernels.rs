@@ -71,4 +71,10 @@ gpu_tests! {
     checkpoint::checkpoint_load_refuses_what_it_cannot_use,
     training::profiled_step_times_every_kernel,
     training::reconfigure_keeps_weights_and_converts_state,
+    // generation with the KV cache
+    decode::kv_append_matches_reference,
+    decode::decoder_matches_forward_fp32,
+    decode::decoder_matches_forward_f16,
+    decode::decoder_refuses_past_max_len_and_resets,
+    decode::generate_streams_the_tokens_it_samples,
 }

@@ -1,7 +1,7 @@
-//! Launchers for 05_attention.wgsl (causal GQA forward, one-token decode)
-//! and 10_backward_attention.wgsl (dQ, then dK and dV). Legend: B batch,
-//! T sequence, H query heads, Hkv key/value heads, Dh head dim, L cache
-//! length, Lmax cache capacity.
+//! Launchers for 05_attention.wgsl (causal GQA forward, one-token decode
+//! and its KV-cache append) and 10_backward_attention.wgsl (dQ, then dK
+//! and dV). Legend: B batch, T sequence, H query heads, Hkv key/value
+//! heads, Dh head dim, L cache length, Lmax cache capacity.
 
 use bytemuck::{Pod, Zeroable};
 
@@ -136,6 +136,16 @@ const DECODE: KernelDesc = KernelDesc {
         Slot::ReadWrite(4), // o: [B, H·Dh] f32
     ],
 };
+const KV_APPEND: KernelDesc = KernelDesc {
+    entry: "kv_append",
+    slots: &[
+        Slot::Uniform(0),   // params
+        Slot::Read(2),      // k: [B, k_stride] f32, the new tokens' keys (rotated)
+        Slot::Read(3),      // v: [B, v_stride] f32, their values
+        Slot::ReadWrite(6), // k_cache: [B·Lmax, Hkv·Dh] f32, row b·Lmax + L − 1 written
+        Slot::ReadWrite(7), // v_cache: [B·Lmax, Hkv·Dh] f32, likewise
+    ],
+};
 const BACKWARD_DQ: KernelDesc = KernelDesc {
     entry: "attention_backward_dq",
     slots: &[
@@ -167,15 +177,17 @@ const BACKWARD_DKV: KernelDesc = KernelDesc {
 pub struct Attention {
     forward: Kernel,
     decode: Kernel,
+    kv_append: Kernel,
     backward_dq: Kernel,
     backward_dkv: Kernel,
 }
 
 impl Attention {
     pub async fn new(gpu: &Gpu) -> Result<Self> {
-        let [forward, decode] = build_kernels(gpu, Module { prelude: Some(ATTENTION_COMMON), file: ATTENTION }, [FORWARD, DECODE]).await?;
+        let [forward, decode, kv_append] =
+            build_kernels(gpu, Module { prelude: Some(ATTENTION_COMMON), file: ATTENTION }, [FORWARD, DECODE, KV_APPEND]).await?;
         let [backward_dq, backward_dkv] = build_kernels(gpu, Module { prelude: Some(ATTENTION_COMMON), file: BACKWARD_ATTENTION }, [BACKWARD_DQ, BACKWARD_DKV]).await?;
-        Ok(Attention { forward, decode, backward_dq, backward_dkv })
+        Ok(Attention { forward, decode, kv_append, backward_dq, backward_dkv })
     }
 
     /// `o = softmax(q·kᵀ/sqrt(Dh) + causal mask)·v` per head, saving lse.
@@ -200,11 +212,7 @@ impl Attention {
     pub fn decode(&self, gpu: &Gpu, s: DecodeShape, x: Qkv, o: BufferRange) -> Result<Dispatch> {
         let op = "attention_decode";
         let Qkv { q, k: k_cache, v: v_cache } = x;
-        if s.len == 0 || s.len > s.max_len {
-            return Err(Error::shape(op, "len", format!("1 ..= max_len {}", s.max_len), s.len));
-        }
-        let mut p = params(op, s.batch, s.len, s.heads, s.kv_heads, s.head_dim)?;
-        p.cache_len = s.max_len;
+        let mut p = decode_params(op, s)?;
         let cache_rows = s.batch as u64 * s.max_len as u64;
         (p.q_stride, p.q_col) = check_heads(gpu, op, "q", &q, s.batch as u64, s.heads, s.head_dim)?;
         (p.k_stride, p.k_col) = check_heads(gpu, op, "k_cache", &k_cache, cache_rows, s.kv_heads, s.head_dim)?;
@@ -214,6 +222,24 @@ impl Attention {
         let bindings =
             [params.as_entire_binding(), q.data.binding(), k_cache.data.binding(), v_cache.data.binding(), o.binding()];
         self.decode.dispatch(gpu, &bindings, gpu.grid_groups(op, s.batch as u64 * s.heads as u64)?)
+    }
+
+    /// Writes the new tokens' k and v (row b of each view) into row L − 1
+    /// of sequence b of the caches `[B·Lmax, Hkv·Dh]`, for `decode` with
+    /// the same shape to read. Row offsets are seldom 256-B aligned, hence
+    /// a kernel rather than a sub-range binding.
+    pub fn kv_append(&self, gpu: &Gpu, s: DecodeShape, k: Heads, v: Heads, k_cache: BufferRange, v_cache: BufferRange) -> Result<Dispatch> {
+        let op = "kv_append";
+        let mut p = decode_params(op, s)?;
+        let batch = s.batch as u64;
+        (p.k_stride, p.k_col) = check_heads(gpu, op, "k", &k, batch, s.kv_heads, s.head_dim)?;
+        (p.v_stride, p.v_col) = check_heads(gpu, op, "v", &v, batch, s.kv_heads, s.head_dim)?;
+        let width = s.kv_heads as u64 * s.head_dim as u64;
+        gpu.check_binding(op, "k_cache", &k_cache, 4 * batch * s.max_len as u64 * width)?;
+        gpu.check_binding(op, "v_cache", &v_cache, 4 * batch * s.max_len as u64 * width)?;
+        let params = gpu.uniform(op, &p);
+        let bindings = [params.as_entire_binding(), k.data.binding(), v.data.binding(), k_cache.binding(), v_cache.binding()];
+        self.kv_append.dispatch(gpu, &bindings, gpu.grid_1d(op, batch * width)?)
     }
 
     /// dQ, dK and dV (written, not accumulated), in two dispatches to record
@@ -275,6 +301,16 @@ fn params(op: &'static str, batch: u32, seq_len: u32, heads: u32, kv_heads: u32,
     }
     let scale = (1.0 / (head_dim as f64).sqrt()) as f32;
     Ok(Params { batch, seq_len, heads, kv_heads, head_dim, scale, ..Zeroable::zeroed() })
+}
+
+/// Params of a decode step (`attention_decode`, `kv_append`): L in
+/// `seq_len`, Lmax in `cache_len`.
+fn decode_params(op: &'static str, s: DecodeShape) -> Result<Params> {
+    if s.len == 0 || s.len > s.max_len {
+        return Err(Error::shape(op, "len", format!("1 ..= max_len {}", s.max_len), s.len));
+    }
+    let p = params(op, s.batch, s.len, s.heads, s.kv_heads, s.head_dim)?;
+    Ok(Params { cache_len: s.max_len, ..p })
 }
 
 /// Checks that `heads` heads fit in each row of `x` and that `rows` rows

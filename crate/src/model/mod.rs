@@ -9,9 +9,11 @@
 pub mod activations;
 mod backward;
 pub mod config;
+pub mod decode;
 mod forward;
 mod head;
 pub mod layout;
+mod sample;
 
 pub use activations::{Activations, Dims};
 pub use config::{BatchShape, Config, PRESETS};

@@ -98,6 +98,17 @@ pub fn decode(s: &AttentionShape, max_len: usize, len: usize, q: &[f64], k_cache
     o
 }
 
+/// kv_append: row b of k and v `[B, Hkv·Dh]` into row `len − 1` of
+/// sequence b of the caches `[B, max_len, Hkv·Dh]`; a copy, so f32.
+pub fn kv_append(batch: usize, max_len: usize, len: usize, k: &[f32], v: &[f32], k_cache: &mut [f32], v_cache: &mut [f32]) {
+    let width = k.len() / batch;
+    for b in 0..batch {
+        let at = (b * max_len + len - 1) * width;
+        k_cache[at..at + width].copy_from_slice(&k[b * width..(b + 1) * width]);
+        v_cache[at..at + width].copy_from_slice(&v[b * width..(b + 1) * width]);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
