@@ -2,6 +2,7 @@
 //! token stream and batch RNG, and the calls the page makes on it.
 
 use std::cell::RefCell;
+use std::ops::ControlFlow;
 use std::rc::Rc;
 
 use js_sys::Promise;
@@ -14,6 +15,7 @@ use crate::data::{Batch, Dataset, SplitMix64, Tokenizer};
 use crate::model::{BatchShape, Config, ParamLayout, Precision};
 use crate::optim::{LrSchedule, OptimConfig, OptimState};
 use crate::checkpoint::{self, Checkpoint, RunState};
+use crate::model::decode::{Decoder, Generation, Sampling};
 use crate::train::{self, Memory, TrainConfig};
 
 /// What the page asks for, in its words (camelCase).
@@ -281,6 +283,22 @@ impl Trainer {
         })
     }
 
+    /// Continues `prompt` with up to `opts.length` tokens sampled with
+    /// `opts.temperature` (0: greedy) and `opts.topK` (0: all) from
+    /// `opts.seed`, through the KV-cache decoder; `on_token(token, text)`
+    /// receives each token's text and the text so far. Resolves with
+    /// `{text, tokens}`. A prompt longer than the model's context keeps its end.
+    pub fn generate(&self, prompt: String, opts: JsValue, on_token: js_sys::Function) -> Promise {
+        let opts: Result<GenerateOptions, JsError> = from_js(opts);
+        with_run(self.run.clone(), move |run| async move {
+            let result = match opts {
+                Ok(opts) => generate(&run, &prompt, &opts, &on_token).await,
+                Err(e) => Err(e),
+            };
+            (run, result)
+        })
+    }
+
     /// The run as a `.safetensors` checkpoint (weights, optimizer state,
     /// step, batch RNG, config, tokenizer, and which text it trains on).
     pub fn save(&self) -> Promise {
@@ -342,6 +360,65 @@ async fn save(run: &Run) -> Result<Vec<u8>, JsError> {
     let data = serde_json::to_string(&run.text).map_err(|e| JsError::new(&e.to_string()))?;
     let state = RunState { rng: run.rng.0, tokenizer_json: Some(run.tokenizer.to_json().map_err(js_error)?), data: Some(data) };
     checkpoint::save(&run.trainer, &state).await.map_err(js_error)
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct GenerateOptions {
+    temperature: f32,
+    top_k: u32,
+    length: u32,
+    #[serde(default = "defaults::seed")]
+    seed: u64,
+}
+
+#[derive(Serialize)]
+struct Generated {
+    text: String,
+    tokens: usize,
+}
+
+async fn generate(run: &Run, prompt: &str, opts: &GenerateOptions, on_token: &js_sys::Function) -> Result<JsValue, JsError> {
+    let t = &run.trainer;
+    let max_seq = t.config.model.max_seq;
+    let length = opts.length.clamp(1, max_seq);
+    let mut ids = run.tokenizer.encode(prompt).map_err(js_error)?;
+    if ids.is_empty() {
+        return Err(JsError::new("give a prompt to continue"));
+    }
+    let keep = (max_seq + 1 - length) as usize; // prompt + length − 1 positions are fed
+    if ids.len() > keep {
+        ids.drain(..ids.len() - keep);
+    }
+    let mut decoder = Decoder::new(&t.gpu, &t.k, &t.model, 1, max_seq).map_err(js_error)?;
+    let g = Generation { max_new: length, sampling: Sampling { temperature: opts.temperature, top_k: opts.top_k }, seed: opts.seed };
+    let mut new: Vec<u32> = Vec::new();
+    let mut text = String::new();
+    let mut failed = None;
+    decoder
+        .generate(&t.gpu, &t.k, &t.model, &[&ids], &g, |tokens| {
+            new.extend_from_slice(tokens);
+            // decode the whole continuation: a token may end a multi-byte character
+            let now = match run.tokenizer.decode(&new) {
+                Ok(now) => now,
+                Err(e) => {
+                    failed = Some(e);
+                    return ControlFlow::Break(());
+                }
+            };
+            let piece = now.strip_prefix(text.as_str()).unwrap_or(&now).to_string();
+            text = now;
+            match on_token.call2(&JsValue::NULL, &JsValue::from_str(&piece), &JsValue::from_str(&text)) {
+                Ok(_) => ControlFlow::Continue(()),
+                Err(_) => ControlFlow::Break(()),
+            }
+        })
+        .await
+        .map_err(js_error)?;
+    if let Some(e) = failed {
+        return Err(js_error(e));
+    }
+    to_js(&Generated { text, tokens: new.len() })
 }
 
 /// Keeps the batch stream apart from the weight initialisation's.
