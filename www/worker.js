@@ -17,7 +17,7 @@
 //   train.reconfigure {precision, optimState}   run info (weights kept, state converted)
 //   generate {prompt, temperature, topK, length, seed}   {text}; progress: {token, text}
 //   checkpoint.save                 ArrayBuffer (a .safetensors file)
-//   checkpoint.load {bytes}         run info
+//   checkpoint.load {bytes}         run info (loads the built-in corpus first if no text is loaded)
 //   checkpoint.autosave             {step} after writing it to origin-private storage
 //   checkpoint.stored               {step, bytes, saved_at} or null
 //   checkpoint.restore              run info, from origin-private storage
@@ -87,6 +87,8 @@ const handlers = {
 
   'checkpoint.save': async () => (await needTrainer().save()).buffer,
   'checkpoint.load': async ({ bytes }) => {
+    // a fresh page has no text yet: most runs train on the built-in corpus
+    if (corpus().files().length === 0) await handlers['corpus.builtin']();
     const next = await Trainer.load(new Uint8Array(bytes), corpus());
     trainer?.free();
     trainer = next;
