@@ -1,6 +1,7 @@
 // The Generate panel: a prompt and sampling settings go to the worker
-// (`generate`); each token's text streams into the output as the worker
-// reports it, and the final answer replaces the streamed text.
+// (`generate`); the continuation streams into the output as the worker
+// reports each token ({token: its text, text: the continuation so far,
+// decoded whole so a character split across tokens comes out right}).
 
 import { $, el, attempt, intValue, numberValue } from './dom.js';
 import { subscribe, busy } from './state.js';
@@ -24,15 +25,14 @@ async function generate() {
   };
   const result = await busy('generate', () => attempt($('generate-error'), () =>
     worker.call('generate', request, ({ text }) => {
-      generated.textContent += text;
+      generated.textContent = text;
       out.dataset.tokens = Number(out.dataset.tokens) + 1;
     })));
   if (!result) {
     out.dataset.state = 'error';
     return;
   }
-  // the answer is the whole text: the prompt's continuation, or with the prompt
-  generated.textContent = result.text.startsWith(prompt) ? result.text.slice(prompt.length) : result.text;
+  generated.textContent = result.text; // the continuation, without the prompt
   out.dataset.state = 'done';
 }
 

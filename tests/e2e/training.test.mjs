@@ -85,6 +85,15 @@ test('precision and optimizer state switch at a pause and training goes on', asy
 test('generation streams text from the model', async (t) => {
   await page.fill('#prompt', 'The ');
   await page.fill('#gen-length', '24');
+  // record what the output shows while it streams
+  await page.evaluate(() => {
+    window.streamed = [];
+    const out = document.querySelector('#generate-output');
+    new MutationObserver(() => {
+      const g = out.querySelector('.generated');
+      if (g && out.dataset.state === 'streaming') window.streamed.push(g.textContent);
+    }).observe(out, { subtree: true, childList: true, characterData: true });
+  });
   await page.click('#generate-run');
   const failed = await waitOrError(page, () => document.querySelector('#generate-output').dataset.state === 'done', 'generate-error');
   if (missing(failed)) return t.skip(`waits on Trainer.generate: ${failed}`);
@@ -92,6 +101,9 @@ test('generation streams text from the model', async (t) => {
   const text = await page.locator('#generate-output .generated').textContent();
   assert.ok(text.length > 0, 'some text came out');
   assert.ok(Number(await page.locator('#generate-output').getAttribute('data-tokens')) > 0, 'tokens streamed');
+  const streamed = await page.evaluate(() => window.streamed);
+  assert.ok(streamed.length > 1, 'the text grew while it streamed');
+  for (const partial of streamed) assert.ok(text.startsWith(partial), `streamed ${JSON.stringify(partial)} is not a prefix of ${JSON.stringify(text)}`);
   await shot('generate');
 });
 
