@@ -41,7 +41,7 @@ export function showError(target, error) {
   target.textContent = message;
   target.hidden = false;
   if (/device (was )?lost|lost device/i.test(message)) {
-    showBanner(`The GPU device was lost (${message}). Create the model again or load a checkpoint: a fresh device is made on the next call.`);
+    showBanner(`${message}. Create the model again or load a checkpoint: a fresh device is made on the next call.`);
   }
 }
 
