@@ -24,10 +24,22 @@ fn info_prints_the_adapter_report() {
 
 #[test]
 fn bench_prints_one_line_per_kernel() {
-    let lines = run(&["bench", "--sizes", "tiny", "--reps", "1", "--only", "rmsnorm"]);
+    let lines = run(&["bench", "--what", "kernels", "--sizes", "tiny", "--reps", "1", "--only", "rmsnorm"]);
     let kernels: Vec<&str> = lines.iter().filter_map(|l| l["kernel"].as_str()).collect();
     assert_eq!(kernels, ["rmsnorm forward", "rmsnorm backward"]);
     assert!(lines.iter().all(|l| l["ms"].as_f64().is_some_and(|ms| ms > 0.0)));
+}
+
+#[test]
+fn bench_times_whole_steps_per_mode() {
+    let lines = run(&["bench", "--what", "steps", "--presets", "tiny", "--reps", "1"]);
+    let modes: Vec<(&str, &str)> = lines.iter().map(|l| (l["precision"].as_str().unwrap(), l["optim_state"].as_str().unwrap())).collect();
+    assert_eq!(modes, [("fp32", "fp32"), ("fp32", "int8"), ("f16", "fp32"), ("f16", "int8")]);
+    for l in &lines {
+        assert!(l["step_ms"].as_f64().is_some_and(|ms| ms > 0.0) && l["tokens_per_s"].as_f64().is_some_and(|t| t > 0.0), "{l}");
+        assert_eq!(l["optimizer_dispatches"], 5, "one chunk per block: 2 reduces, finalize, 2 updates");
+        assert!(l["adamw_of_copy_bandwidth"].as_f64().is_some_and(|r| r > 0.0));
+    }
 }
 
 #[test]
