@@ -45,7 +45,7 @@ export function adoptRun(info, { name = runName, continues = false } = {}) {
   $('precision').value = info.config.precision;
   $('optim-state').value = info.config.optim.state;
   charts.startRun(`${name} · ${runMode(info)}`);
-  update({ run: info });
+  update({ run: info, tokenizer: info.tokenizer });
   showTotals();
   $('stat-step').textContent = count(submitted);
   $('stat-step').dataset.step = submitted;

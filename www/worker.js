@@ -29,6 +29,7 @@ import init, { adapterInfo, planModel, Data, Trainer } from '../pkg/webtrain.js'
 
 const ready = init();
 const AUTOSAVE = 'autosave.safetensors';
+const AUTOSAVE_STEP = 'autosave.json'; // {step}, so the offer can name it without reading the file
 
 let data = null;
 let trainer = null;
@@ -43,9 +44,15 @@ function corpus() {
   return data;
 }
 
-async function autosaveFile(create) {
+async function autosaveFile(create, name = AUTOSAVE) {
   const root = await navigator.storage.getDirectory();
-  return root.getFileHandle(AUTOSAVE, { create });
+  return root.getFileHandle(name, { create });
+}
+
+async function writeFile(handle, contents) {
+  const writable = await handle.createWritable();
+  await writable.write(contents);
+  await writable.close();
 }
 
 const handlers = {
@@ -96,15 +103,16 @@ const handlers = {
   },
   'checkpoint.autosave': async () => {
     const bytes = await needTrainer().save();
-    const writable = await (await autosaveFile(true)).createWritable();
-    await writable.write(bytes);
-    await writable.close();
-    return { step: trainer.info().step };
+    const { step } = trainer.info();
+    await writeFile(await autosaveFile(true), bytes);
+    await writeFile(await autosaveFile(true, AUTOSAVE_STEP), JSON.stringify({ step }));
+    return { step };
   },
   'checkpoint.stored': async () => {
     try {
       const file = await (await autosaveFile(false)).getFile();
-      return { bytes: file.size, saved_at: file.lastModified };
+      const { step } = JSON.parse(await (await (await autosaveFile(false, AUTOSAVE_STEP)).getFile()).text());
+      return { step, bytes: file.size, saved_at: file.lastModified };
     } catch {
       return null; // nothing saved yet
     }

@@ -21,11 +21,11 @@ struct FileInfo<'a> {
 }
 
 #[derive(Serialize)]
-struct TokenizerInfo<'a> {
-    vocab_size: u32,
-    fingerprint: &'a str,
+pub(super) struct TokenizerInfo<'a> {
+    pub vocab_size: u32,
+    pub fingerprint: &'a str,
     /// Tokens of the whole corpus.
-    tokens: usize,
+    pub tokens: usize,
 }
 
 /// A JS progress callback for `Tokenizer::train`, which wants `Send + Sync`.

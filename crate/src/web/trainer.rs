@@ -185,6 +185,7 @@ struct Created<'a> {
     validation_batches: usize,
     config: &'a TrainConfig,
     optimizer_dispatches: usize,
+    tokenizer: super::data::TokenizerInfo<'a>,
 }
 
 #[wasm_bindgen]
@@ -230,6 +231,11 @@ impl Trainer {
             validation_batches: run.validation.len(),
             config: &t.config,
             optimizer_dispatches: t.optimizer_dispatches(),
+            tokenizer: super::data::TokenizerInfo {
+                vocab_size: run.tokenizer.vocab_size(),
+                fingerprint: run.tokenizer.fingerprint(),
+                tokens: run.data.train_tokens() + run.data.validation_tokens(),
+            },
         })
     }
 
