@@ -6,6 +6,7 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::error::{Error, Result};
 use crate::gpu::{build_kernels, f16_bytes, BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot};
+use crate::reference::optimizer::{moment1_points, moment2_points};
 use crate::shaders::OPTIMIZER;
 
 /// Gradients per `reduce_norm_sq` workgroup: `GROUP` in 12_optimizer.wgsl.
@@ -156,8 +157,10 @@ const UPDATE_F16: KernelDesc = KernelDesc {
     ],
 };
 
-const UPDATE_8BIT_SLOTS: [Slot; 9] = [
-    UPDATE_SLOTS[0], UPDATE_SLOTS[1], UPDATE_SLOTS[2], UPDATE_SLOTS[3], UPDATE_SLOTS[4],
+const UPDATE_8BIT_SLOTS: [Slot; 10] = [
+    UPDATE_SLOTS[0], UPDATE_SLOTS[1], UPDATE_SLOTS[2],
+    Slot::Read(10),     // code_points: [512] f32, m's then sqrt(v)'s
+    UPDATE_SLOTS[3], UPDATE_SLOTS[4],
     Slot::ReadWrite(5), // m_codes: [⌈n/4⌉] u32, 4 bytes of m
     Slot::ReadWrite(6), // v_codes: [⌈n/4⌉] u32, 4 bytes of v
     Slot::ReadWrite(7), // m_scales: [⌈n/256⌉] f32
@@ -168,7 +171,7 @@ const UPDATE_8BIT_F16: KernelDesc = KernelDesc {
     entry: "adamw_8bit_update_f16",
     slots: &[
         UPDATE_8BIT_SLOTS[0], UPDATE_8BIT_SLOTS[1], UPDATE_8BIT_SLOTS[2], UPDATE_8BIT_SLOTS[3], UPDATE_8BIT_SLOTS[4],
-        UPDATE_8BIT_SLOTS[5], UPDATE_8BIT_SLOTS[6], UPDATE_8BIT_SLOTS[7], UPDATE_8BIT_SLOTS[8],
+        UPDATE_8BIT_SLOTS[5], UPDATE_8BIT_SLOTS[6], UPDATE_8BIT_SLOTS[7], UPDATE_8BIT_SLOTS[8], UPDATE_8BIT_SLOTS[9],
         Slot::ReadWrite(9), // q_mirror: [n] f16
     ],
 };
@@ -207,13 +210,17 @@ pub struct Optimizer {
     update_f16: Kernel,
     update_8bit: Kernel,
     update_8bit_f16: Kernel,
+    /// The int8 codes' points (`reference::optimizer`), uploaded once.
+    code_points: wgpu::Buffer,
 }
 
 impl Optimizer {
     pub async fn new(gpu: &Gpu) -> Result<Self> {
         let descs = [REDUCE, FINALIZE, UPDATE, UPDATE_F16, UPDATE_8BIT, UPDATE_8BIT_F16];
         let [reduce, finalize, update, update_f16, update_8bit, update_8bit_f16] = build_kernels(gpu, OPTIMIZER, descs).await?;
-        Ok(Optimizer { reduce, finalize, update, update_f16, update_8bit, update_8bit_f16 })
+        let points: Vec<f32> = moment1_points().into_iter().chain(moment2_points()).collect();
+        let code_points = gpu.upload("code_points", &points)?;
+        Ok(Optimizer { reduce, finalize, update, update_f16, update_8bit, update_8bit_f16, code_points })
     }
 
     /// Σg² and the non-finite count of `n` gradients, into `partials_for(n)`
@@ -303,6 +310,7 @@ impl Optimizer {
             params.as_entire_binding(),
             step.as_entire_binding(),
             stats.binding(),
+            self.code_points.as_entire_binding(),
             b.weights.binding(),
             b.grads.binding(),
             b.m_codes.binding(),
@@ -344,11 +352,5 @@ mod tests {
         // a chunk at a multiple of 16 384 elements: both offsets 256-B aligned
         assert_eq!((int8_state_bytes(16_384 * 3), int8_scale_bytes(16_384 * 3)), (49_152, 768));
         assert_eq!((int8_state_bytes(5), int8_scale_bytes(257)), (8, 8));
-    }
-
-    #[test]
-    fn wgsl_code_tables_are_the_references() {
-        let tables = crate::reference::optimizer::wgsl_code_tables();
-        assert!(OPTIMIZER.source.ends_with(&tables), "regenerate the tables at the end of 12_optimizer.wgsl:\n{tables}");
     }
 }

@@ -136,18 +136,6 @@ impl Int8Maps {
     }
 }
 
-/// The WGSL text of the code tables (bit patterns of `moment1_points` and
-/// `moment2_points`), as it stands at the end of 12_optimizer.wgsl.
-pub fn wgsl_code_tables() -> String {
-    let table = |name: &str, p: [f32; 256]| {
-        let rows: Vec<String> = p
-            .chunks(8)
-            .map(|row| format!("    {},", row.iter().map(|x| format!("0x{:08x}u", x.to_bits())).collect::<Vec<_>>().join(", ")))
-            .collect();
-        format!("const {name} = array<u32, 256>(\n{}\n);\n", rows.join("\n"))
-    };
-    table("M_CODE", moment1_points()) + &table("V_ROOT", moment2_points())
-}
 
 /// Packed 8-bit AdamW state of `n` values: codes 4 per word, scales per
 /// block, as the kernel's buffers hold them. All zeros is the initial state.
