@@ -110,13 +110,20 @@ pub async fn adamw_matches_reference(gpu: &Gpu) -> Result<()> {
             assert_close(&format!("adamw n={n} t={t} weights"), &got, &w, 5e-8, 2.4e-7);
             assert_close(&format!("adamw n={n} t={t} m"), &gpu.read_back::<f32>((&mb).into()).await?, &m, 1.2e-8, 2.4e-7);
             assert_close(&format!("adamw n={n} t={t} v"), &gpu.read_back::<f32>((&vb).into()).await?, &v, 3e-10, 2.4e-7);
-            assert!(gpu.read_back::<f32>((&gb).into()).await?.iter().all(|&x| x == 0.0), "gradients must be zeroed");
-            if with_mirror {
-                let halves: Vec<f16> = gpu.read_back((&mirror).into()).await?;
-                let cast: Vec<u16> = got.iter().map(|&x| webtrain::reference::cast::f32_to_f16(x).to_bits()).collect();
-                assert_eq!(halves[..n].iter().map(|h| h.to_bits()).collect::<Vec<_>>(), cast, "mirror of step {t}");
-            }
+            zeroed_and_mirrored(gpu, &gb, with_mirror.then_some(&mirror), &got, t).await?;
         }
+    }
+    Ok(())
+}
+
+/// The update zeroed the gradients and, with a mirror, wrote the cast of
+/// the new master weights `got` into it, bit for bit.
+async fn zeroed_and_mirrored(gpu: &Gpu, grads: &wgpu::Buffer, mirror: Option<&wgpu::Buffer>, got: &[f32], t: u32) -> Result<()> {
+    assert!(gpu.read_back::<f32>(grads.into()).await?.iter().all(|&x| x == 0.0), "gradients must be zeroed");
+    if let Some(mirror) = mirror {
+        let halves: Vec<f16> = gpu.read_back(mirror.into()).await?;
+        let cast: Vec<u16> = got.iter().map(|&x| webtrain::reference::cast::f32_to_f16(x).to_bits()).collect();
+        assert_eq!(halves[..got.len()].iter().map(|h| h.to_bits()).collect::<Vec<_>>(), cast, "mirror of step {t}");
     }
     Ok(())
 }
@@ -206,12 +213,7 @@ pub async fn adamw_8bit_matches_reference(gpu: &Gpu) -> Result<()> {
             // 1.3e-7 on SwiftShader; codes and scales identical on both.
             let got: Vec<f32> = gpu.read_back((&wb).into()).await?;
             assert_close(&what("weights"), &got, &w, 5e-8, 2.4e-7);
-            assert!(gpu.read_back::<f32>((&gb).into()).await?.iter().all(|&x| x == 0.0), "gradients must be zeroed");
-            if with_mirror {
-                let halves: Vec<f16> = gpu.read_back((&mirror).into()).await?;
-                let cast: Vec<u16> = got.iter().map(|&x| webtrain::reference::cast::f32_to_f16(x).to_bits()).collect();
-                assert_eq!(halves[..n].iter().map(|h| h.to_bits()).collect::<Vec<_>>(), cast, "mirror of step {t}");
-            }
+            zeroed_and_mirrored(gpu, &gb, with_mirror.then_some(&mirror), &got, t).await?;
         }
     }
     Ok(())
