@@ -1,5 +1,5 @@
 // Token embedding: lookup (f32 or f16 table) and its backward, a scatter-add
-// (deterministic over host-sorted runs, or with compare-and-swap).
+// in a fixed order over host-sorted runs.
 // Legend: S tokens, D d_model, V vocabulary, U distinct in-range tokens.
 
 struct Params {
@@ -47,34 +47,10 @@ fn embed_lookup_w16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     out[i] = select(0.0, half_at(table_h[at.x >> 1u], at.x), at.y == 1u);
 }
 
-// embed_backward: dtable[tokens[s]] += dout[s]. Positions sharing a token
-// add into the same row, so the add is a compare-and-swap loop on the f32
-// bits (WGSL has no float atomics); the order of additions, and so the last
-// bits of a repeated token's sum, can vary run to run. Non-finite gradients
-// and tokens >= V are skipped. The trainer uses embed_backward_sorted below,
-// which gives the same bits every run; this one needs no host-side index
-// (bench.rs still times it).
-@group(0) @binding(2) var<storage, read> dout: array<f32>;                  // [S, D]
-@group(0) @binding(3) var<storage, read_write> dtable: array<atomic<u32>>;  // [V, D] f32 bits
-
-@compute @workgroup_size(WG)
-fn embed_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                  @builtin(local_invocation_index) lidx: u32) {
-    let i = flat_id(wid, nwg, lidx);
-    if (i >= params.tokens * params.d) { return; }
-    let t = tokens[i / params.d];
-    let g = dout[i];
-    if (t >= params.vocab || g == 0.0 || !is_finite(g)) { return; }
-    let j = t * params.d + i % params.d;
-    var old = atomicLoad(&dtable[j]);
-    loop {
-        let swapped = atomicCompareExchangeWeak(&dtable[j], old, bitcast<u32>(bitcast<f32>(old) + g));
-        if (swapped.exchanged) { break; }
-        old = swapped.old_value;
-    }
-}
-
-// embed_backward_sorted: the same sum, in a fixed order. The host groups the
+// embed_backward_sorted: dtable[tokens[s]] += dout[s], non-finite values
+// and tokens >= V skipped. Positions sharing a token add into one row; a
+// float add in whatever order atomics give would change the low bits run to
+// run, so the sum is taken in a fixed order instead. The host groups the
 // batch's positions by token (kernels::embedding::TokenRuns) into U runs;
 // one invocation owns each (run, column), sums its run's dout in ascending
 // position order, and adds the sum into dtable with a plain read-modify-
@@ -85,8 +61,8 @@ fn embed_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
 // Index words, 3S + 2 of them: [U, starts[0..=S], ids[0..S], order[0..S]];
 // run r is ids[r], at positions order[starts[r]..starts[r + 1]].
 @group(0) @binding(1) var<storage, read> runs: array<u32>;          // [3S + 2] TokenRuns words
+@group(0) @binding(2) var<storage, read> dout: array<f32>;           // [S, D]
 @group(0) @binding(3) var<storage, read_write> dtable_f: array<f32>;  // [V, D], accumulated
-// (dout: binding 2 above, [S, D])
 
 @compute @workgroup_size(WG)
 fn embed_backward_sorted(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

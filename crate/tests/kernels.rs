@@ -18,8 +18,6 @@ gpu_tests! {
     infrastructure::kernels_bind_sub_ranges,
     infrastructure::axpy_covers_a_two_dimensional_dispatch,
     embedding::embed_lookup_matches_reference,
-    embedding::embed_backward_matches_reference,
-    embedding::embed_backward_sums_repeated_tokens_exactly,
     embedding::embed_backward_sorted_matches_reference,
     embedding::embed_backward_sorted_is_deterministic_and_adds,
     embedding::embed_backward_sorted_reuses_its_dispatch,

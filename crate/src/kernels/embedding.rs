@@ -1,6 +1,5 @@
 //! Launchers for 01_embedding.wgsl: lookup from an f32 or f16 table, and
-//! the scatter-add backward: deterministic over [`TokenRuns`] (what the
-//! trainer uses), or with compare-and-swap adds in any order.
+//! the scatter-add backward, deterministic over [`TokenRuns`].
 //! Legend: S tokens, D d_model, V vocabulary, U distinct in-range tokens.
 
 use bytemuck::{Pod, Zeroable};
@@ -35,16 +34,6 @@ const LOOKUP_SLOTS: &[Slot] = &[
 ];
 const LOOKUP: KernelDesc = KernelDesc { entry: "embed_lookup", slots: LOOKUP_SLOTS };
 const LOOKUP_W16: KernelDesc = KernelDesc { entry: "embed_lookup_w16", slots: LOOKUP_SLOTS };
-const BACKWARD: KernelDesc = KernelDesc {
-    entry: "embed_backward",
-    slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(1),      // tokens: [S] u32
-        Slot::Read(2),      // dout: [S, D] f32
-        Slot::ReadWrite(3), // dtable: [V, D] f32, accumulated
-    ],
-};
-
 const BACKWARD_SORTED: KernelDesc = KernelDesc {
     entry: "embed_backward_sorted",
     slots: &[
@@ -58,15 +47,13 @@ const BACKWARD_SORTED: KernelDesc = KernelDesc {
 pub struct Embedding {
     lookup: Kernel,
     lookup_w16: Kernel,
-    backward: Kernel,
     backward_sorted: Kernel,
 }
 
 impl Embedding {
     pub async fn new(gpu: &Gpu) -> Result<Self> {
-        let [lookup, lookup_w16, backward, backward_sorted] =
-            build_kernels(gpu, EMBEDDING, [LOOKUP, LOOKUP_W16, BACKWARD, BACKWARD_SORTED]).await?;
-        Ok(Embedding { lookup, lookup_w16, backward, backward_sorted })
+        let [lookup, lookup_w16, backward_sorted] = build_kernels(gpu, EMBEDDING, [LOOKUP, LOOKUP_W16, BACKWARD_SORTED]).await?;
+        Ok(Embedding { lookup, lookup_w16, backward_sorted })
     }
 
     /// `out[s] = table[tokens[s]]`; tokens >= V give zero rows and add to
@@ -94,26 +81,6 @@ impl Embedding {
         let bindings =
             [params.as_entire_binding(), tokens.binding(), table.range().binding(), out.binding(), bad_tokens.binding()];
         kernel.dispatch(gpu, &bindings, gpu.grid_1d(op, s * d)?)
-    }
-
-    /// `dtable[tokens[s]] += dout[s]`, skipping non-finite values and tokens >= V;
-    /// the adds of a repeated token land in any order (not deterministic).
-    pub fn backward(
-        &self,
-        gpu: &Gpu,
-        shape: EmbeddingShape,
-        tokens: BufferRange,
-        dout: BufferRange,
-        dtable: BufferRange,
-    ) -> Result<Dispatch> {
-        let op = "embed_backward";
-        let (s, d, v) = (shape.tokens as u64, shape.d as u64, shape.vocab as u64);
-        gpu.check_binding(op, "tokens", &tokens, 4 * s)?;
-        gpu.check_binding(op, "dout", &dout, 4 * s * d)?;
-        gpu.check_binding(op, "dtable", &dtable, 4 * v * d)?;
-        let params = gpu.uniform(op, &params(shape));
-        let bindings = [params.as_entire_binding(), tokens.binding(), dout.binding(), dtable.binding()];
-        self.backward.dispatch(gpu, &bindings, gpu.grid_1d(op, s * d)?)
     }
 
     /// `dtable[t] += Σ dout[s]` over the positions s of each token t of
