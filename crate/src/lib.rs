@@ -9,6 +9,7 @@ pub mod checkpoint;
 pub mod data;
 pub mod error;
 pub mod gpu;
+pub mod hf;
 pub mod kernels;
 pub mod model;
 pub mod optim;

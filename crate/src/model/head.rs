@@ -38,3 +38,28 @@ impl<'a> Net<'a> {
         Ok(s)
     }
 }
+
+impl super::Model {
+    /// The `[R, V]` logits of the batch the last `forward` ran on: lm_head
+    /// again, chunk by chunk, into a buffer of its own (the head's logits
+    /// buffer holds dlogits once the loss has run). For evaluation and the
+    /// parity checks against transformers.
+    pub async fn logits(&self, gpu: &crate::gpu::Gpu, k: &crate::kernels::Kernels) -> Result<Vec<f32>> {
+        let dm = self.acts.dims;
+        let (rows, d, v) = (dm.rows, dm.d, dm.vocab);
+        let w = self.net(gpu, k).w(Role::LmHead);
+        let out = gpu.storage_buffer("logits (read back)", 4 * dm.chunk_rows.min(rows) * v)?;
+        let mut logits = Vec::with_capacity((rows * v) as usize);
+        let mut r0 = 0;
+        while r0 < rows {
+            let n = dm.chunk_rows.min(rows - r0);
+            let shape = LinearShape { rows: n as u32, d_in: d as u32, d_out: v as u32 };
+            let xnf = BufferRange { buffer: &self.acts.xnf, offset: 4 * r0 * d, size: 4 * n * d };
+            let dst = BufferRange { buffer: &out, offset: 0, size: 4 * n * v };
+            gpu.run(&[&k.linear.forward(gpu, shape, xnf, w, Output::Store(dst))?]).await?;
+            logits.extend(gpu.read_back::<f32>(dst).await?);
+            r0 += n;
+        }
+        Ok(logits)
+    }
+}

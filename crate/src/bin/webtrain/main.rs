@@ -5,6 +5,8 @@ mod bench;
 #[cfg(not(target_arch = "wasm32"))]
 mod bench_step;
 #[cfg(not(target_arch = "wasm32"))]
+mod hf;
+#[cfg(not(target_arch = "wasm32"))]
 mod train;
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -29,6 +31,10 @@ pub mod cli {
         Tokenizer(TokenizerArgs),
         /// Train a model: one JSON line per step, per validation, and a summary.
         Train(crate::train::TrainArgs),
+        /// Write a checkpoint as a Hugging Face Llama folder (transformers loads it).
+        ExportHf(crate::hf::ExportArgs),
+        /// The next-token loss of a Hugging Face Llama folder on a token sequence, as transformers computes it.
+        Eval(crate::hf::EvalArgs),
     }
 
     #[derive(Args)]
@@ -101,6 +107,8 @@ pub mod cli {
             Command::Info(args) => info(&args).await,
             Command::Tokenizer(args) => tokenizer(&args),
             Command::Train(args) => crate::train::run(args).await,
+            Command::ExportHf(args) => crate::hf::export(&args),
+            Command::Eval(args) => crate::hf::eval(&args).await,
             Command::Bench(args) => {
                 let gpu = Gpu::new(&args.device.options()).await?;
                 let sizes: Vec<&crate::bench::Sizes> = match args.sizes.as_str() {

@@ -147,7 +147,7 @@ fn config(args: &TrainArgs) -> Result<TrainConfig> {
 }
 
 /// The checkpoint at `path`, checked; its errors name the file.
-fn read_checkpoint(path: &Path) -> Result<Checkpoint> {
+pub fn read_checkpoint(path: &Path) -> Result<Checkpoint> {
     let named = |problem: String| Error::Checkpoint(format!("{}: {problem}", path.display()));
     let bytes = std::fs::read(path).map_err(|e| named(format!("cannot be read: {e}")))?;
     Checkpoint::from_bytes(&bytes).map_err(|e| match e {

@@ -1,0 +1,132 @@
+//! `webtrain export-hf` and `webtrain eval`: a checkpoint as a Hugging Face
+//! Llama folder, and the loss of an HF folder on a token sequence, computed
+//! as transformers computes it with `labels = input_ids`, so anyone can
+//! compare the two on their own model (docs/INTEROP.md).
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use webtrain::hf::{self, HfFiles, HfModel};
+use webtrain::kernels::loss::IGNORE_INDEX;
+use webtrain::kernels::Kernels;
+use webtrain::model::{BatchShape, Model, Precision};
+use webtrain::{Error, Gpu, Result};
+
+#[derive(Args)]
+pub struct ExportArgs {
+    /// A webtrain checkpoint (.safetensors), e.g. from `train --out`.
+    #[arg(long)]
+    checkpoint: PathBuf,
+    /// The folder to write config.json, model.safetensors, tokenizer.json and generation_config.json to.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+#[derive(Args)]
+pub struct EvalArgs {
+    #[command(flatten)]
+    device: crate::cli::DeviceArgs,
+    /// A Hugging Face Llama folder (config.json, model.safetensors).
+    #[arg(long)]
+    hf: PathBuf,
+    /// A text file of whitespace-separated token ids: one sequence, at most max_position_embeddings long.
+    #[arg(long)]
+    tokens: PathBuf,
+    /// Also write the [N, vocab] logits here, as a safetensors file with one tensor "logits".
+    #[arg(long)]
+    logits: Option<PathBuf>,
+    #[arg(long, default_value = "fp32", value_parser = ["fp32", "f16"])]
+    precision: String,
+}
+
+fn io(path: &Path, what: &str, e: std::io::Error) -> Error {
+    Error::Unsupported(format!("{}: cannot {what}: {e}", path.display()))
+}
+
+/// The files of an HF folder: model.safetensors, or the shards its index names.
+pub fn read_folder(dir: &Path) -> Result<HfFiles> {
+    let text = |name: &str| std::fs::read_to_string(dir.join(name)).map_err(|e| io(&dir.join(name), "be read", e));
+    let optional = |name: &str| dir.join(name).exists().then(|| text(name)).transpose();
+    let weights = if dir.join(hf::WEIGHTS).exists() {
+        vec![std::fs::read(dir.join(hf::WEIGHTS)).map_err(|e| io(&dir.join(hf::WEIGHTS), "be read", e))?]
+    } else if dir.join(hf::WEIGHTS_INDEX).exists() {
+        let index: serde_json::Value = serde_json::from_str(&text(hf::WEIGHTS_INDEX)?)
+            .map_err(|e| Error::Unsupported(format!("{}: not JSON ({e})", hf::WEIGHTS_INDEX)))?;
+        let map = index["weight_map"].as_object().ok_or_else(|| Error::Unsupported(format!("{}: no weight_map", hf::WEIGHTS_INDEX)))?;
+        let shards: std::collections::BTreeSet<&str> = map.values().filter_map(|v| v.as_str()).collect();
+        shards.into_iter().map(|s| std::fs::read(dir.join(s)).map_err(|e| io(&dir.join(s), "be read", e))).collect::<Result<_>>()?
+    } else {
+        return Err(Error::Unsupported(format!("{}: no {} or {} in it", dir.display(), hf::WEIGHTS, hf::WEIGHTS_INDEX)));
+    };
+    Ok(HfFiles { config_json: text(hf::CONFIG)?, generation_config_json: optional(hf::GENERATION_CONFIG)?, weights, tokenizer_json: optional(hf::TOKENIZER)? })
+}
+
+fn write_folder(dir: &Path, files: &HfFiles) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, "be created", e))?;
+    let write = |name: &str, bytes: &[u8]| std::fs::write(dir.join(name), bytes).map_err(|e| io(&dir.join(name), "be written", e));
+    write(hf::CONFIG, files.config_json.as_bytes())?;
+    write(hf::WEIGHTS, &files.weights[0])?;
+    if let Some(g) = &files.generation_config_json {
+        write(hf::GENERATION_CONFIG, g.as_bytes())?;
+    }
+    if let Some(t) = &files.tokenizer_json {
+        write(hf::TOKENIZER, t.as_bytes())?;
+    }
+    Ok(())
+}
+
+pub fn export(args: &ExportArgs) -> Result<()> {
+    let c = crate::train::read_checkpoint(&args.checkpoint)?;
+    let model = HfModel { config: c.config.model.clone(), weights: c.weights, tokenizer_json: c.run.tokenizer_json };
+    write_folder(&args.out, &model.export()?)?;
+    eprintln!("export-hf: step {} of {} written to {}", c.step, args.checkpoint.display(), args.out.display());
+    Ok(())
+}
+
+pub async fn eval(args: &EvalArgs) -> Result<()> {
+    let model = HfModel::import(&read_folder(&args.hf)?).map_err(|e| match e {
+        Error::Unsupported(problem) => Error::Unsupported(format!("{}: {problem}", args.hf.display())),
+        e => e,
+    })?;
+    let text = std::fs::read_to_string(&args.tokens).map_err(|e| io(&args.tokens, "be read", e))?;
+    let ids = parse_ids(&text, model.config.vocab).map_err(|p| Error::Unsupported(format!("{}: {p}", args.tokens.display())))?;
+    if ids.len() < 2 || ids.len() > model.config.max_seq as usize {
+        return Err(Error::Unsupported(format!(
+            "{}: {} tokens; the loss needs 2 to max_position_embeddings = {}",
+            args.tokens.display(),
+            ids.len(),
+            model.config.max_seq
+        )));
+    }
+    let gpu = Gpu::new(&args.device.options()).await?;
+    let k = Kernels::new(&gpu).await?;
+    let shape = BatchShape { batch: 1, seq: ids.len() as u32 };
+    let precision = Precision::parse(&args.precision)?;
+    let m = Model::new(&gpu, &k, model.config.clone(), shape, precision, &model.weights)?;
+    // position t predicts token t+1; the last predicts nothing (transformers' shift)
+    let targets: Vec<u32> = ids[1..].iter().copied().chain([IGNORE_INDEX]).collect();
+    m.write_batch(&gpu, &ids, &targets)?;
+    gpu.run(&m.sync_mirror(&gpu, &k)?.iter().chain(&m.forward).chain(&m.head_eval).collect::<Vec<_>>()).await?;
+    let loss = gpu.read_back::<f32>((&m.acts.loss).into()).await?[1];
+    if let Some(path) = &args.logits {
+        let logits = m.logits(&gpu, &k).await?;
+        let view = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![ids.len(), model.config.vocab as usize], bytemuck::cast_slice(&logits))
+            .map_err(|e| Error::Unsupported(e.to_string()))?;
+        let bytes = safetensors::serialize([("logits", view)], None).map_err(|e| Error::Unsupported(e.to_string()))?;
+        std::fs::write(path, bytes).map_err(|e| io(path, "be written", e))?;
+    }
+    println!("{}", serde_json::json!({"loss": loss, "tokens": ids.len(), "precision": precision.name(), "adapter": gpu.info.name}));
+    Ok(())
+}
+
+/// Token ids from whitespace-separated decimal text, each below `vocab`.
+fn parse_ids(text: &str, vocab: u32) -> std::result::Result<Vec<u32>, String> {
+    text.split_whitespace()
+        .enumerate()
+        .map(|(i, w)| match w.parse::<u32>() {
+            Ok(id) if id < vocab => Ok(id),
+            Ok(id) => Err(format!("token {i} is {id}, beyond the vocabulary of {vocab}")),
+            Err(_) => Err(format!("token {i}, {w:?}, is not a token id")),
+        })
+        .collect()
+}

@@ -1,0 +1,162 @@
+//! config.json of a `LlamaForCausalLM`: written from a webtrain config, and
+//! read back with transformers' defaults for the fields a file may leave
+//! out. Anything webtrain's kernels do not compute the same way (biases,
+//! RoPE scaling, another activation, a head size other than
+//! hidden/heads) is refused with the field that says so.
+
+use serde_json::{json, Map, Value};
+
+use crate::error::{Error, Result};
+use crate::model::layout::INIT_STD;
+use crate::model::Config;
+
+fn refuse(problem: impl std::fmt::Display) -> Error {
+    Error::Unsupported(format!("config.json: {problem}"))
+}
+
+/// The config.json text of a webtrain model.
+pub fn to_json(c: &Config) -> String {
+    let v = json!({
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": c.vocab,
+        "hidden_size": c.d_model,
+        "intermediate_size": c.ffn,
+        "num_hidden_layers": c.n_layers,
+        "num_attention_heads": c.n_heads,
+        "num_key_value_heads": c.n_kv_heads,
+        "head_dim": c.head_dim(),
+        "max_position_embeddings": c.max_seq,
+        "rope_theta": c.rope_theta,
+        "rope_scaling": null,
+        "rms_norm_eps": c.norm_eps,
+        "tie_word_embeddings": c.tie_word_embeddings,
+        "hidden_act": "silu",
+        "attention_bias": false,
+        "mlp_bias": false,
+        "attention_dropout": 0.0,
+        "initializer_range": INIT_STD,
+        "torch_dtype": "float32",
+        "use_cache": true,
+    });
+    serde_json::to_string_pretty(&v).expect("a JSON object serializes")
+}
+
+/// A webtrain config from config.json, or the reason it cannot be one.
+pub fn from_json(text: &str) -> Result<Config> {
+    let v: Value = serde_json::from_str(text).map_err(|e| refuse(format!("not JSON ({e})")))?;
+    let o = v.as_object().ok_or_else(|| refuse("not a JSON object"))?;
+    let architectures: Vec<&str> = o.get("architectures").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+    let model_type = o.get("model_type").and_then(Value::as_str);
+    if model_type != Some("llama") && !architectures.contains(&"LlamaForCausalLM") {
+        return Err(refuse(format!(
+            "model_type {model_type:?}, architectures {architectures:?}: only Llama (LlamaForCausalLM) models are supported"
+        )));
+    }
+    let size = |key: &str| -> Result<u32> {
+        let x = o.get(key).ok_or_else(|| refuse(format!("no {key}")))?;
+        x.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| refuse(format!("{key} {x} is not a size")))
+    };
+    let n_heads = size("num_attention_heads")?;
+    let d_model = size("hidden_size")?;
+    let c = Config {
+        vocab: size("vocab_size")?,
+        d_model,
+        n_layers: size("num_hidden_layers")?,
+        n_heads,
+        n_kv_heads: if is_null(o, "num_key_value_heads") { n_heads } else { size("num_key_value_heads")? },
+        ffn: size("intermediate_size")?,
+        max_seq: if is_null(o, "max_position_embeddings") { 2048 } else { size("max_position_embeddings")? },
+        rope_theta: rope_theta(o)?,
+        norm_eps: number(o, "rms_norm_eps", 1e-6)?,
+        tie_word_embeddings: o.get("tie_word_embeddings").and_then(Value::as_bool).unwrap_or(false),
+    };
+    let string = |key: &str, default: &str| o.get(key).and_then(Value::as_str).unwrap_or(default).to_string();
+    for (key, want) in [("hidden_act", "silu")] {
+        let got = string(key, want);
+        if got != want {
+            return Err(refuse(format!("{key} {got:?}: webtrain's MLP is SwiGLU with {want}")));
+        }
+    }
+    for key in ["attention_bias", "mlp_bias"] {
+        if o.get(key).and_then(Value::as_bool) == Some(true) {
+            return Err(refuse(format!("{key} is true: webtrain's projections have no biases")));
+        }
+    }
+    if !is_null(o, "head_dim") && size("head_dim")? != c.head_dim() {
+        return Err(refuse(format!("head_dim {} is not hidden_size / num_attention_heads = {}", size("head_dim")?, c.head_dim())));
+    }
+    if o.get("pretraining_tp").and_then(Value::as_u64).is_some_and(|tp| tp > 1) {
+        return Err(refuse("pretraining_tp > 1 (sliced projections) is not supported"));
+    }
+    c.validate()?;
+    Ok(c)
+}
+
+fn is_null(o: &Map<String, Value>, key: &str) -> bool {
+    o.get(key).is_none_or(Value::is_null)
+}
+
+fn number(o: &Map<String, Value>, key: &str, default: f64) -> Result<f64> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(default),
+        Some(x) => x.as_f64().ok_or_else(|| refuse(format!("{key} {x} is not a number"))),
+    }
+}
+
+/// rope_theta, from the top level (transformers 4) or from
+/// `rope_parameters` (transformers 5); only unscaled RoPE.
+fn rope_theta(o: &Map<String, Value>) -> Result<f64> {
+    for key in ["rope_scaling", "rope_parameters"] {
+        if let Some(p) = o.get(key).filter(|p| !p.is_null()) {
+            let kind = p.get("rope_type").or_else(|| p.get("type")).and_then(Value::as_str).unwrap_or("default");
+            if kind != "default" {
+                return Err(refuse(format!("{key} of type {kind:?}: only plain RoPE is supported")));
+            }
+            if let Some(theta) = p.get("rope_theta") {
+                return theta.as_f64().ok_or_else(|| refuse(format!("{key}.rope_theta {theta} is not a number")));
+            }
+        }
+    }
+    number(o, "rope_theta", 10_000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configs_round_trip_and_defaults_are_transformers() {
+        for name in crate::model::PRESETS {
+            let c = Config::preset(name).unwrap();
+            assert_eq!(from_json(&to_json(&c)).unwrap(), c);
+        }
+        let minimal = r#"{"model_type": "llama", "vocab_size": 100, "hidden_size": 64, "intermediate_size": 128,
+            "num_hidden_layers": 2, "num_attention_heads": 4}"#;
+        let c = from_json(minimal).unwrap();
+        assert_eq!((c.n_kv_heads, c.max_seq, c.rope_theta, c.norm_eps, c.tie_word_embeddings), (4, 2048, 10_000.0, 1e-6, false));
+        let v5 = minimal.replace("\"vocab_size\"", r#""rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}, "vocab_size""#);
+        assert_eq!(from_json(&v5).unwrap().rope_theta, 500_000.0);
+    }
+
+    #[test]
+    fn unsupported_configs_are_refused_with_the_field() {
+        let base = to_json(&Config::preset("tiny").unwrap());
+        let with = |key: &str, value: Value| {
+            let mut v: Value = serde_json::from_str(&base).unwrap();
+            v[key] = value;
+            from_json(&v.to_string()).unwrap_err().to_string()
+        };
+        let mut gpt: Value = serde_json::from_str(&base).unwrap();
+        gpt["model_type"] = json!("gpt2");
+        gpt["architectures"] = json!(["GPT2LMHeadModel"]);
+        assert!(from_json(&gpt.to_string()).unwrap_err().to_string().contains("only Llama"));
+        assert!(with("hidden_act", json!("gelu")).contains("hidden_act \"gelu\""));
+        assert!(with("attention_bias", json!(true)).contains("attention_bias"));
+        assert!(with("rope_scaling", json!({"rope_type": "llama3", "factor": 8.0})).contains("llama3"));
+        assert!(with("head_dim", json!(32)).contains("head_dim 32"));
+        assert!(with("hidden_size", json!("64")).contains("hidden_size \"64\" is not a size"));
+        assert!(with("num_key_value_heads", json!(3)).contains("n_kv_heads 3"));
+        assert!(from_json("[1]").unwrap_err().to_string().contains("not a JSON object"));
+    }
+}
