@@ -23,15 +23,13 @@ struct Params {
     b_row: u32,
     b_col: u32,
     c_row: u32,
-    split: u32,  // matmul_split: columns >= split go to c2
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> a: array<f32>;            // A
 // @binding(2): B, declared by the prelude
 @group(0) @binding(3) var<storage, read> residual: array<f32>;     // [M, N], matmul_add
-@group(0) @binding(4) var<storage, read_write> c: array<f32>;      // [M, N] (or [M, split])
-@group(0) @binding(5) var<storage, read_write> c2: array<f32>;     // [M, N − split], matmul_split
+@group(0) @binding(4) var<storage, read_write> c: array<f32>;      // [M, N]
 
 var<workgroup> tile_a: array<f32, KSTEP * PAD>;  // [KSTEP][TILE]
 var<workgroup> tile_b: array<f32, KSTEP * PAD>;  // [KSTEP][TILE]
@@ -127,25 +125,6 @@ fn matmul_accumulate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
         for (var s = 0u; s < 4u; s++) {
             let at = out_at(wid, lidx, r, s);
             if (inside(at)) { c[at.x * params.c_row + at.y] += acc[r][s]; }
-        }
-    }
-}
-
-// [C | C2] = A·B, split at column `split`: gate and up projections from
-// stacked weights in one pass, each to its own [M, split] tensor.
-@compute @workgroup_size(WG)
-fn matmul_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lidx: u32) {
-    let acc = tile_product(wid, lidx);
-    for (var r = 0u; r < 4u; r++) {
-        for (var s = 0u; s < 4u; s++) {
-            let at = out_at(wid, lidx, r, s);
-            if (inside(at)) {
-                if (at.y < params.split) {
-                    c[at.x * params.c_row + at.y] = acc[r][s];
-                } else {
-                    c2[at.x * params.c_row + at.y - params.split] = acc[r][s];
-                }
-            }
         }
     }
 }

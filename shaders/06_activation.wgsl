@@ -9,8 +9,8 @@
 // and 1 − σ is formed directly, so the tails keep their relative accuracy.
 
 struct Params {
-    n: u32,    // elements
-    ffn: u32,  // F, the _gu kernels' row width (h is [R, F], gu [R, 2F])
+    n: u32,    // elements (R·F for SwiGLU)
+    ffn: u32,  // F, SwiGLU's row width (h is [R, F], gu [R, 2F])
 }
 
 const SQRT_2_OVER_PI: f32 = 0.7978845608;
@@ -40,50 +40,19 @@ fn x_sigmoid_grad(x: f32, s: vec2<f32>, dz: f32) -> f32 {
 
 @group(0) @binding(0) var<uniform> params: Params;
 
-// swiglu_forward: h = silu(gate) * up
-@group(0) @binding(1) var<storage, read> gate: array<f32>;      // [n]
-@group(0) @binding(2) var<storage, read> up: array<f32>;        // [n]
-@group(0) @binding(3) var<storage, read_write> h: array<f32>;   // [n]
-
-@compute @workgroup_size(WG)
-fn swiglu_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                  @builtin(local_invocation_index) lidx: u32) {
-    let i = flat_id(wid, nwg, lidx);
-    if (i >= params.n) { return; }
-    let g = gate[i];
-    h[i] = g * sigmoid_pair(g).x * up[i];
-}
-
-// swiglu_backward: dgate = dh·up·silu'(gate), dup = dh·silu(gate); written.
-@group(0) @binding(1) var<storage, read> dh: array<f32>;            // [n]
-@group(0) @binding(2) var<storage, read> gate_in: array<f32>;       // [n]
-@group(0) @binding(3) var<storage, read> up_in: array<f32>;         // [n]
-@group(0) @binding(4) var<storage, read_write> dgate: array<f32>;   // [n]
-@group(0) @binding(5) var<storage, read_write> dup: array<f32>;     // [n]
-
-@compute @workgroup_size(WG)
-fn swiglu_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                   @builtin(local_invocation_index) lidx: u32) {
-    let i = flat_id(wid, nwg, lidx);
-    if (i >= params.n) { return; }
-    let g = gate_in[i];
-    let s = sigmoid_pair(g);
-    dgate[i] = dh[i] * up_in[i] * x_sigmoid_grad(g, s, 1.0);
-    dup[i] = dh[i] * g * s.x;
-}
-
-// swiglu_forward_gu, swiglu_backward_gu: the same over one fused
+// swiglu_forward_gu: h = silu(gate)·up, and swiglu_backward_gu:
+// dgate = dh·up·silu'(gate), dup = dh·silu(gate), written; over one fused
 // projection row gu = [gate | up] ([R, 2F]), as a single GEMM against the
-// stacked [W_gate; W_up] writes it; the backward writes dgu in that layout,
+// stacked [W_gate; W_up] writes it. The backward writes dgu in that layout,
 // so the projection's input and weight gradients are one GEMM each.
-@group(0) @binding(1) var<storage, read> gu: array<f32>;              // [R, 2F]
-@group(0) @binding(2) var<storage, read> gu_in: array<f32>;           // [R, 2F]
-@group(0) @binding(4) var<storage, read_write> dgu: array<f32>;       // [R, 2F]
 
 // Where element i = (r, c) of h finds its gate; its up is F further on.
 fn gate_at(i: u32) -> u32 {
     return (i / params.ffn) * 2u * params.ffn + i % params.ffn;
 }
+
+@group(0) @binding(1) var<storage, read> gu: array<f32>;        // [R, 2F]
+@group(0) @binding(2) var<storage, read_write> h: array<f32>;   // [R, F]
 
 @compute @workgroup_size(WG)
 fn swiglu_forward_gu(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -94,6 +63,10 @@ fn swiglu_forward_gu(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
     let g = gu[j];
     h[i] = g * sigmoid_pair(g).x * gu[j + params.ffn];
 }
+
+@group(0) @binding(1) var<storage, read> dh: array<f32>;          // [R, F]
+@group(0) @binding(2) var<storage, read> gu_in: array<f32>;       // [R, 2F]
+@group(0) @binding(3) var<storage, read_write> dgu: array<f32>;   // [R, 2F]
 
 @compute @workgroup_size(WG)
 fn swiglu_backward_gu(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

@@ -38,7 +38,6 @@ gpu_tests! {
     attention::attention_backward_matches_reference,
     attention::attention_backward_is_deterministic_and_fuses,
     activation::swiglu_matches_reference,
-    activation::swiglu_gu_matches_reference,
     activation::gelu_matches_reference,
     activation::activations_stay_finite_at_large_inputs,
     loss::cross_entropy_matches_reference,

@@ -15,32 +15,12 @@ struct Params {
     _pad: [u32; 2],
 }
 
-const SWIGLU_FORWARD: KernelDesc = KernelDesc {
-    entry: "swiglu_forward",
-    slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(1),      // gate: [n] f32
-        Slot::Read(2),      // up: [n] f32
-        Slot::ReadWrite(3), // h: [n] f32
-    ],
-};
-const SWIGLU_BACKWARD: KernelDesc = KernelDesc {
-    entry: "swiglu_backward",
-    slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(1),      // dh: [n] f32
-        Slot::Read(2),      // gate: [n] f32
-        Slot::Read(3),      // up: [n] f32
-        Slot::ReadWrite(4), // dgate: [n] f32, written
-        Slot::ReadWrite(5), // dup: [n] f32, written
-    ],
-};
 const SWIGLU_FORWARD_GU: KernelDesc = KernelDesc {
     entry: "swiglu_forward_gu",
     slots: &[
         Slot::Uniform(0),   // params
         Slot::Read(1),      // gu: [R, 2F] f32, gate | up per row
-        Slot::ReadWrite(3), // h: [R, F] f32
+        Slot::ReadWrite(2), // h: [R, F] f32
     ],
 };
 const SWIGLU_BACKWARD_GU: KernelDesc = KernelDesc {
@@ -49,7 +29,7 @@ const SWIGLU_BACKWARD_GU: KernelDesc = KernelDesc {
         Slot::Uniform(0),   // params
         Slot::Read(1),      // dh: [R, F] f32
         Slot::Read(2),      // gu: [R, 2F] f32
-        Slot::ReadWrite(4), // dgu: [R, 2F] f32, written
+        Slot::ReadWrite(3), // dgu: [R, 2F] f32, written
     ],
 };
 const GELU_FORWARD: KernelDesc = KernelDesc {
@@ -71,8 +51,6 @@ const GELU_BACKWARD: KernelDesc = KernelDesc {
 };
 
 pub struct Activation {
-    swiglu_forward: Kernel,
-    swiglu_backward: Kernel,
     swiglu_forward_gu: Kernel,
     swiglu_backward_gu: Kernel,
     gelu_forward: Kernel,
@@ -81,50 +59,9 @@ pub struct Activation {
 
 impl Activation {
     pub async fn new(gpu: &Gpu) -> Result<Self> {
-        let [swiglu_forward, swiglu_backward, swiglu_forward_gu, swiglu_backward_gu, gelu_forward, gelu_backward] =
-            build_kernels(
-                gpu,
-                ACTIVATION,
-                [SWIGLU_FORWARD, SWIGLU_BACKWARD, SWIGLU_FORWARD_GU, SWIGLU_BACKWARD_GU, GELU_FORWARD, GELU_BACKWARD],
-            )
-            .await?;
-        Ok(Activation { swiglu_forward, swiglu_backward, swiglu_forward_gu, swiglu_backward_gu, gelu_forward, gelu_backward })
-    }
-
-    /// `h = silu(gate) * up` over n elements.
-    pub fn swiglu_forward(
-        &self,
-        gpu: &Gpu,
-        gate: BufferRange,
-        up: BufferRange,
-        h: BufferRange,
-        n: u32,
-    ) -> Result<Dispatch> {
-        let op = "swiglu_forward";
-        check(gpu, op, &[("gate", &gate), ("up", &up), ("h", &h)], n)?;
-        let params = gpu.uniform(op, &Params { n, ffn: 0, _pad: [0; 2] });
-        let bindings = [params.as_entire_binding(), gate.binding(), up.binding(), h.binding()];
-        self.swiglu_forward.dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
-    }
-
-    /// `dgate = dh·up·silu'(gate)`, `dup = dh·silu(gate)`: written, not added.
-    #[allow(clippy::too_many_arguments)] // one gradient in, two saved inputs, two gradients out
-    pub fn swiglu_backward(
-        &self,
-        gpu: &Gpu,
-        dh: BufferRange,
-        gate: BufferRange,
-        up: BufferRange,
-        dgate: BufferRange,
-        dup: BufferRange,
-        n: u32,
-    ) -> Result<Dispatch> {
-        let op = "swiglu_backward";
-        check(gpu, op, &[("dh", &dh), ("gate", &gate), ("up", &up), ("dgate", &dgate), ("dup", &dup)], n)?;
-        let params = gpu.uniform(op, &Params { n, ffn: 0, _pad: [0; 2] });
-        let bindings =
-            [params.as_entire_binding(), dh.binding(), gate.binding(), up.binding(), dgate.binding(), dup.binding()];
-        self.swiglu_backward.dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
+        let [swiglu_forward_gu, swiglu_backward_gu, gelu_forward, gelu_backward] =
+            build_kernels(gpu, ACTIVATION, [SWIGLU_FORWARD_GU, SWIGLU_BACKWARD_GU, GELU_FORWARD, GELU_BACKWARD]).await?;
+        Ok(Activation { swiglu_forward_gu, swiglu_backward_gu, gelu_forward, gelu_backward })
     }
 
     /// `h = silu(gate) * up` over `rows` rows of a fused `gu = [gate | up]`

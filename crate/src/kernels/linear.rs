@@ -21,15 +21,13 @@ pub struct LinearShape {
 
 /// Where the forward's product goes.
 pub enum Output<'a> {
-    /// `Y = X·Wᵀ`
+    /// `Y = X·Wᵀ`; gate and up together as one `[rows, 2·ffn]` `[gate | up]`
+    /// from the stacked `[W_gate; W_up]`, which `swiglu_*_gu` read.
     Store(BufferRange<'a>),
     /// `Y = R + X·Wᵀ`: a projection joining the residual stream.
     AddTo { residual: BufferRange<'a>, y: BufferRange<'a> },
     /// `Y += X·Wᵀ`
     Accumulate(BufferRange<'a>),
-    /// `gate = X·W_gateᵀ`, `up = X·W_upᵀ` in one pass, W holding
-    /// `[W_gate; W_up]` stacked (`d_out` = 2 × ffn).
-    GateUp { gate: BufferRange<'a>, up: BufferRange<'a> },
 }
 
 #[repr(C)]
@@ -43,8 +41,6 @@ struct Params {
     b_row: u32,
     b_col: u32,
     c_row: u32,
-    split: u32,
-    _pad: [u32; 3],
 }
 
 const STORE: KernelDesc = KernelDesc {
@@ -67,30 +63,19 @@ const ADD: KernelDesc = KernelDesc {
     ],
 };
 const ACCUMULATE: KernelDesc = KernelDesc { entry: "matmul_accumulate", slots: STORE.slots };
-const SPLIT: KernelDesc = KernelDesc {
-    entry: "matmul_split",
-    slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(1),      // a
-        Slot::Read(2),      // b
-        Slot::ReadWrite(4), // c: [M, split]
-        Slot::ReadWrite(5), // c2: [M, N − split]
-    ],
-};
 
-/// The four epilogues, built for one way of reading B.
+/// The three epilogues, built for one way of reading B.
 struct Variants {
     store: Kernel,
     add: Kernel,
     accumulate: Kernel,
-    split: Kernel,
 }
 
 impl Variants {
     async fn new(gpu: &Gpu, prelude: crate::shaders::ShaderFile) -> Result<Self> {
         let module = Module { prelude: Some(prelude), file: LINEAR };
-        let [store, add, accumulate, split] = build_kernels(gpu, module, [STORE, ADD, ACCUMULATE, SPLIT]).await?;
-        Ok(Variants { store, add, accumulate, split })
+        let [store, add, accumulate] = build_kernels(gpu, module, [STORE, ADD, ACCUMULATE]).await?;
+        Ok(Variants { store, add, accumulate })
     }
 }
 
@@ -117,7 +102,7 @@ impl Linear {
         let (rows, d_in, d_out) = (s.rows as u64, s.d_in as u64, s.d_out as u64);
         gpu.check_binding(op, "x", &x, 4 * rows * d_in)?;
         gpu.check_binding(op, "w", &w.range(), w.bytes(d_out * d_in))?;
-        let mut p = Params { m: s.rows, n: s.d_out, k: s.d_in, a_row: s.d_in, a_col: 1, b_row: 1, b_col: s.d_in, c_row: s.d_out, ..Zeroable::zeroed() };
+        let p = Params { m: s.rows, n: s.d_out, k: s.d_in, a_row: s.d_in, a_col: 1, b_row: 1, b_col: s.d_in, c_row: s.d_out };
         let v = self.variants(&w);
         let (x, w) = (x.binding(), w.range().binding());
         match out {
@@ -134,16 +119,6 @@ impl Linear {
                 gpu.check_binding(op, "y", &y, 4 * rows * d_out)?;
                 launch(gpu, &v.accumulate, p, &[x, w, y.binding()])
             }
-            Output::GateUp { gate, up } => {
-                if !s.d_out.is_multiple_of(2) {
-                    return Err(Error::shape(op, "d_out of stacked gate/up weights", "even", s.d_out));
-                }
-                let ffn = d_out / 2;
-                gpu.check_binding(op, "gate", &gate, 4 * rows * ffn)?;
-                gpu.check_binding(op, "up", &up, 4 * rows * ffn)?;
-                (p.split, p.c_row) = (s.d_out / 2, s.d_out / 2);
-                launch(gpu, &v.split, p, &[x, w, gate.binding(), up.binding()])
-            }
         }
     }
 
@@ -158,10 +133,10 @@ impl Linear {
         let (kernel, dx) = match dx {
             Output::Store(dx) => (&v.store, dx),
             Output::Accumulate(dx) => (&v.accumulate, dx),
-            Output::AddTo { .. } | Output::GateUp { .. } => return Err(Error::shape(op, "dx", "Store or Accumulate", "another epilogue")),
+            Output::AddTo { .. } => return Err(Error::shape(op, "dx", "Store or Accumulate", "AddTo")),
         };
         gpu.check_binding(op, "dx", &dx, 4 * rows * d_in)?;
-        let p = Params { m: s.rows, n: s.d_in, k: s.d_out, a_row: s.d_out, a_col: 1, b_row: s.d_in, b_col: 1, c_row: s.d_in, ..Zeroable::zeroed() };
+        let p = Params { m: s.rows, n: s.d_in, k: s.d_out, a_row: s.d_out, a_col: 1, b_row: s.d_in, b_col: 1, c_row: s.d_in };
         launch(gpu, kernel, p, &[dy.binding(), w.range().binding(), dx.binding()])
     }
 
@@ -172,7 +147,7 @@ impl Linear {
         gpu.check_binding(op, "dy", &dy, 4 * rows * d_out)?;
         gpu.check_binding(op, "x", &x, 4 * rows * d_in)?;
         gpu.check_binding(op, "dw", &dw, 4 * d_out * d_in)?;
-        let p = Params { m: s.d_out, n: s.d_in, k: s.rows, a_row: 1, a_col: s.d_out, b_row: s.d_in, b_col: 1, c_row: s.d_in, ..Zeroable::zeroed() };
+        let p = Params { m: s.d_out, n: s.d_in, k: s.rows, a_row: 1, a_col: s.d_out, b_row: s.d_in, b_col: 1, c_row: s.d_in };
         launch(gpu, &self.b32.accumulate, p, &[dy.binding(), x.binding(), dw.binding()])
     }
 }

@@ -6,9 +6,12 @@ use webtrain::{Gpu, Result};
 
 use super::check::{assert_close, rng, uniform};
 
-/// Not multiples of the workgroup size, and the seed's MLP shape
-/// (512 positions × 384 channels).
+/// Element counts that are not multiples of the workgroup size, and the
+/// seed's MLP shape (512 positions × 384 channels).
 const SIZES: &[usize] = &[1, 257, 1000, 512 * 384];
+/// SwiGLU's (rows, ffn): one element, one row of 257, rows narrower and
+/// wider than a workgroup (no count a multiple of it), the seed's MLP shape.
+const SWIGLU_SHAPES: &[(usize, usize)] = &[(1, 1), (1, 257), (37, 176), (130, 688), (512, 384)];
 /// Elements past `n` in every output: the kernel must leave them alone.
 const GUARD: usize = 37;
 const SENTINEL: f32 = -1234.5;
@@ -62,21 +65,24 @@ struct Swiglu {
     dup: Vec<f32>,
 }
 
-async fn run_swiglu(gpu: &Gpu, k: &Activation, gate: &[f32], up: &[f32], dh: &[f32]) -> Result<Swiglu> {
+/// swiglu_forward_gu and swiglu_backward_gu on `rows` rows of `[gate | up]`
+/// built from `gate` and `up` ([rows, ffn] each); dgu is split back apart.
+async fn run_swiglu(gpu: &Gpu, k: &Activation, gate: &[f32], up: &[f32], dh: &[f32], rows: usize) -> Result<Swiglu> {
     let n = gate.len();
-    let (gate_b, up_b, dh_b) = (gpu.upload("gate", gate)?, gpu.upload("up", up)?, gpu.upload("dh", dh)?);
-    let (h, dgate, dup) = (output(gpu, "h", n).await?, output(gpu, "dgate", n).await?, output(gpu, "dup", n).await?);
-    let m = n as u32;
+    assert_eq!(n % rows, 0, "swiglu: {n} elements are not {rows} whole rows");
+    let ffn = n / rows;
+    let gu: Vec<f32> = (0..rows).flat_map(|i| gate[i * ffn..(i + 1) * ffn].iter().chain(&up[i * ffn..(i + 1) * ffn]).copied()).collect();
+    let (gu_b, dh_b) = (gpu.upload("gu", &gu)?, gpu.upload("dh", dh)?);
+    let (h, dgu) = (output(gpu, "h", n).await?, output(gpu, "dgu", 2 * n).await?);
+    let (rows32, ffn32) = (rows as u32, ffn as u32);
     gpu.run(&[
-        &k.swiglu_forward(gpu, (&gate_b).into(), (&up_b).into(), (&h).into(), m)?,
-        &k.swiglu_backward(gpu, (&dh_b).into(), (&gate_b).into(), (&up_b).into(), (&dgate).into(), (&dup).into(), m)?,
+        &k.swiglu_forward_gu(gpu, (&gu_b).into(), (&h).into(), rows32, ffn32)?,
+        &k.swiglu_backward_gu(gpu, (&dh_b).into(), (&gu_b).into(), (&dgu).into(), rows32, ffn32)?,
     ])
     .await?;
-    Ok(Swiglu {
-        h: read(gpu, "h", &h, n).await?,
-        dgate: read(gpu, "dgate", &dgate, n).await?,
-        dup: read(gpu, "dup", &dup, n).await?,
-    })
+    let dgu = read(gpu, "dgu", &dgu, 2 * n).await?;
+    let half = |second: usize| -> Vec<f32> { (0..rows).flat_map(|i| dgu[(2 * i + second) * ffn..(2 * i + second + 1) * ffn].to_vec()).collect() };
+    Ok(Swiglu { h: read(gpu, "h", &h, n).await?, dgate: half(0), dup: half(1) })
 }
 
 /// (y, dx)
@@ -106,39 +112,16 @@ fn check_gelu(what: &str, x: &[f32], dy: &[f32], got: &(Vec<f32>, Vec<f32>)) {
     assert_close(&format!("gelu dx {what}"), &got.1, &reference::gelu_backward(&dy, &x), GRAD_ATOL, GRAD_RTOL);
 }
 
+/// The fused-row kernels on `[R, 2F]` rows against the reference on the
+/// split halves, and nothing written past the end.
 pub async fn swiglu_matches_reference(gpu: &Gpu) -> Result<()> {
     let k = Activation::new(gpu).await?;
     let mut r = rng(6);
-    for &n in SIZES {
-        let gate = uniform(&mut r, n, -8.0, 8.0);
-        let (up, dh) = (uniform(&mut r, n, -2.0, 2.0), uniform(&mut r, n, -1.0, 1.0));
-        let got = run_swiglu(gpu, &k, &gate, &up, &dh).await?;
-        check_swiglu(&format!("n={n}"), &gate, &up, &dh, &got);
-    }
-    Ok(())
-}
-
-/// The fused-row variants on `[R, 2F]` rows (awkward R and F): the same
-/// numbers as the split kernels' reference, and nothing written past the end.
-pub async fn swiglu_gu_matches_reference(gpu: &Gpu) -> Result<()> {
-    let k = Activation::new(gpu).await?;
-    let mut r = rng(8);
-    for (rows, ffn) in [(1usize, 1usize), (37, 176), (130, 688)] {
+    for &(rows, ffn) in SWIGLU_SHAPES {
         let n = rows * ffn;
         let (gate, up, dh) = (uniform(&mut r, n, -8.0, 8.0), uniform(&mut r, n, -2.0, 2.0), uniform(&mut r, n, -1.0, 1.0));
-        let gu: Vec<f32> = (0..rows).flat_map(|i| gate[i * ffn..(i + 1) * ffn].iter().chain(&up[i * ffn..(i + 1) * ffn]).copied()).collect();
-        let (gu_b, dh_b) = (gpu.upload("gu", &gu)?, gpu.upload("dh", &dh)?);
-        let (h, dgu) = (output(gpu, "h", n).await?, output(gpu, "dgu", 2 * n).await?);
-        let (rows32, ffn32) = (rows as u32, ffn as u32);
-        gpu.run(&[
-            &k.swiglu_forward_gu(gpu, (&gu_b).into(), (&h).into(), rows32, ffn32)?,
-            &k.swiglu_backward_gu(gpu, (&dh_b).into(), (&gu_b).into(), (&dgu).into(), rows32, ffn32)?,
-        ])
-        .await?;
-        let dgu = read(gpu, "dgu", &dgu, 2 * n).await?;
-        let split = |half: usize| -> Vec<f32> { (0..rows).flat_map(|i| dgu[(2 * i + half) * ffn..(2 * i + half + 1) * ffn].to_vec()).collect() };
-        let got = Swiglu { h: read(gpu, "h", &h, n).await?, dgate: split(0), dup: split(1) };
-        check_swiglu(&format!("gu rows={rows} ffn={ffn}"), &gate, &up, &dh, &got);
+        let got = run_swiglu(gpu, &k, &gate, &up, &dh, rows).await?;
+        check_swiglu(&format!("rows={rows} ffn={ffn}"), &gate, &up, &dh, &got);
     }
     Ok(())
 }
@@ -161,7 +144,7 @@ pub async fn gelu_matches_reference(gpu: &Gpu) -> Result<()> {
 pub async fn activations_stay_finite_at_large_inputs(gpu: &Gpu) -> Result<()> {
     let k = Activation::new(gpu).await?;
     let ones = vec![1.0; LARGE.len()];
-    let swiglu = run_swiglu(gpu, &k, LARGE, &ones, &ones).await?;
+    let swiglu = run_swiglu(gpu, &k, LARGE, &ones, &ones, 2).await?;
     let gelu = run_gelu(gpu, &k, LARGE, &ones).await?;
     let outputs = [
         ("h", &swiglu.h), ("dgate", &swiglu.dgate), ("dup", &swiglu.dup), ("gelu", &gelu.0), ("dgelu", &gelu.1),

@@ -125,14 +125,11 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
             let (x, w, y) = (buf("x", rows * d_in)?, buf("w", d_out * d_in)?, buf("y", rows * d_out)?);
             let (x, wf) = ((&x).into(), Weights::F32((&w).into()));
             let d = match layer {
-                "gate|up" => {
-                    let (gate, up) = (buf("gate", rows * d_out / 2)?, buf("up", rows * d_out / 2)?);
-                    k.linear.forward(gpu, shape, x, wf, Output::GateUp { gate: (&gate).into(), up: (&up).into() })?
-                }
                 "o +res" | "down +res" => {
                     let res = buf("residual", rows * d_out)?;
                     k.linear.forward(gpu, shape, x, wf, Output::AddTo { residual: (&res).into(), y: (&y).into() })?
                 }
+                // gate|up as the model runs it: stacked [W_gate; W_up] into one [rows, 2·ffn]
                 _ => k.linear.forward(gpu, shape, x, wf, Output::Store((&y).into()))?,
             };
             Ok(c(bytes, d))
@@ -213,17 +210,19 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
         Ok(Case { shape: attn_dims, flops: 10.0 * pairs, bytes: 2.0 * io, dispatches: k.attn.backward(gpu, shape, &g)?.into() })
     })));
 
+    // on the fused [gate | up] rows the gate|up GEMM writes: n = rows·ffn
+    // elements of h; forward reads 2n and writes n, backward reads 3n, writes 2n
     let n = rows * s.ffn;
     let ffn_dims = format!("{rows}x{}", s.ffn);
     let dims = ffn_dims.clone();
     out.push(("swiglu forward".into(), Box::new(move || {
-        let (gate, up, h) = (buf("gate", n)?, buf("up", n)?, buf("h", n)?);
-        let d = k.act.swiglu_forward(gpu, (&gate).into(), (&up).into(), (&h).into(), n)?;
+        let (gu, h) = (buf("gu", 2 * n)?, buf("h", n)?);
+        let d = k.act.swiglu_forward_gu(gpu, (&gu).into(), (&h).into(), rows, s.ffn)?;
         Ok(Case { shape: dims, flops: 0.0, bytes: 12.0 * n as f64, dispatches: vec![d] })
     })));
     out.push(("swiglu backward".into(), Box::new(move || {
-        let (dh, gate, up, dgate, dup) = (buf("dh", n)?, buf("gate", n)?, buf("up", n)?, buf("dgate", n)?, buf("dup", n)?);
-        let d = k.act.swiglu_backward(gpu, (&dh).into(), (&gate).into(), (&up).into(), (&dgate).into(), (&dup).into(), n)?;
+        let (dh, gu, dgu) = (buf("dh", n)?, buf("gu", 2 * n)?, buf("dgu", 2 * n)?);
+        let d = k.act.swiglu_backward_gu(gpu, (&dh).into(), (&gu).into(), (&dgu).into(), rows, s.ffn)?;
         Ok(Case { shape: ffn_dims, flops: 0.0, bytes: 20.0 * n as f64, dispatches: vec![d] })
     })));
 
