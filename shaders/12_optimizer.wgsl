@@ -106,6 +106,7 @@ struct AdamStep {
     step_size: f32,
     bc2_sqrt: f32,
     decay: f32,      // 1 − lr·weight_decay, for blocks that decay
+    t: u32,          // the step, 1-based: seeds the 8-bit state's dither
 }
 
 @group(0) @binding(0) var<uniform> adam: AdamBlock;
@@ -168,12 +169,14 @@ fn adamw_update_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
 // adamw_8bit_update, adamw_8bit_update_f16: the update above with m and v
 // stored as 8-bit codes, 4 per word (element 4k+j in byte j of word k), and
 // one f32 scale per block of QBLOCK values and moment: the block's absmax
-// after the update. Codes are dynamic trees (`code_points`, from
-// reference::optimizer; v's is on sqrt(v/absmax)). The moments are dequantized, updated in f32 and used
-// unquantized for this step's weights, then quantized against the block's
-// new absmax, a workgroup max in a fixed order. One invocation per word, so
-// every write is a whole word; QWORDS invocations per block, WG/QWORDS
-// blocks per workgroup. A skipped step only zeroes the gradients.
+// after the update. Codes are dynamic trees (reference::optimizer; v's is on
+// sqrt(v/absmax)). The moments are dequantized, updated in f32 and used
+// unquantized for this step's weights, then rounded stochastically against
+// the block's new absmax (a workgroup max in a fixed order), with a dither
+// hashed from (element, step, moment): unbiased, so a moment drifting by
+// less than half a code step per update still moves. One invocation per
+// word, so every write is a whole word; QWORDS invocations per block,
+// WG/QWORDS blocks per workgroup. A skipped step only zeroes the gradients.
 const QBLOCK: u32 = 256u;
 const QWORDS: u32 = QBLOCK / 4u;  // packed words per block
 
@@ -182,41 +185,49 @@ const QWORDS: u32 = QBLOCK / 4u;  // packed words per block
 @group(0) @binding(7) var<storage, read_write> m_scales: array<f32>;   // [⌈n/QBLOCK⌉] max |m| per block
 @group(0) @binding(8) var<storage, read_write> v_scales: array<f32>;   // [⌈n/QBLOCK⌉] max v per block
 @group(0) @binding(9) var<storage, read_write> q_mirror: array<half2>; // [n] f16, adamw_8bit_update_f16
-// The codes' points, ascending: m / absmax at [0, 256), sqrt(v / absmax) at
-// [256, 512). A buffer, not a WGSL const: a const array indexed by a
-// variable is copied into every invocation (measured 9× slower on lavapipe).
-@group(0) @binding(10) var<storage, read> code_points: array<f32, 512>;
+// The codes' tables, from Int8Map in reference/optimizer.rs: values of m at
+// [0, 256), of v at [256, 512), then each value's step to the next (cut to
+// 16 bits) at [512, 1024). Computed on the host, so no arithmetic here can
+// differ from the CPU twin's. A buffer, not a WGSL const: a const array
+// indexed by a variable is copied into every invocation (9× slower on
+// lavapipe).
+@group(0) @binding(10) var<storage, read> code_tables: array<f32, 1024>;
 
-// Both codes, m's at [0, 256) and v's at [256, 512): byte k of a block of
-// scale s stands for q_value[k]·s, and x gets the byte #{k : x > q_mid[k]·s}
-// (round to nearest). The same f32 formulas as Int8Map::from_points in
-// reference/optimizer.rs, so the CPU twin chooses the same bytes.
-var<workgroup> q_value: array<f32, 512>;
-var<workgroup> q_mid: array<f32, 512>;
+var<workgroup> q_table: array<f32, 1024>;
 var<workgroup> q_max: array<vec2<f32>, WG>;
 
-// One entry of each table per invocation (WG = 256 points per code).
+// Four entries of the tables per invocation (WG = 256).
 fn load_codes(lidx: u32) {
-    let c = code_points[lidx];
-    let r = code_points[256u + lidx];
-    q_value[lidx] = c;
-    q_value[256u + lidx] = r * r;
-    if (lidx < 255u) {
-        let r_mid = (r + code_points[256u + lidx + 1u]) * 0.5;
-        q_mid[lidx] = (c + code_points[lidx + 1u]) * 0.5;
-        q_mid[256u + lidx] = r_mid * r_mid;
-    }
+    for (var j = 0u; j < 4u; j++) { q_table[256u * j + lidx] = code_tables[256u * j + lidx]; }
     workgroupBarrier();
 }
 
-// The byte of x in a block of scale s (base 0: m, 256: v): binary search
-// over the 255 ascending thresholds.
-fn quantize(x: f32, s: f32, base: u32) -> u32 {
+// lowbias32 (C. Wellons): the u32 arithmetic of reference::optimizer::dither.
+fn mix32(x0: u32) -> u32 {
+    var x = x0;
+    x ^= x >> 16u;
+    x *= 0x7feb352du;
+    x ^= x >> 15u;
+    x *= 0x846ca68bu;
+    return x ^ (x >> 16u);
+}
+
+// In 0..256, as reference::optimizer::dither.
+fn dither(i: u32, moment: u32) -> u32 {
+    return mix32(i ^ mix32(2u * adam_step.t + moment)) >> 24u;
+}
+
+// The byte of x in a block of scale s (base 0: m, 256: v) for dither r: a
+// binary search for the value at or below x, then a step up when x passes
+// the dithered threshold. r/256 · step is exact (8 × 16 bits), so an fma
+// gives the same threshold.
+fn quantize(x: f32, s: f32, base: u32, r: u32) -> u32 {
     var k = 0u;
     for (var step = 128u; step > 0u; step >>= 1u) {
-        if (x > q_mid[base + k + step - 1u] * s) { k += step; }
+        if (x >= q_table[base + k + step] * s) { k += step; }
     }
-    return k;
+    let threshold = q_table[base + k] + (f32(r) / 256.0) * q_table[512u + base + k];
+    return k + select(0u, 1u, k < 255u && x > threshold * s);
 }
 
 // Max of x over the QWORDS invocations of this invocation's block.
@@ -252,8 +263,8 @@ fn adamw_8bit_word(k: u32, lidx: u32) -> vec4<f32> {
                 let raw = grads[i];
                 grads[i] = 0.0;
                 if (!skip) {
-                    let m_old = q_value[(mc >> (8u * j)) & 0xffu] * ms;
-                    let v_old = q_value[256u + ((vc >> (8u * j)) & 0xffu)] * vs;
+                    let m_old = q_table[(mc >> (8u * j)) & 0xffu] * ms;
+                    let v_old = q_table[256u + ((vc >> (8u * j)) & 0xffu)] * vs;
                     let mv = adam_moments(raw, m_old, v_old);
                     w[j] = adam_weight(weights[i], mv);
                     weights[i] = w[j];
@@ -272,8 +283,9 @@ fn adamw_8bit_word(k: u32, lidx: u32) -> vec4<f32> {
         var mq = 0u;
         var vq = 0u;
         for (var j = 0u; j < 4u; j++) {
-            mq |= quantize(m[j], top.x, 0u) << (8u * j);
-            vq |= quantize(v[j], top.y, 256u) << (8u * j);
+            let i = 4u * k + j;
+            mq |= quantize(m[j], top.x, 0u, dither(i, 0u)) << (8u * j);
+            vq |= quantize(v[j], top.y, 256u, dither(i, 1u)) << (8u * j);
         }
         m_codes[k] = mq;
         v_codes[k] = vq;

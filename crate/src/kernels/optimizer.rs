@@ -6,7 +6,7 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::error::{Error, Result};
 use crate::gpu::{build_kernels, f16_bytes, BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot};
-use crate::reference::optimizer::{moment1_points, moment2_points};
+use crate::reference::optimizer::Int8Maps;
 use crate::shaders::OPTIMIZER;
 
 /// Gradients per `reduce_norm_sq` workgroup: `GROUP` in 12_optimizer.wgsl.
@@ -95,7 +95,8 @@ pub struct AdamStep {
     pub step_size: f32,
     pub bc2_sqrt: f32,
     pub decay: f32,
-    _pad: u32,
+    /// The step, 1-based: seeds the 8-bit state's stochastic rounding.
+    pub t: u32,
 }
 
 impl AdamHyper {
@@ -106,7 +107,7 @@ impl AdamHyper {
             step_size: (self.lr / (1.0 - self.beta1.powi(t as i32))) as f32,
             bc2_sqrt: (1.0 - self.beta2.powi(t as i32)).sqrt() as f32,
             decay: (1.0 - self.lr * self.weight_decay) as f32,
-            _pad: 0,
+            t,
         }
     }
 
@@ -159,7 +160,7 @@ const UPDATE_F16: KernelDesc = KernelDesc {
 
 const UPDATE_8BIT_SLOTS: [Slot; 10] = [
     UPDATE_SLOTS[0], UPDATE_SLOTS[1], UPDATE_SLOTS[2],
-    Slot::Read(10),     // code_points: [512] f32, m's then sqrt(v)'s
+    Slot::Read(10),     // code_tables: [1024] f32, values of m and v, then their steps
     UPDATE_SLOTS[3], UPDATE_SLOTS[4],
     Slot::ReadWrite(5), // m_codes: [⌈n/4⌉] u32, 4 bytes of m
     Slot::ReadWrite(6), // v_codes: [⌈n/4⌉] u32, 4 bytes of v
@@ -210,17 +211,18 @@ pub struct Optimizer {
     update_f16: Kernel,
     update_8bit: Kernel,
     update_8bit_f16: Kernel,
-    /// The int8 codes' points (`reference::optimizer`), uploaded once.
-    code_points: wgpu::Buffer,
+    /// The int8 codes' tables (`reference::optimizer::Int8Map`), uploaded once.
+    code_tables: wgpu::Buffer,
 }
 
 impl Optimizer {
     pub async fn new(gpu: &Gpu) -> Result<Self> {
         let descs = [REDUCE, FINALIZE, UPDATE, UPDATE_F16, UPDATE_8BIT, UPDATE_8BIT_F16];
         let [reduce, finalize, update, update_f16, update_8bit, update_8bit_f16] = build_kernels(gpu, OPTIMIZER, descs).await?;
-        let points: Vec<f32> = moment1_points().into_iter().chain(moment2_points()).collect();
-        let code_points = gpu.upload("code_points", &points)?;
-        Ok(Optimizer { reduce, finalize, update, update_f16, update_8bit, update_8bit_f16, code_points })
+        let maps = Int8Maps::dynamic();
+        let tables: Vec<f32> = [maps.m.values, maps.v.values, maps.m.steps, maps.v.steps].concat();
+        let code_tables = gpu.upload("code_tables", &tables)?;
+        Ok(Optimizer { reduce, finalize, update, update_f16, update_8bit, update_8bit_f16, code_tables })
     }
 
     /// Σg² and the non-finite count of `n` gradients, into `partials_for(n)`
@@ -310,7 +312,7 @@ impl Optimizer {
             params.as_entire_binding(),
             step.as_entire_binding(),
             stats.binding(),
-            self.code_points.as_entire_binding(),
+            self.code_tables.as_entire_binding(),
             b.weights.binding(),
             b.grads.binding(),
             b.m_codes.binding(),

@@ -39,40 +39,66 @@ pub fn adamw(h: &AdamHyper, t: u32, decays: bool, clip: f64, w: &mut [f64], g: &
 pub const QBLOCK: usize = 256;
 
 /// An 8-bit code for one moment: the 256 ascending values a byte stands
-/// for, as fractions of its block's scale, and the 255 decision thresholds
-/// between neighbours. `x` gets the code `#{k : x > mids[k]·scale}`: round
-/// to nearest, decided in f32 with one product per comparison, the same
-/// arithmetic in the kernel and here.
+/// for, as fractions of its block's scale, and each value's distance to the
+/// next one above, cut to 16 significant bits. `x` is rounded
+/// stochastically: between its neighbours `values[k]` and `values[k+1]` it
+/// takes `k + 1` when `x > (values[k] + r/256 · steps[k]) · scale` for a
+/// dither `r` in 0..256, so the code is unbiased, and a moment that drifts
+/// by less than half a code step per update still moves on average. The cut
+/// makes `r/256 · steps[k]` exact (8 + 16 bits), so the threshold is the
+/// same whether or not a compiler fuses it into an fma: the kernel and this
+/// twin choose the same byte.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Int8Map {
     pub values: [f32; 256],
-    pub mids: [f32; 255],
+    pub steps: [f32; 256],
+}
+
+/// `x` with its significand cut to 16 bits (toward zero).
+fn cut16(x: f32) -> f32 {
+    f32::from_bits(x.to_bits() & 0xffff_ff00)
 }
 
 impl Int8Map {
     /// The map of 256 ascending code points `p`. With `squared`, the points
-    /// code `sqrt(x / scale)`: a byte stands for `p²` and the thresholds are
-    /// the squared midpoints, so no square root is taken (WGSL's is not
-    /// correctly rounded, which would make the GPU's choice differ). The
-    /// f32 formulas are those of `load_codes` in 12_optimizer.wgsl.
+    /// code `sqrt(x / scale)`: a byte stands for `p²`, so the kernel takes
+    /// no square root (WGSL's is not correctly rounded) and the rounding is
+    /// unbiased in x itself. The tables are computed here and uploaded.
     pub fn from_points(p: &[f32; 256], squared: bool) -> Self {
-        let sq = |x: f32| if squared { x * x } else { x };
-        Int8Map { values: p.map(sq), mids: std::array::from_fn(|k| sq((p[k] + p[k + 1]) * 0.5)) }
+        let values = p.map(|x| if squared { x * x } else { x });
+        let steps = std::array::from_fn(|k| if k < 255 { cut16(values[k + 1] - values[k]) } else { 0.0 });
+        Int8Map { values, steps }
     }
 
-    /// The code of `x` in a block of absmax `scale`: a branch-free binary
-    /// search, as `quantize` in the kernel.
-    pub fn quantize(&self, x: f32, scale: f32) -> u8 {
+    /// The code of `x` in a block of absmax `scale` with dither `r` (0..256):
+    /// a branch-free binary search for the value at or below x, then the
+    /// stochastic step up, as `quantize` in the kernel.
+    pub fn quantize(&self, x: f32, scale: f32, r: u32) -> u8 {
         let mut k = 0;
         for step in [128, 64, 32, 16, 8, 4, 2, 1] {
-            k += step * usize::from(x > self.mids[k + step - 1] * scale);
+            k += step * usize::from(x >= self.values[k + step] * scale);
         }
-        k as u8
+        let threshold = self.values[k] + (r as f32 / 256.0) * self.steps[k];
+        (k + usize::from(k < 255 && x > threshold * scale)) as u8
     }
 
     pub fn dequantize(&self, code: u8, scale: f32) -> f32 {
         self.values[code as usize] * scale
     }
+}
+
+/// The dither of element `i` of a block at step `t` for moment `moment`
+/// (0: m, 1: v), in 0..256: an integer hash (lowbias32, C. Wellons), the
+/// same u32 arithmetic as `dither` in 12_optimizer.wgsl.
+pub fn dither(i: u32, t: u32, moment: u32) -> u32 {
+    let mix = |mut x: u32| {
+        x ^= x >> 16;
+        x = x.wrapping_mul(0x7feb_352d);
+        x ^= x >> 15;
+        x = x.wrapping_mul(0x846c_a68b);
+        x ^ (x >> 16)
+    };
+    mix(i ^ mix(2 * t + moment)) >> 24
 }
 
 /// Ascending magnitudes in (0, 1] of a dynamic tree code: decade `e`
@@ -175,7 +201,8 @@ impl Adam8bitState {
 
 /// AdamW step `t` with 8-bit state, as `adamw_8bit_update`: the moments are
 /// dequantized, updated in f32 and used unquantized for this step's weight
-/// update (in f64 here), then quantized against the block's new absmax.
+/// update (in f64 here), then rounded stochastically against the block's
+/// new absmax, with the dither of (element, step).
 /// Bytes past `w.len()` in the last word hold the code of 0.
 pub fn adamw_8bit(h: &AdamHyper, t: u32, decays: bool, clip: f32, w: &mut [f64], g: &[f32], s: &mut Adam8bitState) {
     let wd = if decays { h.weight_decay } else { 0.0 };
@@ -198,7 +225,8 @@ pub fn adamw_8bit(h: &AdamHyper, t: u32, decays: bool, clip: f32, w: &mut [f64],
         let v_max = v_new.iter().fold(0f32, |a, &x| a.max(x));
         (s.m_scales[b], s.v_scales[b]) = (m_max, v_max);
         for i in start..end.next_multiple_of(4) {
-            let (cm, cv) = (s.maps.m.quantize(m_new[i - start], m_max), s.maps.v.quantize(v_new[i - start], v_max));
+            let (m, v) = (m_new[i - start], v_new[i - start]);
+            let (cm, cv) = (s.maps.m.quantize(m, m_max, dither(i as u32, t, 0)), s.maps.v.quantize(v, v_max, dither(i as u32, t, 1)));
             set_byte(&mut s.m, i, cm);
             set_byte(&mut s.v, i, cv);
         }
@@ -214,22 +242,44 @@ mod tests {
     fn codes_round_trip_and_are_monotone() {
         for (name, map, zero) in [("m", Int8Maps::dynamic().m, 128u8), ("v", Int8Maps::dynamic().v, 0)] {
             assert!(map.values.windows(2).all(|p| p[0] < p[1]), "{name}: values ascend");
-            assert!((0..255).all(|k| map.values[k] < map.mids[k] && map.mids[k] < map.values[k + 1]), "{name}: thresholds between");
+            assert!((0..255).all(|k| map.steps[k] > 0.0 && map.values[k] + map.steps[k] <= map.values[k + 1]), "{name}: steps within");
             for scale in [1.0f32, 0.37, 3e-5, 2.5e3] {
-                for k in 0..=255u8 {
-                    assert_eq!(map.quantize(map.dequantize(k, scale), scale), k, "{name}: byte {k} at scale {scale}");
+                for r in [0, 1, 128, 255] {
+                    for k in 0..=255u8 {
+                        assert_eq!(map.quantize(map.dequantize(k, scale), scale, r), k, "{name}: byte {k} at scale {scale}, dither {r}");
+                    }
+                    assert_eq!(map.quantize(0.0, scale, r), zero, "{name}: 0 is exact");
+                    assert_eq!(map.quantize(scale, scale, r), 255, "{name}: absmax is 1");
+                    // for one dither the thresholds ascend
+                    let sweep: Vec<u8> = (0..=20_000).map(|i| map.quantize(scale * (i as f32 / 10_000.0 - 1.0), scale, r)).collect();
+                    assert!(sweep.windows(2).all(|p| p[0] <= p[1]), "{name}: quantize is monotone");
                 }
-                assert_eq!((map.quantize(0.0, scale), map.dequantize(zero, scale)), (zero, 0.0), "{name}: 0 is exact");
-                assert_eq!((map.quantize(scale, scale), map.values[255]), (255, 1.0), "{name}: absmax is 1");
-                let sweep: Vec<u8> = (0..=20_000).map(|i| map.quantize(scale * (i as f32 / 10_000.0 - 1.0), scale)).collect();
-                assert!(sweep.windows(2).all(|p| p[0] <= p[1]), "{name}: quantize is monotone");
             }
+            assert_eq!(map.dequantize(zero, 2.0), 0.0);
         }
         let m = Int8Maps::dynamic().m;
-        assert_eq!((m.quantize(-2.0, 2.0), m.values[0]), (0, -1.0), "-absmax is -1");
-        // nearest: just below and above a threshold
-        let t = m.mids[200];
-        assert_eq!((m.quantize(t, 1.0), m.quantize(t.next_up(), 1.0)), (200, 201));
+        assert_eq!((m.quantize(-2.0, 2.0, 255), m.values[0]), (0, -1.0), "-absmax is -1");
+    }
+
+    /// Over the 256 dithers a value between two codes goes up in proportion
+    /// to its distance from the lower one: the rounding is unbiased.
+    #[test]
+    fn stochastic_rounding_is_unbiased() {
+        for (name, map) in [("m", Int8Maps::dynamic().m), ("v", Int8Maps::dynamic().v)] {
+            for k in [3usize, 100, 128, 129, 200, 254] {
+                for frac in [0.0, 0.01, 0.3, 0.5, 0.77, 0.999] {
+                    let x = map.values[k] + frac * (map.values[k + 1] - map.values[k]);
+                    let mean = (0..256).map(|r| map.dequantize(map.quantize(x, 1.0, r), 1.0) as f64).sum::<f64>() / 256.0;
+                    // dithers are multiples of 1/256 of a step (cut to 16 bits)
+                    let width = (map.values[k + 1] - map.values[k]) as f64;
+                    assert!((mean - x as f64).abs() <= width / 256.0 * 1.01 + 1e-12, "{name}: byte {k} + {frac}: mean {mean} for {x}");
+                }
+            }
+        }
+        // the dither is spread over 0..256
+        let mut seen = [0u32; 256];
+        (0..65_536).for_each(|i| seen[dither(i, 7, 1) as usize] += 1);
+        assert!(seen.iter().all(|&c| (192..=320).contains(&c)), "dither histogram {:?}", &seen[..8]);
     }
 
     #[test]
@@ -237,13 +287,13 @@ mod tests {
         let (m, v) = (moment1_points(), moment2_points());
         assert_eq!((m[127], m[128], m[129]), (-1e-7, 0.0, 1e-6));
         // v keeps a code down to 1e-14 of its block's largest
-        assert_eq!(Int8Maps::dynamic().v.quantize(1e-14, 1.0), 1);
+        assert_eq!(Int8Maps::dynamic().v.quantize(1e-14, 1.0, 0), 1);
         assert_eq!((v[0], v[1], v[255]), (0.0, 1e-7, 1.0));
     }
 
     /// From the zero state the first step is plain AdamW (the moments are
-    /// used before they are quantized), and the state it leaves is the
-    /// nearest code of each moment, within a code step.
+    /// used before they are quantized), and the state it leaves is one of
+    /// the two codes around each moment.
     #[test]
     fn int8_adamw_is_adamw_up_to_its_codes() {
         let h = AdamHyper { lr: 1e-2, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.1 };

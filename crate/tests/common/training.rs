@@ -79,22 +79,31 @@ async fn tracks_reference(gpu: &Gpu, precision: Precision, state: OptimState) ->
     let losses: Vec<f32> = stats.iter().map(|s| s.loss).collect();
     let what = format!("{} precision, {} state", precision.name(), state.name());
     assert!(losses[STEPS as usize - 1] < losses[0] - 0.1, "{what}: the loss must fall: {losses:?}");
-    // Losses: measured worst relative error over the 20 steps 8.5e-8 (fp32)
-    // and 7.7e-6 (f16) on lavapipe.
-    assert_close(&format!("{what} losses over {STEPS} steps"), &losses, &want_losses, 0.0, 5e-5);
+    // Losses: measured worst relative error over the 20 steps on lavapipe
+    // with f32 state 8.5e-8 (fp32) and 7.7e-6 (f16). int8 state adds code
+    // flips: a moment within noise (1e-8 … 1e-6) of its dithered threshold
+    // takes the neighbouring code, a step of up to 1.4% of its block's
+    // absmax, and the two runs drift apart from there: measured 7.9e-6
+    // (fp32) and 5.2e-5 (f16).
+    let loss_rtol = match state {
+        OptimState::Fp32 => 5e-5,
+        OptimState::Int8 => 2e-4,
+    };
+    assert_close(&format!("{what} losses over {STEPS} steps"), &losses, &want_losses, 0.0, loss_rtol);
     // Weights, in units of the peak rate lr. Adam amplifies rounding noise:
     // its first update is ±lr whatever |g| is, so an element whose gradient
     // is at noise level may end up to lr away — in f16 mode (the forward
     // reads rounded weights) one embedding value did, by 0.45·lr. int8 state
-    // adds code flips: a moment at a code threshold rounds either way on
-    // noise of 1e-7, and the code step moves that element's later updates
-    // by a fraction of lr. So: every value within lr, and each tensor's mean
-    // error small. Measured worst mean |error| on lavapipe: 3.6e-4·lr with
-    // f32 state, 5.9e-3·lr with int8 state (worst single value 0.57·lr).
+    // adds the code flips above; a flip of v between two of its coarse low
+    // codes (up to 10× apart in √v) scales that element's later updates, so
+    // single values may stray further. So: each tensor's mean error small,
+    // and every value within lr (f32 state) or 2·lr (int8). Measured on
+    // lavapipe: worst mean |error| 3.6e-4·lr with f32 state, 6e-3·lr with
+    // int8; worst single value 0.45·lr and 1.46·lr (embed_tokens, f16).
     let lr = c.optim.schedule.peak;
-    let mean_bound = match state {
-        OptimState::Fp32 => 2e-3 * lr,
-        OptimState::Int8 => 2e-2 * lr,
+    let (mean_bound, worst_bound) = match state {
+        OptimState::Fp32 => (2e-3 * lr, lr),
+        OptimState::Int8 => (2e-2 * lr, 2.0 * lr),
     };
     for t in &layout.tensors {
         let r = t.offset as usize..(t.offset + t.len()) as usize;
@@ -102,7 +111,7 @@ async fn tracks_reference(gpu: &Gpu, precision: Precision, state: OptimState) ->
         let errors: Vec<f64> = w[r.clone()].iter().zip(&want_w[r]).map(|(&g, &x)| (g as f64 - x).abs()).collect();
         let mean = errors.iter().sum::<f64>() / errors.len() as f64;
         let worst = errors.iter().fold(0.0f64, |m, &e| if e > m || e.is_nan() { e } else { m });
-        assert!(mean <= mean_bound && worst <= lr, "{name}: mean |error| {mean:e}, worst {worst:e} (lr {lr})");
+        assert!(mean <= mean_bound && worst <= worst_bound, "{name}: mean |error| {mean:e}, worst {worst:e} (lr {lr})");
     }
     Ok(())
 }
@@ -116,6 +125,10 @@ pub async fn training_tracks_reference_f16(gpu: &Gpu) -> Result<()> {
 }
 
 pub async fn training_tracks_reference_int8(gpu: &Gpu) -> Result<()> {
+    tracks_reference(gpu, Precision::Fp32, OptimState::Int8).await
+}
+
+pub async fn training_tracks_reference_int8_f16(gpu: &Gpu) -> Result<()> {
     tracks_reference(gpu, Precision::F16, OptimState::Int8).await
 }
 
