@@ -61,6 +61,7 @@ gpu_tests! {
     training::training_tracks_reference_fp32,
     training::training_tracks_reference_f16,
     training::training_tracks_reference_int8,
+    training::training_tracks_reference_int8_f16,
     training::training_is_deterministic,
     training::nonfinite_loss_skips_the_step,
     checkpoint::checkpoint_resumes_bit_identically_f16_fp32_state,
@@ -68,6 +69,11 @@ gpu_tests! {
     checkpoint::checkpoint_load_refuses_what_it_cannot_use,
     training::profiled_step_times_every_kernel,
     training::reconfigure_keeps_weights_and_converts_state,
+    // against PyTorch (tests/parity)
+    parity::parity_gqa_fp32,
+    parity::parity_gqa_f16,
+    parity::parity_tied_fp32,
+    parity::parity_tied_f16,
     // generation with the KV cache
     decode::kv_append_matches_reference,
     decode::decoder_matches_forward_fp32,

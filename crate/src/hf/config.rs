@@ -71,12 +71,9 @@ pub fn from_json(text: &str) -> Result<Config> {
         norm_eps: number(o, "rms_norm_eps", 1e-6)?,
         tie_word_embeddings: o.get("tie_word_embeddings").and_then(Value::as_bool).unwrap_or(false),
     };
-    let string = |key: &str, default: &str| o.get(key).and_then(Value::as_str).unwrap_or(default).to_string();
-    for (key, want) in [("hidden_act", "silu")] {
-        let got = string(key, want);
-        if got != want {
-            return Err(refuse(format!("{key} {got:?}: webtrain's MLP is SwiGLU with {want}")));
-        }
+    let act = o.get("hidden_act").and_then(Value::as_str).unwrap_or("silu");
+    if act != "silu" {
+        return Err(refuse(format!("hidden_act {act:?}: webtrain's MLP is SwiGLU with silu")));
     }
     for key in ["attention_bias", "mlp_bias"] {
         if o.get(key).and_then(Value::as_bool) == Some(true) {

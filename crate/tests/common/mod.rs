@@ -19,6 +19,7 @@ pub mod loss;
 pub mod model;
 pub mod norm;
 pub mod optimizer;
+pub mod parity;
 pub mod pipelines;
 pub mod rope;
 pub mod training;
