@@ -123,3 +123,44 @@ fn train_resumed_from_a_checkpoint_continues_exactly() {
     assert!(!out.status.success() && err.contains(ckpt) && err.contains("truncated"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A trained checkpoint exported as an HF folder, evaluated, and
+/// fine-tuned from: `eval`'s loss is the one the training run's model
+/// gives, `train --from-hf` starts from the exported weights, and bad
+/// token files are refused by position.
+#[test]
+fn export_hf_then_eval_and_fine_tune() {
+    let dir = std::env::temp_dir().join(format!("webtrain-hf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = write_text(&dir, "text.txt");
+    let (ckpt, hf) = (dir.join("run.safetensors"), dir.join("hf"));
+    let (ckpt, hf, text) = (ckpt.to_str().unwrap(), hf.to_str().unwrap(), text.to_str().unwrap());
+    run(&["train", "--corpus", text, "--batch", "2", "--seq", "16", "--steps", "3", "--out", ckpt]);
+    let out = Command::new(env!("CARGO_BIN_EXE_webtrain")).args(["export-hf", "--checkpoint", ckpt, "--out", hf]).output().expect("run");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for file in ["config.json", "model.safetensors", "tokenizer.json", "generation_config.json"] {
+        assert!(dir.join("hf").join(file).exists(), "{file} exported");
+    }
+    let tokens = dir.join("tokens.txt");
+    std::fs::write(&tokens, "5 17 3 200 41 41 9 0 12\n100 7").unwrap();
+    let eval = run(&["eval", "--hf", hf, "--tokens", tokens.to_str().unwrap(), "--logits", dir.join("logits.safetensors").to_str().unwrap()]);
+    assert_eq!(eval[0]["tokens"], 11);
+    let loss = eval[0]["loss"].as_f64().unwrap();
+    assert!(loss > 0.0 && loss < 10.0, "{loss}");
+    let logits = std::fs::read(dir.join("logits.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&logits).unwrap();
+    assert_eq!(st.tensor("logits").unwrap().shape(), [11, 301]);
+
+    // fine-tuning starts where the export left off: its first loss is near the trained run's last
+    let tuned = run(&["train", "--from-hf", hf, "--corpus", text, "--batch", "2", "--seq", "16", "--steps", "1"]);
+    let trained = run(&["train", "--corpus", text, "--batch", "2", "--seq", "16", "--steps", "3"]);
+    let (first, last) = (tuned[0]["loss"].as_f64().unwrap(), trained[2]["loss"].as_f64().unwrap());
+    let fresh = trained[0]["loss"].as_f64().unwrap();
+    assert!((first - last).abs() < (fresh - last).abs(), "fine-tuning starts at {first}, trained {last}, from scratch {fresh}");
+
+    std::fs::write(&tokens, "5 17 301").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_webtrain")).args(["eval", "--hf", hf, "--tokens", tokens.to_str().unwrap()]).output().expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("token 2 is 301, beyond the vocabulary of 301"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -14,6 +14,10 @@ committed fixtures:
         gradient (grad.<name>) and every parameter after one
         torch.optim.AdamW step with gradient clipping (after.<name>).
 
+    python3 tests/parity/make_fixtures.py encode DIR TEXT N > TOKENS
+        the first N token ids of the tail of TEXT (its last 4 KiB: held out
+        of webtrain's training split), through DIR's tokenizer.json.
+
     python3 tests/parity/make_fixtures.py check-export DIR TOKENS WEBTRAIN_JSON
         loads the folder `webtrain export-hf` wrote, computes the loss on the
         token ids in TOKENS with labels = input_ids, and compares it with the
@@ -110,6 +114,13 @@ def fixtures():
               f"{sum(p.numel() for p in model.parameters())} parameters -> {out}")
 
 
+def encode(folder, text, n):
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_file=str(Path(folder) / "tokenizer.json"))
+    tail = Path(text).read_bytes()[-4096:].decode("utf-8", errors="ignore")
+    ids = tokenizer(tail)["input_ids"][: int(n)]
+    print(" ".join(map(str, ids)))
+
+
 def check_export(folder, tokens, webtrain_json):
     model = transformers.LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32)
     ids = torch.tensor([[int(t) for t in Path(tokens).read_text().split()]])
@@ -125,6 +136,8 @@ def check_export(folder, tokens, webtrain_json):
 if __name__ == "__main__":
     if sys.argv[1:2] == ["fixtures"]:
         fixtures()
+    elif sys.argv[1:2] == ["encode"] and len(sys.argv) == 5:
+        encode(*sys.argv[2:])
     elif sys.argv[1:2] == ["check-export"] and len(sys.argv) == 5:
         check_export(*sys.argv[2:])
     else:

@@ -84,10 +84,7 @@ pub fn export(args: &ExportArgs) -> Result<()> {
 }
 
 pub async fn eval(args: &EvalArgs) -> Result<()> {
-    let model = HfModel::import(&read_folder(&args.hf)?).map_err(|e| match e {
-        Error::Unsupported(problem) => Error::Unsupported(format!("{}: {problem}", args.hf.display())),
-        e => e,
-    })?;
+    let model = crate::train::read_hf(&args.hf)?;
     let text = std::fs::read_to_string(&args.tokens).map_err(|e| io(&args.tokens, "be read", e))?;
     let ids = parse_ids(&text, model.config.vocab).map_err(|p| Error::Unsupported(format!("{}: {p}", args.tokens.display())))?;
     if ids.len() < 2 || ids.len() > model.config.max_seq as usize {

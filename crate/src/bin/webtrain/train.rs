@@ -10,6 +10,7 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 use webtrain::checkpoint::{self, Checkpoint, RunState};
 use webtrain::data::{Batch, Corpus, Dataset, SplitMix64, Tokenizer};
+use webtrain::hf::HfModel;
 use webtrain::model::{BatchShape, Config, Precision, PRESETS};
 use webtrain::optim::{LrSchedule, OptimConfig, OptimState};
 use webtrain::train::{synthetic, TrainConfig, Trainer};
@@ -93,6 +94,10 @@ pub struct TrainArgs {
     /// seed and schedule, on the same data (its corpus files unless --corpus is given).
     #[arg(long, conflicts_with_all = FIXED_BY_CHECKPOINT)]
     resume: Option<PathBuf>,
+    /// Fine-tune a Hugging Face Llama folder (config.json, model.safetensors, tokenizer.json)
+    /// instead of a preset from scratch: its config, weights and tokenizer.
+    #[arg(long, conflicts_with_all = ["preset", "resume", "tokenizer"])]
+    from_hf: Option<PathBuf>,
 }
 
 /// What the checkpoint's `data` says about the token stream, so a resumed
@@ -126,10 +131,16 @@ fn default_shape(preset: &str) -> BatchShape {
     }
 }
 
-/// The run's config from the flags.
-fn config(args: &TrainArgs) -> Result<TrainConfig> {
-    let model = Config::preset(&args.preset)?;
-    let d = default_shape(&args.preset);
+/// The run's config from the flags (and the model of `--from-hf`).
+fn config(args: &TrainArgs, hf: Option<&HfModel>) -> Result<TrainConfig> {
+    let model = match hf {
+        Some(m) => m.config.clone(),
+        None => Config::preset(&args.preset)?,
+    };
+    let d = match hf {
+        Some(m) => BatchShape { batch: 8, seq: m.config.max_seq.min(512) },
+        None => default_shape(&args.preset),
+    };
     let shape = BatchShape { batch: args.batch.unwrap_or(d.batch), seq: args.seq.unwrap_or(d.seq) };
     shape.validate(&model)?;
     let total = args.schedule_steps.unwrap_or(args.steps);
@@ -156,6 +167,14 @@ pub fn read_checkpoint(path: &Path) -> Result<Checkpoint> {
     })
 }
 
+/// The model in an HF folder, checked; its errors name the folder.
+pub fn read_hf(dir: &Path) -> Result<HfModel> {
+    HfModel::import(&crate::hf::read_folder(dir)?).map_err(|e| match e {
+        Error::Unsupported(problem) => Error::Unsupported(format!("{}: {problem}", dir.display())),
+        e => e,
+    })
+}
+
 /// Writes `bytes` to `path` through a temporary file beside it, so an
 /// existing checkpoint is never left half-written.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -171,22 +190,27 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
 
 pub async fn run(args: TrainArgs) -> Result<()> {
     let resumed = args.resume.as_deref().map(read_checkpoint).transpose()?;
+    let hf = args.from_hf.as_deref().map(read_hf).transpose()?;
     let config = match &resumed {
         Some(c) => c.config.clone(),
-        None => config(&args)?,
+        None => config(&args, hf.as_ref())?,
     };
     let shape = config.shape;
-    let data = dataset(&args, &config, resumed.as_ref()).map_err(|e| match (e, &args.resume) {
+    let data = dataset(&args, &config, resumed.as_ref(), hf.as_ref()).map_err(|e| match (e, &args.resume) {
         (Error::Checkpoint(problem), Some(path)) => Error::Checkpoint(format!("{}: {problem}", path.display())),
         (e, _) => e,
     })?;
     let gpu = Gpu::new(&args.device.options()).await?;
-    let mut trainer = match &resumed {
-        Some(c) => c.restore(&gpu).await?,
-        None => Trainer::new(&gpu, config.clone()).await?,
+    let mut trainer = match (&resumed, &hf) {
+        (Some(c), _) => c.restore(&gpu).await?,
+        (None, Some(m)) => Trainer::with_weights(&gpu, config.clone(), &m.weights).await?,
+        (None, None) => Trainer::new(&gpu, config.clone()).await?,
     };
     let memory = trainer.memory()?;
-    let preset = PRESETS.iter().find(|p| Config::preset(p).is_ok_and(|m| m == config.model)).copied().unwrap_or("custom");
+    let preset = match &args.from_hf {
+        Some(dir) => dir.to_str().unwrap_or("hf"),
+        None => PRESETS.iter().find(|p| Config::preset(p).is_ok_and(|m| m == config.model)).copied().unwrap_or("custom"),
+    };
     let (precision, optim_state) = (config.precision.name(), config.optim.state.name());
     eprintln!(
         "train: {preset} ({} parameters, {:.1} MiB on the GPU) on {}, {precision} precision, {optim_state} optimizer state, batch {} × {}, {} train / {} validation tokens",
@@ -265,7 +289,7 @@ fn json(s: &impl serde::Serialize) -> Result<String> {
 /// the model's vocabulary. Resumed, the checkpoint's: the same source,
 /// files (unless --corpus names others), tokenizer and held-out share, and
 /// refused unless the tokens are the ones it trained on.
-fn dataset(args: &TrainArgs, config: &TrainConfig, resumed: Option<&Checkpoint>) -> Result<Data> {
+fn dataset(args: &TrainArgs, config: &TrainConfig, resumed: Option<&Checkpoint>, hf: Option<&HfModel>) -> Result<Data> {
     let (seq, vocab) = (config.shape.seq as usize, config.model.vocab);
     let stored: Option<DataState> = resumed
         .map(|c| {
@@ -297,6 +321,10 @@ fn dataset(args: &TrainArgs, config: &TrainConfig, resumed: Option<&Checkpoint>)
             corpus.add(&name, &bytes)?;
         }
         let tokenizer = match (&args.tokenizer, resumed) {
+            _ if hf.is_some() => {
+                let json = hf.and_then(|m| m.tokenizer_json.as_deref());
+                Tokenizer::from_json(json.ok_or_else(|| Error::Tokenizer("the --from-hf folder has no tokenizer.json to read the text with".into()))?)?
+            }
             (Some(path), _) => {
                 let json = std::fs::read_to_string(path).map_err(|e| Error::Tokenizer(format!("cannot read {}: {e}", path.display())))?;
                 let t = Tokenizer::from_json(&json)?;
@@ -309,7 +337,8 @@ fn dataset(args: &TrainArgs, config: &TrainConfig, resumed: Option<&Checkpoint>)
                 Tokenizer::train(&texts, vocab, |_| {})?
             }
         };
-        if tokenizer.vocab_size() != vocab {
+        // an HF model may have more embedding rows than its tokenizer has tokens
+        if tokenizer.vocab_size() > vocab || (hf.is_none() && tokenizer.vocab_size() != vocab) {
             return Err(Error::Unsupported(format!("the tokenizer has {} tokens but the model's vocabulary is {vocab}", tokenizer.vocab_size())));
         }
         let names = files.iter().map(|p| p.display().to_string()).collect();
