@@ -72,3 +72,34 @@ fn workgroup_max(v: f32, lidx: u32) -> f32 {
     workgroupBarrier();
     return total;
 }
+
+// The research modes' quantizers (reference/quantize.rs holds their twins).
+// Every step is exact in f32 — products by powers of two and `round`, which
+// WGSL defines as ties-to-even — so the GPU and the CPU agree bit for bit.
+const Q115_LIMIT: f32 = 0.999;  // the SF16 document's overflow threshold
+const E4M3_MAX: f32 = 448.0;
+
+// Q1.15 round trip: clamp to ±0.999, nearest multiple of 2^-15. NaN stays.
+fn q115(x: f32) -> f32 {
+    if (is_nan(x)) { return x; }
+    return round(clamp(x, -Q115_LIMIT, Q115_LIMIT) * 32768.0) * (1.0 / 32768.0);
+}
+
+// Q1.31 round trip (the SF16 register format): clamp to [-1, 1), nearest
+// multiple of 2^-31; in f32 it only changes values below 2^-8.
+fn q131(x: f32) -> f32 {
+    if (is_nan(x)) { return x; }
+    return round(clamp(x, -1.0, 0.99999994) * 2147483648.0) * (1.0 / 2147483648.0);
+}
+
+// E4M3 round trip: nearest value, ties to even mantissa, subnormals to
+// 2^-9, beyond ±448 (±Inf too) saturated; NaN stays; the sign is kept.
+fn e4m3(x: f32) -> f32 {
+    if (is_nan(x)) { return x; }
+    let a = select(E4M3_MAX, min(abs(x), E4M3_MAX), is_finite(x));
+    let e = max(i32((bitcast<u32>(a) >> 23u) & 0xffu) - 127, -6);  // binade, ≥ the subnormals'
+    let ulp = bitcast<f32>(u32(e - 3 + 127) << 23u);
+    let inv_ulp = bitcast<f32>(u32(127 - (e - 3)) << 23u);
+    let q = min(round(a * inv_ulp) * ulp, E4M3_MAX);
+    return bitcast<f32>(bitcast<u32>(q) | (bitcast<u32>(x) & 0x80000000u));
+}

@@ -54,6 +54,7 @@ gpu_tests! {
     cast::cast_rounds_like_the_half_crate,
     cast::cast_round_trips_every_f16,
     cast::cast_covers_a_two_dimensional_dispatch,
+    cast::quantizers_match_reference,
     // the whole model: every kernel in its schedule
     model::model_matches_reference_fp32,
     model::model_matches_reference_f16,

@@ -16,7 +16,7 @@ pub mod rope;
 
 pub use activation::Activation;
 pub use attention::{Attention, AttentionBackward, AttentionShape, DecodeShape, Heads, KvGrads, Qkv};
-pub use cast::Cast;
+pub use cast::{Cast, Quantizer};
 pub use embedding::{Embedding, EmbeddingShape};
 pub use infrastructure::Infrastructure;
 pub use linear::{Linear, LinearShape, Output};

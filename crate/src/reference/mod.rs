@@ -15,4 +15,5 @@ pub mod loss;
 pub mod model;
 pub mod norm;
 pub mod optimizer;
+pub mod quantize;
 pub mod rope;

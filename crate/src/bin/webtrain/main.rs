@@ -30,7 +30,7 @@ pub mod cli {
         /// Train a byte-level BPE tokenizer on text files; write tokenizer.json.
         Tokenizer(TokenizerArgs),
         /// Train a model: one JSON line per step, per validation, and a summary.
-        Train(crate::train::TrainArgs),
+        Train(Box<crate::train::TrainArgs>),
         /// Write a checkpoint as a Hugging Face Llama folder (transformers loads it).
         ExportHf(crate::hf::ExportArgs),
         /// The next-token loss of a Hugging Face Llama folder on a token sequence, as transformers computes it.
@@ -106,7 +106,7 @@ pub mod cli {
         match cli.command {
             Command::Info(args) => info(&args).await,
             Command::Tokenizer(args) => tokenizer(&args),
-            Command::Train(args) => crate::train::run(args).await,
+            Command::Train(args) => crate::train::run(*args).await,
             Command::ExportHf(args) => crate::hf::export(&args),
             Command::Eval(args) => crate::hf::eval(&args).await,
             Command::Bench(args) => {

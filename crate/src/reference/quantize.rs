@@ -1,0 +1,163 @@
+//! Twins of the research modes' quantizers in 00_common.wgsl: round-trips
+//! through Q1.15 and Q1.31 fixed point (sf16) and through FP8 E4M3 (fp8).
+//! Every step is exact in f32 (products by powers of two, `round`), so the
+//! GPU and these agree bit for bit.
+
+/// Q1.15's clamp, as the SF16 document's `Q115_OVERFLOW_THRESHOLD`.
+pub const Q115_LIMIT: f32 = 0.999;
+/// The largest finite E4M3 value (S.1111.110).
+pub const E4M3_MAX: f32 = 448.0;
+/// E4M3's smallest positive value, a subnormal: 2^-9.
+pub const E4M3_MIN_POSITIVE: f32 = 1.0 / 512.0;
+/// E4M3's smallest normal value: 2^-6.
+pub const E4M3_MIN_NORMAL: f32 = 1.0 / 64.0;
+
+/// Q1.15 round trip: clamp to ±0.999, round to the nearest multiple of
+/// 2^-15 (ties to even). NaN stays NaN; ±Inf clamps.
+pub fn q115(x: f32) -> f32 {
+    if x.is_nan() {
+        return x;
+    }
+    (x.clamp(-Q115_LIMIT, Q115_LIMIT) * 32768.0).round_ties_even() * (1.0 / 32768.0)
+}
+
+/// Q1.31 round trip, the SF16 document's register format: clamp to
+/// [-1, 1), round to a multiple of 2^-31. In f32 it only changes values
+/// below 2^-8 in magnitude.
+pub fn q131(x: f32) -> f32 {
+    if x.is_nan() {
+        return x;
+    }
+    (x.clamp(-1.0, 1.0f32.next_down()) * 2_147_483_648.0).round_ties_even() * (1.0 / 2_147_483_648.0)
+}
+
+/// A matmul output's SF16 boundary: the Q1.31 register, then Q1.15 storage.
+pub fn sf16_matmul(x: f32) -> f32 {
+    q115(q131(x))
+}
+
+/// Whether Q1.15's clamp changes `x` (what the sf16 counters count).
+pub fn q115_clamps(x: f32) -> bool {
+    x.abs() > Q115_LIMIT
+}
+
+/// E4M3 round trip: the nearest E4M3 value (ties to even mantissa),
+/// subnormals down to 2^-9, beyond ±448 (±Inf included) saturated to ±448.
+/// NaN stays NaN. The sign of a flushed value is kept (-0).
+pub fn e4m3(x: f32) -> f32 {
+    if x.is_nan() {
+        return x;
+    }
+    let a = x.abs().min(E4M3_MAX);
+    // the exponent of a's binade, at least the subnormals' 2^-6
+    let e = ((a.to_bits() >> 23) as i32 - 127).max(-6);
+    let ulp = f32::from_bits(((e - 3 + 127) as u32) << 23);
+    let q = ((a * f32::from_bits(((127 - (e - 3)) as u32) << 23)).round_ties_even() * ulp).min(E4M3_MAX);
+    f32::from_bits(q.to_bits() | (x.to_bits() & 0x8000_0000))
+}
+
+/// Whether E4M3 saturates `x` (|x| > 448, ±Inf included).
+pub fn e4m3_saturates(x: f32) -> bool {
+    x.abs() > E4M3_MAX
+}
+
+/// Whether E4M3 flushes a nonzero `x` to zero (|x| ≤ 2^-10: half the
+/// smallest subnormal, the tie going to the even 0).
+pub fn e4m3_flushes(x: f32) -> bool {
+    x != 0.0 && !x.is_nan() && e4m3(x) == 0.0
+}
+
+/// The value of E4M3 byte `b` (OCP FP8 E4M3FN: bias 7, no infinities,
+/// S.1111.111 is NaN), from the format's definition.
+pub fn e4m3_decode(b: u8) -> f32 {
+    let sign = if b & 0x80 != 0 { -1.0 } else { 1.0 };
+    let (exp, man) = ((b >> 3) & 0xf, b & 0x7);
+    if exp == 0xf && man == 0x7 {
+        return f32::NAN;
+    }
+    let magnitude = if exp == 0 { man as f32 / 8.0 * 2f32.powi(-6) } else { (1.0 + man as f32 / 8.0) * 2f32.powi(exp as i32 - 7) };
+    sign * magnitude
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The finite non-negative E4M3 values, ascending (0 and 126 more).
+    fn e4m3_values() -> Vec<f32> {
+        (0u8..0x7f).map(e4m3_decode).collect()
+    }
+
+    #[test]
+    fn e4m3_decodes_to_its_known_values() {
+        let v = e4m3_values();
+        assert_eq!(v.len(), 127);
+        assert!(v.windows(2).all(|p| p[0] < p[1]), "ascending");
+        assert_eq!((v[0], v[1], v[7], v[8], v[126]), (0.0, E4M3_MIN_POSITIVE, 7.0 / 512.0, E4M3_MIN_NORMAL, E4M3_MAX));
+        assert!(e4m3_decode(0x7f).is_nan() && e4m3_decode(0xff).is_nan());
+        assert_eq!(e4m3_decode(0xfe), -448.0);
+    }
+
+    #[test]
+    fn e4m3_keeps_every_value_and_rounds_midpoints_to_even() {
+        let v = e4m3_values();
+        for (k, &x) in v.iter().enumerate() {
+            assert_eq!((e4m3(x), e4m3(-x).to_bits()), (x, (-x).to_bits()), "value {k}: {x}");
+        }
+        for k in 0..v.len() - 1 {
+            let (lo, hi) = (v[k], v[k + 1]);
+            let mid = (lo + hi) / 2.0; // exact: a few bits
+            let even = if k % 2 == 0 { lo } else { hi }; // byte k's mantissa parity is k's
+            assert_eq!(e4m3(mid), even, "tie between {lo} and {hi}");
+            assert_eq!((e4m3(mid.next_down()), e4m3(mid.next_up())), (lo, hi), "around the tie of {lo} and {hi}");
+        }
+    }
+
+    #[test]
+    fn e4m3_saturates_flushes_and_keeps_nan() {
+        for x in [448.5, 464.0, 479.0, 1e6, f32::INFINITY, f32::MAX] {
+            assert_eq!((e4m3(x), e4m3(-x)), (448.0, -448.0), "{x}");
+            assert!(e4m3_saturates(x));
+        }
+        assert!(!e4m3_saturates(448.0) && e4m3(447.0) == 448.0);
+        assert!(e4m3(f32::NAN).is_nan());
+        // half the smallest subnormal ties to 0; just above goes up
+        let half = E4M3_MIN_POSITIVE / 2.0;
+        assert_eq!((e4m3(half), e4m3(half.next_up()), e4m3(-half).to_bits()), (0.0, E4M3_MIN_POSITIVE, (-0.0f32).to_bits()));
+        assert!(e4m3_flushes(half) && e4m3_flushes(f32::MIN_POSITIVE / 4.0) && !e4m3_flushes(0.0) && !e4m3_flushes(half.next_up()));
+        // 1.5 × 2^-9 ties between the subnormals 1 and 2 × 2^-9: even wins
+        assert_eq!(e4m3(1.5 / 512.0), 2.0 / 512.0);
+    }
+
+    #[test]
+    fn q115_keeps_every_code_within_the_clamp_and_rounds_ties_to_even() {
+        let limit = (Q115_LIMIT * 32768.0).round() as i32; // 32735
+        for k in -32768..=32767i32 {
+            let x = k as f32 / 32768.0;
+            let want = k.clamp(-limit, limit) as f32 / 32768.0;
+            assert_eq!(q115(x), want, "code {k}");
+            assert_eq!(q115_clamps(x), k.abs() > limit, "code {k}");
+            let mid = (k as f32 + 0.5) / 32768.0;
+            if k.abs() < limit && (k + 1).abs() < limit {
+                let even = if k % 2 == 0 { k } else { k + 1 };
+                assert_eq!(q115(mid), even as f32 / 32768.0, "tie after code {k}");
+            }
+        }
+        assert_eq!((q115(5.0), q115(f32::NEG_INFINITY)), (32735.0 / 32768.0, -32735.0 / 32768.0));
+        assert!(q115(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn q131_changes_only_what_is_below_its_grain() {
+        for x in [0.5f32, -0.75, 0.003_906_25, 0.123_456_79, -0.007_812_5] {
+            assert_eq!(q131(x), x, "{x}: f32 has no bits below 2^-31 here");
+        }
+        assert_eq!(q131(2f32.powi(-33)), 0.0);
+        assert_eq!(q131(3.0 * 2f32.powi(-32)), 2f32.powi(-30), "a tie at 1.5 grains goes to the even 2");
+        assert_eq!((q131(2.0), q131(-2.0)), (1.0f32.next_down(), -1.0));
+        // the register round trip can move a value onto a Q1.15 tie
+        let tie = 0.5 / 32768.0;
+        let x = tie + 2f32.powi(-33);
+        assert_eq!((q115(x), sf16_matmul(x)), (1.0 / 32768.0, 0.0));
+    }
+}
