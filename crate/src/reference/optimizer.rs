@@ -384,12 +384,12 @@ mod tests {
     }
 
     /// The bar: int8 state within 0.5 % of fp32 state's final loss.
-    /// Mean over 3 seeds, β2 = 0.95 (LLaMA's). Measured: dynamic −0.001 %
-    /// (+0.03 % over 5 seeds, each within −0.05 … +0.08 %); the seed's
-    /// linear code diverges (a v rounded to 0 under an m that is not:
-    /// m/eps). With β2 = 0.99 and 0.999 the dynamic code loses +0.29 % and
-    /// +0.44 % here (5 seeds, worst +0.6 %): round to nearest cannot
-    /// register the slow drift of v between codes (docs/KERNELS.md).
+    /// Mean over 3 seeds, β2 = 0.95 (LLaMA's). Measured with stochastic
+    /// rounding: dynamic +0.10 % (and +0.065 % at β2 = 0.99, +0.084 % at
+    /// 0.999, where round to nearest lost +0.29 % and +0.44 %: it cannot
+    /// register the slow drift of v between codes, docs/KERNELS.md); the
+    /// seed's linear code diverges (a v rounded to 0 under an m that is
+    /// not: m/eps).
     #[test]
     fn int8_state_trains_within_half_a_percent_of_fp32() {
         let mean = |state: Option<Int8Maps>| (0..3).map(|s| bigram_run(100 + s, 600, 0.95, state.clone())).sum::<f64>() / 3.0;
