@@ -1,7 +1,8 @@
 // The Checkpoints panel: Save downloads the run as one .safetensors file,
-// Load resumes one (the charts go on from its step), autosave writes one
-// to the origin-private storage every N steps, and a page that finds one
-// there offers to restore it.
+// Export downloads the model as a zipped Hugging Face folder (transformers'
+// LlamaForCausalLM loads it), Load resumes a checkpoint (the charts go on
+// from its step), autosave writes one to the origin-private storage every
+// N steps, and a page that finds one there offers to restore it.
 
 import { $, bytes, count, attempt, intValue, showError } from './dom.js';
 import { subscribe, busy } from './state.js';
@@ -9,8 +10,8 @@ import { adoptRun, every, currentRunName, submittedSteps } from './train-panel.j
 
 let worker;
 
-function download(buffer, name) {
-  const url = URL.createObjectURL(new Blob([buffer], { type: 'application/octet-stream' }));
+function download(buffer, name, type = 'application/octet-stream') {
+  const url = URL.createObjectURL(new Blob([buffer], { type }));
   const a = document.createElement('a');
   a.href = url;
   a.download = name;
@@ -26,6 +27,15 @@ async function save() {
   if (!buffer) return;
   download(buffer, name);
   $('checkpoint-status').textContent = `Saved ${name} (${bytes(buffer.byteLength)}).`;
+}
+
+async function exportHf() {
+  const folder = `webtrain-${currentRunName()}-step${submittedSteps()}-hf`;
+  const buffer = await busy('export', () => attempt($('checkpoint-error'), () => worker.call('hf.export', { folder })));
+  if (!buffer) return;
+  download(buffer, `${folder}.zip`, 'application/zip');
+  $('checkpoint-status').textContent = `Exported ${folder}.zip (${bytes(buffer.byteLength)}): unzip it, then `
+    + `LlamaForCausalLM.from_pretrained("${folder}") loads the model.`;
 }
 
 /// "webtrain-tiny-step40.safetensors" → "tiny"
@@ -78,6 +88,7 @@ async function restore() {
 export function initCheckpoints(w) {
   worker = w;
   $('save').addEventListener('click', save);
+  $('export-hf').addEventListener('click', exportHf);
   $('load-input').addEventListener('change', async (e) => {
     const file = e.target.files[0];
     e.target.value = '';
@@ -88,6 +99,7 @@ export function initCheckpoints(w) {
   subscribe((s) => {
     const loading = s.busy.has('load') || s.busy.has('create');
     $('save').disabled = !s.run || s.busy.has('save') || loading;
+    $('export-hf').disabled = !s.run || s.busy.has('export') || loading;
     $('load-input').disabled = s.training || loading;
     $('restore').disabled = s.training || loading;
     document.querySelector('label[for="load-input"]').dataset.disabled = $('load-input').disabled;

@@ -52,6 +52,8 @@ export function adoptRun(info, { name = runName, continues = false } = {}) {
   $('stat-mode').textContent = runMode(info);
   if (!continues) {
     for (const id of ['stat-loss', 'stat-val', 'stat-lr', 'stat-tps']) $(id).textContent = '—';
+    delete $('stat-val').dataset.loss;
+    delete $('stat-val').dataset.step;
   }
 }
 
@@ -90,6 +92,7 @@ async function validate() {
   validatedAt = submitted;
   charts.addValidation(submitted, loss);
   $('stat-val').textContent = `${loss.toFixed(4)} (step ${count(submitted)})`;
+  Object.assign($('stat-val').dataset, { loss, step: submitted }); // unrounded, for tests
 }
 
 /// Steps for the next call: about a third of a second of work, never

@@ -17,6 +17,8 @@
 //   train.reconfigure {precision, optimState}   run info (weights kept, state converted)
 //   generate {prompt, temperature, topK, length, seed}   {text}; progress: {token, text}
 //   checkpoint.save                 ArrayBuffer (a .safetensors file)
+//   hf.export {folder}              ArrayBuffer (a .zip of folder/: config.json, model.safetensors,
+//                                   generation_config.json, tokenizer.json, for transformers)
 //   checkpoint.load {bytes}         run info (loads the built-in corpus first if no text is loaded)
 //   checkpoint.autosave             {step} after writing it to origin-private storage
 //   checkpoint.stored               {step, bytes, saved_at} or null
@@ -25,6 +27,7 @@
 // spec: {preset, model?, batch, seq, precision, optimState, lr, warmup,
 //        steps, minLrRatio?, weightDecay?, clip?, seed?, valFraction?}
 
+import { zipSync } from 'fflate';
 import init, { adapterInfo, planModel, Data, Trainer } from '../pkg/webtrain.js';
 
 const ready = init();
@@ -93,6 +96,13 @@ const handlers = {
     needTrainer().generate(prompt, { temperature, topK, length, seed }, (token, text) => progress({ token, text })),
 
   'checkpoint.save': async () => (await needTrainer().save()).buffer,
+  'hf.export': async ({ folder }) => {
+    const files = await needTrainer().exportHf();
+    // stored, not deflated: f32 weights barely compress and would cost seconds
+    const entries = Object.fromEntries(Object.entries(files).map(([name, bytes]) => [`${folder}/${name}`, [bytes, { level: 0 }]]));
+    const zip = zipSync(entries);
+    return zip.byteLength === zip.buffer.byteLength ? zip.buffer : zip.slice().buffer;
+  },
   'checkpoint.load': async ({ bytes }) => {
     // a fresh page has no text yet: most runs train on the built-in corpus
     if (corpus().files().length === 0) await handlers['corpus.builtin']();

@@ -15,6 +15,7 @@ use crate::data::{Batch, Dataset, SplitMix64, Tokenizer};
 use crate::model::{BatchShape, Config, ParamLayout, Precision};
 use crate::optim::{LrSchedule, OptimConfig, OptimState};
 use crate::checkpoint::{self, Checkpoint, RunState};
+use crate::hf::{self, HfModel};
 use crate::model::decode::{Decoder, Generation, Sampling};
 use crate::train::{self, Memory, TrainConfig};
 
@@ -314,6 +315,17 @@ impl Trainer {
         })
     }
 
+    /// The model as a Hugging Face `LlamaForCausalLM` folder, after every
+    /// step submitted so far: `{file name: Uint8Array}` with config.json,
+    /// model.safetensors (f32), generation_config.json and tokenizer.json.
+    #[wasm_bindgen(js_name = exportHf)]
+    pub fn export_hf(&self) -> Promise {
+        with_run(self.run.clone(), |run| async move {
+            let result = export_hf(&run).await;
+            (run, result)
+        })
+    }
+
     /// Continues the run of a checkpoint on `data`'s text (the same files
     /// it was trained on; its tokenizer replaces `data`'s).
     pub fn load(bytes: &[u8], data: &mut Data) -> Result<Promise, JsError> {
@@ -366,6 +378,31 @@ async fn save(run: &Run) -> Result<Vec<u8>, JsError> {
     let data = serde_json::to_string(&run.text).map_err(|e| JsError::new(&e.to_string()))?;
     let state = RunState { rng: run.rng.0, tokenizer_json: Some(run.tokenizer.to_json().map_err(js_error)?), data: Some(data) };
     checkpoint::save(&run.trainer, &state).await.map_err(js_error)
+}
+
+async fn export_hf(run: &Run) -> Result<JsValue, JsError> {
+    let t = &run.trainer;
+    let weights = t.model.read_weights(&t.gpu).await.map_err(js_error)?;
+    let model = HfModel { config: t.config.model.clone(), weights, tokenizer_json: Some(run.tokenizer.to_json().map_err(js_error)?) };
+    let files = model.export().map_err(js_error)?;
+    let [safetensors] = files.weights.as_slice() else {
+        return Err(JsError::new(&format!("hf export: {} weight files; the page writes one {}", files.weights.len(), hf::WEIGHTS)));
+    };
+    let folder = js_sys::Object::new();
+    let put = |name: &str, bytes: &[u8]| {
+        js_sys::Reflect::set(&folder, &JsValue::from_str(name), &js_sys::Uint8Array::from(bytes))
+            .map(|_| ())
+            .map_err(|_| JsError::new(&format!("hf export: cannot hand over {name}")))
+    };
+    put(hf::CONFIG, files.config_json.as_bytes())?;
+    put(hf::WEIGHTS, safetensors)?;
+    if let Some(g) = &files.generation_config_json {
+        put(hf::GENERATION_CONFIG, g.as_bytes())?;
+    }
+    if let Some(tok) = &files.tokenizer_json {
+        put(hf::TOKENIZER, tok.as_bytes())?;
+    }
+    Ok(folder.into())
 }
 
 #[derive(Deserialize)]

@@ -1,0 +1,167 @@
+// Export for transformers: train the tiny model a few steps, click Export,
+// unzip the download and check the Hugging Face folder in it — the files,
+// config.json's sizes, model.safetensors' header (names, shapes, F32,
+// offsets tiling the file). Where Python has transformers, it loads the
+// folder with LlamaForCausalLM.from_pretrained and scores the page's own
+// validation windows (the held-out tail of the built-in corpus, cut as
+// data::Dataset cuts it): the loss must be the one the page showed at the
+// exported step, so the zip holds the run's current weights.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { unzipSync, strFromU8 } from 'fflate';
+import { startApp, openPage, createModel, trainUntil, stepCount, waitOrError, errorText, missing } from './browser.mjs';
+
+// the tiny preset (crate/src/model/config.rs)
+const TINY = { vocab_size: 301, hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 176, max_position_embeddings: 64 };
+const FILES = ['config.json', 'generation_config.json', 'model.safetensors', 'tokenizer.json'];
+const OUT = 'test-results/export-hf';
+
+let app;
+let page;
+let errors;
+let folder = null; // the unzipped folder on disk, once the export test passed
+let validation = null; // the page's validation loss at the exported step
+const BATCH = 4;
+const SEQ = 32;
+
+before(async () => {
+  rmSync(OUT, { recursive: true, force: true });
+  mkdirSync(OUT, { recursive: true });
+  app = await startApp();
+  ({ page, errors } = await openPage(app));
+});
+after(async () => { await app?.close(); });
+
+/// model.safetensors' header: a u64 little-endian length, then that much JSON.
+function safetensorsHeader(bytes) {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const n = Number(view.getBigUint64(0, true));
+  assert.ok(n > 2 && 8 + n <= bytes.byteLength, `header length ${n} in a file of ${bytes.byteLength} bytes`);
+  return { n, header: JSON.parse(strFromU8(bytes.subarray(8, 8 + n))) };
+}
+
+test('Export downloads a zipped Hugging Face folder of the model', async (t) => {
+  await createModel(page, { batch: BATCH, seq: SEQ, steps: 40, warmup: 5, lr: 0.003 });
+  await trainUntil(page, 10);
+  assert.equal(await errorText(page, 'train-error'), null);
+  const step = await stepCount(page);
+
+  const download = page.waitForEvent('download', { timeout: 120_000 }).catch(() => null);
+  await page.click('#export-hf');
+  const failed = await Promise.race([download.then(() => null), waitOrError(page, () => false, 'checkpoint-error', { timeout: 120_000 })]);
+  if (missing(failed)) return t.skip(`waits on Trainer.exportHf: ${failed}`);
+  assert.equal(failed, null);
+  const file = await download;
+  const name = `webtrain-tiny-step${step}-hf`;
+  assert.equal(file.suggestedFilename(), `${name}.zip`);
+  const path = `${OUT}/${file.suggestedFilename()}`;
+  await file.saveAs(path);
+  assert.match(await page.locator('#checkpoint-status').textContent(), /from_pretrained/);
+  await page.locator('#checkpoints').screenshot({ path: 'test-results/panel-checkpoints-export.png' });
+
+  // one folder named like the zip, holding the four files
+  const zip = unzipSync(new Uint8Array(readFileSync(path)));
+  assert.deepEqual(Object.keys(zip).sort(), FILES.map((f) => `${name}/${f}`));
+  const files = Object.fromEntries(Object.entries(zip).map(([k, v]) => [k.slice(name.length + 1), v]));
+
+  const config = JSON.parse(strFromU8(files['config.json']));
+  assert.deepEqual(config.architectures, ['LlamaForCausalLM']);
+  assert.equal(config.model_type, 'llama');
+  for (const [key, value] of Object.entries(TINY)) assert.equal(config[key], value, `config.json ${key}`);
+  assert.equal(config.tie_word_embeddings, false);
+  JSON.parse(strFromU8(files['generation_config.json']));
+  const tokenizer = JSON.parse(strFromU8(files['tokenizer.json']));
+  assert.equal(tokenizer.model.type, 'BPE');
+  assert.ok(Object.keys(tokenizer.model.vocab).length <= TINY.vocab_size);
+
+  const weights = files['model.safetensors'];
+  const { n, header } = safetensorsHeader(weights);
+  const tensors = Object.entries(header).filter(([k]) => k !== '__metadata__');
+  const { hidden_size: d, intermediate_size: f, vocab_size: v, num_hidden_layers: layers } = TINY;
+  const kv = (TINY.num_key_value_heads * d) / TINY.num_attention_heads;
+  const want = {
+    'model.embed_tokens.weight': [v, d],
+    'model.layers.0.self_attn.q_proj.weight': [d, d],
+    'model.layers.0.self_attn.k_proj.weight': [kv, d],
+    'model.layers.0.mlp.gate_proj.weight': [f, d],
+    'model.layers.1.mlp.down_proj.weight': [d, f],
+    'model.norm.weight': [d],
+    'lm_head.weight': [v, d],
+  };
+  for (const [tensor, shape] of Object.entries(want)) {
+    assert.ok(header[tensor], `model.safetensors has ${tensor}`);
+    assert.equal(header[tensor].dtype, 'F32', tensor);
+    assert.deepEqual(header[tensor].shape, shape, tensor);
+  }
+  assert.equal(tensors.length, 3 + 9 * layers, 'embed, norm, lm_head and 9 tensors per layer');
+  // the offsets tile the data section exactly
+  const spans = tensors.map(([, t]) => t.data_offsets).sort((a, b) => a[0] - b[0]);
+  let end = 0;
+  for (const [k, { shape, data_offsets: [a, b] }] of tensors) assert.equal(b - a, 4 * shape.reduce((x, y) => x * y, 1), k);
+  for (const [a, b] of spans) { assert.equal(a, end); end = b; }
+  assert.equal(8 + n + end, weights.byteLength);
+  const norm = new Float32Array(weights.slice(8 + n + header['model.norm.weight'].data_offsets[0], 8 + n + header['model.norm.weight'].data_offsets[1]).buffer);
+  assert.ok(norm.every(Number.isFinite) && norm.some((g) => g !== 1), 'trained norm gains');
+
+  for (const [k, bytes] of Object.entries(files)) writeFileSync(`${OUT}/${k}`, bytes);
+  folder = OUT;
+
+  // the pause validated the weights the export holds
+  assert.equal(Number(await page.locator('#stat-val').getAttribute('data-step')), step);
+  validation = Number(await page.locator('#stat-val').getAttribute('data-loss'));
+
+  // the run goes on after an export
+  await trainUntil(page, step + 2);
+  assert.equal(await errorText(page, 'train-error'), null);
+});
+
+// The mean loss of the exported model over the page's validation batches:
+// the last 5% of the corpus' tokens (webtrain's default val_fraction), cut
+// into consecutive windows of seq + 1, in batches of `batch`, the first
+// four full ones (web/trainer.rs VALIDATION_BATCHES); each batch's mean, averaged.
+const PYTHON = `
+import json, math, sys, torch
+import torch.nn.functional as F
+from tokenizers import Tokenizer
+from transformers import LlamaForCausalLM
+folder, corpus, batch, seq = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+model, info = LlamaForCausalLM.from_pretrained(folder, output_loading_info=True)
+tok = Tokenizer.from_file(f"{folder}/tokenizer.json")
+ids = tok.encode(open(corpus, encoding="utf-8").read(), add_special_tokens=False).ids
+train_end = len(ids) - math.floor(len(ids) * 0.05 + 0.5)
+starts = list(range(train_end, len(ids) - seq, seq))
+batches = [starts[i:i + batch] for i in range(0, len(starts), batch)]
+batches = [b for b in batches if len(b) == batch][:4]
+losses = []
+with torch.no_grad():
+    for b in batches:
+        x = torch.tensor([ids[s:s + seq] for s in b])
+        y = torch.tensor([ids[s + 1:s + 1 + seq] for s in b])
+        logits = model(x).logits
+        losses.append(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).item())
+print(json.dumps({"loss": sum(losses) / len(losses), "batches": len(losses), "dtype": str(model.dtype),
+                  "missing": sorted(info["missing_keys"]), "unexpected": sorted(info["unexpected_keys"])}))
+`;
+
+test('transformers loads the export and scores the validation text as the page did', async (t) => {
+  if (!folder) return t.skip('no export');
+  const probe = spawnSync('python3', ['-c', 'import transformers, torch, tokenizers'], { encoding: 'utf8' });
+  if (probe.status !== 0) return t.skip('Python with transformers, torch and tokenizers is not installed');
+  const run = spawnSync('python3', ['-c', PYTHON, folder, 'public/corpus/brown.txt', String(BATCH), String(SEQ)], { encoding: 'utf8', timeout: 300_000 });
+  assert.equal(run.status, 0, `python: ${run.stderr}`);
+  const got = JSON.parse(run.stdout.trim().split('\n').at(-1));
+  assert.deepEqual(got.missing, [], 'no tensor missing');
+  assert.deepEqual(got.unexpected, [], 'no tensor left over');
+  assert.equal(got.dtype, 'torch.float32');
+  assert.equal(got.batches, 4);
+  t.diagnostic(`validation loss: page ${validation}, transformers ${got.loss}`);
+  // fp32 on SwiftShader against fp32 on the CPU: sums in other orders
+  assert.ok(Math.abs(got.loss - validation) < 1e-4, `transformers ${got.loss}, the page ${validation}`);
+});
+
+test('no uncaught errors', () => {
+  assert.deepEqual(errors.filter((e) => !/is not a function/.test(e)), []);
+});
