@@ -164,3 +164,26 @@ fn export_hf_then_eval_and_fine_tune() {
     assert!(!out.status.success() && err.contains("token 2 is 301, beyond the vocabulary of 301"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `--inspect-every`: per tensor, the share of the step's updates that would
+/// land in bf16, f16 and E4M3 master weights (finer formats keep more), and
+/// the second moments below each format's smallest value.
+#[test]
+fn train_inspects_what_narrow_formats_would_lose() {
+    let lines = run(&["train", "--synthetic", "--batch", "2", "--seq", "16", "--steps", "2", "--inspect-every", "2"]);
+    let inspected: Vec<&serde_json::Value> = lines.iter().filter(|l| l.get("inspect").is_some()).collect();
+    assert_eq!(inspected.len(), 1);
+    assert_eq!(inspected[0]["step"], 2);
+    let tensors = inspected[0]["inspect"].as_array().unwrap();
+    assert_eq!(tensors.len(), 2 + 4 * 2 + 2 * 2 + 1, "embed, 4 matrices and 2 gains per layer, lm_head, final norm");
+    for t in tensors {
+        let rate = |f: &str| t[f].as_f64().unwrap();
+        assert!(t["updated"].as_u64().unwrap() > 0, "{t}");
+        assert!(rate("f16") >= rate("bf16") && rate("bf16") >= rate("e4m3") && rate("f16") <= 1.0, "{t}");
+        assert!(rate("v_below_e4m3") >= rate("v_below_f16") && rate("v_below_f16") >= rate("v_below_bf16"), "{t}");
+    }
+    // lr 1e-3 against weights of 0.02: most updates are lost in E4M3
+    let embed = &tensors[0];
+    assert_eq!(embed["tensor"], "embed_tokens");
+    assert!(embed["e4m3"].as_f64().unwrap() < 0.5, "{embed}");
+}

@@ -9,6 +9,7 @@
 mod memory;
 mod profile;
 mod readback;
+pub mod survival;
 pub mod synthetic;
 
 pub use memory::{check_limits, Memory};

@@ -13,7 +13,8 @@ use webtrain::data::{Batch, Corpus, Dataset, SplitMix64, Tokenizer};
 use webtrain::hf::HfModel;
 use webtrain::model::{BatchShape, Config, Precision, PRESETS};
 use webtrain::optim::{LrSchedule, OptimConfig, OptimState};
-use webtrain::train::{synthetic, TrainConfig, Trainer};
+use webtrain::optim::HostState;
+use webtrain::train::{survival, synthetic, TrainConfig, Trainer};
 use webtrain::{Error, Gpu, Result};
 
 /// What a checkpoint's config fixes: not to be given with `--resume`.
@@ -87,6 +88,10 @@ pub struct TrainArgs {
     /// At most this many validation batches per evaluation.
     #[arg(long, default_value_t = 8)]
     val_batches: usize,
+    /// Every N steps, also print what bf16, f16 or E4M3 master weights and moments would
+    /// have lost in that step: one JSON line {"step", "inspect": [per tensor]} (0: never).
+    #[arg(long, default_value_t = 0)]
+    inspect_every: u32,
     /// Write a checkpoint (.safetensors) here at the end.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -238,7 +243,15 @@ pub async fn run(args: TrainArgs) -> Result<()> {
     let mut last = None;
     let mut val_loss = None;
     for step in first..=end {
+        let inspected = args.inspect_every > 0 && step % args.inspect_every == 0;
+        let before = if inspected { Some(trainer.model.read_weights(&gpu).await?) } else { None };
         let done = trainer.step(&data.set.train_batch(&mut rng, shape.batch as usize)).await?;
+        if let Some(before) = before {
+            let after = trainer.model.read_weights(&gpu).await?;
+            let HostState::Fp32 { v, .. } = trainer.adam.read_state(&gpu).await?.convert(OptimState::Fp32) else { unreachable!("converted to f32") };
+            let report = survival::inspect(&trainer.model.layout, &before, &after, &v);
+            println!("{}", serde_json::json!({"step": step, "inspect": report}));
+        }
         let flush = step == end || (args.val_every > 0 && step % args.val_every == 0);
         let done = if flush { done.into_iter().chain(trainer.flush().await?).collect() } else { done };
         for s in done {
