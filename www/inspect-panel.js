@@ -1,6 +1,7 @@
 // The Inspect panel: `train.inspect` reads every weight and times one real
-// training step per kernel; this draws the per-tensor table, the memory by
-// kind and the kernels' GPU time as bars.
+// training step per kernel; this draws the per-tensor table (with what that
+// step's updates and Adam's v would lose in bf16, f16 and E4M3), the memory
+// by kind and the kernels' GPU time as bars.
 
 import { $, el, bytes, num, count, attempt } from './dom.js';
 import { subscribe, busy } from './state.js';
@@ -52,17 +53,45 @@ function renderMemory(memory) {
   }
 }
 
+/// A share (0–1) as a percent cell; its raw value in data-value. `null`:
+/// nothing to count (no weight moved, no nonzero v).
+function percent(share, col, why, group = false) {
+  const className = group ? 'group' : '';
+  if (share === null) return el('td', { className, textContent: '—', title: why, dataset: { col } });
+  const text = share > 0 && share < 0.001 ? '<0.1%' : share < 1 && share > 0.999 ? '>99.9%' : `${(100 * share).toFixed(1)}%`;
+  return el('td', { className, textContent: text, dataset: { col, value: String(share) } });
+}
+
+/// The step's update survival and v underflow (train::survival): the
+/// lands-in shares count moved weights, the v-below shares nonzero moments.
+function survivalCells(s) {
+  const moved = s.updated > 0 ? null : 'no weight of this tensor moved this step';
+  const vs = Number.isFinite(s.v_min) ? null : 'every v of this tensor is 0';
+  const pick = (share, none) => (none ? null : share);
+  return [
+    percent(pick(s.bf16, moved), 'bf16', moved, true),
+    percent(pick(s.f16, moved), 'f16', moved),
+    percent(pick(s.e4m3, moved), 'e4m3', moved),
+    percent(pick(s.v_below_f16, vs), 'v_below_f16', vs, true),
+    percent(pick(s.v_below_e4m3, vs), 'v_below_e4m3', vs),
+  ];
+}
+
 function renderTensors(tensors) {
   const body = $('inspect-tensors').querySelector('tbody');
   body.textContent = '';
   for (const t of tensors) {
-    body.append(el('tr', { dataset: { tensor: t.name }, className: t.nonfinite > 0 ? 'bad' : '' }, [
+    const s = t.survival;
+    const title = `${count(s.updated)} weights moved this step; `
+      + (Number.isFinite(s.v_min) ? `smallest nonzero v ${num(s.v_min)}, ${(100 * s.v_below_bf16).toFixed(1)}% of v below bf16's smallest value` : 'no nonzero v');
+    body.append(el('tr', { dataset: { tensor: t.name }, className: t.nonfinite > 0 ? 'bad' : '', title }, [
       el('td', { className: 'name', textContent: t.name }),
       el('td', { textContent: t.shape[0] === 1 ? `${t.shape[1]}` : `${t.shape[0]} × ${t.shape[1]}` }),
       el('td', { textContent: num(t.rms) }),
       el('td', { textContent: num(t.max_abs) }),
       el('td', { textContent: t.update_ratio === null ? '— (next time)' : num(t.update_ratio) }),
       el('td', { textContent: count(t.nonfinite) }),
+      ...survivalCells(s),
     ]));
   }
 }

@@ -13,7 +13,7 @@
 //   train.step {n}                  [StepStats] completed meanwhile (two steps late)
 //   train.flush                     [StepStats] of every submitted step
 //   train.validate                  validation loss
-//   train.inspect                   {step, tensors, memory, steps, kernels, kernels_error}
+//   train.inspect                   {step, tensors (each with its step's survival), memory, steps, kernels, kernels_error}
 //   train.reconfigure {precision, optimState}   run info (weights kept, state converted)
 //   generate {prompt, temperature, topK, length, seed}   {text}; progress: {token, text}
 //   checkpoint.save                 ArrayBuffer (a .safetensors file)

@@ -46,7 +46,7 @@ test('the tiny model trains on the built-in corpus and its loss falls', async ()
   await shot('train');
 });
 
-test('inspect shows every tensor, memory by kind and kernel times', async () => {
+test('inspect shows every tensor, memory by kind, kernel times and update survival', async () => {
   const before = await stepCount(page);
   await page.click('#inspect-run');
   const failed = await waitOrError(page, () => !document.querySelector('#inspect-result').hidden, 'inspect-error');
@@ -60,6 +60,34 @@ test('inspect shows every tensor, memory by kind and kernel times', async () => 
     assert.match(await page.locator('#inspect-kernels-note').textContent(), /not available: \S/);
   }
   assert.equal(await stepCount(page), before + 1, 'the timed step counts');
+
+  // the step's update survival per tensor: share of updates landing in bf16 / f16 / E4M3, v below f16 / E4M3
+  assert.match(await page.locator('#inspect-survival-note').textContent(), /half the spacing.*master weights stay f32/);
+  const heads = await page.locator('#inspect-tensors thead th').allTextContents();
+  for (const h of ['rms', 'update / weight', 'non-finite', 'lands in bf16', 'lands in f16', 'lands in E4M3', 'v below f16', 'v below E4M3']) {
+    assert.ok(heads.includes(h), `column "${h}" in ${heads.join(' | ')}`);
+  }
+  const rows = await page.locator('#inspect-tensors tbody tr').evaluateAll((trs) => trs.map((tr) => ({
+    name: tr.dataset.tensor,
+    cells: Object.fromEntries([...tr.querySelectorAll('td[data-col]')].map((td) => [td.dataset.col, { text: td.textContent, value: td.dataset.value }])),
+  })));
+  const COLS = ['bf16', 'f16', 'e4m3', 'v_below_f16', 'v_below_e4m3'];
+  let measured = 0;
+  for (const { name, cells } of rows) {
+    assert.deepEqual(Object.keys(cells), COLS, `${name}: a cell per survival column`);
+    for (const col of COLS) {
+      const { text, value } = cells[col];
+      if (value === undefined) { assert.equal(text, '—', `${name} ${col}: nothing to count`); continue; }
+      const pct = Number(text.replace(/^[<>]/, '').replace(/%$/, ''));
+      assert.ok(/%$/.test(text) && pct >= 0 && pct <= 100, `${name} ${col}: ${text} is a percentage in 0–100`);
+      assert.ok(Number(value) >= 0 && Number(value) <= 1, `${name} ${col}: share ${value} in [0, 1]`);
+    }
+    if (cells.bf16.value === undefined) continue;
+    measured++;
+    const [bf16, f16, e4m3] = ['bf16', 'f16', 'e4m3'].map((c) => Number(cells[c].value));
+    assert.ok(f16 >= bf16 && bf16 >= e4m3, `${name}: lands in f16 ${f16} ≥ bf16 ${bf16} ≥ E4M3 ${e4m3}`);
+  }
+  assert.equal(measured, rows.length, 'the inspected step moved every tensor');
   await shot('inspect');
 });
 

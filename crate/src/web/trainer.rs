@@ -13,10 +13,11 @@ use wasm_bindgen_futures::future_to_promise;
 use super::{from_js, gpu, js_error, to_js, Data};
 use crate::data::{Batch, Dataset, SplitMix64, Tokenizer};
 use crate::model::{BatchShape, Config, ParamLayout, Precision};
-use crate::optim::{LrSchedule, OptimConfig, OptimState};
+use crate::optim::{HostState, LrSchedule, OptimConfig, OptimState};
 use crate::checkpoint::{self, Checkpoint, RunState};
 use crate::hf::{self, HfModel};
 use crate::model::decode::{Decoder, Generation, Sampling};
+use crate::train::survival::{self, Survival};
 use crate::train::{self, Memory, TrainConfig};
 
 /// What the page asks for, in its words (camelCase).
@@ -351,10 +352,13 @@ impl Trainer {
         }))
     }
 
-    /// `{step, tensors: [{name, shape, rms, max_abs, update_ratio, nonfinite}],
-    /// memory, kernels: [{kernel, dispatches, ms}] | null, kernels_error}`.
-    /// The kernel times come from one profiled training step (it counts);
-    /// `update_ratio` is ‖Δw‖/‖w‖ per step since the previous inspection.
+    /// `{step, tensors: [{name, shape, rms, max_abs, update_ratio, nonfinite,
+    /// survival}], memory, kernels: [{kernel, dispatches, ms}] | null,
+    /// kernels_error}`. One training step runs (it counts), profiled where
+    /// the adapter has timestamps; `update_ratio` is ‖Δw‖/‖w‖ per step since
+    /// the previous inspection; `survival` is that step's update survival
+    /// in bf16 / f16 / E4M3 and v against their smallest values
+    /// (`train::survival::Survival`).
     pub fn inspect(&self) -> Promise {
         with_run(self.run.clone(), |mut run| async move {
             let result = inspect(&mut run).await;
@@ -475,6 +479,8 @@ struct TensorStats {
     max_abs: f64,
     update_ratio: Option<f64>,
     nonfinite: u64,
+    /// What this inspection's step would have lost in narrower formats.
+    survival: Survival,
 }
 
 #[derive(Serialize)]
@@ -489,20 +495,32 @@ struct Inspection {
 
 async fn inspect(run: &mut Run) -> Result<JsValue, JsError> {
     let batch = run.batch();
+    // after every step submitted so far: the weights the inspected step starts from
+    let before = run.trainer.model.read_weights(&run.trainer.gpu).await.map_err(js_error)?;
     let (steps, kernels, kernels_error) = match run.trainer.profiled_step(&batch).await {
         Ok((steps, kernels)) => (steps, Some(kernels), None),
-        Err(crate::Error::Unsupported(why)) => (run.trainer.flush().await.map_err(js_error)?, None, Some(why)),
+        Err(crate::Error::Unsupported(why)) => {
+            // no timestamps: an unprofiled step, so the survival report still has one
+            let mut steps = run.trainer.step(&batch).await.map_err(js_error)?;
+            steps.extend(run.trainer.flush().await.map_err(js_error)?);
+            (steps, None, Some(why))
+        }
         Err(e) => return Err(js_error(e)),
     };
     let t = &run.trainer;
     let step = t.steps();
     let w = t.model.read_weights(&t.gpu).await.map_err(js_error)?;
+    let HostState::Fp32 { v, .. } = t.adam.read_state(&t.gpu).await.map_err(js_error)?.convert(OptimState::Fp32) else {
+        return Err(JsError::new("inspect: the optimizer state did not convert to f32"));
+    };
+    let survival = survival::inspect(&t.model.layout, &before, &w, &v);
     let tensors = t
         .model
         .layout
         .tensors
         .iter()
-        .map(|tensor| {
+        .zip(survival)
+        .map(|(tensor, survival)| {
             let r = tensor.offset as usize..(tensor.offset + tensor.len()) as usize;
             let values = &w[r.clone()];
             let finite = values.iter().filter(|x| x.is_finite());
@@ -521,6 +539,7 @@ async fn inspect(run: &mut Run) -> Result<JsValue, JsError> {
                 max_abs,
                 update_ratio,
                 nonfinite: values.iter().filter(|x| !x.is_finite()).count() as u64,
+                survival,
             }
         })
         .collect();
