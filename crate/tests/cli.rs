@@ -124,10 +124,10 @@ fn train_resumed_from_a_checkpoint_continues_exactly() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// A trained checkpoint exported as an HF folder, evaluated, and
-/// fine-tuned from: `eval`'s loss is the one the training run's model
-/// gives, `train --from-hf` starts from the exported weights, and bad
-/// token files are refused by position.
+/// A trained checkpoint exported as an HF folder, evaluated, generated
+/// from and fine-tuned from: `eval` prints the loss and writes the logits,
+/// `generate` is deterministic when greedy, `train --from-hf` starts from
+/// the exported weights, and bad token files are refused by position.
 #[test]
 fn export_hf_then_eval_and_fine_tune() {
     let dir = std::env::temp_dir().join(format!("webtrain-hf-{}", std::process::id()));
@@ -150,6 +150,13 @@ fn export_hf_then_eval_and_fine_tune() {
     let logits = std::fs::read(dir.join("logits.safetensors")).unwrap();
     let st = safetensors::SafeTensors::deserialize(&logits).unwrap();
     assert_eq!(st.tensor("logits").unwrap().shape(), [11, 301]);
+
+    // text from the exported folder, greedily: the same continuation twice
+    let greedy = ["generate", "--hf", hf, "--prompt", "the model", "--max-new", "6", "--temperature", "0"];
+    let (a, b) = (run(&greedy), run(&greedy));
+    assert_eq!(a, b);
+    assert_eq!(a[0]["tokens"].as_array().unwrap().len(), 6);
+    assert!(a[0]["text"].as_str().is_some_and(|t| !t.is_empty()), "{}", a[0]);
 
     // fine-tuning starts where the export left off: its first loss is near the trained run's last
     let tuned = run(&["train", "--from-hf", hf, "--corpus", text, "--batch", "2", "--seq", "16", "--steps", "1"]);

@@ -95,15 +95,18 @@ async fn tracks_reference(gpu: &Gpu, precision: Precision, state: OptimState) ->
     // is at noise level may end up to lr away — in f16 mode (the forward
     // reads rounded weights) one embedding value did, by 0.45·lr. int8 state
     // adds the code flips above; a flip of v between two of its coarse low
-    // codes (up to 10× apart in √v) scales that element's later updates, so
-    // single values may stray further. So: each tensor's mean error small,
-    // and every value within lr (f32 state) or 2·lr (int8). Measured on
-    // lavapipe: worst mean |error| 3.6e-4·lr with f32 state, 6e-3·lr with
-    // int8; worst single value 0.45·lr and 1.46·lr (embed_tokens, f16).
+    // codes scales that element's later updates by up to their ratio, 10
+    // (√v codes 1e-7 and 1e-6 of the block's), so single values may stray
+    // further. So: each tensor's mean error small, and every value within
+    // lr (f32 state) or 10·lr (int8). Measured: worst mean |error|
+    // 3.6e-4·lr with f32 state, 6e-3·lr with int8; worst single value
+    // 0.45·lr (f32 state), 1.46·lr (int8, lavapipe) and 2.9·lr (int8,
+    // SwiftShader), all in embed_tokens, whose 256-value blocks mix the
+    // rows of frequent and rare tokens.
     let lr = c.optim.schedule.peak;
     let (mean_bound, worst_bound) = match state {
         OptimState::Fp32 => (2e-3 * lr, lr),
-        OptimState::Int8 => (2e-2 * lr, 2.0 * lr),
+        OptimState::Int8 => (2e-2 * lr, 10.0 * lr),
     };
     for t in &layout.tensors {
         let r = t.offset as usize..(t.offset + t.len()) as usize;

@@ -1,7 +1,7 @@
-//! `webtrain export-hf` and `webtrain eval`: a checkpoint as a Hugging Face
-//! Llama folder, and the loss of an HF folder on a token sequence, computed
+//! `webtrain export-hf`, `eval` and `generate`: a checkpoint as a Hugging
+//! Face Llama folder; the loss of an HF folder on a token sequence, computed
 //! as transformers computes it with `labels = input_ids`, so anyone can
-//! compare the two on their own model (docs/INTEROP.md).
+//! compare the two on their own model (docs/INTEROP.md); and text from one.
 
 use std::path::{Path, PathBuf};
 
@@ -9,6 +9,10 @@ use clap::Args;
 use webtrain::hf::{self, HfFiles, HfModel};
 use webtrain::kernels::loss::IGNORE_INDEX;
 use webtrain::kernels::Kernels;
+use std::ops::ControlFlow;
+
+use webtrain::data::Tokenizer;
+use webtrain::model::decode::{Decoder, Generation, Sampling};
 use webtrain::model::{BatchShape, Model, Precision};
 use webtrain::{Error, Gpu, Result};
 
@@ -35,6 +39,31 @@ pub struct EvalArgs {
     /// Also write the [N, vocab] logits here, as a safetensors file with one tensor "logits".
     #[arg(long)]
     logits: Option<PathBuf>,
+    #[arg(long, default_value = "fp32", value_parser = ["fp32", "f16"])]
+    precision: String,
+}
+
+#[derive(Args)]
+pub struct GenerateArgs {
+    #[command(flatten)]
+    device: crate::cli::DeviceArgs,
+    /// A Hugging Face Llama folder with its tokenizer.json (e.g. from export-hf).
+    #[arg(long)]
+    hf: PathBuf,
+    /// The text to continue.
+    #[arg(long)]
+    prompt: String,
+    /// New tokens, at most (prompt + new tokens stay within max_position_embeddings).
+    #[arg(long, default_value_t = 64)]
+    max_new: u32,
+    /// 0 takes the most likely token.
+    #[arg(long, default_value_t = 0.8)]
+    temperature: f32,
+    /// Draw among the k most likely tokens (0: all).
+    #[arg(long, default_value_t = 40)]
+    top_k: u32,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
     #[arg(long, default_value = "fp32", value_parser = ["fp32", "f16"])]
     precision: String,
 }
@@ -126,4 +155,25 @@ fn parse_ids(text: &str, vocab: u32) -> std::result::Result<Vec<u32>, String> {
             Err(_) => Err(format!("token {i}, {w:?}, is not a token id")),
         })
         .collect()
+}
+
+/// Continues a prompt with an HF folder's model through the KV-cache
+/// decoder; prints {"prompt", "text", "tokens"}.
+pub async fn generate(args: &GenerateArgs) -> Result<()> {
+    let model = crate::train::read_hf(&args.hf)?;
+    let json = model.tokenizer_json.as_deref().ok_or_else(|| Error::Tokenizer(format!("{} has no tokenizer.json", args.hf.display())))?;
+    let tokenizer = Tokenizer::from_json(json)?;
+    let prompt = tokenizer.encode(&args.prompt)?;
+    if prompt.is_empty() {
+        return Err(Error::Unsupported("the prompt is empty: give some text to continue".into()));
+    }
+    let gpu = Gpu::new(&args.device.options()).await?;
+    let k = Kernels::new(&gpu).await?;
+    let m = Model::new(&gpu, &k, model.config.clone(), BatchShape { batch: 1, seq: 1 }, Precision::parse(&args.precision)?, &model.weights)?;
+    gpu.run(&m.sync_mirror(&gpu, &k)?.iter().collect::<Vec<_>>()).await?;
+    let mut decoder = Decoder::new(&gpu, &k, &m, 1, model.config.max_seq)?;
+    let g = Generation { max_new: args.max_new, sampling: Sampling { temperature: args.temperature, top_k: args.top_k }, seed: args.seed };
+    let out = decoder.generate(&gpu, &k, &m, &[prompt], &g, |_| ControlFlow::Continue(())).await?;
+    println!("{}", serde_json::json!({"prompt": args.prompt, "text": tokenizer.decode(&out[0])?, "tokens": out[0]}));
+    Ok(())
 }

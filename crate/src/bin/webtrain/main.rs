@@ -35,6 +35,8 @@ pub mod cli {
         ExportHf(crate::hf::ExportArgs),
         /// The next-token loss of a Hugging Face Llama folder on a token sequence, as transformers computes it.
         Eval(crate::hf::EvalArgs),
+        /// Continue a prompt with a Hugging Face Llama folder's model (KV-cache decoding).
+        Generate(crate::hf::GenerateArgs),
     }
 
     #[derive(Args)]
@@ -109,6 +111,7 @@ pub mod cli {
             Command::Train(args) => crate::train::run(*args).await,
             Command::ExportHf(args) => crate::hf::export(&args),
             Command::Eval(args) => crate::hf::eval(&args).await,
+            Command::Generate(args) => crate::hf::generate(&args).await,
             Command::Bench(args) => {
                 let gpu = Gpu::new(&args.device.options()).await?;
                 let sizes: Vec<&crate::bench::Sizes> = match args.sizes.as_str() {
