@@ -92,32 +92,57 @@ impl HfModel {
     /// the vocabulary.
     pub fn import(files: &HfFiles) -> Result<HfModel> {
         let config = config::from_json(&files.config_json)?;
+        let shards = files
+            .weights
+            .iter()
+            .enumerate()
+            .map(|(i, bytes)| {
+                let file = if files.weights.len() == 1 { WEIGHTS.to_string() } else { format!("weights shard {}", i + 1) };
+                let st = SafeTensors::deserialize(bytes).map_err(|e| refuse(&file, format!("not a readable safetensors file ({e})")))?;
+                Ok((file, st))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        // Before anything is allocated for the config: it may describe far
+        // more than its files hold (or memory holds). A layer has tensors of
+        // its own, so the layout is no longer than the files' tensor list.
+        let tensors: Vec<(&str, u128)> =
+            shards.iter().flat_map(|(_, st)| st.iter()).map(|(n, v)| (n, v.shape().iter().map(|&d| d as u128).product::<u128>())).collect();
+        if config.n_layers as usize > tensors.len() {
+            return Err(refuse(CONFIG, format!("num_hidden_layers {}, but the weights hold {} tensors in all", config.n_layers, tensors.len())));
+        }
         let layout = ParamLayout::new(&config);
         let parts = parts(&config, &layout);
+        let missing: Vec<String> = parts.iter().filter(|p| !tensors.iter().any(|(n, _)| *n == p.name)).map(|p| p.name.clone()).collect();
+        if !missing.is_empty() {
+            return Err(refuse(WEIGHTS, format!("missing tensors: {}", list(&missing))));
+        }
+        let held: u128 = tensors.iter().map(|(_, n)| n).sum();
+        if layout.parameters() as u128 > held {
+            return Err(refuse(CONFIG, format!("it describes {} parameters, but the weights hold {held} values", layout.parameters())));
+        }
         let mut weights = vec![0f32; layout.total as usize];
         let mut seen = BTreeSet::new();
         let (mut unknown, mut nonfinite) = (Vec::new(), Vec::new());
         let mut tied_copy = None;
-        for (shard, bytes) in files.weights.iter().enumerate() {
-            let file = if files.weights.len() == 1 { WEIGHTS.to_string() } else { format!("weights shard {}", shard + 1) };
-            let st = SafeTensors::deserialize(bytes).map_err(|e| refuse(&file, format!("not a readable safetensors file ({e})")))?;
+        for (file, st) in &shards {
+            let file = file.as_str();
             for (name, view) in st.iter() {
                 let Some(part) = parts.iter().find(|p| p.name == name) else {
                     if name.ends_with("rotary_emb.inv_freq") {
                         continue; // older exports store RoPE's frequencies; webtrain computes them
                     }
                     if name == "lm_head.weight" && config.tie_word_embeddings {
-                        tied_copy = Some(to_f32(&file, name, &view)?);
+                        tied_copy = Some(to_f32(file, name, &view)?);
                         continue;
                     }
                     unknown.push(name.to_string());
                     continue;
                 };
                 if !seen.insert(name.to_string()) {
-                    return Err(refuse(&file, format!("tensor {name} appears twice")));
+                    return Err(refuse(file, format!("tensor {name} appears twice")));
                 }
-                check_shape(&file, part, view.shape())?;
-                let values = to_f32(&file, name, &view)?;
+                check_shape(file, part, view.shape())?;
+                let values = to_f32(file, name, &view)?;
                 if values.iter().any(|x| !x.is_finite()) {
                     nonfinite.push(name.to_string());
                 }
@@ -126,10 +151,6 @@ impl HfModel {
         }
         if !unknown.is_empty() {
             return Err(refuse(WEIGHTS, format!("tensors a Llama model of this config does not have: {}", list(&unknown))));
-        }
-        let missing: Vec<String> = parts.iter().filter(|p| !seen.contains(&p.name)).map(|p| p.name.clone()).collect();
-        if !missing.is_empty() {
-            return Err(refuse(WEIGHTS, format!("missing tensors: {}", list(&missing))));
         }
         if !nonfinite.is_empty() {
             return Err(refuse(WEIGHTS, format!("non-finite values (NaN or ±Inf) in {}", list(&nonfinite))));

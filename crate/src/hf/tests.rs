@@ -92,6 +92,11 @@ fn damaged_or_foreign_folders_are_refused_with_the_reason() {
     old.push(("model.layers.0.self_attn.rotary_emb.inv_freq".into(), Dtype::F32, vec![8], vec![0; 32]));
     HfModel::import(&with_tensors(&files, &old)).expect("RoPE frequencies of older exports are ignored");
 
+    let huge = HfFiles { config_json: files.config_json.replace("\"num_hidden_layers\": 2", "\"num_hidden_layers\": 4000000000"), ..files.clone() };
+    assert!(refusal(&huge).contains("config.json: num_hidden_layers 4000000000, but the weights hold 21 tensors"), "{}", refusal(&huge));
+    let wide = HfFiles { config_json: files.config_json.replace("\"intermediate_size\": 176", "\"intermediate_size\": 1000000"), ..files.clone() };
+    assert!(refusal(&wide).contains("config.json: it describes"), "{}", refusal(&wide));
+
     let bad_config = HfFiles { config_json: files.config_json.replace("\"silu\"", "\"gelu\""), ..files.clone() };
     assert!(refusal(&bad_config).contains("hidden_act \"gelu\""));
 
