@@ -226,7 +226,7 @@ fn quantize(x: f32, s: f32, base: u32, r: u32) -> u32 {
     for (var step = 128u; step > 0u; step >>= 1u) {
         if (x >= q_table[base + k + step] * s) { k += step; }
     }
-    let threshold = q_table[base + k] + (f32(r) / 256.0) * q_table[512u + base + k];
+    let threshold = q_table[base + k] + (f32(r) * (1.0 / 256.0)) * q_table[512u + base + k];
     return k + select(0u, 1u, k < 255u && x > threshold * s);
 }
 

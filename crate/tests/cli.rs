@@ -174,7 +174,7 @@ fn export_hf_then_eval_and_fine_tune() {
 
 /// `--inspect-every`: per tensor, the share of the step's updates that would
 /// land in bf16, f16 and E4M3 master weights (finer formats keep more), and
-/// the second moments below each format's smallest value.
+/// the smallest second moment.
 #[test]
 fn train_inspects_what_narrow_formats_would_lose() {
     let lines = run(&["train", "--synthetic", "--batch", "2", "--seq", "16", "--steps", "2", "--inspect-every", "2"]);
@@ -187,7 +187,7 @@ fn train_inspects_what_narrow_formats_would_lose() {
         let rate = |f: &str| t[f].as_f64().unwrap();
         assert!(t["updated"].as_u64().unwrap() > 0, "{t}");
         assert!(rate("f16") >= rate("bf16") && rate("bf16") >= rate("e4m3") && rate("f16") <= 1.0, "{t}");
-        assert!(rate("v_below_e4m3") >= rate("v_below_f16") && rate("v_below_f16") >= rate("v_below_bf16"), "{t}");
+        assert!(t["v_min"].as_f64().is_some_and(|v| v > 0.0), "{t}");
     }
     // lr 1e-3 against weights of 0.02: most updates are lost in E4M3
     let embed = &tensors[0];

@@ -11,8 +11,9 @@ committed fixtures:
         model.safetensors} (transformers' own save_pretrained) and
         expected.safetensors: input_ids [B, T+1], the logits of the first
         T positions, the loss with labels = input_ids, every parameter's
-        gradient (grad.<name>) and every parameter after one
-        torch.optim.AdamW step with gradient clipping (after.<name>).
+        gradient (grad.<name>) and every parameter and AdamW moment after
+        one torch.optim.AdamW step with gradient clipping (after.<name>,
+        m.<name>, v.<name>).
 
     python3 tests/parity/make_fixtures.py encode DIR TEXT N > TOKENS
         the first N token ids of the tail of TEXT (its last 4 KiB: held out
@@ -96,6 +97,8 @@ def step(model, ids):
     opt.step()
     for n, p in params.items():
         expected[f"after.{n}"] = p.detach().clone().contiguous()
+        expected[f"m.{n}"] = opt.state[p]["exp_avg"].clone().contiguous()
+        expected[f"v.{n}"] = opt.state[p]["exp_avg_sq"].clone().contiguous()
     return expected, float(norm)
 
 

@@ -86,7 +86,12 @@ pub fn from_json(text: &str) -> Result<Config> {
     if o.get("pretraining_tp").and_then(Value::as_u64).is_some_and(|tp| tp > 1) {
         return Err(refuse("pretraining_tp > 1 (sliced projections) is not supported"));
     }
-    c.validate()?;
+    c.validate().map_err(refuse)?;
+    // the layout's widths are u32: (H + 2·Hkv)·Dh, 2·F, V·D
+    let too_wide = [(c.n_heads as u64 + 2 * c.n_kv_heads as u64) * c.head_dim() as u64, 2 * c.ffn as u64, c.vocab as u64 * c.d_model as u64];
+    if too_wide.iter().any(|&w| w > u32::MAX as u64) {
+        return Err(refuse("sizes beyond 32 bits (the q|k|v width, 2·intermediate_size or vocab_size·hidden_size)"));
+    }
     Ok(c)
 }
 
@@ -153,7 +158,8 @@ mod tests {
         assert!(with("rope_scaling", json!({"rope_type": "llama3", "factor": 8.0})).contains("llama3"));
         assert!(with("head_dim", json!(32)).contains("head_dim 32"));
         assert!(with("hidden_size", json!("64")).contains("hidden_size \"64\" is not a size"));
-        assert!(with("num_key_value_heads", json!(3)).contains("n_kv_heads 3"));
+        assert!(with("num_key_value_heads", json!(3)).contains("config.json: model config: n_kv_heads 3"));
+        assert!(with("intermediate_size", json!(2_147_483_648u64)).contains("beyond 32 bits"));
         assert!(from_json("[1]").unwrap_err().to_string().contains("not a JSON object"));
     }
 }

@@ -75,7 +75,7 @@ impl HfModel {
             .iter()
             .map(|p| Ok((p.name.clone(), TensorView::new(Dtype::F32, p.shape(), bytemuck::cast_slice(&self.weights[p.range(&layout)]))?)))
             .collect::<std::result::Result<Vec<_>, safetensors::SafeTensorError>>()
-            .and_then(|views| safetensors::serialize(views, None))
+            .and_then(|views| safetensors::serialize(views, Some(hashbrown::HashMap::from([("format".to_string(), "pt".to_string())]))))
             .map_err(|e| Error::Unsupported(format!("hf export: {e}")))?;
         let generation = serde_json::json!({ "do_sample": true, "temperature": 0.8, "top_k": 40 });
         Ok(HfFiles {

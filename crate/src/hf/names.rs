@@ -25,7 +25,7 @@ impl Part {
     /// Its elements' range in the layout's mega-buffer.
     pub fn range(&self, layout: &ParamLayout) -> std::ops::Range<usize> {
         let start = (layout.get(self.role).offset + self.row0 as u64 * self.cols as u64) as usize;
-        start..start + (self.rows * self.cols) as usize
+        start..start + (self.rows as u64 * self.cols as u64) as usize
     }
 }
 

@@ -6,8 +6,8 @@
 //! back to w. The rate is the share of a tensor's nonzero updates that
 //! would land in bf16, f16 and E4M3 (unscaled), measured from the weights
 //! before and after a real step. Second moments: Adam's v against each
-//! format's smallest positive value — a v below it stores as 0, and the
-//! next update divides by eps alone.
+//! format's smallest positive value — a v below it is not stored as itself
+//! (below half of it, as 0, and the next update divides by eps alone).
 
 use serde::Serialize;
 
@@ -71,7 +71,7 @@ pub struct Survival {
     pub f16: f64,
     pub e4m3: f64,
     /// The smallest nonzero second moment, and the share of nonzero ones
-    /// below each format's smallest positive value (stored as 0 there).
+    /// below each format's smallest positive value (not stored as itself there).
     pub v_min: f32,
     pub v_below_bf16: f64,
     pub v_below_f16: f64,

@@ -171,7 +171,9 @@ pub async fn generate(args: &GenerateArgs) -> Result<()> {
     let k = Kernels::new(&gpu).await?;
     let m = Model::new(&gpu, &k, model.config.clone(), BatchShape { batch: 1, seq: 1 }, Precision::parse(&args.precision)?, &model.weights)?;
     gpu.run(&m.sync_mirror(&gpu, &k)?.iter().collect::<Vec<_>>()).await?;
-    let mut decoder = Decoder::new(&gpu, &k, &m, 1, model.config.max_seq)?;
+    // a cache for this generation only, not the whole context
+    let needed = (prompt.len() as u64 + (args.max_new as u64).saturating_sub(1)).min(model.config.max_seq as u64) as u32;
+    let mut decoder = Decoder::new(&gpu, &k, &m, 1, needed)?;
     let g = Generation { max_new: args.max_new, sampling: Sampling { temperature: args.temperature, top_k: args.top_k }, seed: args.seed };
     let out = decoder.generate(&gpu, &k, &m, &[prompt], &g, |_| ControlFlow::Continue(())).await?;
     println!("{}", serde_json::json!({"prompt": args.prompt, "text": tokenizer.decode(&out[0])?, "tokens": out[0]}));

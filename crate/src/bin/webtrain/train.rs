@@ -350,8 +350,9 @@ fn dataset(args: &TrainArgs, config: &TrainConfig, resumed: Option<&Checkpoint>,
                 Tokenizer::train(&texts, vocab, |_| {})?
             }
         };
-        // an HF model may have more embedding rows than its tokenizer has tokens
-        if tokenizer.vocab_size() > vocab || (hf.is_none() && tokenizer.vocab_size() != vocab) {
+        // a model may have more embedding rows than its tokenizer has tokens
+        // (HF models pad them; a run fine-tuned from one is resumed so)
+        if tokenizer.vocab_size() > vocab {
             return Err(Error::Unsupported(format!("the tokenizer has {} tokens but the model's vocabulary is {vocab}", tokenizer.vocab_size())));
         }
         let names = files.iter().map(|p| p.display().to_string()).collect();
