@@ -61,3 +61,13 @@ impl Error {
         Error::Shape { op, what, expected: expected.to_string(), got: got.to_string() }
     }
 }
+
+/// "a, b, c, d, e and 4 more": names in an error message, the first five.
+pub(crate) fn name_list(names: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let shown = names[..names.len().min(SHOWN)].join(", ");
+    match names.len().saturating_sub(SHOWN) {
+        0 => shown,
+        more => format!("{shown} and {more} more"),
+    }
+}

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use super::{Checkpoint, RunState};
 use crate::data::Tokenizer;
-use crate::error::{Error, Result};
+use crate::error::{name_list as list, Error, Result};
 use crate::kernels::optimizer::{int8_scale_bytes, int8_state_bytes};
 use crate::model::{ParamLayout, Role};
 use crate::optim::{HostState, OptimState};
@@ -24,8 +24,6 @@ pub const VERSION: u32 = 1;
 
 /// The largest header the `safetensors` crate reads.
 const MAX_HEADER: u64 = 100_000_000;
-/// How many names an error lists before it counts the rest.
-const NAMES: usize = 5;
 
 // tensor values are written and read as little-endian bytes
 const _: () = assert!(cfg!(target_endian = "little"));
@@ -126,15 +124,6 @@ fn zero_state(kind: OptimState, total: u64) -> HostState {
     match kind {
         OptimState::Fp32 => HostState::Fp32 { m: vec![0.0; n], v: vec![0.0; n] },
         OptimState::Int8 => HostState::Int8 { m_codes: vec![0; codes], v_codes: vec![0; codes], m_scales: vec![0.0; scales], v_scales: vec![0.0; scales] },
-    }
-}
-
-/// "a, b, c and 4 more"
-fn list(names: &[String]) -> String {
-    let shown = names[..names.len().min(NAMES)].join(", ");
-    match names.len().saturating_sub(NAMES) {
-        0 => shown,
-        more => format!("{shown} and {more} more"),
     }
 }
 

@@ -14,23 +14,15 @@ fn refuse(problem: impl std::fmt::Display) -> Error {
     Error::Unsupported(format!("config.json: {problem}"))
 }
 
-/// The config.json text of a webtrain model.
+/// The config.json text of a webtrain model: its own fields (HF's names,
+/// `Config`'s serde) and what transformers needs to know of the rest.
 pub fn to_json(c: &Config) -> String {
-    let v = json!({
+    let mut v = serde_json::to_value(c).expect("a config serializes");
+    let fixed = json!({
         "architectures": ["LlamaForCausalLM"],
         "model_type": "llama",
-        "vocab_size": c.vocab,
-        "hidden_size": c.d_model,
-        "intermediate_size": c.ffn,
-        "num_hidden_layers": c.n_layers,
-        "num_attention_heads": c.n_heads,
-        "num_key_value_heads": c.n_kv_heads,
         "head_dim": c.head_dim(),
-        "max_position_embeddings": c.max_seq,
-        "rope_theta": c.rope_theta,
         "rope_scaling": null,
-        "rms_norm_eps": c.norm_eps,
-        "tie_word_embeddings": c.tie_word_embeddings,
         "hidden_act": "silu",
         "attention_bias": false,
         "mlp_bias": false,
@@ -39,6 +31,7 @@ pub fn to_json(c: &Config) -> String {
         "torch_dtype": "float32",
         "use_cache": true,
     });
+    v.as_object_mut().expect("a config is an object").extend(fixed.as_object().expect("an object").clone());
     serde_json::to_string_pretty(&v).expect("a JSON object serializes")
 }
 

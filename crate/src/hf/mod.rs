@@ -14,7 +14,7 @@ use safetensors::tensor::{Dtype, TensorView};
 use safetensors::SafeTensors;
 
 use crate::data::Tokenizer;
-use crate::error::{Error, Result};
+use crate::error::{name_list as list, Error, Result};
 use crate::model::{Config, ParamLayout};
 use names::{parts, Part};
 
@@ -45,16 +45,6 @@ pub struct HfModel {
 
 fn refuse(file: &str, problem: impl std::fmt::Display) -> Error {
     Error::Unsupported(format!("{file}: {problem}"))
-}
-
-/// "a, b, c and 4 more"
-fn list(names: &[String]) -> String {
-    const SHOWN: usize = 5;
-    let shown = names[..names.len().min(SHOWN)].join(", ");
-    match names.len().saturating_sub(SHOWN) {
-        0 => shown,
-        more => format!("{shown} and {more} more"),
-    }
 }
 
 impl HfModel {

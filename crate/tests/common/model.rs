@@ -1,8 +1,8 @@
 //! The whole model on the GPU against reference/model.rs: logits, loss and
 //! every parameter gradient of the tiny preset, fp32 and f16 weights.
 
-use webtrain::kernels::{Kernels, LinearShape, Output, Weights};
-use webtrain::model::{BatchShape, Config, Model, ParamLayout, Precision, Role};
+use webtrain::kernels::Kernels;
+use webtrain::model::{BatchShape, Config, Model, ParamLayout, Precision};
 use webtrain::reference::model as reference;
 use webtrain::{Gpu, Result};
 
@@ -34,18 +34,10 @@ pub fn weights(layout: &ParamLayout, seed: u64) -> Vec<f32> {
 pub async fn run_step(gpu: &Gpu, k: &Kernels, model: &Model, inputs: &[u32], targets: &[u32]) -> Result<(Vec<f32>, f32, Vec<f32>)> {
     model.write_batch(gpu, inputs, targets)?;
     gpu.run(&model.sync_mirror(gpu, k)?.iter().chain(&model.forward).collect::<Vec<_>>()).await?;
-    // the logits, before the loss overwrites them with dlogits (one chunk covers the tiny batch)
-    let (a, lm) = (&model.acts, model.layout.get(Role::LmHead));
-    let shape = LinearShape { rows: SHAPE.rows(), d_in: model.config.d_model, d_out: model.config.vocab };
-    let logits_buffer = gpu.storage_buffer("logits", 4 * shape.rows as u64 * shape.d_out as u64)?;
-    let w = match &model.params.mirror {
-        None => Weights::F32(webtrain::gpu::BufferRange { buffer: &model.params.weights, offset: 4 * lm.offset, size: 4 * lm.len() }),
-        Some(m) => Weights::F16(webtrain::gpu::BufferRange { buffer: m, offset: 2 * lm.offset, size: webtrain::gpu::f16_bytes(lm.len()) }),
-    };
-    gpu.run(&[&k.linear.forward(gpu, shape, (&a.xnf).into(), w, Output::Store((&logits_buffer).into()))?]).await?;
-    let logits = gpu.read_back((&logits_buffer).into()).await?;
+    // the logits, before the loss overwrites them with dlogits
+    let logits = model.logits(gpu, k).await?;
     gpu.run(&model.head_train.iter().chain(&model.backward).collect::<Vec<_>>()).await?;
-    let loss = gpu.read_back::<f32>((&a.loss).into()).await?[1];
+    let loss = gpu.read_back::<f32>((&model.acts.loss).into()).await?[1];
     Ok((logits, loss, model.read_grads(gpu).await?))
 }
 

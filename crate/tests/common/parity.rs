@@ -99,14 +99,9 @@ async fn matches_pytorch(gpu: &Gpu, f: &Fixture, precision: Precision, bounds: &
     // forward and backward
     let k = Kernels::new(gpu).await?;
     let model = Model::new(gpu, &k, hf.config.clone(), shape, precision, &hf.weights)?;
-    model.write_batch(gpu, &batch.inputs, &batch.targets)?;
-    gpu.run(&model.sync_mirror(gpu, &k)?.iter().chain(&model.forward).collect::<Vec<_>>()).await?;
-    let logits = model.logits(gpu, &k).await?;
+    let (logits, loss, grads) = super::model::run_step(gpu, &k, &model, &batch.inputs, &batch.targets).await?;
     assert_close_to_scale(&what("logits"), &logits, &want.tensors["logits"], bounds.logits);
-    gpu.run(&model.head_train.iter().chain(&model.backward).collect::<Vec<_>>()).await?;
-    let loss = gpu.read_back::<f32>((&model.acts.loss).into()).await?[1];
     assert_close(&what("loss"), &[loss], &want.tensors["loss"], 0.0, bounds.loss);
-    let grads = model.read_grads(gpu).await?;
     let layout = ParamLayout::new(&hf.config);
     for p in parts(&hf.config, &layout) {
         assert_close_to_scale(&what(&format!("grad {}", p.name)), &grads[p.range(&layout)], &want.tensors[&format!("grad.{}", p.name)], bounds.grads);
