@@ -132,13 +132,28 @@ fn adam_weight(w_old: f32, mv: vec2<f32>) -> f32 {
     return w_old * decay - adam_step.step_size * (mv.x / (sqrt(mv.y) / adam_step.bc2_sqrt + adam.eps));
 }
 
-// Updates element i; returns its new master weight.
-fn adamw_at(i: u32) -> f32 {
-    let raw = grads[i];
+// One element's gradient, master weight and moments as read.
+struct AdamElement {
+    raw: f32,
+    w: f32,
+    m: f32,
+    v: f32,
+}
+
+// Reads element i. Callers read every element they update before writing
+// any: the bindings might alias as far as the compiler knows, so a read
+// after a write waits for it.
+fn adamw_load(i: u32) -> AdamElement {
+    return AdamElement(grads[i], weights[i], moment1[i], moment2[i]);
+}
+
+// Zeroes element i's gradient and, unless the step is skipped, writes its
+// new moments and master weight; returns the master weight.
+fn adamw_store(i: u32, e: AdamElement) -> f32 {
     grads[i] = 0.0;
-    if (stats.skip != 0u) { return weights[i]; }
-    let mv = adam_moments(raw, moment1[i], moment2[i]);
-    let w = adam_weight(weights[i], mv);
+    if (stats.skip != 0u) { return e.w; }
+    let mv = adam_moments(e.raw, e.m, e.v);
+    let w = adam_weight(e.w, mv);
     moment1[i] = mv.x;
     moment2[i] = mv.y;
     weights[i] = w;
@@ -150,7 +165,7 @@ fn adamw_update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
                 @builtin(local_invocation_index) lidx: u32) {
     let i = flat_id(wid, nwg, lidx);
     if (i >= adam.n) { return; }
-    adamw_at(i);
+    adamw_store(i, adamw_load(i));
 }
 
 // Two elements per invocation, so each mirror word is written whole.
@@ -160,9 +175,13 @@ fn adamw_update_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     let pair = flat_id(wid, nwg, lidx);
     let i = 2u * pair;
     if (i >= adam.n) { return; }
-    let w0 = adamw_at(i);
+    let second = i + 1u < adam.n;
+    let e0 = adamw_load(i);
+    var e1 = AdamElement(0.0, 0.0, 0.0, 0.0);
+    if (second) { e1 = adamw_load(i + 1u); }
+    let w0 = adamw_store(i, e0);
     var w1 = 0.0;
-    if (i + 1u < adam.n) { w1 = adamw_at(i + 1u); }
+    if (second) { w1 = adamw_store(i + 1u, e1); }
     if (stats.skip == 0u) { mirror[pair] = pack_half2(vec2<f32>(w0, w1)); }
 }
 
@@ -257,16 +276,25 @@ fn adamw_8bit_word(k: u32, lidx: u32) -> vec4<f32> {
         let vc = v_codes[k];
         let ms = m_scales[block];
         let vs = v_scales[block];
+        // every read before any write, as in adamw_update
+        var raw = vec4<f32>(0.0);
+        var w_old = vec4<f32>(0.0);
         for (var j = 0u; j < 4u; j++) {
             let i = 4u * k + j;
             if (i < adam.n) {
-                let raw = grads[i];
+                raw[j] = grads[i];
+                w_old[j] = weights[i];
+            }
+        }
+        for (var j = 0u; j < 4u; j++) {
+            let i = 4u * k + j;
+            if (i < adam.n) {
                 grads[i] = 0.0;
                 if (!skip) {
                     let m_old = q_table[(mc >> (8u * j)) & 0xffu] * ms;
                     let v_old = q_table[256u + ((vc >> (8u * j)) & 0xffu)] * vs;
-                    let mv = adam_moments(raw, m_old, v_old);
-                    w[j] = adam_weight(weights[i], mv);
+                    let mv = adam_moments(raw[j], m_old, v_old);
+                    w[j] = adam_weight(w_old[j], mv);
                     weights[i] = w[j];
                     m[j] = mv.x;
                     v[j] = mv.y;

@@ -16,7 +16,11 @@ pub enum Error {
 
     #[error("no GPU adapter{}: {}", wanted.as_ref().map(|w| format!(" named like {w:?}")).unwrap_or_default(),
         if available.is_empty() { hint.to_string() } else { format!("available: {}", available.join(", ")) })]
-    NoAdapter { wanted: Option<String>, available: Vec<String>, hint: &'static str },
+    NoAdapter {
+        wanted: Option<String>,
+        available: Vec<String>,
+        hint: &'static str,
+    },
 
     #[error("the adapter {adapter:?} refused a device: {message}")]
     DeviceRequest { adapter: String, message: String },
@@ -25,16 +29,30 @@ pub enum Error {
     DeviceLost { reason: String },
 
     #[error("kernel {kernel} does not compile for this adapter ({storage} f16 storage): {message}")]
-    Shader { kernel: &'static str, storage: &'static str, message: String },
+    Shader {
+        kernel: &'static str,
+        storage: &'static str,
+        message: String,
+    },
 
     #[error("GPU error in {op}: {message}")]
     Gpu { op: String, message: String },
 
     #[error("{op}: {what} expected {expected}, got {got}")]
-    Shape { op: &'static str, what: &'static str, expected: String, got: String },
+    Shape {
+        op: &'static str,
+        what: &'static str,
+        expected: String,
+        got: String,
+    },
 
     #[error("{op}: {what} needs {needed} but this adapter allows {limit}")]
-    Limit { op: &'static str, what: String, needed: u64, limit: u64 },
+    Limit {
+        op: &'static str,
+        what: String,
+        needed: u64,
+        limit: u64,
+    },
 
     #[error("{file}: {problem}")]
     Corpus { file: String, problem: String },
@@ -46,7 +64,11 @@ pub enum Error {
         "{what} was made with tokenizer {made_with}, but the tokenizer in use is {in_use}: \
          use the tokenizer it was made with, or re-tokenize"
     )]
-    TokenizerMismatch { what: String, made_with: String, in_use: String },
+    TokenizerMismatch {
+        what: String,
+        made_with: String,
+        in_use: String,
+    },
 
     /// A checkpoint that cannot be read or restored: what is wrong with it.
     #[error("checkpoint: {0}")]
@@ -57,8 +79,18 @@ pub enum Error {
 }
 
 impl Error {
-    pub(crate) fn shape(op: &'static str, what: &'static str, expected: impl ToString, got: impl ToString) -> Self {
-        Error::Shape { op, what, expected: expected.to_string(), got: got.to_string() }
+    pub(crate) fn shape(
+        op: &'static str,
+        what: &'static str,
+        expected: impl ToString,
+        got: impl ToString,
+    ) -> Self {
+        Error::Shape {
+            op,
+            what,
+            expected: expected.to_string(),
+            got: got.to_string(),
+        }
     }
 }
 

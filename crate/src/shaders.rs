@@ -19,7 +19,10 @@ pub struct ShaderFile {
 
 macro_rules! shader_file {
     ($name:literal) => {
-        ShaderFile { name: $name, source: include_str!(concat!("../../shaders/", $name, ".wgsl")) }
+        ShaderFile {
+            name: $name,
+            source: include_str!(concat!("../../shaders/", $name, ".wgsl")),
+        }
     };
 }
 
@@ -43,18 +46,54 @@ pub const OPTIMIZER: ShaderFile = shader_file!("12_optimizer");
 
 /// Kernel modules, in pipeline order (headers and the preamble excluded).
 pub const KERNEL_MODULES: &[Module] = &[
-    Module { prelude: None, file: INFRASTRUCTURE },
-    Module { prelude: None, file: EMBEDDING },
-    Module { prelude: None, file: NORM },
-    Module { prelude: Some(LINEAR_B32), file: LINEAR },
-    Module { prelude: Some(LINEAR_B16), file: LINEAR },
-    Module { prelude: None, file: ROPE },
-    Module { prelude: Some(ATTENTION_COMMON), file: ATTENTION },
-    Module { prelude: None, file: ACTIVATION },
-    Module { prelude: None, file: LOSS },
-    Module { prelude: None, file: CAST },
-    Module { prelude: Some(ATTENTION_COMMON), file: BACKWARD_ATTENTION },
-    Module { prelude: None, file: OPTIMIZER },
+    Module {
+        prelude: None,
+        file: INFRASTRUCTURE,
+    },
+    Module {
+        prelude: None,
+        file: EMBEDDING,
+    },
+    Module {
+        prelude: None,
+        file: NORM,
+    },
+    Module {
+        prelude: Some(LINEAR_B32),
+        file: LINEAR,
+    },
+    Module {
+        prelude: Some(LINEAR_B16),
+        file: LINEAR,
+    },
+    Module {
+        prelude: None,
+        file: ROPE,
+    },
+    Module {
+        prelude: Some(ATTENTION_COMMON),
+        file: ATTENTION,
+    },
+    Module {
+        prelude: None,
+        file: ACTIVATION,
+    },
+    Module {
+        prelude: None,
+        file: LOSS,
+    },
+    Module {
+        prelude: None,
+        file: CAST,
+    },
+    Module {
+        prelude: Some(ATTENTION_COMMON),
+        file: BACKWARD_ATTENTION,
+    },
+    Module {
+        prelude: None,
+        file: OPTIMIZER,
+    },
 ];
 
 /// How f16 tensors are stored in WGSL. Chosen when a pipeline is built.
@@ -98,7 +137,10 @@ pub struct Module {
 
 impl From<ShaderFile> for Module {
     fn from(file: ShaderFile) -> Module {
-        Module { prelude: None, file }
+        Module {
+            prelude: None,
+            file,
+        }
     }
 }
 
@@ -114,7 +156,15 @@ pub fn compose(module: impl Into<Module>, storage: F16Storage) -> Composed {
     let mut source = String::new();
     let mut parts = Vec::new();
     let mut line = 1;
-    for part in [Some(storage.header()), Some(COMMON), module.prelude, Some(module.file)].into_iter().flatten() {
+    for part in [
+        Some(storage.header()),
+        Some(COMMON),
+        module.prelude,
+        Some(module.file),
+    ]
+    .into_iter()
+    .flatten()
+    {
         parts.push((part.name, line));
         source.push_str(part.source);
         if !part.source.ends_with('\n') {
@@ -128,8 +178,13 @@ pub fn compose(module: impl Into<Module>, storage: F16Storage) -> Composed {
 impl Composed {
     /// `shaders/NAME.wgsl:LINE` for a 1-based line of the composed source.
     pub fn locate(&self, line: u32) -> String {
-        let (name, first) =
-            self.parts.iter().rev().find(|(_, first)| *first <= line).copied().unwrap_or(("?", 1));
+        let (name, first) = self
+            .parts
+            .iter()
+            .rev()
+            .find(|(_, first)| *first <= line)
+            .copied()
+            .unwrap_or(("?", 1));
         format!("shaders/{name}.wgsl:{}", line - first + 1)
     }
 }
@@ -155,8 +210,15 @@ mod tests {
         let common_lines = COMMON.source.lines().count() as u32;
         assert_eq!(c.locate(1), "shaders/00_f16_packed.wgsl:1");
         assert_eq!(c.locate(header_lines + 1), "shaders/00_common.wgsl:1");
-        assert_eq!(c.locate(header_lines + common_lines + 3), "shaders/00_infrastructure.wgsl:3");
-        let line = c.source.lines().nth((header_lines + common_lines + 2) as usize).unwrap();
+        assert_eq!(
+            c.locate(header_lines + common_lines + 3),
+            "shaders/00_infrastructure.wgsl:3"
+        );
+        let line = c
+            .source
+            .lines()
+            .nth((header_lines + common_lines + 2) as usize)
+            .unwrap();
         assert_eq!(line, INFRASTRUCTURE.source.lines().nth(2).unwrap());
     }
 }

@@ -4,8 +4,15 @@
 use std::process::Command;
 
 fn run(args: &[&str]) -> Vec<serde_json::Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_webtrain")).args(args).output().expect("run webtrain");
-    assert!(out.status.success(), "webtrain {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(env!("CARGO_BIN_EXE_webtrain"))
+        .args(args)
+        .output()
+        .expect("run webtrain");
+    assert!(
+        out.status.success(),
+        "webtrain {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout)
         .expect("utf-8 stdout")
         .lines()
@@ -18,42 +25,102 @@ fn info_prints_the_adapter_report() {
     let lines = run(&["info"]);
     assert_eq!(lines.len(), 1);
     assert!(lines[0]["name"].as_str().is_some_and(|n| !n.is_empty()));
-    assert!(lines[0]["limits"]["max_storage_buffer_binding_size"].as_u64().is_some_and(|b| b > 0));
-    assert!(matches!(lines[0]["f16_storage"].as_str(), Some("native" | "packed")));
+    assert!(
+        lines[0]["limits"]["max_storage_buffer_binding_size"]
+            .as_u64()
+            .is_some_and(|b| b > 0)
+    );
+    assert!(matches!(
+        lines[0]["f16_storage"].as_str(),
+        Some("native" | "packed")
+    ));
 }
 
 #[test]
 fn bench_prints_one_line_per_kernel() {
-    let lines = run(&["bench", "--what", "kernels", "--sizes", "tiny", "--reps", "1", "--only", "rmsnorm"]);
+    let lines = run(&[
+        "bench", "--what", "kernels", "--sizes", "tiny", "--reps", "1", "--only", "rmsnorm",
+    ]);
     let kernels: Vec<&str> = lines.iter().filter_map(|l| l["kernel"].as_str()).collect();
     assert_eq!(kernels, ["rmsnorm forward", "rmsnorm backward"]);
-    assert!(lines.iter().all(|l| l["ms"].as_f64().is_some_and(|ms| ms > 0.0)));
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["ms"].as_f64().is_some_and(|ms| ms > 0.0))
+    );
 }
 
 #[test]
 fn bench_times_whole_steps_per_mode() {
-    let lines = run(&["bench", "--what", "steps", "--presets", "tiny", "--reps", "1"]);
-    let modes: Vec<(&str, &str)> = lines.iter().map(|l| (l["precision"].as_str().unwrap(), l["optim_state"].as_str().unwrap())).collect();
-    assert_eq!(modes, [("fp32", "fp32"), ("fp32", "int8"), ("f16", "fp32"), ("f16", "int8")]);
+    let lines = run(&[
+        "bench",
+        "--what",
+        "steps",
+        "--presets",
+        "tiny",
+        "--reps",
+        "1",
+    ]);
+    let modes: Vec<(&str, &str)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["precision"].as_str().unwrap(),
+                l["optim_state"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        modes,
+        [
+            ("fp32", "fp32"),
+            ("fp32", "int8"),
+            ("f16", "fp32"),
+            ("f16", "int8")
+        ]
+    );
     for l in &lines {
-        assert!(l["step_ms"].as_f64().is_some_and(|ms| ms > 0.0) && l["tokens_per_s"].as_f64().is_some_and(|t| t > 0.0), "{l}");
-        assert_eq!(l["optimizer_dispatches"], 5, "one chunk per block: 2 reduces, finalize, 2 updates");
-        assert!(l["adamw_of_copy_bandwidth"].as_f64().is_some_and(|r| r > 0.0));
+        assert!(
+            l["step_ms"].as_f64().is_some_and(|ms| ms > 0.0)
+                && l["tokens_per_s"].as_f64().is_some_and(|t| t > 0.0),
+            "{l}"
+        );
+        assert_eq!(
+            l["optimizer_dispatches"], 5,
+            "one chunk per block: 2 reduces, finalize, 2 updates"
+        );
+        assert!(
+            l["adamw_of_copy_bandwidth"]
+                .as_f64()
+                .is_some_and(|r| r > 0.0)
+        );
     }
 }
 
 #[test]
 fn a_missing_adapter_is_a_clear_error() {
-    let out = Command::new(env!("CARGO_BIN_EXE_webtrain")).args(["info", "--adapter", "no-such-gpu"]).output().expect("run");
+    let out = Command::new(env!("CARGO_BIN_EXE_webtrain"))
+        .args(["info", "--adapter", "no-such-gpu"])
+        .output()
+        .expect("run");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("no GPU adapter named like \"no-such-gpu\""), "{err}");
+    assert!(
+        err.contains("no GPU adapter named like \"no-such-gpu\""),
+        "{err}"
+    );
 }
 
 /// Some English to learn a tiny vocabulary from: varied enough for 45 merges.
 fn write_text(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
-    let words = ["the", "model", "learns", "a", "language", "from", "text", "one", "token", "at", "time", "and", "its", "loss", "falls"];
-    let text: String = (0..4000).map(|i| words[(i * 7 + i / 5) % words.len()]).collect::<Vec<_>>().join(" ");
+    let words = [
+        "the", "model", "learns", "a", "language", "from", "text", "one", "token", "at", "time",
+        "and", "its", "loss", "falls",
+    ];
+    let text: String = (0..4000)
+        .map(|i| words[(i * 7 + i / 5) % words.len()])
+        .collect::<Vec<_>>()
+        .join(" ");
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
     path
@@ -64,19 +131,46 @@ fn train_prints_steps_validation_and_a_summary() {
     let dir = std::env::temp_dir().join(format!("webtrain-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let corpus = write_text(&dir, "english.txt");
-    let lines = run(&["train", "--corpus", corpus.to_str().unwrap(), "--steps", "6", "--batch", "2", "--seq", "32", "--val-every", "3"]);
-    let steps: Vec<&serde_json::Value> = lines.iter().filter(|l| l.get("loss").is_some() && l.get("summary").is_none()).collect();
-    assert_eq!(steps.iter().map(|l| l["step"].as_u64().unwrap()).collect::<Vec<_>>(), [1, 2, 3, 4, 5, 6]);
+    let lines = run(&[
+        "train",
+        "--corpus",
+        corpus.to_str().unwrap(),
+        "--steps",
+        "6",
+        "--batch",
+        "2",
+        "--seq",
+        "32",
+        "--val-every",
+        "3",
+    ]);
+    let steps: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l.get("loss").is_some() && l.get("summary").is_none())
+        .collect();
+    assert_eq!(
+        steps
+            .iter()
+            .map(|l| l["step"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [1, 2, 3, 4, 5, 6]
+    );
     for l in &steps {
         for key in ["loss", "grad_norm", "lr", "tokens_per_s"] {
             assert!(l[key].as_f64().is_some_and(f64::is_finite), "{key} in {l}");
         }
     }
-    assert_eq!(lines.iter().filter(|l| l.get("val_loss").is_some()).count(), 2);
+    assert_eq!(
+        lines.iter().filter(|l| l.get("val_loss").is_some()).count(),
+        2
+    );
     let summary = &lines.last().unwrap()["summary"];
     assert_eq!(summary["steps"], 6);
     assert!(summary["memory"]["total"].as_u64().is_some_and(|b| b > 0));
-    assert_eq!(summary["optimizer_dispatches"], 5, "2 reduces, 1 finalize, 2 updates: one chunk per block");
+    assert_eq!(
+        summary["optimizer_dispatches"], 5,
+        "2 reduces, 1 finalize, 2 updates: one chunk per block"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -84,17 +178,27 @@ fn train_prints_steps_validation_and_a_summary() {
 fn train_refuses_a_binary_corpus_by_name() {
     let path = std::env::temp_dir().join(format!("webtrain-binary-{}.txt", std::process::id()));
     std::fs::write(&path, b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_webtrain")).args(["train", "--corpus", path.to_str().unwrap()]).output().expect("run");
+    let out = Command::new(env!("CARGO_BIN_EXE_webtrain"))
+        .args(["train", "--corpus", path.to_str().unwrap()])
+        .output()
+        .expect("run");
     std::fs::remove_file(&path).ok();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(path.to_str().unwrap()) && err.contains("binary"), "{err}");
+    assert!(
+        err.contains(path.to_str().unwrap()) && err.contains("binary"),
+        "{err}"
+    );
 }
 
 /// The steps' (step, loss, grad_norm, lr) as printed.
 fn step_lines(lines: &[serde_json::Value]) -> Vec<[serde_json::Value; 4]> {
-    let steps = lines.iter().filter(|l| l.get("loss").is_some() && l.get("summary").is_none());
-    steps.map(|l| ["step", "loss", "grad_norm", "lr"].map(|k| l[k].clone())).collect()
+    let steps = lines
+        .iter()
+        .filter(|l| l.get("loss").is_some() && l.get("summary").is_none());
+    steps
+        .map(|l| ["step", "loss", "grad_norm", "lr"].map(|k| l[k].clone()))
+        .collect()
 }
 
 #[test]
@@ -103,24 +207,67 @@ fn train_resumed_from_a_checkpoint_continues_exactly() {
     std::fs::create_dir_all(&dir).unwrap();
     let ckpt = dir.join("run.safetensors");
     let ckpt = ckpt.to_str().unwrap();
-    let run_args = ["train", "--synthetic", "--batch", "2", "--seq", "16", "--warmup", "2", "--precision", "f16", "--optim-state", "int8"];
+    let run_args = [
+        "train",
+        "--synthetic",
+        "--batch",
+        "2",
+        "--seq",
+        "16",
+        "--warmup",
+        "2",
+        "--precision",
+        "f16",
+        "--optim-state",
+        "int8",
+    ];
     let whole = run(&[&run_args[..], &["--steps", "6"]].concat());
-    let first = run(&[&run_args[..], &["--steps", "3", "--schedule-steps", "6", "--out", ckpt]].concat());
+    let first = run(&[
+        &run_args[..],
+        &["--steps", "3", "--schedule-steps", "6", "--out", ckpt],
+    ]
+    .concat());
     assert_eq!(first.last().unwrap()["summary"]["checkpoint"], ckpt);
     let rest = run(&["train", "--resume", ckpt, "--steps", "3"]);
-    let resumed: Vec<_> = step_lines(&first).into_iter().chain(step_lines(&rest)).collect();
-    assert_eq!(resumed, step_lines(&whole), "steps 1–3, saved, then 4–6 resumed: the uninterrupted run's numbers");
+    let resumed: Vec<_> = step_lines(&first)
+        .into_iter()
+        .chain(step_lines(&rest))
+        .collect();
+    assert_eq!(
+        resumed,
+        step_lines(&whole),
+        "steps 1–3, saved, then 4–6 resumed: the uninterrupted run's numbers"
+    );
     let summary = &rest.last().unwrap()["summary"];
-    assert_eq!((summary["steps"].as_u64(), summary["resumed_from"].as_u64(), summary["optim_state"].as_str()), (Some(6), Some(3), Some("int8")));
+    assert_eq!(
+        (
+            summary["steps"].as_u64(),
+            summary["resumed_from"].as_u64(),
+            summary["optim_state"].as_str()
+        ),
+        (Some(6), Some(3), Some("int8"))
+    );
 
     // the checkpoint fixes the run's settings; a damaged one is refused by name
-    let out = Command::new(env!("CARGO_BIN_EXE_webtrain")).args(["train", "--resume", ckpt, "--lr", "0.1"]).output().expect("run");
-    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
+    let out = Command::new(env!("CARGO_BIN_EXE_webtrain"))
+        .args(["train", "--resume", ckpt, "--lr", "0.1"])
+        .output()
+        .expect("run");
+    assert!(
+        !out.status.success()
+            && String::from_utf8_lossy(&out.stderr).contains("cannot be used with")
+    );
     let bytes = std::fs::read(ckpt).unwrap();
     std::fs::write(ckpt, &bytes[..bytes.len() / 2]).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_webtrain")).args(["train", "--resume", ckpt]).output().expect("run");
+    let out = Command::new(env!("CARGO_BIN_EXE_webtrain"))
+        .args(["train", "--resume", ckpt])
+        .output()
+        .expect("run");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains(ckpt) && err.contains("truncated"), "{err}");
+    assert!(
+        !out.status.success() && err.contains(ckpt) && err.contains("truncated"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -134,16 +281,42 @@ fn export_hf_then_eval_and_fine_tune() {
     std::fs::create_dir_all(&dir).unwrap();
     let text = write_text(&dir, "text.txt");
     let (ckpt, hf) = (dir.join("run.safetensors"), dir.join("hf"));
-    let (ckpt, hf, text) = (ckpt.to_str().unwrap(), hf.to_str().unwrap(), text.to_str().unwrap());
-    run(&["train", "--corpus", text, "--batch", "2", "--seq", "16", "--steps", "3", "--out", ckpt]);
-    let out = Command::new(env!("CARGO_BIN_EXE_webtrain")).args(["export-hf", "--checkpoint", ckpt, "--out", hf]).output().expect("run");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    for file in ["config.json", "model.safetensors", "tokenizer.json", "generation_config.json"] {
+    let (ckpt, hf, text) = (
+        ckpt.to_str().unwrap(),
+        hf.to_str().unwrap(),
+        text.to_str().unwrap(),
+    );
+    run(&[
+        "train", "--corpus", text, "--batch", "2", "--seq", "16", "--steps", "3", "--out", ckpt,
+    ]);
+    let out = Command::new(env!("CARGO_BIN_EXE_webtrain"))
+        .args(["export-hf", "--checkpoint", ckpt, "--out", hf])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for file in [
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "generation_config.json",
+    ] {
         assert!(dir.join("hf").join(file).exists(), "{file} exported");
     }
     let tokens = dir.join("tokens.txt");
     std::fs::write(&tokens, "5 17 3 200 41 41 9 0 12\n100 7").unwrap();
-    let eval = run(&["eval", "--hf", hf, "--tokens", tokens.to_str().unwrap(), "--logits", dir.join("logits.safetensors").to_str().unwrap()]);
+    let eval = run(&[
+        "eval",
+        "--hf",
+        hf,
+        "--tokens",
+        tokens.to_str().unwrap(),
+        "--logits",
+        dir.join("logits.safetensors").to_str().unwrap(),
+    ]);
     assert_eq!(eval[0]["tokens"], 11);
     let loss = eval[0]["loss"].as_f64().unwrap();
     assert!(loss > 0.0 && loss < 10.0, "{loss}");
@@ -152,23 +325,63 @@ fn export_hf_then_eval_and_fine_tune() {
     assert_eq!(st.tensor("logits").unwrap().shape(), [11, 301]);
 
     // text from the exported folder, greedily: the same continuation twice
-    let greedy = ["generate", "--hf", hf, "--prompt", "the model", "--max-new", "6", "--temperature", "0"];
+    let greedy = [
+        "generate",
+        "--hf",
+        hf,
+        "--prompt",
+        "the model",
+        "--max-new",
+        "6",
+        "--temperature",
+        "0",
+    ];
     let (a, b) = (run(&greedy), run(&greedy));
     assert_eq!(a, b);
     assert_eq!(a[0]["tokens"].as_array().unwrap().len(), 6);
-    assert!(a[0]["text"].as_str().is_some_and(|t| !t.is_empty()), "{}", a[0]);
+    assert!(
+        a[0]["text"].as_str().is_some_and(|t| !t.is_empty()),
+        "{}",
+        a[0]
+    );
 
     // fine-tuning starts where the export left off: its first loss is near the trained run's last
-    let tuned = run(&["train", "--from-hf", hf, "--corpus", text, "--batch", "2", "--seq", "16", "--steps", "1"]);
-    let trained = run(&["train", "--corpus", text, "--batch", "2", "--seq", "16", "--steps", "3"]);
-    let (first, last) = (tuned[0]["loss"].as_f64().unwrap(), trained[2]["loss"].as_f64().unwrap());
+    let tuned = run(&[
+        "train",
+        "--from-hf",
+        hf,
+        "--corpus",
+        text,
+        "--batch",
+        "2",
+        "--seq",
+        "16",
+        "--steps",
+        "1",
+    ]);
+    let trained = run(&[
+        "train", "--corpus", text, "--batch", "2", "--seq", "16", "--steps", "3",
+    ]);
+    let (first, last) = (
+        tuned[0]["loss"].as_f64().unwrap(),
+        trained[2]["loss"].as_f64().unwrap(),
+    );
     let fresh = trained[0]["loss"].as_f64().unwrap();
-    assert!((first - last).abs() < (fresh - last).abs(), "fine-tuning starts at {first}, trained {last}, from scratch {fresh}");
+    assert!(
+        (first - last).abs() < (fresh - last).abs(),
+        "fine-tuning starts at {first}, trained {last}, from scratch {fresh}"
+    );
 
     std::fs::write(&tokens, "5 17 301").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_webtrain")).args(["eval", "--hf", hf, "--tokens", tokens.to_str().unwrap()]).output().expect("run");
+    let out = Command::new(env!("CARGO_BIN_EXE_webtrain"))
+        .args(["eval", "--hf", hf, "--tokens", tokens.to_str().unwrap()])
+        .output()
+        .expect("run");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("token 2 is 301, beyond the vocabulary of 301"), "{err}");
+    assert!(
+        !out.status.success() && err.contains("token 2 is 301, beyond the vocabulary of 301"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -177,16 +390,37 @@ fn export_hf_then_eval_and_fine_tune() {
 /// the smallest second moment.
 #[test]
 fn train_inspects_what_narrow_formats_would_lose() {
-    let lines = run(&["train", "--synthetic", "--batch", "2", "--seq", "16", "--steps", "2", "--inspect-every", "2"]);
-    let inspected: Vec<&serde_json::Value> = lines.iter().filter(|l| l.get("inspect").is_some()).collect();
+    let lines = run(&[
+        "train",
+        "--synthetic",
+        "--batch",
+        "2",
+        "--seq",
+        "16",
+        "--steps",
+        "2",
+        "--inspect-every",
+        "2",
+    ]);
+    let inspected: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l.get("inspect").is_some())
+        .collect();
     assert_eq!(inspected.len(), 1);
     assert_eq!(inspected[0]["step"], 2);
     let tensors = inspected[0]["inspect"].as_array().unwrap();
-    assert_eq!(tensors.len(), 2 + 4 * 2 + 2 * 2 + 1, "embed, 4 matrices and 2 gains per layer, lm_head, final norm");
+    assert_eq!(
+        tensors.len(),
+        2 + 4 * 2 + 2 * 2 + 1,
+        "embed, 4 matrices and 2 gains per layer, lm_head, final norm"
+    );
     for t in tensors {
         let rate = |f: &str| t[f].as_f64().unwrap();
         assert!(t["updated"].as_u64().unwrap() > 0, "{t}");
-        assert!(rate("f16") >= rate("bf16") && rate("bf16") >= rate("e4m3") && rate("f16") <= 1.0, "{t}");
+        assert!(
+            rate("f16") >= rate("bf16") && rate("bf16") >= rate("e4m3") && rate("f16") <= 1.0,
+            "{t}"
+        );
         assert!(t["v_min"].as_f64().is_some_and(|v| v > 0.0), "{t}");
     }
     // lr 1e-3 against weights of 0.02: most updates are lost in E4M3

@@ -15,6 +15,7 @@ gpu_tests! {
     infrastructure::scale_matches_reference,
     infrastructure::axpy_matches_reference,
     infrastructure::copy_matches_reference,
+    infrastructure::copy_words_matches_reference,
     infrastructure::kernels_bind_sub_ranges,
     infrastructure::axpy_covers_a_two_dimensional_dispatch,
     embedding::embed_lookup_matches_reference,

@@ -7,11 +7,11 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use super::{Checkpoint, RunState};
 use crate::data::Tokenizer;
-use crate::error::{name_list as list, Error, Result};
+use crate::error::{Error, Result, name_list as list};
 use crate::kernels::optimizer::{int8_scale_bytes, int8_state_bytes};
 use crate::model::{ParamLayout, Role};
 use crate::optim::{HostState, OptimState};
@@ -59,17 +59,41 @@ struct Spec {
 fn specs(layout: &ParamLayout, state: OptimState) -> Vec<Spec> {
     let tensor = |prefix: &'static str, place| {
         layout.tensors.iter().map(move |t| {
-            let gain = matches!(t.role, Role::AttnNorm(_) | Role::MlpNorm(_) | Role::FinalNorm);
-            let shape = if gain { vec![t.cols as u64] } else { vec![t.rows as u64, t.cols as u64] };
-            Spec { name: format!("{prefix}{}", t.name), dtype: "F32", shape, place, offset: t.offset, len: t.len() }
+            let gain = matches!(
+                t.role,
+                Role::AttnNorm(_) | Role::MlpNorm(_) | Role::FinalNorm
+            );
+            let shape = if gain {
+                vec![t.cols as u64]
+            } else {
+                vec![t.rows as u64, t.cols as u64]
+            };
+            Spec {
+                name: format!("{prefix}{}", t.name),
+                dtype: "F32",
+                shape,
+                place,
+                offset: t.offset,
+                len: t.len(),
+            }
         })
     };
     let mut out: Vec<Spec> = tensor("", Place::Weights).collect();
     match state {
         OptimState::Fp32 => out.extend(tensor("m.", Place::M).chain(tensor("v.", Place::V))),
         OptimState::Int8 => {
-            let (scales, codes) = (int8_scale_bytes(layout.total) / 4, int8_state_bytes(layout.total));
-            let whole = |name: &str, dtype, len, place| Spec { name: name.into(), dtype, shape: vec![len], place, offset: 0, len };
+            let (scales, codes) = (
+                int8_scale_bytes(layout.total) / 4,
+                int8_state_bytes(layout.total),
+            );
+            let whole = |name: &str, dtype, len, place| Spec {
+                name: name.into(),
+                dtype,
+                shape: vec![len],
+                place,
+                offset: 0,
+                len,
+            };
             out.push(whole("m_scales", "F32", scales, Place::MScales));
             out.push(whole("v_scales", "F32", scales, Place::VScales));
             out.push(whole("m_codes", "U8", codes, Place::MCodes));
@@ -104,7 +128,11 @@ fn values<'a>(weights: &'a [f32], state: &'a HostState, place: Place) -> Option<
     })
 }
 
-fn values_mut<'a>(weights: &'a mut [f32], state: &'a mut HostState, place: Place) -> Option<ValuesMut<'a>> {
+fn values_mut<'a>(
+    weights: &'a mut [f32],
+    state: &'a mut HostState,
+    place: Place,
+) -> Option<ValuesMut<'a>> {
     use HostState::*;
     Some(match (place, state) {
         (Place::Weights, _) => ValuesMut::F32(weights),
@@ -120,10 +148,22 @@ fn values_mut<'a>(weights: &'a mut [f32], state: &'a mut HostState, place: Place
 
 /// Zeroed moments of `kind` for `total` parameters, as `Adam` allocates them.
 fn zero_state(kind: OptimState, total: u64) -> HostState {
-    let (n, codes, scales) = (total as usize, int8_state_bytes(total) as usize, (int8_scale_bytes(total) / 4) as usize);
+    let (n, codes, scales) = (
+        total as usize,
+        int8_state_bytes(total) as usize,
+        (int8_scale_bytes(total) / 4) as usize,
+    );
     match kind {
-        OptimState::Fp32 => HostState::Fp32 { m: vec![0.0; n], v: vec![0.0; n] },
-        OptimState::Int8 => HostState::Int8 { m_codes: vec![0; codes], v_codes: vec![0; codes], m_scales: vec![0.0; scales], v_scales: vec![0.0; scales] },
+        OptimState::Fp32 => HostState::Fp32 {
+            m: vec![0.0; n],
+            v: vec![0.0; n],
+        },
+        OptimState::Int8 => HostState::Int8 {
+            m_codes: vec![0; codes],
+            v_codes: vec![0; codes],
+            m_scales: vec![0.0; scales],
+            v_scales: vec![0.0; scales],
+        },
     }
 }
 
@@ -138,24 +178,36 @@ impl Checkpoint {
         let mut nonfinite = Vec::new();
         for s in &specs {
             let (start, end) = (s.offset as usize, (s.offset + s.len) as usize);
-            let wrong = || bad(format!("its {} optimizer state does not hold {} values for {}", kind.name(), end, s.name));
-            let bytes: &[u8] = match values(&self.weights, &self.state, s.place).ok_or_else(wrong)? {
-                Values::F32(v) => {
-                    let v = v.get(start..end).ok_or_else(wrong)?;
-                    let count = v.iter().filter(|x| !x.is_finite()).count();
-                    if count > 0 {
-                        nonfinite.push(format!("{} ({count})", s.name));
-                    }
-                    bytemuck::cast_slice(v)
-                }
-                Values::U8(v) => v.get(start..end).ok_or_else(wrong)?,
+            let wrong = || {
+                bad(format!(
+                    "its {} optimizer state does not hold {} values for {}",
+                    kind.name(),
+                    end,
+                    s.name
+                ))
             };
+            let bytes: &[u8] =
+                match values(&self.weights, &self.state, s.place).ok_or_else(wrong)? {
+                    Values::F32(v) => {
+                        let v = v.get(start..end).ok_or_else(wrong)?;
+                        let count = v.iter().filter(|x| !x.is_finite()).count();
+                        if count > 0 {
+                            nonfinite.push(format!("{} ({count})", s.name));
+                        }
+                        bytemuck::cast_slice(v)
+                    }
+                    Values::U8(v) => v.get(start..end).ok_or_else(wrong)?,
+                };
             pieces.push((s, bytes));
         }
         if !nonfinite.is_empty() {
-            return Err(bad(format!("the run has diverged: non-finite values (NaN or ±Inf) in {}; not saved", list(&nonfinite))));
+            return Err(bad(format!(
+                "the run has diverged: non-finite values (NaN or ±Inf) in {}; not saved",
+                list(&nonfinite)
+            )));
         }
-        let config = serde_json::to_string(&self.config).map_err(|e| bad(format!("its training config cannot be written: {e}")))?;
+        let config = serde_json::to_string(&self.config)
+            .map_err(|e| bad(format!("its training config cannot be written: {e}")))?;
         let mut meta = BTreeMap::from([
             ("format", FORMAT.to_string()),
             ("version", VERSION.to_string()),
@@ -181,15 +233,25 @@ impl Checkpoint {
     pub fn from_bytes(bytes: &[u8]) -> Result<Checkpoint> {
         let (mut header, data_start) = split(bytes)?;
         let meta = metadata(header.remove("__metadata__"))?;
-        let get = |key: &str| meta.get(key).ok_or_else(|| bad(format!("its metadata has no {key:?}")));
-        let config: TrainConfig = serde_json::from_str(get("config")?).map_err(|e| bad(format!("its training config is unreadable: {e}")))?;
+        let get = |key: &str| {
+            meta.get(key)
+                .ok_or_else(|| bad(format!("its metadata has no {key:?}")))
+        };
+        let config: TrainConfig = serde_json::from_str(get("config")?)
+            .map_err(|e| bad(format!("its training config is unreadable: {e}")))?;
         let step = get("step")?;
-        let step: u32 = step.parse().map_err(|_| bad(format!("its step count {step:?} is not a number of steps")))?;
+        let step: u32 = step
+            .parse()
+            .map_err(|_| bad(format!("its step count {step:?} is not a number of steps")))?;
         if step == u32::MAX {
-            return Err(bad(format!("its step count {step} leaves no room for another step")));
+            return Err(bad(format!(
+                "its step count {step} leaves no room for another step"
+            )));
         }
         let rng = get("rng")?;
-        let rng: u64 = rng.parse().map_err(|_| bad(format!("its batch RNG state {rng:?} is not a u64")))?;
+        let rng: u64 = rng
+            .parse()
+            .map_err(|_| bad(format!("its batch RNG state {rng:?} is not a u64")))?;
         let (tokenizer_json, tokenizer_fingerprint) = tokenizer(&meta, config.model.vocab)?;
         check_config(&config, header.len())?;
 
@@ -211,18 +273,29 @@ impl Checkpoint {
         let mut state = zero_state(config.optim.state, layout.total);
         let mut nonfinite = Vec::new();
         for s in &specs {
-            let info = st.info(&s.name).ok_or_else(|| bad(format!("tensor {} is missing", s.name)))?;
+            let info = st
+                .info(&s.name)
+                .ok_or_else(|| bad(format!("tensor {} is missing", s.name)))?;
             let (a, b) = info.data_offsets;
-            let src = data.get(a..b).ok_or_else(|| bad(format!("tensor {} lies outside the file", s.name)))?;
+            let src = data
+                .get(a..b)
+                .ok_or_else(|| bad(format!("tensor {} lies outside the file", s.name)))?;
             let (start, end) = (s.offset as usize, (s.offset + s.len) as usize);
-            let short = || bad(format!("tensor {} does not fit the layout of its config", s.name));
+            let short = || {
+                bad(format!(
+                    "tensor {} does not fit the layout of its config",
+                    s.name
+                ))
+            };
             match values_mut(&mut weights, &mut state, s.place).ok_or_else(short)? {
                 ValuesMut::F32(dst) => {
                     let dst = dst.get_mut(start..end).ok_or_else(short)?;
                     if src.len() != 4 * dst.len() {
                         return Err(short());
                     }
-                    dst.iter_mut().zip(src.chunks_exact(4)).for_each(|(d, c)| *d = f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+                    dst.iter_mut()
+                        .zip(src.chunks_exact(4))
+                        .for_each(|(d, c)| *d = f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
                     let count = dst.iter().filter(|x| !x.is_finite()).count();
                     if count > 0 {
                         nonfinite.push(format!("{} ({count})", s.name));
@@ -238,10 +311,24 @@ impl Checkpoint {
             }
         }
         if !nonfinite.is_empty() {
-            return Err(bad(format!("non-finite values (NaN or ±Inf) in {}", list(&nonfinite))));
+            return Err(bad(format!(
+                "non-finite values (NaN or ±Inf) in {}",
+                list(&nonfinite)
+            )));
         }
-        let run = RunState { rng, tokenizer_json, data: meta.get("data").cloned() };
-        Ok(Checkpoint { config, step, run, tokenizer_fingerprint, weights, state })
+        let run = RunState {
+            rng,
+            tokenizer_json,
+            data: meta.get("data").cloned(),
+        };
+        Ok(Checkpoint {
+            config,
+            step,
+            run,
+            tokenizer_fingerprint,
+            weights,
+            state,
+        })
     }
 }
 
@@ -254,44 +341,68 @@ fn encode(meta: &BTreeMap<&str, String>, pieces: &[(&Spec, &[u8])]) -> Result<Ve
     let mut at = 0u64;
     for (s, bytes) in pieces {
         let end = at + bytes.len() as u64;
-        header.insert(s.name.clone(), json!({"dtype": s.dtype, "shape": s.shape, "data_offsets": [at, end]}));
+        header.insert(
+            s.name.clone(),
+            json!({"dtype": s.dtype, "shape": s.shape, "data_offsets": [at, end]}),
+        );
         at = end;
     }
-    let mut h = serde_json::to_vec(&Value::Object(header)).map_err(|e| bad(format!("its header cannot be written: {e}")))?;
+    let mut h = serde_json::to_vec(&Value::Object(header))
+        .map_err(|e| bad(format!("its header cannot be written: {e}")))?;
     h.resize(h.len().next_multiple_of(8), b' ');
     if h.len() as u64 > MAX_HEADER {
-        return Err(bad(format!("its header would take {} bytes, beyond safetensors' {MAX_HEADER}", h.len())));
+        return Err(bad(format!(
+            "its header would take {} bytes, beyond safetensors' {MAX_HEADER}",
+            h.len()
+        )));
     }
     let mut out = Vec::with_capacity(8 + h.len() + at as usize);
     out.extend_from_slice(&(h.len() as u64).to_le_bytes());
     out.extend_from_slice(&h);
-    pieces.iter().for_each(|(_, bytes)| out.extend_from_slice(bytes));
+    pieces
+        .iter()
+        .for_each(|(_, bytes)| out.extend_from_slice(bytes));
     Ok(out)
 }
 
 /// The header length the first 8 bytes give (0 where there are not 8).
 fn n_of(bytes: &[u8]) -> u64 {
-    bytes.get(..8).map_or(0, |b| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+    bytes.get(..8).map_or(0, |b| {
+        u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
+    })
 }
 
 /// The header's JSON object, and where the tensor data starts.
 fn split(bytes: &[u8]) -> Result<(serde_json::Map<String, Value>, usize)> {
     if bytes.len() < 8 {
-        return Err(bad(format!("{} bytes: truncated, or not a safetensors file", bytes.len())));
+        return Err(bad(format!(
+            "{} bytes: truncated, or not a safetensors file",
+            bytes.len()
+        )));
     }
     let n = n_of(bytes);
     if n > MAX_HEADER {
-        return Err(bad(format!("not a safetensors file: its first 8 bytes give a header of {n} bytes")));
+        return Err(bad(format!(
+            "not a safetensors file: its first 8 bytes give a header of {n} bytes"
+        )));
     }
     let end = 8 + n as usize;
     let text = bytes.get(8..end).ok_or_else(|| {
-        bad(format!("truncated, or not a safetensors file: its header needs {n} bytes, {} follow", bytes.len() - 8))
+        bad(format!(
+            "truncated, or not a safetensors file: its header needs {n} bytes, {} follow",
+            bytes.len() - 8
+        ))
     })?;
-    let text = std::str::from_utf8(text).map_err(|_| bad("not a safetensors file: its header is not UTF-8"))?;
+    let text = std::str::from_utf8(text)
+        .map_err(|_| bad("not a safetensors file: its header is not UTF-8"))?;
     match serde_json::from_str(text) {
         Ok(Value::Object(map)) => Ok((map, end)),
-        Ok(_) => Err(bad("not a safetensors file: its header is not a JSON object")),
-        Err(e) => Err(bad(format!("not a safetensors file: its header is not JSON ({e})"))),
+        Ok(_) => Err(bad(
+            "not a safetensors file: its header is not a JSON object",
+        )),
+        Err(e) => Err(bad(format!(
+            "not a safetensors file: its header is not JSON ({e})"
+        ))),
     }
 }
 
@@ -299,37 +410,67 @@ fn split(bytes: &[u8]) -> Result<(serde_json::Map<String, Value>, usize)> {
 /// version this reader knows.
 fn metadata(meta: Option<Value>) -> Result<BTreeMap<String, String>> {
     let Some(Value::Object(meta)) = meta else {
-        return Err(bad("not a webtrain checkpoint: its header has no metadata (a safetensors file of other tensors?)"));
+        return Err(bad(
+            "not a webtrain checkpoint: its header has no metadata (a safetensors file of other tensors?)",
+        ));
     };
-    let meta: BTreeMap<String, String> = meta.into_iter().filter_map(|(k, v)| Some((k, v.as_str()?.to_string()))).collect();
+    let meta: BTreeMap<String, String> = meta
+        .into_iter()
+        .filter_map(|(k, v)| Some((k, v.as_str()?.to_string())))
+        .collect();
     match meta.get("format").map(String::as_str) {
         Some(FORMAT) => {}
-        Some(other) => return Err(bad(format!("not a webtrain checkpoint: its format is {other:?}, not {FORMAT:?}"))),
-        None => return Err(bad(format!("not a webtrain checkpoint: its metadata has no format (want {FORMAT:?})"))),
+        Some(other) => {
+            return Err(bad(format!(
+                "not a webtrain checkpoint: its format is {other:?}, not {FORMAT:?}"
+            )));
+        }
+        None => {
+            return Err(bad(format!(
+                "not a webtrain checkpoint: its metadata has no format (want {FORMAT:?})"
+            )));
+        }
     }
     let version = meta.get("version").map(String::as_str).unwrap_or("none");
     match version.parse::<u32>() {
         Ok(VERSION) => Ok(meta),
-        Ok(v) if v > VERSION => Err(bad(format!("format version {v} is newer than this webtrain reads ({VERSION}): update webtrain"))),
-        _ => Err(bad(format!("format version {version:?} is not one this webtrain reads ({VERSION})"))),
+        Ok(v) if v > VERSION => Err(bad(format!(
+            "format version {v} is newer than this webtrain reads ({VERSION}): update webtrain"
+        ))),
+        _ => Err(bad(format!(
+            "format version {version:?} is not one this webtrain reads ({VERSION})"
+        ))),
     }
 }
 
 /// The tokenizer.json and its fingerprint, which must agree; both or neither.
-fn tokenizer(meta: &BTreeMap<String, String>, vocab: u32) -> Result<(Option<String>, Option<String>)> {
+fn tokenizer(
+    meta: &BTreeMap<String, String>,
+    vocab: u32,
+) -> Result<(Option<String>, Option<String>)> {
     let (json, stored) = (meta.get("tokenizer"), meta.get("tokenizer_fingerprint"));
     let Some(json) = json else {
         return match stored {
             None => Ok((None, None)),
-            Some(_) => Err(bad("its metadata has a tokenizer fingerprint but no tokenizer")),
+            Some(_) => Err(bad(
+                "its metadata has a tokenizer fingerprint but no tokenizer",
+            )),
         };
     };
-    let t = Tokenizer::from_json(json).map_err(|e| bad(format!("its tokenizer is unreadable: {e}")))?;
+    let t =
+        Tokenizer::from_json(json).map_err(|e| bad(format!("its tokenizer is unreadable: {e}")))?;
     if stored.map(String::as_str) != Some(t.fingerprint()) {
-        return Err(bad(format!("its tokenizer's fingerprint is {}, but it records {:?}: the tokenizer is damaged", t.fingerprint(), stored)));
+        return Err(bad(format!(
+            "its tokenizer's fingerprint is {}, but it records {:?}: the tokenizer is damaged",
+            t.fingerprint(),
+            stored
+        )));
     }
     if t.vocab_size() > vocab {
-        return Err(bad(format!("its tokenizer has {} tokens, more than the model's vocabulary {vocab}", t.vocab_size())));
+        return Err(bad(format!(
+            "its tokenizer has {} tokens, more than the model's vocabulary {vocab}",
+            t.vocab_size()
+        )));
     }
     Ok((Some(json.clone()), Some(t.fingerprint().to_string())))
 }
@@ -342,12 +483,17 @@ fn check_config(c: &TrainConfig, tensors: usize) -> Result<()> {
     c.shape.validate(&c.model).map_err(unusable)?;
     let m = &c.model;
     if 6 * m.n_layers as u64 + 2 > tensors as u64 {
-        return Err(bad(format!("its config has {} layers, more than its {tensors} tensors can hold", m.n_layers)));
+        return Err(bad(format!(
+            "its config has {} layers, more than its {tensors} tensors can hold",
+            m.n_layers
+        )));
     }
     let qkv = (m.n_heads as u64 + 2 * m.n_kv_heads as u64) * m.head_dim() as u64;
     let rows = c.shape.batch as u64 * c.shape.seq as u64;
     if qkv > u32::MAX as u64 || 2 * m.ffn as u64 > u32::MAX as u64 || rows > u32::MAX as u64 {
-        return Err(bad("its training config has sizes beyond 32 bits (qkv width, 2·ffn or batch·seq)"));
+        return Err(bad(
+            "its training config has sizes beyond 32 bits (qkv width, 2·ffn or batch·seq)",
+        ));
     }
     let o = &c.optim;
     let s = &o.schedule;
@@ -374,20 +520,38 @@ fn check_tensors(header: &serde_json::Map<String, Value>, specs: &[Spec]) -> Res
             continue;
         };
         let dtype = entry.get("dtype").and_then(Value::as_str).unwrap_or("?");
-        let shape: Option<Vec<u64>> = entry.get("shape").and_then(Value::as_array).and_then(|a| a.iter().map(Value::as_u64).collect());
+        let shape: Option<Vec<u64>> = entry
+            .get("shape")
+            .and_then(Value::as_array)
+            .and_then(|a| a.iter().map(Value::as_u64).collect());
         if dtype != s.dtype || shape.as_ref() != Some(&s.shape) {
             let shape = shape.map_or("?".to_string(), |v| format!("{v:?}"));
-            wrong.push(format!("{} is {dtype} {shape}, expected {} {:?}", s.name, s.dtype, s.shape));
+            wrong.push(format!(
+                "{} is {dtype} {shape}, expected {} {:?}",
+                s.name, s.dtype, s.shape
+            ));
         }
     }
-    let mut extra: Vec<String> = header.keys().filter(|k| !specs.iter().any(|s| &s.name == *k)).cloned().collect();
+    let mut extra: Vec<String> = header
+        .keys()
+        .filter(|k| !specs.iter().any(|s| &s.name == *k))
+        .cloned()
+        .collect();
     extra.sort();
     let mut problems = Vec::new();
     if !missing.is_empty() {
-        problems.push(format!("missing tensor{} {}", if missing.len() == 1 { "" } else { "s" }, list(&missing)));
+        problems.push(format!(
+            "missing tensor{} {}",
+            if missing.len() == 1 { "" } else { "s" },
+            list(&missing)
+        ));
     }
     if !extra.is_empty() {
-        problems.push(format!("unexpected tensor{} {}", if extra.len() == 1 { "" } else { "s" }, list(&extra)));
+        problems.push(format!(
+            "unexpected tensor{} {}",
+            if extra.len() == 1 { "" } else { "s" },
+            list(&extra)
+        ));
     }
     if !wrong.is_empty() {
         problems.push(format!("tensor {}", list(&wrong)));
@@ -395,7 +559,10 @@ fn check_tensors(header: &serde_json::Map<String, Value>, specs: &[Spec]) -> Res
     if problems.is_empty() {
         return Ok(());
     }
-    Err(bad(format!("its tensors do not match its config: {}", problems.join("; "))))
+    Err(bad(format!(
+        "its tensors do not match its config: {}",
+        problems.join("; ")
+    )))
 }
 
 /// The data length the header's offsets describe.

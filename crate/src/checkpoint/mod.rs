@@ -37,7 +37,10 @@ pub struct RunState {
 impl RunState {
     /// The run's tokenizer, if it has one.
     pub fn tokenizer(&self) -> Result<Option<Tokenizer>> {
-        self.tokenizer_json.as_deref().map(Tokenizer::from_json).transpose()
+        self.tokenizer_json
+            .as_deref()
+            .map(Tokenizer::from_json)
+            .transpose()
     }
 }
 
@@ -72,15 +75,17 @@ impl Checkpoint {
     /// A trainer holding these weights and this state, whose next step is `step + 1`.
     pub async fn restore(&self, gpu: &Gpu) -> Result<Trainer> {
         let c = &self.config;
-        let mut trainer = Trainer::with_weights(gpu, c.clone(), &self.weights).await.map_err(|e| match e {
-            Error::Limit { .. } => Error::Checkpoint(format!(
-                "this adapter cannot hold its run ({} parameters, batch {} × {}): {e}",
-                crate::model::ParamLayout::new(&c.model).parameters(),
-                c.shape.batch,
-                c.shape.seq
-            )),
-            e => e,
-        })?;
+        let mut trainer = Trainer::with_weights(gpu, c.clone(), &self.weights)
+            .await
+            .map_err(|e| match e {
+                Error::Limit { .. } => Error::Checkpoint(format!(
+                    "this adapter cannot hold its run ({} parameters, batch {} × {}): {e}",
+                    crate::model::ParamLayout::new(&c.model).parameters(),
+                    c.shape.batch,
+                    c.shape.seq
+                )),
+                e => e,
+            })?;
         trainer.adam.write_state(gpu, &self.state)?;
         trainer.resume_at(self.step)?;
         Ok(trainer)
@@ -92,7 +97,9 @@ impl Checkpoint {
             Some(made_with) if made_with == in_use => Ok(()),
             made_with => Err(Error::TokenizerMismatch {
                 what: "the checkpoint".into(),
-                made_with: made_with.clone().unwrap_or_else(|| "none (synthetic tokens)".into()),
+                made_with: made_with
+                    .clone()
+                    .unwrap_or_else(|| "none (synthetic tokens)".into()),
                 in_use: in_use.to_string(),
             }),
         }
@@ -113,7 +120,11 @@ pub async fn load(gpu: &Gpu, bytes: &[u8]) -> Result<(Trainer, RunState)> {
 
 /// `load`, refusing a checkpoint made with another tokenizer than the one
 /// whose fingerprint is `tokenizer_fingerprint`, naming both.
-pub async fn load_checked(gpu: &Gpu, bytes: &[u8], tokenizer_fingerprint: &str) -> Result<(Trainer, RunState)> {
+pub async fn load_checked(
+    gpu: &Gpu,
+    bytes: &[u8],
+    tokenizer_fingerprint: &str,
+) -> Result<(Trainer, RunState)> {
     let c = Checkpoint::from_bytes(bytes)?;
     c.check_tokenizer(tokenizer_fingerprint)?;
     Ok((c.restore(gpu).await?, c.run))

@@ -11,9 +11,24 @@ use crate::optim::{LrSchedule, OptimConfig, OptimState};
 const TEXT: &str = "the cat sat on the mat. the dog sat on the log. a model learns a language one token at a time.";
 
 fn config(state: OptimState) -> TrainConfig {
-    let schedule = LrSchedule { peak: 3e-3, warmup: 2, total: 6, min_ratio: 0.1 };
-    let optim = OptimConfig { state, schedule, ..OptimConfig::default() };
-    TrainConfig { model: Config::preset("tiny").unwrap(), shape: BatchShape { batch: 2, seq: 16 }, precision: Precision::F16, optim, seed: 7 }
+    let schedule = LrSchedule {
+        peak: 3e-3,
+        warmup: 2,
+        total: 6,
+        min_ratio: 0.1,
+    };
+    let optim = OptimConfig {
+        state,
+        schedule,
+        ..OptimConfig::default()
+    };
+    TrainConfig {
+        model: Config::preset("tiny").unwrap(),
+        shape: BatchShape { batch: 2, seq: 16 },
+        precision: Precision::F16,
+        optim,
+        seed: 7,
+    }
 }
 
 /// A tiny checkpoint as a trainer would hold it: seeded weights, moments
@@ -27,26 +42,57 @@ fn tiny(state: OptimState, tokenizer: bool) -> Checkpoint {
     let mut in_tensors = |scale: f32| {
         let mut v = vec![0.0f32; layout.total as usize];
         for t in &layout.tensors {
-            v[t.offset as usize..(t.offset + t.len()) as usize].iter_mut().for_each(|x| *x = scale * unit());
+            v[t.offset as usize..(t.offset + t.len()) as usize]
+                .iter_mut()
+                .for_each(|x| *x = scale * unit());
         }
         v
     };
     let state = match state {
-        OptimState::Fp32 => HostState::Fp32 { m: in_tensors(1e-3), v: in_tensors(1e-6) },
+        OptimState::Fp32 => HostState::Fp32 {
+            m: in_tensors(1e-3),
+            v: in_tensors(1e-6),
+        },
         OptimState::Int8 => {
-            let (codes, scales) = (crate::kernels::optimizer::int8_state_bytes(layout.total), crate::kernels::optimizer::int8_scale_bytes(layout.total) / 4);
+            let (codes, scales) = (
+                crate::kernels::optimizer::int8_state_bytes(layout.total),
+                crate::kernels::optimizer::int8_scale_bytes(layout.total) / 4,
+            );
             let bytes = |seed| {
                 let mut r = SplitMix64(seed);
                 (0..codes).map(|_| r.next_u64() as u8).collect()
             };
             let m_scales = in_tensors(1.0)[..scales as usize].to_vec();
-            HostState::Int8 { m_codes: bytes(1), v_codes: bytes(2), v_scales: m_scales.iter().map(|x| x * x).collect(), m_scales }
+            HostState::Int8 {
+                m_codes: bytes(1),
+                v_codes: bytes(2),
+                v_scales: m_scales.iter().map(|x| x * x).collect(),
+                m_scales,
+            }
         }
     };
-    let tokenizer_json = tokenizer.then(|| Tokenizer::train(&[TEXT, TEXT], 280, |_| {}).unwrap().to_json().unwrap());
-    let tokenizer_fingerprint = tokenizer_json.as_deref().map(|j| Tokenizer::from_json(j).unwrap().fingerprint().to_string());
-    let run = RunState { rng: 0xdead_beef_1234_5678, tokenizer_json, data: Some(r#"{"source":"synthetic"}"#.into()) };
-    Checkpoint { config, step: 3, run, tokenizer_fingerprint, weights, state }
+    let tokenizer_json = tokenizer.then(|| {
+        Tokenizer::train(&[TEXT, TEXT], 280, |_| {})
+            .unwrap()
+            .to_json()
+            .unwrap()
+    });
+    let tokenizer_fingerprint = tokenizer_json
+        .as_deref()
+        .map(|j| Tokenizer::from_json(j).unwrap().fingerprint().to_string());
+    let run = RunState {
+        rng: 0xdead_beef_1234_5678,
+        tokenizer_json,
+        data: Some(r#"{"source":"synthetic"}"#.into()),
+    };
+    Checkpoint {
+        config,
+        step: 3,
+        run,
+        tokenizer_fingerprint,
+        weights,
+        state,
+    }
 }
 
 /// The error text of reading `bytes`, which must be a checkpoint error.
@@ -60,7 +106,10 @@ fn refused(bytes: &[u8]) -> String {
 
 fn header(bytes: &[u8]) -> (serde_json::Map<String, Value>, &[u8]) {
     let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
-    (serde_json::from_slice(&bytes[8..8 + n]).unwrap(), &bytes[8 + n..])
+    (
+        serde_json::from_slice(&bytes[8..8 + n]).unwrap(),
+        &bytes[8 + n..],
+    )
 }
 
 /// `bytes` with its header changed by `edit` (re-padded, its length rewritten).
@@ -84,8 +133,16 @@ fn checkpoint_round_trips_exactly_and_deterministically() {
         let c = tiny(state, tokenizer);
         let bytes = c.to_bytes().unwrap();
         let back = Checkpoint::from_bytes(&bytes).unwrap();
-        assert!(back == c, "{} state: the read checkpoint differs", state.name());
-        assert_eq!(back.to_bytes().unwrap(), bytes, "the same state writes the same bytes");
+        assert!(
+            back == c,
+            "{} state: the read checkpoint differs",
+            state.name()
+        );
+        assert_eq!(
+            back.to_bytes().unwrap(),
+            bytes,
+            "the same state writes the same bytes"
+        );
         assert_eq!(back.run.tokenizer().unwrap().is_some(), tokenizer);
     }
 }
@@ -96,13 +153,29 @@ fn checkpoint_is_a_plain_safetensors_file() {
     let bytes = c.to_bytes().unwrap();
     let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
     let embed = st.tensor("embed_tokens").unwrap();
-    assert_eq!((embed.dtype(), embed.shape()), (safetensors::Dtype::F32, &[301, 64][..]));
+    assert_eq!(
+        (embed.dtype(), embed.shape()),
+        (safetensors::Dtype::F32, &[301, 64][..])
+    );
     assert_eq!(st.tensor("norm").unwrap().shape(), [64], "gains are 1-D");
-    assert_eq!(st.tensor("m.layers.1.gate_up_proj").unwrap().shape(), [352, 64]);
-    assert_eq!(st.len(), 3 * ParamLayout::new(&c.config.model).tensors.len());
+    assert_eq!(
+        st.tensor("m.layers.1.gate_up_proj").unwrap().shape(),
+        [352, 64]
+    );
+    assert_eq!(
+        st.len(),
+        3 * ParamLayout::new(&c.config.model).tensors.len()
+    );
     let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
     let meta = meta.metadata().clone().unwrap();
-    assert_eq!((meta["format"].as_str(), meta["version"].as_str(), meta["step"].as_str()), (FORMAT, "1", "3"));
+    assert_eq!(
+        (
+            meta["format"].as_str(),
+            meta["version"].as_str(),
+            meta["step"].as_str()
+        ),
+        (FORMAT, "1", "3")
+    );
     assert_eq!(meta["rng"], 0xdead_beef_1234_5678u64.to_string());
 
     // written by the safetensors crate (another order, as Python would): read the same
@@ -119,11 +192,17 @@ fn checkpoint_is_a_plain_safetensors_file() {
 fn checkpoint_truncated_anywhere_is_refused_as_truncated() {
     let bytes = tiny(OptimState::Int8, false).to_bytes().unwrap();
     let n = 8 + u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
-    let mut lengths: Vec<usize> = (0..24).chain([n - 1, n, n + 1, n + 4, bytes.len() - 4, bytes.len() - 1]).collect();
+    let mut lengths: Vec<usize> = (0..24)
+        .chain([n - 1, n, n + 1, n + 4, bytes.len() - 4, bytes.len() - 1])
+        .collect();
     lengths.extend((1..60).map(|i| i * bytes.len() / 60));
     for len in lengths {
         let e = refused(&bytes[..len]);
-        assert!(e.contains("truncated"), "{len} of {} bytes: {e}", bytes.len());
+        assert!(
+            e.contains("truncated"),
+            "{len} of {} bytes: {e}",
+            bytes.len()
+        );
     }
     let e = refused(&[&bytes[..], b"more"].concat());
     assert!(e.contains("bytes appended"), "{e}");
@@ -147,8 +226,15 @@ fn checkpoint_flipped_header_bytes_never_panic() {
             }
         }
     }
-    assert!(refusals > n / 2, "{refusals} refusals of {} flips", 2 * n.div_ceil(3));
-    assert!(refused(&[b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR", &[0u8; 64][..]].concat()).contains("not a safetensors file"));
+    assert!(
+        refusals > n / 2,
+        "{refusals} refusals of {} flips",
+        2 * n.div_ceil(3)
+    );
+    assert!(
+        refused(&[b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR", &[0u8; 64][..]].concat())
+            .contains("not a safetensors file")
+    );
     assert!(refused(b"\x10\0\0\0\0\0\0\0[1, 2, 3]       ").contains("not a JSON object"));
     assert!(refused(b"\x10\0\0\0\0\0\0\0{\"a\": oops}     ").contains("not JSON"));
     assert!(refused(b"").contains("truncated"));
@@ -158,17 +244,37 @@ fn checkpoint_flipped_header_bytes_never_panic() {
 fn checkpoint_of_another_kind_or_version_is_refused() {
     let bytes = tiny(OptimState::Fp32, false).to_bytes().unwrap();
     let e = refused(&with_meta(&bytes, "version", "2"));
-    assert!(e.contains("version 2 is newer") && e.contains("update webtrain"), "{e}");
+    assert!(
+        e.contains("version 2 is newer") && e.contains("update webtrain"),
+        "{e}"
+    );
     assert!(refused(&with_meta(&bytes, "version", "0")).contains("version \"0\" is not one"));
     assert!(refused(&with_meta(&bytes, "version", "one")).contains("version \"one\""));
-    assert!(refused(&with_meta(&bytes, "format", "pt")).contains("not a webtrain checkpoint: its format is \"pt\""));
-    let plain = safetensors::serialize(safetensors::SafeTensors::deserialize(&bytes).unwrap().tensors(), None).unwrap();
+    assert!(
+        refused(&with_meta(&bytes, "format", "pt"))
+            .contains("not a webtrain checkpoint: its format is \"pt\"")
+    );
+    let plain = safetensors::serialize(
+        safetensors::SafeTensors::deserialize(&bytes)
+            .unwrap()
+            .tensors(),
+        None,
+    )
+    .unwrap();
     assert!(refused(&plain).contains("no metadata"));
     assert!(refused(&with_meta(&bytes, "step", "-1")).contains("step count \"-1\""));
     assert!(refused(&with_meta(&bytes, "step", &u32::MAX.to_string())).contains("no room"));
     assert!(refused(&with_meta(&bytes, "rng", "0x12")).contains("RNG state"));
-    assert!(refused(&edited(&bytes, |h| drop(h["__metadata__"].as_object_mut().unwrap().remove("config")))).contains("no \"config\""));
-    assert!(refused(&with_meta(&bytes, "config", "{\"model\": 1}")).contains("training config is unreadable"));
+    assert!(
+        refused(&edited(&bytes, |h| drop(
+            h["__metadata__"].as_object_mut().unwrap().remove("config")
+        )))
+        .contains("no \"config\"")
+    );
+    assert!(
+        refused(&with_meta(&bytes, "config", "{\"model\": 1}"))
+            .contains("training config is unreadable")
+    );
 }
 
 #[test]
@@ -180,9 +286,18 @@ fn checkpoint_with_wrong_tensors_names_them() {
         })
     };
     let e = refused(&set("layers.0.o_proj", "dtype", "F16".into()));
-    assert!(e.contains("layers.0.o_proj is F16 [64, 64], expected F32 [64, 64]"), "{e}");
-    assert!(refused(&set("m.norm", "dtype", "Q4".into())).contains("m.norm is Q4 [64], expected F32 [64]"));
-    assert!(refused(&set("embed_tokens", "shape", serde_json::json!([64, 301]))).contains("embed_tokens is F32 [64, 301], expected F32 [301, 64]"));
+    assert!(
+        e.contains("layers.0.o_proj is F16 [64, 64], expected F32 [64, 64]"),
+        "{e}"
+    );
+    assert!(
+        refused(&set("m.norm", "dtype", "Q4".into()))
+            .contains("m.norm is Q4 [64], expected F32 [64]")
+    );
+    assert!(
+        refused(&set("embed_tokens", "shape", serde_json::json!([64, 301])))
+            .contains("embed_tokens is F32 [64, 301], expected F32 [301, 64]")
+    );
     let e = refused(&edited(&bytes, |h| drop(h.remove("v.lm_head"))));
     assert!(e.contains("missing tensor v.lm_head"), "{e}");
     let e = refused(&edited(&bytes, |h| {
@@ -193,7 +308,11 @@ fn checkpoint_with_wrong_tensors_names_them() {
     // int8 state in the config, fp32 moments in the file
     let cfg = serde_json::to_string(&config(OptimState::Int8)).unwrap();
     let e = refused(&with_meta(&bytes, "config", &cfg));
-    assert!(e.contains("missing tensors m_scales, v_scales, m_codes, v_codes") && e.contains("unexpected tensors m.embed_tokens"), "{e}");
+    assert!(
+        e.contains("missing tensors m_scales, v_scales, m_codes, v_codes")
+            && e.contains("unexpected tensors m.embed_tokens"),
+        "{e}"
+    );
     // right names and shapes, offsets that do not fit: the safetensors crate's checks
     let e = refused(&set("norm", "data_offsets", serde_json::json!([0, 256])));
     assert!(e.contains("not a valid safetensors file"), "{e}");
@@ -204,18 +323,28 @@ fn checkpoint_with_nonfinite_values_names_the_tensor_and_count() {
     let c = tiny(OptimState::Fp32, false);
     let bytes = c.to_bytes().unwrap();
     let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
-    let start = bytes.len() - meta.data_len() + meta.info("layers.1.o_proj").unwrap().data_offsets.0;
+    let start =
+        bytes.len() - meta.data_len() + meta.info("layers.1.o_proj").unwrap().data_offsets.0;
     let mut b = bytes.clone();
     b[start + 40..start + 44].copy_from_slice(&f32::NAN.to_le_bytes());
     b[start + 400..start + 404].copy_from_slice(&f32::INFINITY.to_le_bytes());
     let e = refused(&b);
-    assert!(e.contains("non-finite values (NaN or ±Inf) in layers.1.o_proj (2)"), "{e}");
+    assert!(
+        e.contains("non-finite values (NaN or ±Inf) in layers.1.o_proj (2)"),
+        "{e}"
+    );
     // and a diverged run is not written
     let mut nan = c.clone();
     let t = ParamLayout::new(&c.config.model).tensors[3].clone();
     nan.weights[t.offset as usize] = f32::NAN;
     let e = nan.to_bytes().unwrap_err().to_string();
-    assert!(e.contains(&format!("diverged: non-finite values (NaN or ±Inf) in {} (1)", t.name)), "{e}");
+    assert!(
+        e.contains(&format!(
+            "diverged: non-finite values (NaN or ±Inf) in {} (1)",
+            t.name
+        )),
+        "{e}"
+    );
 }
 
 #[test]
@@ -223,19 +352,54 @@ fn checkpoint_with_an_unusable_config_is_refused_before_allocating() {
     let bytes = tiny(OptimState::Fp32, false).to_bytes().unwrap();
     let mut bad = config(OptimState::Fp32);
     bad.model.n_heads = 3;
-    assert!(refused(&with_meta(&bytes, "config", &serde_json::to_string(&bad).unwrap())).contains("n_heads 3 must divide d_model 64"));
+    assert!(
+        refused(&with_meta(
+            &bytes,
+            "config",
+            &serde_json::to_string(&bad).unwrap()
+        ))
+        .contains("n_heads 3 must divide d_model 64")
+    );
     let mut huge = config(OptimState::Fp32);
     huge.model.n_layers = 1 << 30;
-    assert!(refused(&with_meta(&bytes, "config", &serde_json::to_string(&huge).unwrap())).contains("1073741824 layers"));
+    assert!(
+        refused(&with_meta(
+            &bytes,
+            "config",
+            &serde_json::to_string(&huge).unwrap()
+        ))
+        .contains("1073741824 layers")
+    );
     let mut wide = config(OptimState::Fp32);
     wide.shape.batch = u32::MAX;
-    assert!(refused(&with_meta(&bytes, "config", &serde_json::to_string(&wide).unwrap())).contains("beyond 32 bits"));
+    assert!(
+        refused(&with_meta(
+            &bytes,
+            "config",
+            &serde_json::to_string(&wide).unwrap()
+        ))
+        .contains("beyond 32 bits")
+    );
     let mut vocab = config(OptimState::Fp32);
     vocab.model.vocab = 1 << 31; // shapes no longer match, long before 2^31 rows are allocated
-    assert!(refused(&with_meta(&bytes, "config", &serde_json::to_string(&vocab).unwrap())).contains("embed_tokens is F32 [301, 64], expected F32 [2147483648, 64]"));
+    assert!(
+        refused(&with_meta(
+            &bytes,
+            "config",
+            &serde_json::to_string(&vocab).unwrap()
+        ))
+        .contains("embed_tokens is F32 [301, 64], expected F32 [2147483648, 64]")
+    );
     let mut beta = config(OptimState::Fp32);
     beta.optim.beta2 = 1.5;
-    assert!(refused(&with_meta(&bytes, "config", &serde_json::to_string(&beta).unwrap())).contains("optimizer settings are unusable"));
+    assert!(
+        refused(&with_meta(
+            &bytes,
+            "config",
+            &serde_json::to_string(&beta).unwrap()
+        ))
+        .contains("optimizer settings are unusable")
+    );
 }
 
 #[test]
@@ -245,11 +409,29 @@ fn checkpoint_tokenizer_is_checked() {
     let made_with = c.tokenizer_fingerprint.clone().unwrap();
     assert!(c.check_tokenizer(&made_with).is_ok());
     let e = c.check_tokenizer("0123456789abcdef").unwrap_err();
-    assert!(matches!(e, Error::TokenizerMismatch { .. }) && e.to_string().contains(&made_with) && e.to_string().contains("0123456789abcdef"), "{e}");
-    let e = tiny(OptimState::Fp32, false).check_tokenizer("0123456789abcdef").unwrap_err().to_string();
+    assert!(
+        matches!(e, Error::TokenizerMismatch { .. })
+            && e.to_string().contains(&made_with)
+            && e.to_string().contains("0123456789abcdef"),
+        "{e}"
+    );
+    let e = tiny(OptimState::Fp32, false)
+        .check_tokenizer("0123456789abcdef")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("none (synthetic tokens)"), "{e}");
-    assert!(refused(&with_meta(&bytes, "tokenizer_fingerprint", "0000000000000000")).contains("the tokenizer is damaged"));
+    assert!(
+        refused(&with_meta(
+            &bytes,
+            "tokenizer_fingerprint",
+            "0000000000000000"
+        ))
+        .contains("the tokenizer is damaged")
+    );
     assert!(refused(&with_meta(&bytes, "tokenizer", "{}")).contains("tokenizer is unreadable"));
     let synthetic = tiny(OptimState::Fp32, false).to_bytes().unwrap();
-    assert!(refused(&with_meta(&synthetic, "tokenizer_fingerprint", &made_with)).contains("no tokenizer"));
+    assert!(
+        refused(&with_meta(&synthetic, "tokenizer_fingerprint", &made_with))
+            .contains("no tokenizer")
+    );
 }

@@ -50,7 +50,9 @@ impl Dataset {
     /// must fit at least one window of `seq + 1` tokens.
     pub fn new(tokens: Vec<u32>, seq: usize, val_fraction: f64) -> Result<Dataset> {
         if !(0.0..0.5).contains(&val_fraction) {
-            return Err(Error::Unsupported(format!("validation fraction {val_fraction} must be in [0, 0.5)")));
+            return Err(Error::Unsupported(format!(
+                "validation fraction {val_fraction} must be in [0, 0.5)"
+            )));
         }
         let window = seq + 1;
         let val = (tokens.len() as f64 * val_fraction).round() as usize;
@@ -63,7 +65,11 @@ impl Dataset {
                 val
             )));
         }
-        Ok(Dataset { tokens, train_end, seq })
+        Ok(Dataset {
+            tokens,
+            train_end,
+            seq,
+        })
     }
 
     pub fn train_tokens(&self) -> usize {
@@ -76,23 +82,33 @@ impl Dataset {
 
     /// `batch` windows starting at uniform random offsets of the training part.
     pub fn train_batch(&self, rng: &mut SplitMix64, batch: usize) -> Batch {
-        let starts: Vec<usize> =
-            (0..batch).map(|_| rng.below((self.train_end - self.seq) as u64) as usize).collect();
+        let starts: Vec<usize> = (0..batch)
+            .map(|_| rng.below((self.train_end - self.seq) as u64) as usize)
+            .collect();
         self.windows(&starts)
     }
 
     /// The validation part as consecutive, non-overlapping windows, in
     /// batches of up to `batch` (the last may be smaller): the same every time.
     pub fn validation_batches(&self, batch: usize) -> Vec<Batch> {
-        let starts: Vec<usize> = (self.train_end..self.tokens.len().saturating_sub(self.seq)).step_by(self.seq).collect();
-        starts.chunks(batch.max(1)).map(|c| self.windows(c)).collect()
+        let starts: Vec<usize> = (self.train_end..self.tokens.len().saturating_sub(self.seq))
+            .step_by(self.seq)
+            .collect();
+        starts
+            .chunks(batch.max(1))
+            .map(|c| self.windows(c))
+            .collect()
     }
 
     fn windows(&self, starts: &[usize]) -> Batch {
-        let mut b = Batch { inputs: Vec::with_capacity(starts.len() * self.seq), targets: Vec::with_capacity(starts.len() * self.seq) };
+        let mut b = Batch {
+            inputs: Vec::with_capacity(starts.len() * self.seq),
+            targets: Vec::with_capacity(starts.len() * self.seq),
+        };
         for &s in starts {
             b.inputs.extend_from_slice(&self.tokens[s..s + self.seq]);
-            b.targets.extend_from_slice(&self.tokens[s + 1..s + 1 + self.seq]);
+            b.targets
+                .extend_from_slice(&self.tokens[s + 1..s + 1 + self.seq]);
         }
         b
     }
@@ -114,7 +130,10 @@ mod tests {
         for _ in 0..5 {
             assert_eq!(d.train_batch(&mut a, 4), d.train_batch(&mut b, 4));
         }
-        assert_ne!(d.train_batch(&mut SplitMix64(8), 4), d.train_batch(&mut SplitMix64(7), 4));
+        assert_ne!(
+            d.train_batch(&mut SplitMix64(8), 4),
+            d.train_batch(&mut SplitMix64(7), 4)
+        );
     }
 
     #[test]
@@ -139,15 +158,32 @@ mod tests {
     fn validation_windows_cover_the_tail_without_overlap() {
         let d = counting(1_000, 10, 0.1); // 100 held out: 9 windows of 10 + 1
         let batches = d.validation_batches(4);
-        let starts: Vec<u32> = batches.iter().flat_map(|b| b.inputs.chunks(10).map(|w| w[0])).collect();
+        let starts: Vec<u32> = batches
+            .iter()
+            .flat_map(|b| b.inputs.chunks(10).map(|w| w[0]))
+            .collect();
         assert_eq!(starts, (900..990).step_by(10).collect::<Vec<_>>());
-        assert_eq!(batches.iter().map(|b| b.inputs.len() / 10).collect::<Vec<_>>(), [4, 4, 1]);
+        assert_eq!(
+            batches
+                .iter()
+                .map(|b| b.inputs.len() / 10)
+                .collect::<Vec<_>>(),
+            [4, 4, 1]
+        );
     }
 
     #[test]
     fn too_little_text_is_refused_with_advice() {
-        assert!(Dataset::new((0..20).collect(), 32, 0.0).unwrap_err().to_string().contains("give more text"));
-        assert!(Dataset::new((0..100).collect(), 32, 0.1).is_err(), "10 held-out tokens cannot fill a window of 33");
+        assert!(
+            Dataset::new((0..20).collect(), 32, 0.0)
+                .unwrap_err()
+                .to_string()
+                .contains("give more text")
+        );
+        assert!(
+            Dataset::new((0..100).collect(), 32, 0.1).is_err(),
+            "10 held-out tokens cannot fill a window of 33"
+        );
         assert!(Dataset::new((0..100).collect(), 32, 0.0).is_ok());
     }
 
@@ -158,6 +194,9 @@ mod tests {
         for _ in 0..70_000 {
             counts[rng.below(7) as usize] += 1;
         }
-        assert!(counts.iter().all(|&c| (9_500..10_500).contains(&c)), "{counts:?}");
+        assert!(
+            counts.iter().all(|&c| (9_500..10_500).contains(&c)),
+            "{counts:?}"
+        );
     }
 }

@@ -49,18 +49,34 @@ impl Corpus {
 /// The file as text, or why it cannot be training text: empty (or only
 /// whitespace), binary (NUL bytes or many control characters), or not UTF-8.
 pub fn check_text<'a>(name: &str, bytes: &'a [u8]) -> Result<&'a str> {
-    let refuse = |problem: String| Err(Error::Corpus { file: name.to_string(), problem });
+    let refuse = |problem: String| {
+        Err(Error::Corpus {
+            file: name.to_string(),
+            problem,
+        })
+    };
     let head = &bytes[..bytes.len().min(64 * 1024)];
     if head.contains(&0) {
         return refuse("looks binary (it contains NUL bytes); give plain .txt or .md text".into());
     }
-    let controls = head.iter().filter(|&&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r' | 0x0c)).count();
+    let controls = head
+        .iter()
+        .filter(|&&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r' | 0x0c))
+        .count();
     if controls as f64 > MAX_CONTROL_SHARE * head.len() as f64 {
-        return refuse(format!("looks binary ({controls} control characters in its first {} bytes)", head.len()));
+        return refuse(format!(
+            "looks binary ({controls} control characters in its first {} bytes)",
+            head.len()
+        ));
     }
     let text = match std::str::from_utf8(bytes) {
         Ok(text) => text,
-        Err(e) => return refuse(format!("is not valid UTF-8 (first bad byte at offset {}); save it as UTF-8", e.valid_up_to())),
+        Err(e) => {
+            return refuse(format!(
+                "is not valid UTF-8 (first bad byte at offset {}); save it as UTF-8",
+                e.valid_up_to()
+            ));
+        }
     };
     if text.trim().is_empty() {
         return refuse("is empty".into());
@@ -73,7 +89,10 @@ pub fn check_long_enough(name: &str, tokens: usize, seq: usize) -> Result<()> {
     if tokens < seq + 1 {
         return Err(Error::Corpus {
             file: name.to_string(),
-            problem: format!("has {tokens} tokens, fewer than one training sequence needs ({} for seq {seq})", seq + 1),
+            problem: format!(
+                "has {tokens} tokens, fewer than one training sequence needs ({} for seq {seq})",
+                seq + 1
+            ),
         });
     }
     Ok(())
@@ -87,7 +106,11 @@ mod tests {
         let mut c = Corpus::default();
         c.add("good.txt", b"some real text").unwrap();
         let err = c.add(name, bytes).unwrap_err().to_string();
-        assert_eq!(c.files().count(), 1, "a refused file must not disturb what was loaded");
+        assert_eq!(
+            c.files().count(),
+            1,
+            "a refused file must not disturb what was loaded"
+        );
         assert!(err.starts_with(name), "the message names the file: {err}");
         err
     }
@@ -97,21 +120,30 @@ mod tests {
         assert!(problem("empty.txt", b"").contains("empty"));
         assert!(problem("blank.md", b" \n\t\n ").contains("empty"));
         assert!(problem("image.png", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR").contains("binary"));
-        assert!(problem("latin1.txt", b"caf\xe9 au lait").contains("not valid UTF-8 (first bad byte at offset 3)"));
+        assert!(
+            problem("latin1.txt", b"caf\xe9 au lait")
+                .contains("not valid UTF-8 (first bad byte at offset 3)")
+        );
         assert!(problem("controls.txt", &[b'a', 1, 2, 3, 4, 5, b'b']).contains("binary"));
     }
 
     #[test]
     fn real_text_is_accepted() {
         let mut c = Corpus::default();
-        c.add("tr.txt", "Çok güzel bir gün. İyi akşamlar! 🐈".as_bytes()).unwrap();
+        c.add("tr.txt", "Çok güzel bir gün. İyi akşamlar! 🐈".as_bytes())
+            .unwrap();
         c.add("notes.md", b"# Title\r\n\ttabbed\x0cpage").unwrap();
         assert_eq!(c.files().count(), 2);
     }
 
     #[test]
     fn files_too_short_for_a_sequence_are_refused() {
-        assert!(check_long_enough("short.txt", 64, 64).unwrap_err().to_string().contains("short.txt: has 64 tokens"));
+        assert!(
+            check_long_enough("short.txt", 64, 64)
+                .unwrap_err()
+                .to_string()
+                .contains("short.txt: has 64 tokens")
+        );
         assert!(check_long_enough("ok.txt", 65, 64).is_ok());
     }
 }

@@ -21,22 +21,42 @@ pub fn write(tokenizer: &Tokenizer, tokens: &[u32]) -> Vec<u8> {
 
 /// The ids of a token file `name`, if `tokenizer` is the one that made it.
 pub fn read(name: &str, bytes: &[u8], tokenizer: &Tokenizer) -> Result<Vec<u32>> {
-    let bad = |problem: &str| Error::Corpus { file: name.to_string(), problem: problem.to_string() };
+    let bad = |problem: &str| Error::Corpus {
+        file: name.to_string(),
+        problem: problem.to_string(),
+    };
     if bytes.len() < HEADER || &bytes[..8] != MAGIC {
         return Err(bad("is not a webtrain token file"));
     }
-    let version = u32::from_le_bytes(bytes[8..12].try_into().map_err(|_| bad("truncated header"))?);
+    let version = u32::from_le_bytes(
+        bytes[8..12]
+            .try_into()
+            .map_err(|_| bad("truncated header"))?,
+    );
     if version != VERSION {
-        return Err(bad(&format!("is token file version {version}; this webtrain reads version {VERSION}")));
+        return Err(bad(&format!(
+            "is token file version {version}; this webtrain reads version {VERSION}"
+        )));
     }
-    let made_with = std::str::from_utf8(&bytes[12..28]).map_err(|_| bad("has a corrupt tokenizer fingerprint"))?;
+    let made_with = std::str::from_utf8(&bytes[12..28])
+        .map_err(|_| bad("has a corrupt tokenizer fingerprint"))?;
     tokenizer.check_fingerprint(name, made_with)?;
-    let count = u64::from_le_bytes(bytes[28..36].try_into().map_err(|_| bad("truncated header"))?) as usize;
+    let count = u64::from_le_bytes(
+        bytes[28..36]
+            .try_into()
+            .map_err(|_| bad("truncated header"))?,
+    ) as usize;
     let body = &bytes[HEADER..];
     if body.len() != 4 * count {
-        return Err(bad(&format!("is truncated or padded: header says {count} tokens, {} bytes follow", body.len())));
+        return Err(bad(&format!(
+            "is truncated or padded: header says {count} tokens, {} bytes follow",
+            body.len()
+        )));
     }
-    Ok(body.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+    Ok(body
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
 }
 
 #[cfg(test)]
@@ -52,8 +72,21 @@ mod tests {
         let file = write(&a, &ids);
         assert_eq!(read("t.bin", &file, &a).unwrap(), ids);
         let err = read("t.bin", &file, &b).unwrap_err().to_string();
-        assert!(err.contains(a.fingerprint()) && err.contains(b.fingerprint()), "{err}");
-        assert!(read("t.bin", &file[..file.len() - 2], &a).unwrap_err().to_string().contains("truncated"));
-        assert!(read("t.bin", b"PK\x03\x04 a zip file, not tokens......", &a).unwrap_err().to_string().contains("not a webtrain token file"));
+        assert!(
+            err.contains(a.fingerprint()) && err.contains(b.fingerprint()),
+            "{err}"
+        );
+        assert!(
+            read("t.bin", &file[..file.len() - 2], &a)
+                .unwrap_err()
+                .to_string()
+                .contains("truncated")
+        );
+        assert!(
+            read("t.bin", b"PK\x03\x04 a zip file, not tokens......", &a)
+                .unwrap_err()
+                .to_string()
+                .contains("not a webtrain token file")
+        );
     }
 }

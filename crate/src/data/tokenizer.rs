@@ -1,8 +1,8 @@
 //! Byte-level BPE with the HF `tokenizers` crate: trained on the user's text,
 //! saved and loaded as a standard tokenizer.json, identified by a fingerprint.
 
-use tokenizers::models::bpe::{BpeTrainerBuilder, BPE};
 use tokenizers::models::TrainerWrapper;
+use tokenizers::models::bpe::{BPE, BpeTrainerBuilder};
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 
 use crate::error::{Error, Result};
@@ -23,7 +23,11 @@ fn line_chunks(text: &str, max: usize) -> impl Iterator<Item = &str> + '_ {
             return None;
         }
         // a newline byte is always a char boundary, whatever byte `max` is
-        let cut = match rest.as_bytes().get(max..).and_then(|tail| tail.iter().position(|&b| b == b'\n')) {
+        let cut = match rest
+            .as_bytes()
+            .get(max..)
+            .and_then(|tail| tail.iter().position(|&b| b == b'\n'))
+        {
             Some(i) => max + i + 1,
             None => rest.len(),
         };
@@ -44,9 +48,15 @@ impl Tokenizer {
     /// receives the fraction of text counted (0..=1); merging follows and is
     /// reported as 1 when done. Any UTF-8 round-trips exactly: bytes are the
     /// alphabet, there is no normalizer and no added prefix space.
-    pub fn train(texts: &[&str], vocab: u32, progress: impl Fn(f64) + Send + Sync) -> Result<Tokenizer> {
+    pub fn train(
+        texts: &[&str],
+        vocab: u32,
+        progress: impl Fn(f64) + Send + Sync,
+    ) -> Result<Tokenizer> {
         if !(MIN_VOCAB..=MAX_VOCAB).contains(&vocab) {
-            return Err(Error::Tokenizer(format!("vocabulary size {vocab} is outside {MIN_VOCAB}..={MAX_VOCAB}")));
+            return Err(Error::Tokenizer(format!(
+                "vocabulary size {vocab} is outside {MIN_VOCAB}..={MAX_VOCAB}"
+            )));
         }
         let mut trainer: TrainerWrapper = BpeTrainerBuilder::new()
             .vocab_size(vocab as usize)
@@ -61,29 +71,43 @@ impl Tokenizer {
         let total: usize = texts.iter().map(|t| t.len()).sum::<usize>().max(1);
         let mut seen = 0usize;
         // pieces of whole lines, so one large file still reports progress
-        let counted = texts.iter().flat_map(|t| line_chunks(t, PROGRESS_CHUNK)).inspect(|piece| {
-            seen += piece.len();
-            progress(seen as f64 / total as f64);
-        });
-        inner.train(&mut trainer, counted).map_err(|e| Error::Tokenizer(e.to_string()))?;
+        let counted = texts
+            .iter()
+            .flat_map(|t| line_chunks(t, PROGRESS_CHUNK))
+            .inspect(|piece| {
+                seen += piece.len();
+                progress(seen as f64 / total as f64);
+            });
+        inner
+            .train(&mut trainer, counted)
+            .map_err(|e| Error::Tokenizer(e.to_string()))?;
         progress(1.0);
         Self::wrap(inner)
     }
 
     /// Loads a tokenizer.json (webtrain's or any HF byte-level BPE).
     pub fn from_json(json: &str) -> Result<Tokenizer> {
-        let inner = json.parse::<tokenizers::Tokenizer>().map_err(|e| Error::Tokenizer(format!("not a usable tokenizer.json: {e}")))?;
+        let inner = json
+            .parse::<tokenizers::Tokenizer>()
+            .map_err(|e| Error::Tokenizer(format!("not a usable tokenizer.json: {e}")))?;
         Self::wrap(inner)
     }
 
     fn wrap(inner: tokenizers::Tokenizer) -> Result<Tokenizer> {
-        let canonical = inner.to_string(false).map_err(|e| Error::Tokenizer(e.to_string()))?;
-        Ok(Tokenizer { inner, fingerprint: fingerprint(&canonical) })
+        let canonical = inner
+            .to_string(false)
+            .map_err(|e| Error::Tokenizer(e.to_string()))?;
+        Ok(Tokenizer {
+            inner,
+            fingerprint: fingerprint(&canonical),
+        })
     }
 
     /// The tokenizer.json text, pretty-printed.
     pub fn to_json(&self) -> Result<String> {
-        self.inner.to_string(true).map_err(|e| Error::Tokenizer(e.to_string()))
+        self.inner
+            .to_string(true)
+            .map_err(|e| Error::Tokenizer(e.to_string()))
     }
 
     pub fn vocab_size(&self) -> u32 {
@@ -91,12 +115,17 @@ impl Tokenizer {
     }
 
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        let encoding = self.inner.encode_fast(text, false).map_err(|e| Error::Tokenizer(e.to_string()))?;
+        let encoding = self
+            .inner
+            .encode_fast(text, false)
+            .map_err(|e| Error::Tokenizer(e.to_string()))?;
         Ok(encoding.get_ids().to_vec())
     }
 
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
-        self.inner.decode(ids, false).map_err(|e| Error::Tokenizer(e.to_string()))
+        self.inner
+            .decode(ids, false)
+            .map_err(|e| Error::Tokenizer(e.to_string()))
     }
 
     /// 16 hex digits naming this exact vocabulary and configuration: stored
@@ -110,7 +139,11 @@ impl Tokenizer {
         if made_with == self.fingerprint {
             return Ok(());
         }
-        Err(Error::TokenizerMismatch { what: what.to_string(), made_with: made_with.to_string(), in_use: self.fingerprint.clone() })
+        Err(Error::TokenizerMismatch {
+            what: what.to_string(),
+            made_with: made_with.to_string(),
+            in_use: self.fingerprint.clone(),
+        })
     }
 }
 
@@ -118,7 +151,11 @@ impl Tokenizer {
 /// in a fixed order (vocabulary by id, merges by rank). Not cryptographic:
 /// it tells tokenizers apart, it does not defend against forgery.
 fn fingerprint(canonical_json: &str) -> String {
-    let hash = canonical_json.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3));
+    let hash = canonical_json
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+        });
     format!("{hash:016x}")
 }
 
@@ -131,13 +168,17 @@ mod tests {
         let text = "ab\ncd\nef\ngh";
         let pieces: Vec<&str> = line_chunks(text, 4).collect();
         assert_eq!(pieces, ["ab\ncd\n", "ef\ngh"]);
-        assert_eq!(line_chunks("no newline at all", 3).collect::<Vec<_>>(), ["no newline at all"]);
+        assert_eq!(
+            line_chunks("no newline at all", 3).collect::<Vec<_>>(),
+            ["no newline at all"]
+        );
         assert_eq!(line_chunks("", 3).count(), 0);
         let multibyte = "çok güzel\nİyi 🐈\n".repeat(10);
         assert_eq!(line_chunks(&multibyte, 7).collect::<String>(), multibyte);
     }
 
-    const TEXT: &str = "the cat sat on the mat. the dog sat on the log. çok güzel, İstanbul! 🐈‍⬛ naïve café";
+    const TEXT: &str =
+        "the cat sat on the mat. the dog sat on the log. çok güzel, İstanbul! 🐈‍⬛ naïve café";
 
     fn small() -> Tokenizer {
         Tokenizer::train(&[TEXT, TEXT], 300, |_| {}).unwrap()
@@ -146,7 +187,15 @@ mod tests {
     #[test]
     fn round_trips_any_utf8_exactly() {
         let t = small();
-        for s in [TEXT, "", " leading and trailing ", "ıiİI şğü ÇÖ", "🧪🔬 emoji ZWJ 👩‍👩‍👧", "\t\n\r mixed\u{0}nul", "Ω≈ç√∫˜µ≤≥÷"] {
+        for s in [
+            TEXT,
+            "",
+            " leading and trailing ",
+            "ıiİI şğü ÇÖ",
+            "🧪🔬 emoji ZWJ 👩‍👩‍👧",
+            "\t\n\r mixed\u{0}nul",
+            "Ω≈ç√∫˜µ≤≥÷",
+        ] {
             assert_eq!(t.decode(&t.encode(s).unwrap()).unwrap(), s);
         }
     }
@@ -164,8 +213,14 @@ mod tests {
     fn different_vocabularies_have_different_fingerprints_and_are_refused() {
         let (a, b) = (small(), Tokenizer::train(&[TEXT], 270, |_| {}).unwrap());
         assert_ne!(a.fingerprint(), b.fingerprint());
-        let err = a.check_fingerprint("tokens.bin", b.fingerprint()).unwrap_err().to_string();
-        assert!(err.contains(a.fingerprint()) && err.contains(b.fingerprint()), "{err}");
+        let err = a
+            .check_fingerprint("tokens.bin", b.fingerprint())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(a.fingerprint()) && err.contains(b.fingerprint()),
+            "{err}"
+        );
         assert!(a.check_fingerprint("tokens.bin", a.fingerprint()).is_ok());
     }
 

@@ -4,7 +4,10 @@ use wasm_bindgen::{JsCast, JsValue};
 
 use crate::error::{Error, Result};
 
-pub(super) async fn choose_adapter(instance: &wgpu::Instance, _wanted: Option<&str>) -> Result<wgpu::Adapter> {
+pub(super) async fn choose_adapter(
+    instance: &wgpu::Instance,
+    _wanted: Option<&str>,
+) -> Result<wgpu::Adapter> {
     if navigator_gpu().is_none() {
         return Err(Error::NoWebGpu);
     }
@@ -24,7 +27,9 @@ pub(super) async fn choose_adapter(instance: &wgpu::Instance, _wanted: Option<&s
 }
 
 fn get(object: &JsValue, key: &str) -> Option<JsValue> {
-    js_sys::Reflect::get(object, &JsValue::from_str(key)).ok().filter(|v| !v.is_undefined() && !v.is_null())
+    js_sys::Reflect::get(object, &JsValue::from_str(key))
+        .ok()
+        .filter(|v| !v.is_undefined() && !v.is_null())
 }
 
 /// `navigator.gpu`, in a window or a worker.
@@ -38,7 +43,9 @@ fn navigator_gpu() -> Option<JsValue> {
 pub(super) async fn adapter_info(adapter: &wgpu::Adapter) -> wgpu::AdapterInfo {
     let mut info = adapter.get_info();
     if info.name.is_empty() {
-        info.name = adapter_info_fields().await.unwrap_or_else(|| "unnamed browser adapter".to_string());
+        info.name = adapter_info_fields()
+            .await
+            .unwrap_or_else(|| "unnamed browser adapter".to_string());
     }
     info
 }
@@ -47,7 +54,12 @@ async fn adapter_info_fields() -> Option<String> {
     let gpu = navigator_gpu()?;
     let request: js_sys::Function = get(&gpu, "requestAdapter")?.dyn_into().ok()?;
     let options = js_sys::Object::new();
-    js_sys::Reflect::set(&options, &"powerPreference".into(), &"high-performance".into()).ok()?;
+    js_sys::Reflect::set(
+        &options,
+        &"powerPreference".into(),
+        &"high-performance".into(),
+    )
+    .ok()?;
     let promise: js_sys::Promise = request.call1(&gpu, &options).ok()?.dyn_into().ok()?;
     let adapter = wasm_bindgen_futures::JsFuture::from(promise).await.ok()?;
     let info = get(&adapter, "info")?;

@@ -7,8 +7,9 @@ use wgpu::util::DeviceExt;
 use super::Gpu;
 use crate::error::{Error, Result};
 
-const STORAGE: wgpu::BufferUsages =
-    wgpu::BufferUsages::STORAGE.union(wgpu::BufferUsages::COPY_SRC).union(wgpu::BufferUsages::COPY_DST);
+const STORAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_SRC)
+    .union(wgpu::BufferUsages::COPY_DST);
 
 /// A byte range of a buffer, as kernels bind it.
 #[derive(Clone, Copy, Debug)]
@@ -20,7 +21,11 @@ pub struct BufferRange<'a> {
 
 impl<'a> From<&'a wgpu::Buffer> for BufferRange<'a> {
     fn from(buffer: &'a wgpu::Buffer) -> Self {
-        BufferRange { buffer, offset: 0, size: buffer.size() }
+        BufferRange {
+            buffer,
+            offset: 0,
+            size: buffer.size(),
+        }
     }
 }
 
@@ -62,42 +67,71 @@ impl Gpu {
             padded = [bytes, &[0u8; 4][..4 - bytes.len() % 4]].concat();
             &padded[..]
         };
-        Ok(self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: Some(label),
-            contents,
-            usage: STORAGE,
-        }))
+        Ok(self
+            .device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some(label),
+                contents,
+                usage: STORAGE,
+            }))
     }
 
     /// A uniform buffer holding one params struct.
     pub fn uniform<T: Pod>(&self, label: &str, params: &T) -> wgpu::Buffer {
-        self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: Some(label),
-            contents: bytemuck::bytes_of(params),
-            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-        })
+        self.device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some(label),
+                contents: bytemuck::bytes_of(params),
+                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            })
     }
 
     fn check_buffer_size(&self, label: &str, bytes: u64) -> Result<()> {
         let limit = self.limits.max_buffer_size;
         if bytes > limit {
-            return Err(Error::Limit { op: "buffer", what: format!("buffer {label:?}"), needed: bytes, limit });
+            return Err(Error::Limit {
+                op: "buffer",
+                what: format!("buffer {label:?}"),
+                needed: bytes,
+                limit,
+            });
         }
         Ok(())
     }
 
     /// Checks that `range` can be bound as `what` of `op` and holds `needed` bytes.
-    pub fn check_binding(&self, op: &'static str, what: &'static str, range: &BufferRange, needed: u64) -> Result<()> {
+    pub fn check_binding(
+        &self,
+        op: &'static str,
+        what: &'static str,
+        range: &BufferRange,
+        needed: u64,
+    ) -> Result<()> {
         if range.size < needed {
-            return Err(Error::shape(op, what, format!("at least {needed} bytes"), format!("{} bytes", range.size)));
+            return Err(Error::shape(
+                op,
+                what,
+                format!("at least {needed} bytes"),
+                format!("{} bytes", range.size),
+            ));
         }
         let limit = self.limits.max_storage_buffer_binding_size;
         if range.size > limit {
-            return Err(Error::Limit { op, what: format!("binding {what}"), needed: range.size, limit });
+            return Err(Error::Limit {
+                op,
+                what: format!("binding {what}"),
+                needed: range.size,
+                limit,
+            });
         }
         let align = self.limits.min_storage_buffer_offset_alignment as u64;
         if !range.offset.is_multiple_of(align) {
-            return Err(Error::shape(op, what, format!("offset a multiple of {align}"), range.offset));
+            return Err(Error::shape(
+                op,
+                what,
+                format!("offset a multiple of {align}"),
+                range.offset,
+            ));
         }
         Ok(())
     }
@@ -111,7 +145,11 @@ impl Gpu {
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("read_back") });
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("read_back"),
+            });
         encoder.copy_buffer_to_buffer(range.buffer, range.offset, &staging, 0, size);
         self.queue.submit([encoder.finish()]);
 
@@ -122,13 +160,23 @@ impl Gpu {
         #[cfg(not(target_arch = "wasm32"))]
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Gpu { op: "read_back".into(), message: e.to_string() })?;
-        let mapped = rx.await.map_err(|_| Error::Gpu { op: "read_back".into(), message: "map callback dropped".into() })?;
+            .map_err(|e| Error::Gpu {
+                op: "read_back".into(),
+                message: e.to_string(),
+            })?;
+        let mapped = rx.await.map_err(|_| Error::Gpu {
+            op: "read_back".into(),
+            message: "map callback dropped".into(),
+        })?;
         self.check_health()?;
-        mapped.map_err(|e| Error::Gpu { op: "read_back".into(), message: e.to_string() })?;
-        let view = staging
-            .get_mapped_range(..)
-            .map_err(|e| Error::Gpu { op: "read_back".into(), message: e.to_string() })?;
+        mapped.map_err(|e| Error::Gpu {
+            op: "read_back".into(),
+            message: e.to_string(),
+        })?;
+        let view = staging.get_mapped_range(..).map_err(|e| Error::Gpu {
+            op: "read_back".into(),
+            message: e.to_string(),
+        })?;
         let out = bytemuck::pod_collect_to_vec(&view);
         drop(view);
         staging.unmap();

@@ -82,7 +82,10 @@ impl Gpu {
                 ..Default::default()
             })
             .await
-            .map_err(|e| Error::DeviceRequest { adapter: info.name.clone(), message: e.to_string() })?;
+            .map_err(|e| Error::DeviceRequest {
+                adapter: info.name.clone(),
+                message: e.to_string(),
+            })?;
 
         let health = Arc::new(Health::default());
         let h = Arc::clone(&health);
@@ -90,17 +93,31 @@ impl Gpu {
             set_once(&h.lost, format!("{reason:?}: {message}"));
         });
         let h = Arc::clone(&health);
-        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| set_once(&h.uncaptured, e.to_string())));
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            set_once(&h.uncaptured, e.to_string())
+        }));
 
         let caps = Capabilities {
             shader_f16: features.contains(wgpu::Features::SHADER_F16),
             subgroups: features.contains(wgpu::Features::SUBGROUP),
             timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
-            timestamps_inside_passes: features.contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),
+            timestamps_inside_passes: features
+                .contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),
         };
-        let f16_storage =
-            if caps.shader_f16 && !options.force_packed_f16 { F16Storage::Native } else { F16Storage::Packed };
-        Ok(Gpu { device, queue, info, caps, limits, f16_storage, health })
+        let f16_storage = if caps.shader_f16 && !options.force_packed_f16 {
+            F16Storage::Native
+        } else {
+            F16Storage::Packed
+        };
+        Ok(Gpu {
+            device,
+            queue,
+            info,
+            caps,
+            limits,
+            f16_storage,
+            health,
+        })
     }
 
     /// The storage mode pipelines built for this handle use.
@@ -116,7 +133,10 @@ impl Gpu {
                 self.info.name
             )));
         }
-        Ok(Gpu { f16_storage: storage, ..self.clone() })
+        Ok(Gpu {
+            f16_storage: storage,
+            ..self.clone()
+        })
     }
 
     /// Fails if the device was lost or reported an error nobody caught.
@@ -125,7 +145,10 @@ impl Gpu {
             return Err(Error::DeviceLost { reason });
         }
         if let Some(message) = lock(&self.health.uncaptured).take() {
-            return Err(Error::Gpu { op: "device".into(), message });
+            return Err(Error::Gpu {
+                op: "device".into(),
+                message,
+            });
         }
         Ok(())
     }
@@ -156,8 +179,10 @@ async fn adapter_info(adapter: &wgpu::Adapter) -> wgpu::AdapterInfo {
 #[cfg(not(target_arch = "wasm32"))]
 async fn choose_adapter(instance: &wgpu::Instance, wanted: Option<&str>) -> Result<wgpu::Adapter> {
     let adapters = instance.enumerate_adapters(wgpu::Backends::all()).await;
-    let names: Vec<String> =
-        adapters.iter().map(|a| format!("{} ({:?})", a.get_info().name, a.get_info().backend)).collect();
+    let names: Vec<String> = adapters
+        .iter()
+        .map(|a| format!("{} ({:?})", a.get_info().name, a.get_info().backend))
+        .collect();
     let no_adapter = || Error::NoAdapter {
         wanted: wanted.map(str::to_owned),
         available: names.clone(),
@@ -166,9 +191,15 @@ async fn choose_adapter(instance: &wgpu::Instance, wanted: Option<&str>) -> Resu
     match wanted {
         Some(w) => {
             let w = w.to_lowercase();
-            adapters.into_iter().find(|a| a.get_info().name.to_lowercase().contains(&w)).ok_or_else(no_adapter)
+            adapters
+                .into_iter()
+                .find(|a| a.get_info().name.to_lowercase().contains(&w))
+                .ok_or_else(no_adapter)
         }
-        None => adapters.into_iter().max_by_key(|a| preference(a.get_info().device_type)).ok_or_else(no_adapter),
+        None => adapters
+            .into_iter()
+            .max_by_key(|a| preference(a.get_info().device_type))
+            .ok_or_else(no_adapter),
     }
 }
 

@@ -19,7 +19,11 @@ pub struct Grid {
 impl Gpu {
     /// The grid covering `invocations` one per flat index, `WG` per workgroup.
     pub fn grid_1d(&self, op: &'static str, invocations: u64) -> Result<Grid> {
-        grid_1d(op, invocations, self.limits.max_compute_workgroups_per_dimension)
+        grid_1d(
+            op,
+            invocations,
+            self.limits.max_compute_workgroups_per_dimension,
+        )
     }
 
     /// The grid of `groups` workgroups, e.g. one per row (`flat_group` in WGSL).
@@ -34,9 +38,14 @@ impl Gpu {
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let label = dispatches.first().map_or("run", |d| d.label);
-        let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(label) });
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(label) });
         {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(label), timestamp_writes: None });
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some(label),
+                timestamp_writes: None,
+            });
             for d in dispatches {
                 d.record(&mut pass);
             }
@@ -46,7 +55,10 @@ impl Gpu {
         let validation = validation.pop().await;
         if let Some(e) = oom.or(validation) {
             let ops: Vec<&str> = dispatches.iter().map(|d| d.label).collect();
-            return Err(Error::Gpu { op: ops.join(", "), message: e.to_string() });
+            return Err(Error::Gpu {
+                op: ops.join(", "),
+                message: e.to_string(),
+            });
         }
         Ok(())
     }
@@ -60,13 +72,24 @@ pub fn grid_groups(op: &'static str, groups: u64, max_per_dim: u32) -> Result<Gr
     let groups = groups.max(1);
     let max = max_per_dim as u64;
     if groups <= max {
-        return Ok(Grid { x: groups as u32, y: 1 });
+        return Ok(Grid {
+            x: groups as u32,
+            y: 1,
+        });
     }
     let y = groups.div_ceil(max);
     if y > max {
-        return Err(Error::Limit { op, what: "workgroups".into(), needed: groups, limit: max * max });
+        return Err(Error::Limit {
+            op,
+            what: "workgroups".into(),
+            needed: groups,
+            limit: max * max,
+        });
     }
-    Ok(Grid { x: max_per_dim, y: y as u32 })
+    Ok(Grid {
+        x: max_per_dim,
+        y: y as u32,
+    })
 }
 
 /// A kernel bound to its buffers: record it as often as needed.
@@ -93,7 +116,10 @@ mod tests {
     fn small_launches_stay_one_dimensional() {
         assert_eq!(grid_1d("t", 0, 65535).unwrap(), Grid { x: 1, y: 1 });
         assert_eq!(grid_1d("t", 257, 65535).unwrap(), Grid { x: 2, y: 1 });
-        assert_eq!(grid_1d("t", 65535 * 256, 65535).unwrap(), Grid { x: 65535, y: 1 });
+        assert_eq!(
+            grid_1d("t", 65535 * 256, 65535).unwrap(),
+            Grid { x: 65535, y: 1 }
+        );
     }
 
     #[test]

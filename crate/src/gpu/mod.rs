@@ -9,8 +9,8 @@ mod pipeline;
 mod report;
 mod timing;
 
-pub use buffers::{f16_bytes, BufferRange};
+pub use buffers::{BufferRange, f16_bytes};
 pub use context::{Capabilities, Gpu, GpuOptions};
-pub use dispatch::{grid_1d, grid_groups, Dispatch, Grid, WG};
-pub use pipeline::{build_kernels, Kernel, KernelDesc, Slot};
+pub use dispatch::{Dispatch, Grid, WG, grid_1d, grid_groups};
+pub use pipeline::{Kernel, KernelDesc, Slot, build_kernels};
 pub use report::{AdapterReport, FeatureReport, LimitReport};

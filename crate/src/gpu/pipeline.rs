@@ -2,10 +2,10 @@
 //! scopes so that a kernel that does not compile is a returned error naming
 //! the kernel and its source line, never a panic.
 
-use super::dispatch::{Dispatch, Grid};
 use super::Gpu;
+use super::dispatch::{Dispatch, Grid};
 use crate::error::{Error, Result};
-use crate::shaders::{compose, Module};
+use crate::shaders::{Module, compose};
 
 /// One binding of a kernel, in the order of its `@binding` numbers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,10 +45,12 @@ pub async fn build_kernels<const N: usize>(
     let file = module.file;
     let composed = compose(module, storage);
     let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
-    let module = gpu.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: Some(file.name),
-        source: wgpu::ShaderSource::Wgsl(composed.source.as_str().into()),
-    });
+    let module = gpu
+        .device
+        .create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(file.name),
+            source: wgpu::ShaderSource::Wgsl(composed.source.as_str().into()),
+        });
     let kernels = descs.map(|d| build_one(gpu, &module, d));
     if let Some(error) = scope.pop().await {
         let info = module.get_compilation_info().await;
@@ -60,8 +62,16 @@ pub async fn build_kernels<const N: usize>(
                 None => m.message.clone(),
             })
             .collect();
-        let message = if located.is_empty() { error.to_string() } else { located.join("; ") };
-        return Err(Error::Shader { kernel: file.name, storage: storage.name(), message });
+        let message = if located.is_empty() {
+            error.to_string()
+        } else {
+            located.join("; ")
+        };
+        return Err(Error::Shader {
+            kernel: file.name,
+            storage: storage.name(),
+            message,
+        });
     }
     Ok(kernels)
 }
@@ -79,43 +89,73 @@ fn build_one(gpu: &Gpu, module: &wgpu::ShaderModule, desc: KernelDesc) -> Kernel
             wgpu::BindGroupLayoutEntry {
                 binding,
                 visibility: wgpu::ShaderStages::COMPUTE,
-                ty: wgpu::BindingType::Buffer { ty, has_dynamic_offset: false, min_binding_size: None },
+                ty: wgpu::BindingType::Buffer {
+                    ty,
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
+                },
                 count: None,
             }
         })
         .collect();
     let layout = gpu
         .device
-        .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(desc.entry), entries: &entries });
-    let pipeline_layout = gpu.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-        label: Some(desc.entry),
-        bind_group_layouts: &[Some(&layout)],
-        immediate_size: 0,
-    });
-    let pipeline = gpu.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-        label: Some(desc.entry),
-        layout: Some(&pipeline_layout),
-        module,
-        entry_point: Some(desc.entry),
-        compilation_options: Default::default(),
-        cache: None,
-    });
-    Kernel { entry: desc.entry, slots: desc.slots, layout, pipeline }
+        .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some(desc.entry),
+            entries: &entries,
+        });
+    let pipeline_layout = gpu
+        .device
+        .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(desc.entry),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+    let pipeline = gpu
+        .device
+        .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(desc.entry),
+            layout: Some(&pipeline_layout),
+            module,
+            entry_point: Some(desc.entry),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+    Kernel {
+        entry: desc.entry,
+        slots: desc.slots,
+        layout,
+        pipeline,
+    }
 }
 
 impl Kernel {
     /// Binds `resources` (one per slot, in slot order) for a dispatch of `grid`.
-    pub fn dispatch(&self, gpu: &Gpu, resources: &[wgpu::BindingResource<'_>], grid: Grid) -> Result<Dispatch> {
+    pub fn dispatch(
+        &self,
+        gpu: &Gpu,
+        resources: &[wgpu::BindingResource<'_>],
+        grid: Grid,
+    ) -> Result<Dispatch> {
         if resources.len() != self.slots.len() {
-            return Err(Error::shape(self.entry, "bindings", self.slots.len(), resources.len()));
+            return Err(Error::shape(
+                self.entry,
+                "bindings",
+                self.slots.len(),
+                resources.len(),
+            ));
         }
         let entries: Vec<wgpu::BindGroupEntry> = self
             .slots
             .iter()
             .zip(resources)
             .map(|(slot, resource)| {
-                let (Slot::Uniform(binding) | Slot::Read(binding) | Slot::ReadWrite(binding)) = *slot;
-                wgpu::BindGroupEntry { binding, resource: resource.clone() }
+                let (Slot::Uniform(binding) | Slot::Read(binding) | Slot::ReadWrite(binding)) =
+                    *slot;
+                wgpu::BindGroupEntry {
+                    binding,
+                    resource: resource.clone(),
+                }
             })
             .collect();
         let bind_group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
@@ -123,6 +163,11 @@ impl Kernel {
             layout: &self.layout,
             entries: &entries,
         });
-        Ok(Dispatch { label: self.entry, pipeline: self.pipeline.clone(), bind_group, grid })
+        Ok(Dispatch {
+            label: self.entry,
+            pipeline: self.pipeline.clone(),
+            bind_group,
+            grid,
+        })
     }
 }

@@ -56,10 +56,14 @@ impl Gpu {
                 .to_string(),
         };
         let timing = match (self.caps.timestamps, on_web) {
-            (false, _) => "no GPU timestamps on this adapter: per-kernel timing unavailable".to_string(),
-            (true, true) => "GPU timestamps available per pass; Chrome rounds them to 100 µs unless \
+            (false, _) => {
+                "no GPU timestamps on this adapter: per-kernel timing unavailable".to_string()
+            }
+            (true, true) => {
+                "GPU timestamps available per pass; Chrome rounds them to 100 µs unless \
                              chrome://flags/#enable-webgpu-developer-features is on"
-                .to_string(),
+                    .to_string()
+            }
             (true, false) => "GPU timestamps available, per kernel".to_string(),
         };
         AdapterReport {

@@ -9,7 +9,10 @@ impl Gpu {
     /// one compute pass bracketed by timestamps. Needs `caps.timestamps`.
     pub async fn time_dispatches(&self, dispatches: &[&Dispatch], reps: u32) -> Result<f64> {
         if !self.caps.timestamps {
-            return Err(Error::Unsupported(format!("{:?} has no timestamp queries", self.info.name)));
+            return Err(Error::Unsupported(format!(
+                "{:?} has no timestamp queries",
+                self.info.name
+            )));
         }
         let queries = self.device.create_query_set(&wgpu::QuerySetDescriptor {
             label: Some("time_dispatches"),
@@ -23,7 +26,11 @@ impl Gpu {
             mapped_at_creation: false,
         });
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("time_dispatches") });
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("time_dispatches"),
+            });
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("time_dispatches"),
@@ -42,10 +49,14 @@ impl Gpu {
         encoder.resolve_query_set(&queries, 0..2, &resolved, 0);
         self.queue.submit([encoder.finish()]);
         if let Some(e) = validation.pop().await {
-            return Err(Error::Gpu { op: "time_dispatches".into(), message: e.to_string() });
+            return Err(Error::Gpu {
+                op: "time_dispatches".into(),
+                message: e.to_string(),
+            });
         }
         let ticks: Vec<u64> = self.read_back((&resolved).into()).await?;
-        let ns = ticks[1].saturating_sub(ticks[0]) as f64 * self.queue.get_timestamp_period() as f64;
+        let ns =
+            ticks[1].saturating_sub(ticks[0]) as f64 * self.queue.get_timestamp_period() as f64;
         Ok(ns * 1e-9 / reps.max(1) as f64)
     }
 }

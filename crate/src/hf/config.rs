@@ -4,11 +4,11 @@
 //! RoPE scaling, another activation, a head size other than
 //! hidden/heads) is refused with the field that says so.
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::error::{Error, Result};
-use crate::model::layout::INIT_STD;
 use crate::model::Config;
+use crate::model::layout::INIT_STD;
 
 fn refuse(problem: impl std::fmt::Display) -> Error {
     Error::Unsupported(format!("config.json: {problem}"))
@@ -31,7 +31,9 @@ pub fn to_json(c: &Config) -> String {
         "torch_dtype": "float32",
         "use_cache": true,
     });
-    v.as_object_mut().expect("a config is an object").extend(fixed.as_object().expect("an object").clone());
+    v.as_object_mut()
+        .expect("a config is an object")
+        .extend(fixed.as_object().expect("an object").clone());
     serde_json::to_string_pretty(&v).expect("a JSON object serializes")
 }
 
@@ -39,7 +41,11 @@ pub fn to_json(c: &Config) -> String {
 pub fn from_json(text: &str) -> Result<Config> {
     let v: Value = serde_json::from_str(text).map_err(|e| refuse(format!("not JSON ({e})")))?;
     let o = v.as_object().ok_or_else(|| refuse("not a JSON object"))?;
-    let architectures: Vec<&str> = o.get("architectures").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+    let architectures: Vec<&str> = o
+        .get("architectures")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
     let model_type = o.get("model_type").and_then(Value::as_str);
     if model_type != Some("llama") && !architectures.contains(&"LlamaForCausalLM") {
         return Err(refuse(format!(
@@ -48,7 +54,9 @@ pub fn from_json(text: &str) -> Result<Config> {
     }
     let size = |key: &str| -> Result<u32> {
         let x = o.get(key).ok_or_else(|| refuse(format!("no {key}")))?;
-        x.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| refuse(format!("{key} {x} is not a size")))
+        x.as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .ok_or_else(|| refuse(format!("{key} {x} is not a size")))
     };
     let n_heads = size("num_attention_heads")?;
     let d_model = size("hidden_size")?;
@@ -57,33 +65,66 @@ pub fn from_json(text: &str) -> Result<Config> {
         d_model,
         n_layers: size("num_hidden_layers")?,
         n_heads,
-        n_kv_heads: if is_null(o, "num_key_value_heads") { n_heads } else { size("num_key_value_heads")? },
+        n_kv_heads: if is_null(o, "num_key_value_heads") {
+            n_heads
+        } else {
+            size("num_key_value_heads")?
+        },
         ffn: size("intermediate_size")?,
-        max_seq: if is_null(o, "max_position_embeddings") { 2048 } else { size("max_position_embeddings")? },
+        max_seq: if is_null(o, "max_position_embeddings") {
+            2048
+        } else {
+            size("max_position_embeddings")?
+        },
         rope_theta: rope_theta(o)?,
         norm_eps: number(o, "rms_norm_eps", 1e-6)?,
-        tie_word_embeddings: o.get("tie_word_embeddings").and_then(Value::as_bool).unwrap_or(false),
+        tie_word_embeddings: o
+            .get("tie_word_embeddings")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
     };
-    let act = o.get("hidden_act").and_then(Value::as_str).unwrap_or("silu");
+    let act = o
+        .get("hidden_act")
+        .and_then(Value::as_str)
+        .unwrap_or("silu");
     if act != "silu" {
-        return Err(refuse(format!("hidden_act {act:?}: webtrain's MLP is SwiGLU with silu")));
+        return Err(refuse(format!(
+            "hidden_act {act:?}: webtrain's MLP is SwiGLU with silu"
+        )));
     }
     for key in ["attention_bias", "mlp_bias"] {
         if o.get(key).and_then(Value::as_bool) == Some(true) {
-            return Err(refuse(format!("{key} is true: webtrain's projections have no biases")));
+            return Err(refuse(format!(
+                "{key} is true: webtrain's projections have no biases"
+            )));
         }
     }
     if !is_null(o, "head_dim") && size("head_dim")? != c.head_dim() {
-        return Err(refuse(format!("head_dim {} is not hidden_size / num_attention_heads = {}", size("head_dim")?, c.head_dim())));
+        return Err(refuse(format!(
+            "head_dim {} is not hidden_size / num_attention_heads = {}",
+            size("head_dim")?,
+            c.head_dim()
+        )));
     }
-    if o.get("pretraining_tp").and_then(Value::as_u64).is_some_and(|tp| tp > 1) {
-        return Err(refuse("pretraining_tp > 1 (sliced projections) is not supported"));
+    if o.get("pretraining_tp")
+        .and_then(Value::as_u64)
+        .is_some_and(|tp| tp > 1)
+    {
+        return Err(refuse(
+            "pretraining_tp > 1 (sliced projections) is not supported",
+        ));
     }
     c.validate().map_err(refuse)?;
     // the layout's widths are u32: (H + 2·Hkv)·Dh, 2·F, V·D
-    let too_wide = [(c.n_heads as u64 + 2 * c.n_kv_heads as u64) * c.head_dim() as u64, 2 * c.ffn as u64, c.vocab as u64 * c.d_model as u64];
+    let too_wide = [
+        (c.n_heads as u64 + 2 * c.n_kv_heads as u64) * c.head_dim() as u64,
+        2 * c.ffn as u64,
+        c.vocab as u64 * c.d_model as u64,
+    ];
     if too_wide.iter().any(|&w| w > u32::MAX as u64) {
-        return Err(refuse("sizes beyond 32 bits (the q|k|v width, 2·intermediate_size or vocab_size·hidden_size)"));
+        return Err(refuse(
+            "sizes beyond 32 bits (the q|k|v width, 2·intermediate_size or vocab_size·hidden_size)",
+        ));
     }
     Ok(c)
 }
@@ -95,7 +136,9 @@ fn is_null(o: &Map<String, Value>, key: &str) -> bool {
 fn number(o: &Map<String, Value>, key: &str, default: f64) -> Result<f64> {
     match o.get(key) {
         None | Some(Value::Null) => Ok(default),
-        Some(x) => x.as_f64().ok_or_else(|| refuse(format!("{key} {x} is not a number"))),
+        Some(x) => x
+            .as_f64()
+            .ok_or_else(|| refuse(format!("{key} {x} is not a number"))),
     }
 }
 
@@ -104,12 +147,20 @@ fn number(o: &Map<String, Value>, key: &str, default: f64) -> Result<f64> {
 fn rope_theta(o: &Map<String, Value>) -> Result<f64> {
     for key in ["rope_scaling", "rope_parameters"] {
         if let Some(p) = o.get(key).filter(|p| !p.is_null()) {
-            let kind = p.get("rope_type").or_else(|| p.get("type")).and_then(Value::as_str).unwrap_or("default");
+            let kind = p
+                .get("rope_type")
+                .or_else(|| p.get("type"))
+                .and_then(Value::as_str)
+                .unwrap_or("default");
             if kind != "default" {
-                return Err(refuse(format!("{key} of type {kind:?}: only plain RoPE is supported")));
+                return Err(refuse(format!(
+                    "{key} of type {kind:?}: only plain RoPE is supported"
+                )));
             }
             if let Some(theta) = p.get("rope_theta") {
-                return theta.as_f64().ok_or_else(|| refuse(format!("{key}.rope_theta {theta} is not a number")));
+                return theta
+                    .as_f64()
+                    .ok_or_else(|| refuse(format!("{key}.rope_theta {theta} is not a number")));
             }
         }
     }
@@ -129,8 +180,20 @@ mod tests {
         let minimal = r#"{"model_type": "llama", "vocab_size": 100, "hidden_size": 64, "intermediate_size": 128,
             "num_hidden_layers": 2, "num_attention_heads": 4}"#;
         let c = from_json(minimal).unwrap();
-        assert_eq!((c.n_kv_heads, c.max_seq, c.rope_theta, c.norm_eps, c.tie_word_embeddings), (4, 2048, 10_000.0, 1e-6, false));
-        let v5 = minimal.replace("\"vocab_size\"", r#""rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}, "vocab_size""#);
+        assert_eq!(
+            (
+                c.n_kv_heads,
+                c.max_seq,
+                c.rope_theta,
+                c.norm_eps,
+                c.tie_word_embeddings
+            ),
+            (4, 2048, 10_000.0, 1e-6, false)
+        );
+        let v5 = minimal.replace(
+            "\"vocab_size\"",
+            r#""rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}, "vocab_size""#,
+        );
         assert_eq!(from_json(&v5).unwrap().rope_theta, 500_000.0);
     }
 
@@ -145,14 +208,33 @@ mod tests {
         let mut gpt: Value = serde_json::from_str(&base).unwrap();
         gpt["model_type"] = json!("gpt2");
         gpt["architectures"] = json!(["GPT2LMHeadModel"]);
-        assert!(from_json(&gpt.to_string()).unwrap_err().to_string().contains("only Llama"));
+        assert!(
+            from_json(&gpt.to_string())
+                .unwrap_err()
+                .to_string()
+                .contains("only Llama")
+        );
         assert!(with("hidden_act", json!("gelu")).contains("hidden_act \"gelu\""));
         assert!(with("attention_bias", json!(true)).contains("attention_bias"));
-        assert!(with("rope_scaling", json!({"rope_type": "llama3", "factor": 8.0})).contains("llama3"));
+        assert!(
+            with(
+                "rope_scaling",
+                json!({"rope_type": "llama3", "factor": 8.0})
+            )
+            .contains("llama3")
+        );
         assert!(with("head_dim", json!(32)).contains("head_dim 32"));
         assert!(with("hidden_size", json!("64")).contains("hidden_size \"64\" is not a size"));
-        assert!(with("num_key_value_heads", json!(3)).contains("config.json: model config: n_kv_heads 3"));
+        assert!(
+            with("num_key_value_heads", json!(3))
+                .contains("config.json: model config: n_kv_heads 3")
+        );
         assert!(with("intermediate_size", json!(2_147_483_648u64)).contains("beyond 32 bits"));
-        assert!(from_json("[1]").unwrap_err().to_string().contains("not a JSON object"));
+        assert!(
+            from_json("[1]")
+                .unwrap_err()
+                .to_string()
+                .contains("not a JSON object")
+        );
     }
 }

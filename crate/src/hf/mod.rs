@@ -10,13 +10,13 @@ pub mod names;
 
 use std::collections::BTreeSet;
 
-use safetensors::tensor::{Dtype, TensorView};
 use safetensors::SafeTensors;
+use safetensors::tensor::{Dtype, TensorView};
 
 use crate::data::Tokenizer;
-use crate::error::{name_list as list, Error, Result};
+use crate::error::{Error, Result, name_list as list};
 use crate::model::{Config, ParamLayout};
-use names::{parts, Part};
+use names::{Part, parts};
 
 pub const CONFIG: &str = "config.json";
 pub const GENERATION_CONFIG: &str = "generation_config.json";
@@ -54,23 +54,58 @@ impl HfModel {
         self.config.validate()?;
         let layout = ParamLayout::new(&self.config);
         if self.weights.len() != layout.total as usize {
-            return Err(Error::shape("hf export", "weights", layout.total, self.weights.len()));
+            return Err(Error::shape(
+                "hf export",
+                "weights",
+                layout.total,
+                self.weights.len(),
+            ));
         }
         let parts = parts(&self.config, &layout);
-        let nonfinite: Vec<String> = parts.iter().filter(|p| self.weights[p.range(&layout)].iter().any(|x| !x.is_finite())).map(|p| p.name.clone()).collect();
+        let nonfinite: Vec<String> = parts
+            .iter()
+            .filter(|p| {
+                self.weights[p.range(&layout)]
+                    .iter()
+                    .any(|x| !x.is_finite())
+            })
+            .map(|p| p.name.clone())
+            .collect();
         if !nonfinite.is_empty() {
-            return Err(Error::Unsupported(format!("hf export: non-finite weights (a diverged run) in {}; not exported", list(&nonfinite))));
+            return Err(Error::Unsupported(format!(
+                "hf export: non-finite weights (a diverged run) in {}; not exported",
+                list(&nonfinite)
+            )));
         }
         let views = parts
             .iter()
-            .map(|p| Ok((p.name.clone(), TensorView::new(Dtype::F32, p.shape(), bytemuck::cast_slice(&self.weights[p.range(&layout)]))?)))
+            .map(|p| {
+                Ok((
+                    p.name.clone(),
+                    TensorView::new(
+                        Dtype::F32,
+                        p.shape(),
+                        bytemuck::cast_slice(&self.weights[p.range(&layout)]),
+                    )?,
+                ))
+            })
             .collect::<std::result::Result<Vec<_>, safetensors::SafeTensorError>>()
-            .and_then(|views| safetensors::serialize(views, Some(hashbrown::HashMap::from([("format".to_string(), "pt".to_string())]))))
+            .and_then(|views| {
+                safetensors::serialize(
+                    views,
+                    Some(hashbrown::HashMap::from([(
+                        "format".to_string(),
+                        "pt".to_string(),
+                    )])),
+                )
+            })
             .map_err(|e| Error::Unsupported(format!("hf export: {e}")))?;
         let generation = serde_json::json!({ "do_sample": true, "temperature": 0.8, "top_k": 40 });
         Ok(HfFiles {
             config_json: config::to_json(&self.config),
-            generation_config_json: Some(serde_json::to_string_pretty(&generation).expect("a JSON object serializes")),
+            generation_config_json: Some(
+                serde_json::to_string_pretty(&generation).expect("a JSON object serializes"),
+            ),
             weights: vec![views],
             tokenizer_json: self.tokenizer_json.clone(),
         })
@@ -87,28 +122,56 @@ impl HfModel {
             .iter()
             .enumerate()
             .map(|(i, bytes)| {
-                let file = if files.weights.len() == 1 { WEIGHTS.to_string() } else { format!("weights shard {}", i + 1) };
-                let st = SafeTensors::deserialize(bytes).map_err(|e| refuse(&file, format!("not a readable safetensors file ({e})")))?;
+                let file = if files.weights.len() == 1 {
+                    WEIGHTS.to_string()
+                } else {
+                    format!("weights shard {}", i + 1)
+                };
+                let st = SafeTensors::deserialize(bytes)
+                    .map_err(|e| refuse(&file, format!("not a readable safetensors file ({e})")))?;
                 Ok((file, st))
             })
             .collect::<Result<Vec<_>>>()?;
         // Before anything is allocated for the config: it may describe far
         // more than its files hold (or memory holds). A layer has tensors of
         // its own, so the layout is no longer than the files' tensor list.
-        let tensors: Vec<(&str, u128)> =
-            shards.iter().flat_map(|(_, st)| st.iter()).map(|(n, v)| (n, v.shape().iter().map(|&d| d as u128).product::<u128>())).collect();
+        let tensors: Vec<(&str, u128)> = shards
+            .iter()
+            .flat_map(|(_, st)| st.iter())
+            .map(|(n, v)| (n, v.shape().iter().map(|&d| d as u128).product::<u128>()))
+            .collect();
         if config.n_layers as usize > tensors.len() {
-            return Err(refuse(CONFIG, format!("num_hidden_layers {}, but the weights hold {} tensors in all", config.n_layers, tensors.len())));
+            return Err(refuse(
+                CONFIG,
+                format!(
+                    "num_hidden_layers {}, but the weights hold {} tensors in all",
+                    config.n_layers,
+                    tensors.len()
+                ),
+            ));
         }
         let layout = ParamLayout::new(&config);
         let parts = parts(&config, &layout);
-        let missing: Vec<String> = parts.iter().filter(|p| !tensors.iter().any(|(n, _)| *n == p.name)).map(|p| p.name.clone()).collect();
+        let missing: Vec<String> = parts
+            .iter()
+            .filter(|p| !tensors.iter().any(|(n, _)| *n == p.name))
+            .map(|p| p.name.clone())
+            .collect();
         if !missing.is_empty() {
-            return Err(refuse(WEIGHTS, format!("missing tensors: {}", list(&missing))));
+            return Err(refuse(
+                WEIGHTS,
+                format!("missing tensors: {}", list(&missing)),
+            ));
         }
         let held: u128 = tensors.iter().map(|(_, n)| n).sum();
         if layout.parameters() as u128 > held {
-            return Err(refuse(CONFIG, format!("it describes {} parameters, but the weights hold {held} values", layout.parameters())));
+            return Err(refuse(
+                CONFIG,
+                format!(
+                    "it describes {} parameters, but the weights hold {held} values",
+                    layout.parameters()
+                ),
+            ));
         }
         let mut weights = vec![0f32; layout.total as usize];
         let mut seen = BTreeSet::new();
@@ -140,15 +203,30 @@ impl HfModel {
             }
         }
         if !unknown.is_empty() {
-            return Err(refuse(WEIGHTS, format!("tensors a Llama model of this config does not have: {}", list(&unknown))));
+            return Err(refuse(
+                WEIGHTS,
+                format!(
+                    "tensors a Llama model of this config does not have: {}",
+                    list(&unknown)
+                ),
+            ));
         }
         if !nonfinite.is_empty() {
-            return Err(refuse(WEIGHTS, format!("non-finite values (NaN or ±Inf) in {}", list(&nonfinite))));
+            return Err(refuse(
+                WEIGHTS,
+                format!("non-finite values (NaN or ±Inf) in {}", list(&nonfinite)),
+            ));
         }
         if let Some(copy) = tied_copy {
-            let embed = parts.iter().find(|p| p.name == "model.embed_tokens.weight").expect("every model has embeddings");
+            let embed = parts
+                .iter()
+                .find(|p| p.name == "model.embed_tokens.weight")
+                .expect("every model has embeddings");
             if copy != weights[embed.range(&layout)] {
-                return Err(refuse(WEIGHTS, "lm_head.weight differs from model.embed_tokens.weight, but config.json ties them"));
+                return Err(refuse(
+                    WEIGHTS,
+                    "lm_head.weight differs from model.embed_tokens.weight, but config.json ties them",
+                ));
             }
         }
         if let Some(json) = &files.tokenizer_json {
@@ -156,17 +234,32 @@ impl HfModel {
             if t.vocab_size() > config.vocab {
                 return Err(refuse(
                     TOKENIZER,
-                    format!("{} tokens, more than the model's vocab_size {}: not this model's tokenizer", t.vocab_size(), config.vocab),
+                    format!(
+                        "{} tokens, more than the model's vocab_size {}: not this model's tokenizer",
+                        t.vocab_size(),
+                        config.vocab
+                    ),
                 ));
             }
         }
-        Ok(HfModel { config, weights, tokenizer_json: files.tokenizer_json.clone() })
+        Ok(HfModel {
+            config,
+            weights,
+            tokenizer_json: files.tokenizer_json.clone(),
+        })
     }
 }
 
 fn check_shape(file: &str, part: &Part, shape: &[usize]) -> Result<()> {
     if shape != part.shape().as_slice() {
-        return Err(refuse(file, format!("tensor {} has shape {shape:?}, config.json says {:?}", part.name, part.shape())));
+        return Err(refuse(
+            file,
+            format!(
+                "tensor {} has shape {shape:?}, config.json says {:?}",
+                part.name,
+                part.shape()
+            ),
+        ));
     }
     Ok(())
 }
@@ -175,10 +268,24 @@ fn check_shape(file: &str, part: &Part, shape: &[usize]) -> Result<()> {
 fn to_f32(file: &str, name: &str, view: &TensorView) -> Result<Vec<f32>> {
     let data = view.data();
     Ok(match view.dtype() {
-        Dtype::F32 => data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
-        Dtype::F16 => data.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
-        Dtype::BF16 => data.chunks_exact(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
-        other => return Err(refuse(file, format!("tensor {name} has dtype {other:?}; webtrain reads F32, F16 and BF16"))),
+        Dtype::F32 => data
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        Dtype::F16 => data
+            .chunks_exact(2)
+            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        Dtype::BF16 => data
+            .chunks_exact(2)
+            .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        other => {
+            return Err(refuse(
+                file,
+                format!("tensor {name} has dtype {other:?}; webtrain reads F32, F16 and BF16"),
+            ));
+        }
     })
 }
 

@@ -19,7 +19,11 @@ pub struct Part {
 
 impl Part {
     pub fn shape(&self) -> Vec<usize> {
-        if self.gain { vec![self.cols as usize] } else { vec![self.rows as usize, self.cols as usize] }
+        if self.gain {
+            vec![self.cols as usize]
+        } else {
+            vec![self.rows as usize, self.cols as usize]
+        }
     }
 
     /// Its elements' range in the layout's mega-buffer.
@@ -35,7 +39,14 @@ pub fn parts(c: &Config, layout: &ParamLayout) -> Vec<Part> {
     let (dh, f) = (c.head_dim(), c.ffn);
     let mut out = Vec::new();
     for t in &layout.tensors {
-        let whole = |name: String| Part { name, role: t.role, row0: 0, rows: t.rows, cols: t.cols, gain: t.rows == 1 };
+        let whole = |name: String| Part {
+            name,
+            role: t.role,
+            row0: 0,
+            rows: t.rows,
+            cols: t.cols,
+            gain: t.rows == 1,
+        };
         let split = |names: [String; 3], rows: [u32; 3]| {
             let mut row0 = 0;
             names
@@ -43,7 +54,14 @@ pub fn parts(c: &Config, layout: &ParamLayout) -> Vec<Part> {
                 .zip(rows)
                 .filter(|(_, n)| *n > 0)
                 .map(|(name, rows)| {
-                    let p = Part { name, role: t.role, row0, rows, cols: t.cols, gain: false };
+                    let p = Part {
+                        name,
+                        role: t.role,
+                        row0,
+                        rows,
+                        cols: t.cols,
+                        gain: false,
+                    };
                     row0 += rows;
                     p
                 })
@@ -57,7 +75,10 @@ pub fn parts(c: &Config, layout: &ParamLayout) -> Vec<Part> {
                 [c.n_heads * dh, c.n_kv_heads * dh, c.n_kv_heads * dh],
             )),
             Role::Out(l) => out.push(whole(layer(l, "self_attn.o_proj"))),
-            Role::GateUp(l) => out.extend(split(["gate_proj", "up_proj", ""].map(|p| layer(l, &format!("mlp.{p}"))), [f, f, 0])),
+            Role::GateUp(l) => out.extend(split(
+                ["gate_proj", "up_proj", ""].map(|p| layer(l, &format!("mlp.{p}"))),
+                [f, f, 0],
+            )),
             Role::Down(l) => out.push(whole(layer(l, "mlp.down_proj"))),
             Role::LmHead => out.push(whole("lm_head.weight".into())),
             Role::AttnNorm(l) => out.push(whole(layer(l, "input_layernorm"))),
@@ -75,7 +96,10 @@ mod tests {
     #[test]
     fn parts_cover_every_parameter_once_with_hf_names() {
         for tied in [false, true] {
-            let c = Config { tie_word_embeddings: tied, ..Config::preset("tiny").unwrap() };
+            let c = Config {
+                tie_word_embeddings: tied,
+                ..Config::preset("tiny").unwrap()
+            };
             let layout = ParamLayout::new(&c);
             let parts = parts(&c, &layout);
             let mut covered = vec![0u8; layout.total as usize];
@@ -83,16 +107,34 @@ mod tests {
                 covered[p.range(&layout)].iter_mut().for_each(|x| *x += 1);
             }
             for t in &layout.tensors {
-                assert!(covered[t.offset as usize..(t.offset + t.len()) as usize].iter().all(|&x| x == 1), "{} covered once", t.name);
+                assert!(
+                    covered[t.offset as usize..(t.offset + t.len()) as usize]
+                        .iter()
+                        .all(|&x| x == 1),
+                    "{} covered once",
+                    t.name
+                );
             }
-            assert_eq!(covered.iter().map(|&x| x as u64).sum::<u64>(), layout.parameters());
+            assert_eq!(
+                covered.iter().map(|&x| x as u64).sum::<u64>(),
+                layout.parameters()
+            );
             let names: Vec<&str> = parts.iter().map(|p| p.name.as_str()).collect();
-            assert!(names.contains(&"model.layers.1.self_attn.k_proj.weight") && names.contains(&"model.layers.0.mlp.up_proj.weight"));
+            assert!(
+                names.contains(&"model.layers.1.self_attn.k_proj.weight")
+                    && names.contains(&"model.layers.0.mlp.up_proj.weight")
+            );
             assert_eq!(names.contains(&"lm_head.weight"), !tied);
             // GQA: k and v are Hkv·Dh rows
-            let k = parts.iter().find(|p| p.name == "model.layers.0.self_attn.k_proj.weight").unwrap();
+            let k = parts
+                .iter()
+                .find(|p| p.name == "model.layers.0.self_attn.k_proj.weight")
+                .unwrap();
             assert_eq!((k.row0, k.rows, k.cols), (64, 32, 64));
-            let gain = parts.iter().find(|p| p.name == "model.norm.weight").unwrap();
+            let gain = parts
+                .iter()
+                .find(|p| p.name == "model.norm.weight")
+                .unwrap();
             assert_eq!(gain.shape(), vec![64]);
         }
     }

@@ -4,7 +4,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::error::Result;
-use crate::gpu::{build_kernels, BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot};
+use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_kernels};
 use crate::shaders::ACTIVATION;
 
 #[repr(C)]
@@ -59,42 +59,111 @@ pub struct Activation {
 
 impl Activation {
     pub async fn new(gpu: &Gpu) -> Result<Self> {
-        let [swiglu_forward_gu, swiglu_backward_gu, gelu_forward, gelu_backward] =
-            build_kernels(gpu, ACTIVATION, [SWIGLU_FORWARD_GU, SWIGLU_BACKWARD_GU, GELU_FORWARD, GELU_BACKWARD]).await?;
-        Ok(Activation { swiglu_forward_gu, swiglu_backward_gu, gelu_forward, gelu_backward })
+        let [
+            swiglu_forward_gu,
+            swiglu_backward_gu,
+            gelu_forward,
+            gelu_backward,
+        ] = build_kernels(
+            gpu,
+            ACTIVATION,
+            [
+                SWIGLU_FORWARD_GU,
+                SWIGLU_BACKWARD_GU,
+                GELU_FORWARD,
+                GELU_BACKWARD,
+            ],
+        )
+        .await?;
+        Ok(Activation {
+            swiglu_forward_gu,
+            swiglu_backward_gu,
+            gelu_forward,
+            gelu_backward,
+        })
     }
 
     /// `h = silu(gate) * up` over `rows` rows of a fused `gu = [gate | up]`
     /// (`[rows, 2·ffn]`, as one GEMM writes it) into `h` `[rows, ffn]`.
-    pub fn swiglu_forward_gu(&self, gpu: &Gpu, gu: BufferRange, h: BufferRange, rows: u32, ffn: u32) -> Result<Dispatch> {
+    pub fn swiglu_forward_gu(
+        &self,
+        gpu: &Gpu,
+        gu: BufferRange,
+        h: BufferRange,
+        rows: u32,
+        ffn: u32,
+    ) -> Result<Dispatch> {
         let op = "swiglu_forward_gu";
         let n = rows_times(op, rows, ffn)?;
         gpu.check_binding(op, "gu", &gu, 8 * n as u64)?;
         gpu.check_binding(op, "h", &h, 4 * n as u64)?;
-        let params = gpu.uniform(op, &Params { n, ffn, _pad: [0; 2] });
+        let params = gpu.uniform(
+            op,
+            &Params {
+                n,
+                ffn,
+                _pad: [0; 2],
+            },
+        );
         let bindings = [params.as_entire_binding(), gu.binding(), h.binding()];
-        self.swiglu_forward_gu.dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
+        self.swiglu_forward_gu
+            .dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
     }
 
     /// `dgu = [dgate | dup]` per row (written, not added) from `dh` `[rows, ffn]`.
-    pub fn swiglu_backward_gu(&self, gpu: &Gpu, dh: BufferRange, gu: BufferRange, dgu: BufferRange, rows: u32, ffn: u32) -> Result<Dispatch> {
+    pub fn swiglu_backward_gu(
+        &self,
+        gpu: &Gpu,
+        dh: BufferRange,
+        gu: BufferRange,
+        dgu: BufferRange,
+        rows: u32,
+        ffn: u32,
+    ) -> Result<Dispatch> {
         let op = "swiglu_backward_gu";
         let n = rows_times(op, rows, ffn)?;
         gpu.check_binding(op, "dh", &dh, 4 * n as u64)?;
         gpu.check_binding(op, "gu", &gu, 8 * n as u64)?;
         gpu.check_binding(op, "dgu", &dgu, 8 * n as u64)?;
-        let params = gpu.uniform(op, &Params { n, ffn, _pad: [0; 2] });
-        let bindings = [params.as_entire_binding(), dh.binding(), gu.binding(), dgu.binding()];
-        self.swiglu_backward_gu.dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
+        let params = gpu.uniform(
+            op,
+            &Params {
+                n,
+                ffn,
+                _pad: [0; 2],
+            },
+        );
+        let bindings = [
+            params.as_entire_binding(),
+            dh.binding(),
+            gu.binding(),
+            dgu.binding(),
+        ];
+        self.swiglu_backward_gu
+            .dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
     }
 
     /// `y = gelu(x)`, tanh approximation, over n elements.
-    pub fn gelu_forward(&self, gpu: &Gpu, x: BufferRange, y: BufferRange, n: u32) -> Result<Dispatch> {
+    pub fn gelu_forward(
+        &self,
+        gpu: &Gpu,
+        x: BufferRange,
+        y: BufferRange,
+        n: u32,
+    ) -> Result<Dispatch> {
         let op = "gelu_forward";
         check(gpu, op, &[("x", &x), ("y", &y)], n)?;
-        let params = gpu.uniform(op, &Params { n, ffn: 0, _pad: [0; 2] });
+        let params = gpu.uniform(
+            op,
+            &Params {
+                n,
+                ffn: 0,
+                _pad: [0; 2],
+            },
+        );
         let bindings = [params.as_entire_binding(), x.binding(), y.binding()];
-        self.gelu_forward.dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
+        self.gelu_forward
+            .dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
     }
 
     /// `dx = dy·gelu'(x)`: written, not added.
@@ -108,21 +177,49 @@ impl Activation {
     ) -> Result<Dispatch> {
         let op = "gelu_backward";
         check(gpu, op, &[("dy", &dy), ("x", &x), ("dx", &dx)], n)?;
-        let params = gpu.uniform(op, &Params { n, ffn: 0, _pad: [0; 2] });
-        let bindings = [params.as_entire_binding(), dy.binding(), x.binding(), dx.binding()];
-        self.gelu_backward.dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
+        let params = gpu.uniform(
+            op,
+            &Params {
+                n,
+                ffn: 0,
+                _pad: [0; 2],
+            },
+        );
+        let bindings = [
+            params.as_entire_binding(),
+            dy.binding(),
+            x.binding(),
+            dx.binding(),
+        ];
+        self.gelu_backward
+            .dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
     }
 }
 
 /// rows·ffn as the kernels' element count, refusing 0 and u32 overflow.
 fn rows_times(op: &'static str, rows: u32, ffn: u32) -> Result<u32> {
-    match rows.checked_mul(ffn).and_then(|n| n.checked_mul(2).map(|_| n)) {
+    match rows
+        .checked_mul(ffn)
+        .and_then(|n| n.checked_mul(2).map(|_| n))
+    {
         Some(n) if n > 0 => Ok(n),
-        _ => Err(crate::error::Error::shape(op, "rows × ffn", "1 ..= 2^31", format!("{rows} × {ffn}"))),
+        _ => Err(crate::error::Error::shape(
+            op,
+            "rows × ffn",
+            "1 ..= 2^31",
+            format!("{rows} × {ffn}"),
+        )),
     }
 }
 
 /// Every tensor of an element-wise kernel holds n f32.
-fn check(gpu: &Gpu, op: &'static str, tensors: &[(&'static str, &BufferRange)], n: u32) -> Result<()> {
-    tensors.iter().try_for_each(|(what, range)| gpu.check_binding(op, what, range, 4 * n as u64))
+fn check(
+    gpu: &Gpu,
+    op: &'static str,
+    tensors: &[(&'static str, &BufferRange)],
+    n: u32,
+) -> Result<()> {
+    tensors
+        .iter()
+        .try_for_each(|(what, range)| gpu.check_binding(op, what, range, 4 * n as u64))
 }

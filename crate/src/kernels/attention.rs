@@ -6,8 +6,8 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::error::{Error, Result};
-use crate::gpu::{build_kernels, BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot};
-use crate::shaders::{Module, ATTENTION, ATTENTION_COMMON, BACKWARD_ATTENTION};
+use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_kernels};
+use crate::shaders::{ATTENTION, ATTENTION_COMMON, BACKWARD_ATTENTION, Module};
 
 /// Query rows (and keys) per workgroup block: `BQ` and `BK` in the shaders.
 const BLOCK: u64 = 16;
@@ -184,14 +184,42 @@ pub struct Attention {
 
 impl Attention {
     pub async fn new(gpu: &Gpu) -> Result<Self> {
-        let [forward, decode, kv_append] =
-            build_kernels(gpu, Module { prelude: Some(ATTENTION_COMMON), file: ATTENTION }, [FORWARD, DECODE, KV_APPEND]).await?;
-        let [backward_dq, backward_dkv] = build_kernels(gpu, Module { prelude: Some(ATTENTION_COMMON), file: BACKWARD_ATTENTION }, [BACKWARD_DQ, BACKWARD_DKV]).await?;
-        Ok(Attention { forward, decode, kv_append, backward_dq, backward_dkv })
+        let [forward, decode, kv_append] = build_kernels(
+            gpu,
+            Module {
+                prelude: Some(ATTENTION_COMMON),
+                file: ATTENTION,
+            },
+            [FORWARD, DECODE, KV_APPEND],
+        )
+        .await?;
+        let [backward_dq, backward_dkv] = build_kernels(
+            gpu,
+            Module {
+                prelude: Some(ATTENTION_COMMON),
+                file: BACKWARD_ATTENTION,
+            },
+            [BACKWARD_DQ, BACKWARD_DKV],
+        )
+        .await?;
+        Ok(Attention {
+            forward,
+            decode,
+            kv_append,
+            backward_dq,
+            backward_dkv,
+        })
     }
 
     /// `o = softmax(q·kᵀ/sqrt(Dh) + causal mask)·v` per head, saving lse.
-    pub fn forward(&self, gpu: &Gpu, s: AttentionShape, x: Qkv, o: BufferRange, lse: BufferRange) -> Result<Dispatch> {
+    pub fn forward(
+        &self,
+        gpu: &Gpu,
+        s: AttentionShape,
+        x: Qkv,
+        o: BufferRange,
+        lse: BufferRange,
+    ) -> Result<Dispatch> {
         let op = "attention_forward";
         let mut p = params(op, s.batch, s.seq_len, s.heads, s.kv_heads, s.head_dim)?;
         let rows = s.rows();
@@ -202,49 +230,111 @@ impl Attention {
         gpu.check_binding(op, "o", &o, 4 * rows * s.heads as u64 * s.head_dim as u64)?;
         gpu.check_binding(op, "lse", &lse, 4 * rows * s.heads as u64)?;
         let params = gpu.uniform(op, &p);
-        let bindings =
-            [params.as_entire_binding(), q.data.binding(), k.data.binding(), v.data.binding(), o.binding(), lse.binding()];
-        self.forward.dispatch(gpu, &bindings, gpu.grid_groups(op, query_blocks(s) * s.heads as u64)?)
+        let bindings = [
+            params.as_entire_binding(),
+            q.data.binding(),
+            k.data.binding(),
+            v.data.binding(),
+            o.binding(),
+            lse.binding(),
+        ];
+        self.forward.dispatch(
+            gpu,
+            &bindings,
+            gpu.grid_groups(op, query_blocks(s) * s.heads as u64)?,
+        )
     }
 
     /// One generation step: `o[b] = attention(q[b], cache rows 0..L of b)`.
     /// The new token's k and v must already sit at row L−1 of the caches.
     pub fn decode(&self, gpu: &Gpu, s: DecodeShape, x: Qkv, o: BufferRange) -> Result<Dispatch> {
         let op = "attention_decode";
-        let Qkv { q, k: k_cache, v: v_cache } = x;
+        let Qkv {
+            q,
+            k: k_cache,
+            v: v_cache,
+        } = x;
         let mut p = decode_params(op, s)?;
         let cache_rows = s.batch as u64 * s.max_len as u64;
         (p.q_stride, p.q_col) = check_heads(gpu, op, "q", &q, s.batch as u64, s.heads, s.head_dim)?;
-        (p.k_stride, p.k_col) = check_heads(gpu, op, "k_cache", &k_cache, cache_rows, s.kv_heads, s.head_dim)?;
-        (p.v_stride, p.v_col) = check_heads(gpu, op, "v_cache", &v_cache, cache_rows, s.kv_heads, s.head_dim)?;
-        gpu.check_binding(op, "o", &o, 4 * s.batch as u64 * s.heads as u64 * s.head_dim as u64)?;
+        (p.k_stride, p.k_col) = check_heads(
+            gpu, op, "k_cache", &k_cache, cache_rows, s.kv_heads, s.head_dim,
+        )?;
+        (p.v_stride, p.v_col) = check_heads(
+            gpu, op, "v_cache", &v_cache, cache_rows, s.kv_heads, s.head_dim,
+        )?;
+        gpu.check_binding(
+            op,
+            "o",
+            &o,
+            4 * s.batch as u64 * s.heads as u64 * s.head_dim as u64,
+        )?;
         let params = gpu.uniform(op, &p);
-        let bindings =
-            [params.as_entire_binding(), q.data.binding(), k_cache.data.binding(), v_cache.data.binding(), o.binding()];
-        self.decode.dispatch(gpu, &bindings, gpu.grid_groups(op, s.batch as u64 * s.heads as u64)?)
+        let bindings = [
+            params.as_entire_binding(),
+            q.data.binding(),
+            k_cache.data.binding(),
+            v_cache.data.binding(),
+            o.binding(),
+        ];
+        self.decode.dispatch(
+            gpu,
+            &bindings,
+            gpu.grid_groups(op, s.batch as u64 * s.heads as u64)?,
+        )
     }
 
     /// Writes the new tokens' k and v (row b of each view) into row L − 1
     /// of sequence b of the caches `[B·Lmax, Hkv·Dh]`, for `decode` with
     /// the same shape to read. Row offsets are seldom 256-B aligned, hence
     /// a kernel rather than a sub-range binding.
-    pub fn kv_append(&self, gpu: &Gpu, s: DecodeShape, k: Heads, v: Heads, k_cache: BufferRange, v_cache: BufferRange) -> Result<Dispatch> {
+    pub fn kv_append(
+        &self,
+        gpu: &Gpu,
+        s: DecodeShape,
+        k: Heads,
+        v: Heads,
+        k_cache: BufferRange,
+        v_cache: BufferRange,
+    ) -> Result<Dispatch> {
         let op = "kv_append";
         let mut p = decode_params(op, s)?;
         let batch = s.batch as u64;
         (p.k_stride, p.k_col) = check_heads(gpu, op, "k", &k, batch, s.kv_heads, s.head_dim)?;
         (p.v_stride, p.v_col) = check_heads(gpu, op, "v", &v, batch, s.kv_heads, s.head_dim)?;
         let width = s.kv_heads as u64 * s.head_dim as u64;
-        gpu.check_binding(op, "k_cache", &k_cache, 4 * batch * s.max_len as u64 * width)?;
-        gpu.check_binding(op, "v_cache", &v_cache, 4 * batch * s.max_len as u64 * width)?;
+        gpu.check_binding(
+            op,
+            "k_cache",
+            &k_cache,
+            4 * batch * s.max_len as u64 * width,
+        )?;
+        gpu.check_binding(
+            op,
+            "v_cache",
+            &v_cache,
+            4 * batch * s.max_len as u64 * width,
+        )?;
         let params = gpu.uniform(op, &p);
-        let bindings = [params.as_entire_binding(), k.data.binding(), v.data.binding(), k_cache.binding(), v_cache.binding()];
-        self.kv_append.dispatch(gpu, &bindings, gpu.grid_1d(op, batch * width)?)
+        let bindings = [
+            params.as_entire_binding(),
+            k.data.binding(),
+            v.data.binding(),
+            k_cache.binding(),
+            v_cache.binding(),
+        ];
+        self.kv_append
+            .dispatch(gpu, &bindings, gpu.grid_1d(op, batch * width)?)
     }
 
     /// dQ, dK and dV (written, not accumulated), in two dispatches to record
     /// in order: the query-major pass (dQ and Δ), then the key-major pass.
-    pub fn backward(&self, gpu: &Gpu, s: AttentionShape, g: &AttentionBackward) -> Result<[Dispatch; 2]> {
+    pub fn backward(
+        &self,
+        gpu: &Gpu,
+        s: AttentionShape,
+        g: &AttentionBackward,
+    ) -> Result<[Dispatch; 2]> {
         let op = "attention_backward";
         let mut p = params(op, s.batch, s.seq_len, s.heads, s.kv_heads, s.head_dim)?;
         let rows = s.rows();
@@ -255,12 +345,25 @@ impl Attention {
         (p.v_stride, p.v_col) = check_heads(gpu, op, "v", &v, rows, s.kv_heads, s.head_dim)?;
         (p.dq_stride, p.dq_col) = check_heads(gpu, op, "dq", &g.dq, rows, s.heads, s.head_dim)?;
         let dkv = g.dkv;
-        let dk = Heads { data: dkv.data, row_stride: dkv.row_stride, col: dkv.k_col };
-        let dv = Heads { data: dkv.data, row_stride: dkv.row_stride, col: dkv.v_col };
+        let dk = Heads {
+            data: dkv.data,
+            row_stride: dkv.row_stride,
+            col: dkv.k_col,
+        };
+        let dv = Heads {
+            data: dkv.data,
+            row_stride: dkv.row_stride,
+            col: dkv.v_col,
+        };
         (p.dkv_stride, p.dk_col) = check_heads(gpu, op, "dk", &dk, rows, s.kv_heads, s.head_dim)?;
         p.dv_col = check_heads(gpu, op, "dv", &dv, rows, s.kv_heads, s.head_dim)?.1;
         if dkv.k_col.abs_diff(dkv.v_col) < kvdh {
-            return Err(Error::shape(op, "dkv columns", format!("k and v ranges of {kvdh} apart"), format!("{} and {}", dkv.k_col, dkv.v_col)));
+            return Err(Error::shape(
+                op,
+                "dkv columns",
+                format!("k and v ranges of {kvdh} apart"),
+                format!("{} and {}", dkv.k_col, dkv.v_col),
+            ));
         }
         gpu.check_binding(op, "o", &g.o, 4 * rows * hdh as u64)?;
         gpu.check_binding(op, "d_o", &g.d_o, 4 * rows * hdh as u64)?;
@@ -271,12 +374,31 @@ impl Attention {
         let (q, k, v) = (q.data.binding(), k.data.binding(), v.data.binding());
         let dq = self.backward_dq.dispatch(
             gpu,
-            &[u(), q.clone(), k.clone(), v.clone(), g.o.binding(), g.d_o.binding(), g.lse.binding(), g.dq.data.binding(), g.delta.binding()],
+            &[
+                u(),
+                q.clone(),
+                k.clone(),
+                v.clone(),
+                g.o.binding(),
+                g.d_o.binding(),
+                g.lse.binding(),
+                g.dq.data.binding(),
+                g.delta.binding(),
+            ],
             gpu.grid_groups(op, query_blocks(s) * s.heads as u64)?,
         )?;
         let dkv = self.backward_dkv.dispatch(
             gpu,
-            &[u(), q, k, v, g.d_o.binding(), g.lse.binding(), g.delta.binding(), dkv.data.binding()],
+            &[
+                u(),
+                q,
+                k,
+                v,
+                g.d_o.binding(),
+                g.lse.binding(),
+                g.delta.binding(),
+                dkv.data.binding(),
+            ],
             gpu.grid_groups(op, query_blocks(s) * s.kv_heads as u64)?,
         )?;
         Ok([dq, dkv])
@@ -289,36 +411,87 @@ fn query_blocks(s: AttentionShape) -> u64 {
 }
 
 /// Params with the shape filled in and checked; views are set by the caller.
-fn params(op: &'static str, batch: u32, seq_len: u32, heads: u32, kv_heads: u32, head_dim: u32) -> Result<Params> {
+fn params(
+    op: &'static str,
+    batch: u32,
+    seq_len: u32,
+    heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+) -> Result<Params> {
     if head_dim == 0 || !head_dim.is_multiple_of(16) || head_dim > MAX_HEAD_DIM {
-        return Err(Error::shape(op, "head_dim", format!("a multiple of 16 up to {MAX_HEAD_DIM}"), head_dim));
+        return Err(Error::shape(
+            op,
+            "head_dim",
+            format!("a multiple of 16 up to {MAX_HEAD_DIM}"),
+            head_dim,
+        ));
     }
     if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
-        return Err(Error::shape(op, "heads, kv_heads", "kv_heads dividing heads", format!("{heads}, {kv_heads}")));
+        return Err(Error::shape(
+            op,
+            "heads, kv_heads",
+            "kv_heads dividing heads",
+            format!("{heads}, {kv_heads}"),
+        ));
     }
     if batch == 0 || seq_len == 0 || heads == 0 {
-        return Err(Error::shape(op, "batch, seq_len, heads", "non-zero", format!("{batch}, {seq_len}, {heads}")));
+        return Err(Error::shape(
+            op,
+            "batch, seq_len, heads",
+            "non-zero",
+            format!("{batch}, {seq_len}, {heads}"),
+        ));
     }
     let scale = (1.0 / (head_dim as f64).sqrt()) as f32;
-    Ok(Params { batch, seq_len, heads, kv_heads, head_dim, scale, ..Zeroable::zeroed() })
+    Ok(Params {
+        batch,
+        seq_len,
+        heads,
+        kv_heads,
+        head_dim,
+        scale,
+        ..Zeroable::zeroed()
+    })
 }
 
 /// Params of a decode step (`attention_decode`, `kv_append`): L in
 /// `seq_len`, Lmax in `cache_len`.
 fn decode_params(op: &'static str, s: DecodeShape) -> Result<Params> {
     if s.len == 0 || s.len > s.max_len {
-        return Err(Error::shape(op, "len", format!("1 ..= max_len {}", s.max_len), s.len));
+        return Err(Error::shape(
+            op,
+            "len",
+            format!("1 ..= max_len {}", s.max_len),
+            s.len,
+        ));
     }
     let p = params(op, s.batch, s.len, s.heads, s.kv_heads, s.head_dim)?;
-    Ok(Params { cache_len: s.max_len, ..p })
+    Ok(Params {
+        cache_len: s.max_len,
+        ..p
+    })
 }
 
 /// Checks that `heads` heads fit in each row of `x` and that `rows` rows
 /// are bound; returns (row_stride, col).
-fn check_heads(gpu: &Gpu, op: &'static str, what: &'static str, x: &Heads, rows: u64, heads: u32, head_dim: u32) -> Result<(u32, u32)> {
+fn check_heads(
+    gpu: &Gpu,
+    op: &'static str,
+    what: &'static str,
+    x: &Heads,
+    rows: u64,
+    heads: u32,
+    head_dim: u32,
+) -> Result<(u32, u32)> {
     let width = x.col as u64 + heads as u64 * head_dim as u64;
     if width > x.row_stride as u64 {
-        return Err(Error::shape(op, what, format!("heads within a row of {}", x.row_stride), format!("up to column {width}")));
+        return Err(Error::shape(
+            op,
+            what,
+            format!("heads within a row of {}", x.row_stride),
+            format!("up to column {width}"),
+        ));
     }
     gpu.check_binding(op, what, &x.data, 4 * rows * x.row_stride as u64)?;
     Ok((x.row_stride, x.col))

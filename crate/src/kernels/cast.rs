@@ -7,7 +7,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::error::Result;
-use crate::gpu::{build_kernels, f16_bytes, BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot};
+use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_kernels, f16_bytes};
 use crate::shaders::CAST;
 
 #[repr(C)]
@@ -71,33 +71,60 @@ pub struct Cast {
 
 impl Cast {
     pub async fn new(gpu: &Gpu) -> Result<Self> {
-        let [f32_to_f16, f16_to_f32, simulate] = build_kernels(gpu, CAST, [F32_TO_F16, F16_TO_F32, SIMULATE]).await?;
-        Ok(Cast { f32_to_f16, f16_to_f32, simulate })
+        let [f32_to_f16, f16_to_f32, simulate] =
+            build_kernels(gpu, CAST, [F32_TO_F16, F16_TO_F32, SIMULATE]).await?;
+        Ok(Cast {
+            f32_to_f16,
+            f16_to_f32,
+            simulate,
+        })
     }
 
     /// `dst[..n] = f16(src[..n])`, one invocation per output word.
-    pub fn f32_to_f16(&self, gpu: &Gpu, src: BufferRange, dst: BufferRange, n: u32) -> Result<Dispatch> {
+    pub fn f32_to_f16(
+        &self,
+        gpu: &Gpu,
+        src: BufferRange,
+        dst: BufferRange,
+        n: u32,
+    ) -> Result<Dispatch> {
         let op = "cast_f32_to_f16";
         gpu.check_binding(op, "src", &src, 4 * n as u64)?;
         gpu.check_binding(op, "dst", &dst, f16_bytes(n as u64))?;
         let params = gpu.uniform(op, &Params { n, _pad: [0; 3] });
         let bindings = [params.as_entire_binding(), src.binding(), dst.binding()];
-        self.f32_to_f16.dispatch(gpu, &bindings, gpu.grid_1d(op, (n as u64).div_ceil(2))?)
+        self.f32_to_f16
+            .dispatch(gpu, &bindings, gpu.grid_1d(op, (n as u64).div_ceil(2))?)
     }
 
     /// `dst[..n] = f32(src[..n])`, one invocation per element.
-    pub fn f16_to_f32(&self, gpu: &Gpu, src: BufferRange, dst: BufferRange, n: u32) -> Result<Dispatch> {
+    pub fn f16_to_f32(
+        &self,
+        gpu: &Gpu,
+        src: BufferRange,
+        dst: BufferRange,
+        n: u32,
+    ) -> Result<Dispatch> {
         let op = "cast_f16_to_f32";
         gpu.check_binding(op, "src", &src, f16_bytes(n as u64))?;
         gpu.check_binding(op, "dst", &dst, 4 * n as u64)?;
         let params = gpu.uniform(op, &Params { n, _pad: [0; 3] });
         let bindings = [params.as_entire_binding(), src.binding(), dst.binding()];
-        self.f16_to_f32.dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
+        self.f16_to_f32
+            .dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
     }
 
     /// `dst[..n] = q(src[..n])`; adds to `counts` (2 u32, zeroed by the
     /// caller) the values clamped or saturated and the nonzero ones flushed to 0.
-    pub fn simulate(&self, gpu: &Gpu, q: Quantizer, src: BufferRange, dst: BufferRange, counts: BufferRange, n: u32) -> Result<Dispatch> {
+    pub fn simulate(
+        &self,
+        gpu: &Gpu,
+        q: Quantizer,
+        src: BufferRange,
+        dst: BufferRange,
+        counts: BufferRange,
+        n: u32,
+    ) -> Result<Dispatch> {
         let op = "simulate_precision";
         gpu.check_binding(op, "src", &src, 4 * n as u64)?;
         gpu.check_binding(op, "dst", &dst, 4 * n as u64)?;
@@ -107,8 +134,21 @@ impl Cast {
             Quantizer::Sf16Matmul => 1,
             Quantizer::E4m3 => 2,
         };
-        let params = gpu.uniform(op, &SimulateParams { n, mode, _pad: [0; 2] });
-        let bindings = [params.as_entire_binding(), src.binding(), dst.binding(), counts.binding()];
-        self.simulate.dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
+        let params = gpu.uniform(
+            op,
+            &SimulateParams {
+                n,
+                mode,
+                _pad: [0; 2],
+            },
+        );
+        let bindings = [
+            params.as_entire_binding(),
+            src.binding(),
+            dst.binding(),
+            counts.binding(),
+        ];
+        self.simulate
+            .dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
     }
 }

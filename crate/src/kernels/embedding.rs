@@ -6,7 +6,7 @@ use bytemuck::{Pod, Zeroable};
 
 use super::Weights;
 use crate::error::Result;
-use crate::gpu::{build_kernels, BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot};
+use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_kernels};
 use crate::shaders::EMBEDDING;
 
 #[derive(Clone, Copy, Debug)]
@@ -32,8 +32,14 @@ const LOOKUP_SLOTS: &[Slot] = &[
     Slot::ReadWrite(3), // out: [S, D] f32
     Slot::ReadWrite(4), // bad_tokens: atomic u32, += tokens >= V
 ];
-const LOOKUP: KernelDesc = KernelDesc { entry: "embed_lookup", slots: LOOKUP_SLOTS };
-const LOOKUP_W16: KernelDesc = KernelDesc { entry: "embed_lookup_w16", slots: LOOKUP_SLOTS };
+const LOOKUP: KernelDesc = KernelDesc {
+    entry: "embed_lookup",
+    slots: LOOKUP_SLOTS,
+};
+const LOOKUP_W16: KernelDesc = KernelDesc {
+    entry: "embed_lookup_w16",
+    slots: LOOKUP_SLOTS,
+};
 const BACKWARD_SORTED: KernelDesc = KernelDesc {
     entry: "embed_backward_sorted",
     slots: &[
@@ -52,8 +58,13 @@ pub struct Embedding {
 
 impl Embedding {
     pub async fn new(gpu: &Gpu) -> Result<Self> {
-        let [lookup, lookup_w16, backward_sorted] = build_kernels(gpu, EMBEDDING, [LOOKUP, LOOKUP_W16, BACKWARD_SORTED]).await?;
-        Ok(Embedding { lookup, lookup_w16, backward_sorted })
+        let [lookup, lookup_w16, backward_sorted] =
+            build_kernels(gpu, EMBEDDING, [LOOKUP, LOOKUP_W16, BACKWARD_SORTED]).await?;
+        Ok(Embedding {
+            lookup,
+            lookup_w16,
+            backward_sorted,
+        })
     }
 
     /// `out[s] = table[tokens[s]]`; tokens >= V give zero rows and add to
@@ -78,8 +89,13 @@ impl Embedding {
             Weights::F16(_) => &self.lookup_w16,
         };
         let params = gpu.uniform(op, &params(shape));
-        let bindings =
-            [params.as_entire_binding(), tokens.binding(), table.range().binding(), out.binding(), bad_tokens.binding()];
+        let bindings = [
+            params.as_entire_binding(),
+            tokens.binding(),
+            table.range().binding(),
+            out.binding(),
+            bad_tokens.binding(),
+        ];
         kernel.dispatch(gpu, &bindings, gpu.grid_1d(op, s * d)?)
     }
 
@@ -103,8 +119,14 @@ impl Embedding {
         gpu.check_binding(op, "dout", &dout, 4 * s * d)?;
         gpu.check_binding(op, "dtable", &dtable, 4 * v * d)?;
         let params = gpu.uniform(op, &params(shape));
-        let bindings = [params.as_entire_binding(), index.binding(), dout.binding(), dtable.binding()];
-        self.backward_sorted.dispatch(gpu, &bindings, gpu.grid_1d(op, s * d)?)
+        let bindings = [
+            params.as_entire_binding(),
+            index.binding(),
+            dout.binding(),
+            dtable.binding(),
+        ];
+        self.backward_sorted
+            .dispatch(gpu, &bindings, gpu.grid_1d(op, s * d)?)
     }
 }
 
@@ -125,7 +147,9 @@ pub struct TokenRuns {
 
 impl TokenRuns {
     pub fn new(tokens: &[u32], vocab: u32) -> Self {
-        let mut order: Vec<u32> = (0..tokens.len() as u32).filter(|&s| tokens[s as usize] < vocab).collect();
+        let mut order: Vec<u32> = (0..tokens.len() as u32)
+            .filter(|&s| tokens[s as usize] < vocab)
+            .collect();
         order.sort_by_key(|&s| tokens[s as usize]); // stable: positions stay ascending
         let (mut starts, mut ids) = (Vec::new(), Vec::new());
         for (k, &s) in order.iter().enumerate() {
@@ -136,7 +160,12 @@ impl TokenRuns {
             }
         }
         starts.push(order.len() as u32);
-        TokenRuns { tokens: tokens.len() as u32, starts, ids, order }
+        TokenRuns {
+            tokens: tokens.len() as u32,
+            starts,
+            ids,
+            order,
+        }
     }
 
     /// U: distinct in-range tokens.
@@ -168,7 +197,12 @@ impl TokenRuns {
 }
 
 fn params(shape: EmbeddingShape) -> Params {
-    Params { tokens: shape.tokens, d: shape.d, vocab: shape.vocab, _pad: 0 }
+    Params {
+        tokens: shape.tokens,
+        d: shape.d,
+        vocab: shape.vocab,
+        _pad: 0,
+    }
 }
 
 #[cfg(test)]
@@ -183,7 +217,10 @@ mod tests {
         assert_eq!(runs.order, [6, 1, 4, 0, 2, 5]); // token 9 >= V left out
         assert_eq!(
             runs.to_words(),
-            [3, /* starts */ 0, 1, 3, 6, 6, 6, 6, 6, /* ids */ 0, 2, 5, 0, 0, 0, 0, /* order */ 6, 1, 4, 0, 2, 5, 0]
+            [
+                3, /* starts */ 0, 1, 3, 6, 6, 6, 6, 6, /* ids */ 0, 2, 5, 0, 0, 0, 0,
+                /* order */ 6, 1, 4, 0, 2, 5, 0
+            ]
         );
     }
 
@@ -215,7 +252,10 @@ mod tests {
         let mut seen = vec![false; tokens.len()];
         for r in 0..runs.runs() as usize {
             let run = &runs.order[runs.starts[r] as usize..runs.starts[r + 1] as usize];
-            assert!(!run.is_empty() && run.windows(2).all(|p| p[0] < p[1]), "run {r} ascending");
+            assert!(
+                !run.is_empty() && run.windows(2).all(|p| p[0] < p[1]),
+                "run {r} ascending"
+            );
             for &s in run {
                 assert_eq!(tokens[s as usize], runs.ids[r]);
                 assert!(!seen[s as usize]);

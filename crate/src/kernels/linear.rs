@@ -5,8 +5,8 @@ use bytemuck::{Pod, Zeroable};
 
 use super::Weights;
 use crate::error::{Error, Result};
-use crate::gpu::{build_kernels, BufferRange, Dispatch, Gpu, Grid, Kernel, KernelDesc, Slot};
-use crate::shaders::{Module, LINEAR, LINEAR_B16, LINEAR_B32};
+use crate::gpu::{BufferRange, Dispatch, Gpu, Grid, Kernel, KernelDesc, Slot, build_kernels};
+use crate::shaders::{LINEAR, LINEAR_B16, LINEAR_B32, Module};
 
 /// Output tile side: `TILE` in 03_linear.wgsl.
 const TILE: u32 = 64;
@@ -25,7 +25,10 @@ pub enum Output<'a> {
     /// from the stacked `[W_gate; W_up]`, which `swiglu_*_gu` read.
     Store(BufferRange<'a>),
     /// `Y = R + X·Wᵀ`: a projection joining the residual stream.
-    AddTo { residual: BufferRange<'a>, y: BufferRange<'a> },
+    AddTo {
+        residual: BufferRange<'a>,
+        y: BufferRange<'a>,
+    },
     /// `Y += X·Wᵀ`
     Accumulate(BufferRange<'a>),
 }
@@ -62,7 +65,10 @@ const ADD: KernelDesc = KernelDesc {
         Slot::ReadWrite(4), // c: [M, N]
     ],
 };
-const ACCUMULATE: KernelDesc = KernelDesc { entry: "matmul_accumulate", slots: STORE.slots };
+const ACCUMULATE: KernelDesc = KernelDesc {
+    entry: "matmul_accumulate",
+    slots: STORE.slots,
+};
 
 /// The three epilogues, built for one way of reading B.
 struct Variants {
@@ -73,9 +79,16 @@ struct Variants {
 
 impl Variants {
     async fn new(gpu: &Gpu, prelude: crate::shaders::ShaderFile) -> Result<Self> {
-        let module = Module { prelude: Some(prelude), file: LINEAR };
+        let module = Module {
+            prelude: Some(prelude),
+            file: LINEAR,
+        };
         let [store, add, accumulate] = build_kernels(gpu, module, [STORE, ADD, ACCUMULATE]).await?;
-        Ok(Variants { store, add, accumulate })
+        Ok(Variants {
+            store,
+            add,
+            accumulate,
+        })
     }
 }
 
@@ -86,7 +99,10 @@ pub struct Linear {
 
 impl Linear {
     pub async fn new(gpu: &Gpu) -> Result<Self> {
-        Ok(Linear { b32: Variants::new(gpu, LINEAR_B32).await?, b16: Variants::new(gpu, LINEAR_B16).await? })
+        Ok(Linear {
+            b32: Variants::new(gpu, LINEAR_B32).await?,
+            b16: Variants::new(gpu, LINEAR_B16).await?,
+        })
     }
 
     fn variants(&self, w: &Weights) -> &Variants {
@@ -97,12 +113,28 @@ impl Linear {
     }
 
     /// `X·Wᵀ` into `out`.
-    pub fn forward(&self, gpu: &Gpu, s: LinearShape, x: BufferRange, w: Weights, out: Output) -> Result<Dispatch> {
+    pub fn forward(
+        &self,
+        gpu: &Gpu,
+        s: LinearShape,
+        x: BufferRange,
+        w: Weights,
+        out: Output,
+    ) -> Result<Dispatch> {
         let op = "linear_forward";
         let (rows, d_in, d_out) = (s.rows as u64, s.d_in as u64, s.d_out as u64);
         gpu.check_binding(op, "x", &x, 4 * rows * d_in)?;
         gpu.check_binding(op, "w", &w.range(), w.bytes(d_out * d_in))?;
-        let p = Params { m: s.rows, n: s.d_out, k: s.d_in, a_row: s.d_in, a_col: 1, b_row: 1, b_col: s.d_in, c_row: s.d_out };
+        let p = Params {
+            m: s.rows,
+            n: s.d_out,
+            k: s.d_in,
+            a_row: s.d_in,
+            a_col: 1,
+            b_row: 1,
+            b_col: s.d_in,
+            c_row: s.d_out,
+        };
         let v = self.variants(&w);
         let (x, w) = (x.binding(), w.range().binding());
         match out {
@@ -124,7 +156,14 @@ impl Linear {
 
     /// `dX = dY·W` (`Output::Store`) or `dX += dY·W` (`Output::Accumulate`),
     /// with the weights the forward used.
-    pub fn backward_input(&self, gpu: &Gpu, s: LinearShape, dy: BufferRange, w: Weights, dx: Output) -> Result<Dispatch> {
+    pub fn backward_input(
+        &self,
+        gpu: &Gpu,
+        s: LinearShape,
+        dy: BufferRange,
+        w: Weights,
+        dx: Output,
+    ) -> Result<Dispatch> {
         let op = "linear_backward_input";
         let (rows, d_in, d_out) = (s.rows as u64, s.d_in as u64, s.d_out as u64);
         gpu.check_binding(op, "dy", &dy, 4 * rows * d_out)?;
@@ -133,33 +172,85 @@ impl Linear {
         let (kernel, dx) = match dx {
             Output::Store(dx) => (&v.store, dx),
             Output::Accumulate(dx) => (&v.accumulate, dx),
-            Output::AddTo { .. } => return Err(Error::shape(op, "dx", "Store or Accumulate", "AddTo")),
+            Output::AddTo { .. } => {
+                return Err(Error::shape(op, "dx", "Store or Accumulate", "AddTo"));
+            }
         };
         gpu.check_binding(op, "dx", &dx, 4 * rows * d_in)?;
-        let p = Params { m: s.rows, n: s.d_in, k: s.d_out, a_row: s.d_out, a_col: 1, b_row: s.d_in, b_col: 1, c_row: s.d_in };
-        launch(gpu, kernel, p, &[dy.binding(), w.range().binding(), dx.binding()])
+        let p = Params {
+            m: s.rows,
+            n: s.d_in,
+            k: s.d_out,
+            a_row: s.d_out,
+            a_col: 1,
+            b_row: s.d_in,
+            b_col: 1,
+            c_row: s.d_in,
+        };
+        launch(
+            gpu,
+            kernel,
+            p,
+            &[dy.binding(), w.range().binding(), dx.binding()],
+        )
     }
 
     /// `dW += dYᵀ·X`
-    pub fn backward_weight(&self, gpu: &Gpu, s: LinearShape, dy: BufferRange, x: BufferRange, dw: BufferRange) -> Result<Dispatch> {
+    pub fn backward_weight(
+        &self,
+        gpu: &Gpu,
+        s: LinearShape,
+        dy: BufferRange,
+        x: BufferRange,
+        dw: BufferRange,
+    ) -> Result<Dispatch> {
         let op = "linear_backward_weight";
         let (rows, d_in, d_out) = (s.rows as u64, s.d_in as u64, s.d_out as u64);
         gpu.check_binding(op, "dy", &dy, 4 * rows * d_out)?;
         gpu.check_binding(op, "x", &x, 4 * rows * d_in)?;
         gpu.check_binding(op, "dw", &dw, 4 * d_out * d_in)?;
-        let p = Params { m: s.d_out, n: s.d_in, k: s.rows, a_row: 1, a_col: s.d_out, b_row: s.d_in, b_col: 1, c_row: s.d_in };
-        launch(gpu, &self.b32.accumulate, p, &[dy.binding(), x.binding(), dw.binding()])
+        let p = Params {
+            m: s.d_out,
+            n: s.d_in,
+            k: s.rows,
+            a_row: 1,
+            a_col: s.d_out,
+            b_row: s.d_in,
+            b_col: 1,
+            c_row: s.d_in,
+        };
+        launch(
+            gpu,
+            &self.b32.accumulate,
+            p,
+            &[dy.binding(), x.binding(), dw.binding()],
+        )
     }
 }
 
 /// One dispatch of `kernel` over the tiles of C, params first.
-fn launch(gpu: &Gpu, kernel: &Kernel, p: Params, buffers: &[wgpu::BindingResource]) -> Result<Dispatch> {
-    let grid = Grid { x: p.n.div_ceil(TILE).max(1), y: p.m.div_ceil(TILE).max(1) };
+fn launch(
+    gpu: &Gpu,
+    kernel: &Kernel,
+    p: Params,
+    buffers: &[wgpu::BindingResource],
+) -> Result<Dispatch> {
+    let grid = Grid {
+        x: p.n.div_ceil(TILE).max(1),
+        y: p.m.div_ceil(TILE).max(1),
+    };
     let max = gpu.limits.max_compute_workgroups_per_dimension;
     if grid.x > max || grid.y > max {
-        return Err(Error::Limit { op: kernel.entry, what: "tiles per dimension".into(), needed: grid.x.max(grid.y) as u64, limit: max as u64 });
+        return Err(Error::Limit {
+            op: kernel.entry,
+            what: "tiles per dimension".into(),
+            needed: grid.x.max(grid.y) as u64,
+            limit: max as u64,
+        });
     }
     let params = gpu.uniform(kernel.entry, &p);
-    let bindings: Vec<wgpu::BindingResource> = std::iter::once(params.as_entire_binding()).chain(buffers.iter().cloned()).collect();
+    let bindings: Vec<wgpu::BindingResource> = std::iter::once(params.as_entire_binding())
+        .chain(buffers.iter().cloned())
+        .collect();
     kernel.dispatch(gpu, &bindings, grid)
 }

@@ -10,7 +10,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::error::{Error, Result};
-use crate::gpu::{build_kernels, BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot};
+use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_kernels};
 use crate::shaders::LOSS;
 
 /// The default ignore index: no token id reaches it.
@@ -34,14 +34,21 @@ impl CrossEntropy {
     /// The mean loss over the targets that count, no smoothing or z-loss:
     /// `grad_scale` = 1/count, or 0 when none count (zero gradients, not NaN).
     pub fn mean(targets: &[u32], vocab: u32, ignore_index: u32) -> Self {
-        let counted = targets.iter().filter(|&&t| t < vocab && t != ignore_index).count();
+        let counted = targets
+            .iter()
+            .filter(|&&t| t < vocab && t != ignore_index)
+            .count();
         CrossEntropy {
             rows: targets.len() as u32,
             vocab,
             ignore_index,
             label_smoothing: 0.0,
             z_loss: 0.0,
-            grad_scale: if counted == 0 { 0.0 } else { 1.0 / counted as f32 },
+            grad_scale: if counted == 0 {
+                0.0
+            } else {
+                1.0 / counted as f32
+            },
         }
     }
 
@@ -112,7 +119,10 @@ pub struct Loss {
 impl Loss {
     pub async fn new(gpu: &Gpu) -> Result<Self> {
         let [cross_entropy, loss_sum] = build_kernels(gpu, LOSS, [CROSS_ENTROPY, LOSS_SUM]).await?;
-        Ok(Loss { cross_entropy, loss_sum })
+        Ok(Loss {
+            cross_entropy,
+            loss_sum,
+        })
     }
 
     /// Per-row loss and log-sum-exp; the logits are overwritten by
@@ -134,9 +144,15 @@ impl Loss {
         gpu.check_binding(op, "losses", &losses, 4 * rows)?;
         gpu.check_binding(op, "lse", &lse, 4 * rows)?;
         let params = gpu.uniform(op, &ce.params());
-        let bindings =
-            [params.as_entire_binding(), targets.binding(), logits.binding(), losses.binding(), lse.binding()];
-        self.cross_entropy.dispatch(gpu, &bindings, gpu.grid_groups(op, rows)?)
+        let bindings = [
+            params.as_entire_binding(),
+            targets.binding(),
+            logits.binding(),
+            losses.binding(),
+            lse.binding(),
+        ];
+        self.cross_entropy
+            .dispatch(gpu, &bindings, gpu.grid_groups(op, rows)?)
     }
 
     /// [`LossTotals`] of the per-row `losses`, in one workgroup.
@@ -155,8 +171,14 @@ impl Loss {
         gpu.check_binding(op, "losses", &losses, 4 * rows)?;
         gpu.check_binding(op, "totals", &totals, size_of::<LossTotals>() as u64)?;
         let params = gpu.uniform(op, &ce.params());
-        let bindings = [params.as_entire_binding(), targets.binding(), losses.binding(), totals.binding()];
-        self.loss_sum.dispatch(gpu, &bindings, gpu.grid_groups(op, 1)?)
+        let bindings = [
+            params.as_entire_binding(),
+            targets.binding(),
+            losses.binding(),
+            totals.binding(),
+        ];
+        self.loss_sum
+            .dispatch(gpu, &bindings, gpu.grid_groups(op, 1)?)
     }
 }
 
@@ -165,7 +187,12 @@ fn check_settings(op: &'static str, ce: &CrossEntropy) -> Result<()> {
         return Err(Error::shape(op, "vocab", "at least 1", 0));
     }
     if !(0.0..=1.0).contains(&ce.label_smoothing) {
-        return Err(Error::shape(op, "label_smoothing", "within [0, 1]", ce.label_smoothing));
+        return Err(Error::shape(
+            op,
+            "label_smoothing",
+            "within [0, 1]",
+            ce.label_smoothing,
+        ));
     }
     if !(ce.z_loss >= 0.0 && ce.z_loss.is_finite()) {
         return Err(Error::shape(op, "z_loss", "finite and ≥ 0", ce.z_loss));

@@ -15,7 +15,9 @@ pub mod optimizer;
 pub mod rope;
 
 pub use activation::Activation;
-pub use attention::{Attention, AttentionBackward, AttentionShape, DecodeShape, Heads, KvGrads, Qkv};
+pub use attention::{
+    Attention, AttentionBackward, AttentionShape, DecodeShape, Heads, KvGrads, Qkv,
+};
 pub use cast::{Cast, Quantizer};
 pub use embedding::{Embedding, EmbeddingShape};
 pub use infrastructure::Infrastructure;
@@ -26,7 +28,7 @@ pub use optimizer::{Adam8bitBuffers, AdamBuffers, AdamHyper, AdamStep, GradStats
 pub use rope::{Rope, RopeShape};
 
 use crate::error::Result;
-use crate::gpu::{f16_bytes, BufferRange, Gpu};
+use crate::gpu::{BufferRange, Gpu, f16_bytes};
 
 /// Every kernel family, built once per device and storage mode (the browser
 /// compiles pipelines synchronously: build them all before the first step).

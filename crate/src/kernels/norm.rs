@@ -5,7 +5,7 @@ use bytemuck::{Pod, Zeroable};
 
 use super::Weights;
 use crate::error::Result;
-use crate::gpu::{build_kernels, BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot};
+use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_kernels};
 use crate::shaders::NORM;
 
 /// Rows per dgain partial: `DGAIN_ROWS` in 02_norm.wgsl.
@@ -49,10 +49,22 @@ const BACKWARD_SLOTS: &[Slot] = &[
     Slot::Read(4),      // dy: [R, D] f32
     Slot::ReadWrite(5), // dx: [R, D] f32, accumulated
 ];
-const FORWARD: KernelDesc = KernelDesc { entry: "rmsnorm_forward", slots: FORWARD_SLOTS };
-const FORWARD_W16: KernelDesc = KernelDesc { entry: "rmsnorm_forward_w16", slots: FORWARD_SLOTS };
-const BACKWARD: KernelDesc = KernelDesc { entry: "rmsnorm_backward", slots: BACKWARD_SLOTS };
-const BACKWARD_W16: KernelDesc = KernelDesc { entry: "rmsnorm_backward_w16", slots: BACKWARD_SLOTS };
+const FORWARD: KernelDesc = KernelDesc {
+    entry: "rmsnorm_forward",
+    slots: FORWARD_SLOTS,
+};
+const FORWARD_W16: KernelDesc = KernelDesc {
+    entry: "rmsnorm_forward_w16",
+    slots: FORWARD_SLOTS,
+};
+const BACKWARD: KernelDesc = KernelDesc {
+    entry: "rmsnorm_backward",
+    slots: BACKWARD_SLOTS,
+};
+const BACKWARD_W16: KernelDesc = KernelDesc {
+    entry: "rmsnorm_backward_w16",
+    slots: BACKWARD_SLOTS,
+};
 const DGAIN_PARTIAL: KernelDesc = KernelDesc {
     entry: "rmsnorm_dgain_partial",
     slots: &[
@@ -97,10 +109,34 @@ pub struct RmsNorm {
 
 impl RmsNorm {
     pub async fn new(gpu: &Gpu) -> Result<Self> {
-        let [forward, forward_w16, backward, backward_w16, dgain_partial, dgain_finish] =
-            build_kernels(gpu, NORM, [FORWARD, FORWARD_W16, BACKWARD, BACKWARD_W16, DGAIN_PARTIAL, DGAIN_FINISH])
-                .await?;
-        Ok(RmsNorm { forward, forward_w16, backward, backward_w16, dgain_partial, dgain_finish })
+        let [
+            forward,
+            forward_w16,
+            backward,
+            backward_w16,
+            dgain_partial,
+            dgain_finish,
+        ] = build_kernels(
+            gpu,
+            NORM,
+            [
+                FORWARD,
+                FORWARD_W16,
+                BACKWARD,
+                BACKWARD_W16,
+                DGAIN_PARTIAL,
+                DGAIN_FINISH,
+            ],
+        )
+        .await?;
+        Ok(RmsNorm {
+            forward,
+            forward_w16,
+            backward,
+            backward_w16,
+            dgain_partial,
+            dgain_finish,
+        })
     }
 
     /// `y = x · rrms · gain` per row, saving `rrms = 1/sqrt(mean(x²) + eps)`.
@@ -124,7 +160,13 @@ impl RmsNorm {
             Weights::F16(_) => &self.forward_w16,
         };
         let params = gpu.uniform(op, &params(shape));
-        let bindings = [params.as_entire_binding(), x.binding(), gain.range().binding(), y.binding(), rrms.binding()];
+        let bindings = [
+            params.as_entire_binding(),
+            x.binding(),
+            gain.range().binding(),
+            y.binding(),
+            rrms.binding(),
+        ];
         kernel.dispatch(gpu, &bindings, gpu.grid_groups(op, r)?)
     }
 
@@ -147,19 +189,41 @@ impl RmsNorm {
         let p = || params.as_entire_binding();
         let dx = kernel.dispatch(
             gpu,
-            &[p(), b.x.binding(), b.gain.range().binding(), b.rrms.binding(), b.dy.binding(), b.dx.binding()],
+            &[
+                p(),
+                b.x.binding(),
+                b.gain.range().binding(),
+                b.rrms.binding(),
+                b.dy.binding(),
+                b.dx.binding(),
+            ],
             gpu.grid_groups(op, r)?,
         )?;
         let partial = self.dgain_partial.dispatch(
             gpu,
-            &[p(), b.x.binding(), b.rrms.binding(), b.dy.binding(), b.scratch.binding()],
+            &[
+                p(),
+                b.x.binding(),
+                b.rrms.binding(),
+                b.dy.binding(),
+                b.scratch.binding(),
+            ],
             gpu.grid_1d(op, r.div_ceil(DGAIN_ROWS) * d)?,
         )?;
-        let finish = self.dgain_finish.dispatch(gpu, &[p(), b.scratch.binding(), b.dgain.binding()], gpu.grid_1d(op, d)?)?;
+        let finish = self.dgain_finish.dispatch(
+            gpu,
+            &[p(), b.scratch.binding(), b.dgain.binding()],
+            gpu.grid_1d(op, d)?,
+        )?;
         Ok([dx, partial, finish])
     }
 }
 
 fn params(shape: NormShape) -> Params {
-    Params { rows: shape.rows, d: shape.d, eps: shape.eps, _pad: 0 }
+    Params {
+        rows: shape.rows,
+        d: shape.d,
+        eps: shape.eps,
+        _pad: 0,
+    }
 }

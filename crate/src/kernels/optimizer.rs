@@ -5,7 +5,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::error::{Error, Result};
-use crate::gpu::{build_kernels, f16_bytes, BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot};
+use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_kernels, f16_bytes};
 use crate::reference::optimizer::Int8Maps;
 use crate::shaders::OPTIMIZER;
 
@@ -149,30 +149,53 @@ const UPDATE_SLOTS: [Slot; 7] = [
     Slot::ReadWrite(5), // moment1: [n] f32
     Slot::ReadWrite(6), // moment2: [n] f32
 ];
-const UPDATE: KernelDesc = KernelDesc { entry: "adamw_update", slots: &UPDATE_SLOTS };
+const UPDATE: KernelDesc = KernelDesc {
+    entry: "adamw_update",
+    slots: &UPDATE_SLOTS,
+};
 const UPDATE_F16: KernelDesc = KernelDesc {
     entry: "adamw_update_f16",
     slots: &[
-        UPDATE_SLOTS[0], UPDATE_SLOTS[1], UPDATE_SLOTS[2], UPDATE_SLOTS[3], UPDATE_SLOTS[4], UPDATE_SLOTS[5], UPDATE_SLOTS[6],
+        UPDATE_SLOTS[0],
+        UPDATE_SLOTS[1],
+        UPDATE_SLOTS[2],
+        UPDATE_SLOTS[3],
+        UPDATE_SLOTS[4],
+        UPDATE_SLOTS[5],
+        UPDATE_SLOTS[6],
         Slot::ReadWrite(7), // mirror: [n] f16
     ],
 };
 
 const UPDATE_8BIT_SLOTS: [Slot; 10] = [
-    UPDATE_SLOTS[0], UPDATE_SLOTS[1], UPDATE_SLOTS[2],
-    Slot::Read(10),     // code_tables: [1024] f32, values of m and v, then their steps
-    UPDATE_SLOTS[3], UPDATE_SLOTS[4],
+    UPDATE_SLOTS[0],
+    UPDATE_SLOTS[1],
+    UPDATE_SLOTS[2],
+    Slot::Read(10), // code_tables: [1024] f32, values of m and v, then their steps
+    UPDATE_SLOTS[3],
+    UPDATE_SLOTS[4],
     Slot::ReadWrite(5), // m_codes: [⌈n/4⌉] u32, 4 bytes of m
     Slot::ReadWrite(6), // v_codes: [⌈n/4⌉] u32, 4 bytes of v
     Slot::ReadWrite(7), // m_scales: [⌈n/256⌉] f32
     Slot::ReadWrite(8), // v_scales: [⌈n/256⌉] f32
 ];
-const UPDATE_8BIT: KernelDesc = KernelDesc { entry: "adamw_8bit_update", slots: &UPDATE_8BIT_SLOTS };
+const UPDATE_8BIT: KernelDesc = KernelDesc {
+    entry: "adamw_8bit_update",
+    slots: &UPDATE_8BIT_SLOTS,
+};
 const UPDATE_8BIT_F16: KernelDesc = KernelDesc {
     entry: "adamw_8bit_update_f16",
     slots: &[
-        UPDATE_8BIT_SLOTS[0], UPDATE_8BIT_SLOTS[1], UPDATE_8BIT_SLOTS[2], UPDATE_8BIT_SLOTS[3], UPDATE_8BIT_SLOTS[4],
-        UPDATE_8BIT_SLOTS[5], UPDATE_8BIT_SLOTS[6], UPDATE_8BIT_SLOTS[7], UPDATE_8BIT_SLOTS[8], UPDATE_8BIT_SLOTS[9],
+        UPDATE_8BIT_SLOTS[0],
+        UPDATE_8BIT_SLOTS[1],
+        UPDATE_8BIT_SLOTS[2],
+        UPDATE_8BIT_SLOTS[3],
+        UPDATE_8BIT_SLOTS[4],
+        UPDATE_8BIT_SLOTS[5],
+        UPDATE_8BIT_SLOTS[6],
+        UPDATE_8BIT_SLOTS[7],
+        UPDATE_8BIT_SLOTS[8],
+        UPDATE_8BIT_SLOTS[9],
         Slot::ReadWrite(9), // q_mirror: [n] f16
     ],
 };
@@ -217,35 +240,105 @@ pub struct Optimizer {
 
 impl Optimizer {
     pub async fn new(gpu: &Gpu) -> Result<Self> {
-        let descs = [REDUCE, FINALIZE, UPDATE, UPDATE_F16, UPDATE_8BIT, UPDATE_8BIT_F16];
-        let [reduce, finalize, update, update_f16, update_8bit, update_8bit_f16] = build_kernels(gpu, OPTIMIZER, descs).await?;
+        let descs = [
+            REDUCE,
+            FINALIZE,
+            UPDATE,
+            UPDATE_F16,
+            UPDATE_8BIT,
+            UPDATE_8BIT_F16,
+        ];
+        let [
+            reduce,
+            finalize,
+            update,
+            update_f16,
+            update_8bit,
+            update_8bit_f16,
+        ] = build_kernels(gpu, OPTIMIZER, descs).await?;
         let maps = Int8Maps::dynamic();
         let tables: Vec<f32> = [maps.m.values, maps.v.values, maps.m.steps, maps.v.steps].concat();
         let code_tables = gpu.upload("code_tables", &tables)?;
-        Ok(Optimizer { reduce, finalize, update, update_f16, update_8bit, update_8bit_f16, code_tables })
+        Ok(Optimizer {
+            reduce,
+            finalize,
+            update,
+            update_f16,
+            update_8bit,
+            update_8bit_f16,
+            code_tables,
+        })
     }
 
     /// Σg² and the non-finite count of `n` gradients, into `partials_for(n)`
     /// partials starting at `partial_offset`.
-    pub fn reduce_norm_sq(&self, gpu: &Gpu, grads: BufferRange, n: u32, partials: BufferRange, partial_offset: u32) -> Result<Dispatch> {
+    pub fn reduce_norm_sq(
+        &self,
+        gpu: &Gpu,
+        grads: BufferRange,
+        n: u32,
+        partials: BufferRange,
+        partial_offset: u32,
+    ) -> Result<Dispatch> {
         let op = "reduce_norm_sq";
         let groups = partials_for(n as u64);
         gpu.check_binding(op, "grads", &grads, 4 * n as u64)?;
-        gpu.check_binding(op, "partials", &partials, 8 * (partial_offset as u64 + groups))?;
-        let params = gpu.uniform(op, &ReduceParams { n, partial_offset, _pad: [0; 2] });
-        self.reduce.dispatch(gpu, &[params.as_entire_binding(), grads.binding(), partials.binding()], gpu.grid_groups(op, groups)?)
+        gpu.check_binding(
+            op,
+            "partials",
+            &partials,
+            8 * (partial_offset as u64 + groups),
+        )?;
+        let params = gpu.uniform(
+            op,
+            &ReduceParams {
+                n,
+                partial_offset,
+                _pad: [0; 2],
+            },
+        );
+        self.reduce.dispatch(
+            gpu,
+            &[
+                params.as_entire_binding(),
+                grads.binding(),
+                partials.binding(),
+            ],
+            gpu.grid_groups(op, groups)?,
+        )
     }
 
     /// The step's [`GradStats`] from all `partials` and the step's `loss`
     /// (a `LossTotals`); `max_norm <= 0` never clips.
-    pub fn finalize(&self, gpu: &Gpu, partials: BufferRange, count: u32, max_norm: f32, loss: BufferRange, stats: BufferRange) -> Result<Dispatch> {
+    pub fn finalize(
+        &self,
+        gpu: &Gpu,
+        partials: BufferRange,
+        count: u32,
+        max_norm: f32,
+        loss: BufferRange,
+        stats: BufferRange,
+    ) -> Result<Dispatch> {
         let op = "finalize_grad_stats";
         gpu.check_binding(op, "partials", &partials, 8 * count as u64)?;
         gpu.check_binding(op, "loss", &loss, 16)?;
         gpu.check_binding(op, "stats", &stats, size_of::<GradStats>() as u64)?;
-        let params = gpu.uniform(op, &FinalizeParams { partials: count, max_norm, _pad: [0; 2] });
-        let bindings = [params.as_entire_binding(), partials.binding(), loss.binding(), stats.binding()];
-        self.finalize.dispatch(gpu, &bindings, gpu.grid_groups(op, 1)?)
+        let params = gpu.uniform(
+            op,
+            &FinalizeParams {
+                partials: count,
+                max_norm,
+                _pad: [0; 2],
+            },
+        );
+        let bindings = [
+            params.as_entire_binding(),
+            partials.binding(),
+            loss.binding(),
+            stats.binding(),
+        ];
+        self.finalize
+            .dispatch(gpu, &bindings, gpu.grid_groups(op, 1)?)
     }
 
     /// The uniform every update dispatch reads the step's values from;
@@ -255,22 +348,43 @@ impl Optimizer {
     }
 
     /// Sets step `t` (from 1) of `hyper` for the next submission.
-    pub fn write_step(&self, gpu: &Gpu, step: &wgpu::Buffer, hyper: &AdamHyper, t: u32) -> Result<()> {
+    pub fn write_step(
+        &self,
+        gpu: &Gpu,
+        step: &wgpu::Buffer,
+        hyper: &AdamHyper,
+        t: u32,
+    ) -> Result<()> {
         if t == 0 {
             return Err(Error::shape("adamw_update", "step", "1 or more", 0));
         }
-        gpu.queue.write_buffer(step, 0, bytemuck::bytes_of(&hyper.step(t)));
+        gpu.queue
+            .write_buffer(step, 0, bytemuck::bytes_of(&hyper.step(t)));
         Ok(())
     }
 
     /// AdamW over `n` parameters of one block, reading the step's values
     /// from `step`; `decays` applies weight decay.
     #[allow(clippy::too_many_arguments)] // the step's whole state, as the kernel's bindings
-    pub fn update(&self, gpu: &Gpu, hyper: &AdamHyper, decays: bool, n: u32, step: &wgpu::Buffer, stats: BufferRange, b: &AdamBuffers) -> Result<Dispatch> {
+    pub fn update(
+        &self,
+        gpu: &Gpu,
+        hyper: &AdamHyper,
+        decays: bool,
+        n: u32,
+        step: &wgpu::Buffer,
+        stats: BufferRange,
+        b: &AdamBuffers,
+    ) -> Result<Dispatch> {
         let op = "adamw_update";
         let bytes = 4 * n as u64;
         gpu.check_binding(op, "stats", &stats, size_of::<GradStats>() as u64)?;
-        for (what, r) in [("weights", &b.weights), ("grads", &b.grads), ("moment1", &b.moment1), ("moment2", &b.moment2)] {
+        for (what, r) in [
+            ("weights", &b.weights),
+            ("grads", &b.grads),
+            ("moment1", &b.moment1),
+            ("moment2", &b.moment2),
+        ] {
             gpu.check_binding(op, what, r, bytes)?;
         }
         let params = gpu.uniform(op, &hyper.block(n, decays));
@@ -284,11 +398,14 @@ impl Optimizer {
             b.moment2.binding(),
         ];
         match b.mirror {
-            None => self.update.dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?),
+            None => self
+                .update
+                .dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?),
             Some(mirror) => {
                 gpu.check_binding(op, "mirror", &mirror, f16_bytes(n as u64))?;
                 bindings.push(mirror.binding());
-                self.update_f16.dispatch(gpu, &bindings, gpu.grid_1d(op, (n as u64).div_ceil(2))?)
+                self.update_f16
+                    .dispatch(gpu, &bindings, gpu.grid_1d(op, (n as u64).div_ceil(2))?)
             }
         }
     }
@@ -297,7 +414,16 @@ impl Optimizer {
     /// dynamic quantization), otherwise as [`Optimizer::update`]: the same
     /// order, clipping, decay, bias corrections, skip and mirror.
     #[allow(clippy::too_many_arguments)] // as `update`
-    pub fn update_8bit(&self, gpu: &Gpu, hyper: &AdamHyper, decays: bool, n: u32, step: &wgpu::Buffer, stats: BufferRange, b: &Adam8bitBuffers) -> Result<Dispatch> {
+    pub fn update_8bit(
+        &self,
+        gpu: &Gpu,
+        hyper: &AdamHyper,
+        decays: bool,
+        n: u32,
+        step: &wgpu::Buffer,
+        stats: BufferRange,
+        b: &Adam8bitBuffers,
+    ) -> Result<Dispatch> {
         let op = "adamw_8bit_update";
         let (n64, words) = (n as u64, (n as u64).div_ceil(4));
         gpu.check_binding(op, "stats", &stats, size_of::<GradStats>() as u64)?;
@@ -338,7 +464,13 @@ mod tests {
 
     #[test]
     fn bias_corrections_follow_torch() {
-        let h = AdamHyper { lr: 1e-3, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.1 };
+        let h = AdamHyper {
+            lr: 1e-3,
+            beta1: 0.9,
+            beta2: 0.95,
+            eps: 1e-8,
+            weight_decay: 0.1,
+        };
         let p = h.step(1);
         assert!((p.step_size as f64 - 1e-3 / 0.1).abs() < 1e-9);
         assert!((p.bc2_sqrt as f64 - 0.05f64.sqrt()).abs() < 1e-7);
@@ -352,7 +484,10 @@ mod tests {
         let int8 = 2 * (int8_state_bytes(n) + int8_scale_bytes(n));
         assert_eq!(int8 as f64 / (8 * n) as f64, (2.0 + 8.0 / 256.0) / 8.0); // 25.4 %
         // a chunk at a multiple of 16 384 elements: both offsets 256-B aligned
-        assert_eq!((int8_state_bytes(16_384 * 3), int8_scale_bytes(16_384 * 3)), (49_152, 768));
+        assert_eq!(
+            (int8_state_bytes(16_384 * 3), int8_scale_bytes(16_384 * 3)),
+            (49_152, 768)
+        );
         assert_eq!((int8_state_bytes(5), int8_scale_bytes(257)), (8, 8));
     }
 }

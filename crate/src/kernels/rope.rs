@@ -4,7 +4,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::error::{Error, Result};
-use crate::gpu::{build_kernels, BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot};
+use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_kernels};
 use crate::shaders::ROPE;
 
 /// Which heads of which rows to rotate (see 04_rope.wgsl); laid out as its
@@ -27,7 +27,9 @@ pub const MAX_POSITION: u32 = 200_000;
 /// HF Llama's inverse frequencies `theta^(−2j/Dh)`, j < Dh/2, correctly
 /// rounded to f32 (HF computes them in f32 and may differ by an ulp).
 pub fn inv_freq(head_dim: u32, theta: f64) -> Vec<f32> {
-    (0..head_dim / 2).map(|j| theta.powf(-2.0 * j as f64 / head_dim as f64) as f32).collect()
+    (0..head_dim / 2)
+        .map(|j| theta.powf(-2.0 * j as f64 / head_dim as f64) as f32)
+        .collect()
 }
 
 #[repr(C)]
@@ -42,8 +44,14 @@ const SLOTS: &[Slot] = &[
     Slot::Read(1),      // inv_freq: [Dh/2] f32
     Slot::ReadWrite(2), // x: [R, row_stride] f32, rotated in place
 ];
-const FORWARD: KernelDesc = KernelDesc { entry: "rope_forward", slots: SLOTS };
-const BACKWARD: KernelDesc = KernelDesc { entry: "rope_backward", slots: SLOTS };
+const FORWARD: KernelDesc = KernelDesc {
+    entry: "rope_forward",
+    slots: SLOTS,
+};
+const BACKWARD: KernelDesc = KernelDesc {
+    entry: "rope_backward",
+    slots: SLOTS,
+};
 
 pub struct Rope {
     forward: Kernel,
@@ -57,32 +65,70 @@ impl Rope {
     }
 
     /// Rotates `x` in place by each row's position.
-    pub fn forward(&self, gpu: &Gpu, shape: RopeShape, inv_freq: BufferRange, x: BufferRange) -> Result<Dispatch> {
+    pub fn forward(
+        &self,
+        gpu: &Gpu,
+        shape: RopeShape,
+        inv_freq: BufferRange,
+        x: BufferRange,
+    ) -> Result<Dispatch> {
         self.dispatch(&self.forward, gpu, shape, inv_freq, x)
     }
 
     /// Rotates the gradient `dx` in place the other way (the transpose).
-    pub fn backward(&self, gpu: &Gpu, shape: RopeShape, inv_freq: BufferRange, dx: BufferRange) -> Result<Dispatch> {
+    pub fn backward(
+        &self,
+        gpu: &Gpu,
+        shape: RopeShape,
+        inv_freq: BufferRange,
+        dx: BufferRange,
+    ) -> Result<Dispatch> {
         self.dispatch(&self.backward, gpu, shape, inv_freq, dx)
     }
 
-    fn dispatch(&self, kernel: &Kernel, gpu: &Gpu, s: RopeShape, inv_freq: BufferRange, x: BufferRange) -> Result<Dispatch> {
+    fn dispatch(
+        &self,
+        kernel: &Kernel,
+        gpu: &Gpu,
+        s: RopeShape,
+        inv_freq: BufferRange,
+        x: BufferRange,
+    ) -> Result<Dispatch> {
         let op = kernel.entry;
         if !s.head_dim.is_multiple_of(2) || s.seq_len == 0 {
-            return Err(Error::shape(op, "head_dim, seq_len", "even, non-zero", format!("{}, {}", s.head_dim, s.seq_len)));
+            return Err(Error::shape(
+                op,
+                "head_dim, seq_len",
+                "even, non-zero",
+                format!("{}, {}", s.head_dim, s.seq_len),
+            ));
         }
         let width = s.col0 as u64 + s.heads as u64 * s.head_dim as u64;
         if width > s.row_stride as u64 {
-            return Err(Error::shape(op, "heads", format!("within a row of {}", s.row_stride), format!("up to column {width}")));
+            return Err(Error::shape(
+                op,
+                "heads",
+                format!("within a row of {}", s.row_stride),
+                format!("up to column {width}"),
+            ));
         }
         let last = s.pos_offset as u64 + s.seq_len as u64 - 1;
         if last > MAX_POSITION as u64 {
-            return Err(Error::Limit { op, what: "position".into(), needed: last, limit: MAX_POSITION as u64 });
+            return Err(Error::Limit {
+                op,
+                what: "position".into(),
+                needed: last,
+                limit: MAX_POSITION as u64,
+            });
         }
         gpu.check_binding(op, "inv_freq", &inv_freq, 4 * (s.head_dim as u64 / 2))?;
         gpu.check_binding(op, "x", &x, 4 * s.rows as u64 * s.row_stride as u64)?;
         let params = gpu.uniform(op, &Params { shape: s, _pad: 0 });
         let pairs = s.rows as u64 * s.heads as u64 * (s.head_dim as u64 / 2);
-        kernel.dispatch(gpu, &[params.as_entire_binding(), inv_freq.binding(), x.binding()], gpu.grid_1d(op, pairs)?)
+        kernel.dispatch(
+            gpu,
+            &[params.as_entire_binding(), inv_freq.binding(), x.binding()],
+            gpu.grid_1d(op, pairs)?,
+        )
     }
 }

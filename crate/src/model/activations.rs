@@ -35,10 +35,16 @@ impl Dims {
     pub fn new(c: &Config, s: BatchShape, max_binding: u64) -> Result<Dims> {
         let rows = s.rows() as u64;
         let row_bytes = 4 * c.vocab as u64;
-        let fit = (max_binding.min(LOGITS_BUDGET) / row_bytes) / CHUNK_ROWS_ALIGN as u64 * CHUNK_ROWS_ALIGN as u64;
+        let fit = (max_binding.min(LOGITS_BUDGET) / row_bytes) / CHUNK_ROWS_ALIGN as u64
+            * CHUNK_ROWS_ALIGN as u64;
         let chunk_rows = if rows <= fit { rows } else { fit };
         if chunk_rows == 0 {
-            return Err(Error::Limit { op: "model", what: format!("{CHUNK_ROWS_ALIGN} rows of logits over vocab {}", c.vocab), needed: CHUNK_ROWS_ALIGN as u64 * row_bytes, limit: max_binding });
+            return Err(Error::Limit {
+                op: "model",
+                what: format!("{CHUNK_ROWS_ALIGN} rows of logits over vocab {}", c.vocab),
+                needed: CHUNK_ROWS_ALIGN as u64 * row_bytes,
+                limit: max_binding,
+            });
         }
         Ok(Dims {
             rows,
@@ -53,7 +59,11 @@ impl Dims {
     }
 
     fn norm(&self) -> NormShape {
-        NormShape { rows: self.rows as u32, d: self.d as u32, eps: 0.0 }
+        NormShape {
+            rows: self.rows as u32,
+            d: self.d as u32,
+            eps: 0.0,
+        }
     }
 
     /// f32 elements of one layer's saved activations.
@@ -114,22 +124,22 @@ impl LayerActivations {
 pub struct Activations {
     pub dims: Dims,
     pub layers: Vec<LayerActivations>,
-    pub x_out: wgpu::Buffer,  // [R, D] the last layer's output
-    pub xnf: wgpu::Buffer,    // [R, D] norm(x_out)
-    pub rrmsf: wgpu::Buffer,  // [R]
-    pub logits: wgpu::Buffer, // [Rc, V] one row chunk; dlogits in place
-    pub losses: wgpu::Buffer, // [R] per-row loss
+    pub x_out: wgpu::Buffer,    // [R, D] the last layer's output
+    pub xnf: wgpu::Buffer,      // [R, D] norm(x_out)
+    pub rrmsf: wgpu::Buffer,    // [R]
+    pub logits: wgpu::Buffer,   // [Rc, V] one row chunk; dlogits in place
+    pub losses: wgpu::Buffer,   // [R] per-row loss
     pub loss_lse: wgpu::Buffer, // [R] per-row log-sum-exp
-    pub loss: wgpu::Buffer,   // LossTotals, 16 B
+    pub loss: wgpu::Buffer,     // LossTotals, 16 B
 
     // gradient scratch, shared by all layers
-    pub dx: wgpu::Buffer,     // [R, D] residual stream, accumulated
-    pub dnorm: wgpu::Buffer,  // [R, D] a norm's output
-    pub dqkv: wgpu::Buffer,   // [R, Q]
-    pub dattn: wgpu::Buffer,  // [R, A]
-    pub dgu: wgpu::Buffer,    // [R, 2F]
-    pub dact: wgpu::Buffer,   // [R, F]
-    pub delta: wgpu::Buffer,  // [R, H] attention backward's Δ
+    pub dx: wgpu::Buffer,           // [R, D] residual stream, accumulated
+    pub dnorm: wgpu::Buffer,        // [R, D] a norm's output
+    pub dqkv: wgpu::Buffer,         // [R, Q]
+    pub dattn: wgpu::Buffer,        // [R, A]
+    pub dgu: wgpu::Buffer,          // [R, 2F]
+    pub dact: wgpu::Buffer,         // [R, F]
+    pub delta: wgpu::Buffer,        // [R, H] attention backward's Δ
     pub norm_scratch: wgpu::Buffer, // rmsnorm dgain partials
 }
 
@@ -138,7 +148,9 @@ impl Activations {
         let r = m.rows;
         Ok(Activations {
             dims: m,
-            layers: (0..layers).map(|_| LayerActivations::new(gpu, &m)).collect::<Result<_>>()?,
+            layers: (0..layers)
+                .map(|_| LayerActivations::new(gpu, &m))
+                .collect::<Result<_>>()?,
             x_out: f32s(gpu, "x_out", r * m.d)?,
             xnf: f32s(gpu, "xnf", r * m.d)?,
             rrmsf: f32s(gpu, "rrmsf", r)?,
@@ -160,11 +172,30 @@ impl Activations {
     /// Bytes allocated here (equal to `Dims::bytes`, which the tests check).
     pub fn allocated(&self) -> u64 {
         let per_layer = |l: &LayerActivations| {
-            [&l.x, &l.xn1, &l.rrms1, &l.qkv, &l.attn, &l.lse, &l.x_mid, &l.xn2, &l.rrms2, &l.gu, &l.act].iter().map(|b| b.size()).sum::<u64>()
+            [
+                &l.x, &l.xn1, &l.rrms1, &l.qkv, &l.attn, &l.lse, &l.x_mid, &l.xn2, &l.rrms2, &l.gu,
+                &l.act,
+            ]
+            .iter()
+            .map(|b| b.size())
+            .sum::<u64>()
         };
         let rest = [
-            &self.x_out, &self.xnf, &self.rrmsf, &self.logits, &self.losses, &self.loss_lse, &self.loss, &self.dx, &self.dnorm,
-            &self.dqkv, &self.dattn, &self.dgu, &self.dact, &self.delta, &self.norm_scratch,
+            &self.x_out,
+            &self.xnf,
+            &self.rrmsf,
+            &self.logits,
+            &self.losses,
+            &self.loss_lse,
+            &self.loss,
+            &self.dx,
+            &self.dnorm,
+            &self.dqkv,
+            &self.dattn,
+            &self.dgu,
+            &self.dact,
+            &self.delta,
+            &self.norm_scratch,
         ];
         self.layers.iter().map(per_layer).sum::<u64>() + rest.iter().map(|b| b.size()).sum::<u64>()
     }

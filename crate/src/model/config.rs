@@ -55,7 +55,10 @@ impl Config {
             "tiny" => Ok(c(301, 64, 2, 4, 2, 176, 64)),
             "small" => Ok(c(4096, 256, 4, 4, 2, 688, 256)),
             "base" => Ok(c(16384, 768, 12, 12, 12, 2048, 512)),
-            _ => Err(Error::Unsupported(format!("unknown preset {name:?}: use one of {}", PRESETS.join(", ")))),
+            _ => Err(Error::Unsupported(format!(
+                "unknown preset {name:?}: use one of {}",
+                PRESETS.join(", ")
+            ))),
         }
     }
 
@@ -71,21 +74,37 @@ impl Config {
     /// Refuses shapes the kernels cannot run, with the reason.
     pub fn validate(&self) -> Result<()> {
         let bad = |what: &str| Err(Error::Unsupported(format!("model config: {what}")));
-        if self.vocab < 2 || self.d_model == 0 || self.n_layers == 0 || self.ffn == 0 || self.max_seq == 0 {
+        if self.vocab < 2
+            || self.d_model == 0
+            || self.n_layers == 0
+            || self.ffn == 0
+            || self.max_seq == 0
+        {
             return bad("vocab ≥ 2 and d_model, n_layers, ffn, max_seq ≥ 1 are needed");
         }
         if self.n_heads == 0 || !self.d_model.is_multiple_of(self.n_heads) {
-            return bad(&format!("n_heads {} must divide d_model {}", self.n_heads, self.d_model));
+            return bad(&format!(
+                "n_heads {} must divide d_model {}",
+                self.n_heads, self.d_model
+            ));
         }
         let dh = self.head_dim();
         if !dh.is_multiple_of(16) || dh > MAX_HEAD_DIM {
-            return bad(&format!("head_dim d_model/n_heads = {dh} must be a multiple of 16 up to {MAX_HEAD_DIM}"));
+            return bad(&format!(
+                "head_dim d_model/n_heads = {dh} must be a multiple of 16 up to {MAX_HEAD_DIM}"
+            ));
         }
         if self.n_kv_heads == 0 || !self.n_heads.is_multiple_of(self.n_kv_heads) {
-            return bad(&format!("n_kv_heads {} must divide n_heads {}", self.n_kv_heads, self.n_heads));
+            return bad(&format!(
+                "n_kv_heads {} must divide n_heads {}",
+                self.n_kv_heads, self.n_heads
+            ));
         }
         if self.max_seq > MAX_POSITION {
-            return bad(&format!("max_seq {} is beyond RoPE's exact range {MAX_POSITION}", self.max_seq));
+            return bad(&format!(
+                "max_seq {} is beyond RoPE's exact range {MAX_POSITION}",
+                self.max_seq
+            ));
         }
         let theta_ok = self.rope_theta > 1.0 && self.rope_theta.is_finite();
         let eps_ok = self.norm_eps > 0.0 && self.norm_eps < 1.0;
@@ -139,11 +158,30 @@ mod tests {
     #[test]
     fn bad_shapes_are_refused_with_the_reason() {
         let tiny = Config::preset("tiny").unwrap();
-        let e = Config { n_heads: 3, ..tiny.clone() }.validate().unwrap_err().to_string();
+        let e = Config {
+            n_heads: 3,
+            ..tiny.clone()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("n_heads 3 must divide d_model 64"), "{e}");
-        let e = Config { n_kv_heads: 3, ..tiny.clone() }.validate().unwrap_err().to_string();
+        let e = Config {
+            n_kv_heads: 3,
+            ..tiny.clone()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("n_kv_heads"), "{e}");
-        let e = Config { d_model: 40, n_heads: 4, ..tiny.clone() }.validate().unwrap_err().to_string();
+        let e = Config {
+            d_model: 40,
+            n_heads: 4,
+            ..tiny.clone()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("head_dim"), "{e}");
         assert!(BatchShape { batch: 2, seq: 65 }.validate(&tiny).is_err());
     }

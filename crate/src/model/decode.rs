@@ -21,7 +21,7 @@ use crate::kernels::norm::NormShape;
 use crate::kernels::rope::RopeShape;
 use crate::kernels::{DecodeShape, Heads, Kernels, LinearShape, Output, Qkv};
 
-pub use super::sample::{sample, Sampling};
+pub use super::sample::{Sampling, sample};
 use super::{Config, Model, Role};
 
 /// One layer's cache: row b·Lmax + p holds position p of sequence b.
@@ -72,14 +72,27 @@ impl Decoder {
         let c = &model.config;
         if batch == 0 || max_len == 0 || max_len > c.max_seq {
             let need = format!("need batch ≥ 1 and 1 ≤ max_len ≤ max_seq {}", c.max_seq);
-            return Err(Error::Unsupported(format!("decoder: batch {batch} × max_len {max_len}: {need}")));
+            return Err(Error::Unsupported(format!(
+                "decoder: batch {batch} × max_len {max_len}: {need}"
+            )));
         }
         let b = batch as u64;
-        let (d, q, a, f, v) = (c.d_model as u64, c.qkv_width() as u64, (c.n_heads * c.head_dim()) as u64, c.ffn as u64, c.vocab as u64);
+        let (d, q, a, f, v) = (
+            c.d_model as u64,
+            c.qkv_width() as u64,
+            (c.n_heads * c.head_dim()) as u64,
+            c.ffn as u64,
+            c.vocab as u64,
+        );
         let kv = b * max_len as u64 * (c.n_kv_heads * c.head_dim()) as u64;
         let f32s = |label: &str, n: u64| gpu.storage_buffer(label, 4 * n);
         let caches = (0..c.n_layers)
-            .map(|_| Ok(KvCache { k: f32s("k_cache", kv)?, v: f32s("v_cache", kv)? }))
+            .map(|_| {
+                Ok(KvCache {
+                    k: f32s("k_cache", kv)?,
+                    v: f32s("v_cache", kv)?,
+                })
+            })
             .collect::<Result<_>>()?;
         let decoder = Decoder {
             config: c.clone(),
@@ -124,7 +137,13 @@ impl Decoder {
     /// Feeds one token per sequence at the next position and returns the
     /// logits `[B, V]` that predict the token after it. Past `max_len`, a
     /// token ≥ V or a model of another config is an error.
-    pub async fn step(&mut self, gpu: &Gpu, k: &Kernels, model: &Model, tokens: &[u32]) -> Result<Vec<f32>> {
+    pub async fn step(
+        &mut self,
+        gpu: &Gpu,
+        k: &Kernels,
+        model: &Model,
+        tokens: &[u32],
+    ) -> Result<Vec<f32>> {
         self.feed(gpu, k, model, tokens).await?;
         gpu.read_back((&self.logits).into()).await
     }
@@ -133,18 +152,37 @@ impl Decoder {
     async fn feed(&mut self, gpu: &Gpu, k: &Kernels, model: &Model, tokens: &[u32]) -> Result<()> {
         let op = "decoder";
         if model.config != self.config {
-            return Err(Error::Unsupported(format!("decoder: made for {:?}, given a model of {:?}", self.config, model.config)));
+            return Err(Error::Unsupported(format!(
+                "decoder: made for {:?}, given a model of {:?}",
+                self.config, model.config
+            )));
         }
         if tokens.len() != self.batch as usize {
-            return Err(Error::shape(op, "tokens", format!("one per sequence ({})", self.batch), tokens.len()));
+            return Err(Error::shape(
+                op,
+                "tokens",
+                format!("one per sequence ({})", self.batch),
+                tokens.len(),
+            ));
         }
         if let Some(t) = tokens.iter().find(|&&t| t >= self.config.vocab) {
-            return Err(Error::shape(op, "token", format!("< vocab {}", self.config.vocab), t));
+            return Err(Error::shape(
+                op,
+                "token",
+                format!("< vocab {}", self.config.vocab),
+                t,
+            ));
         }
         if self.len >= self.max_len {
-            return Err(Error::shape(op, "position", format!("< max_len {} (reset() to start over)", self.max_len), self.len));
+            return Err(Error::shape(
+                op,
+                "position",
+                format!("< max_len {} (reset() to start over)", self.max_len),
+                self.len,
+            ));
         }
-        gpu.queue.write_buffer(&self.tokens, 0, bytemuck::cast_slice(tokens));
+        gpu.queue
+            .write_buffer(&self.tokens, 0, bytemuck::cast_slice(tokens));
         // Launchers bake their params (RoPE's position, the cache length)
         // into each dispatch, so the step's list is built anew for its
         // position: tens of small uniforms and bind groups per token, cheap
@@ -160,34 +198,165 @@ impl Decoder {
         let (net, c) = (model.net(gpu, k), &model.config);
         let (b, d, q, dh, f) = (self.batch, c.d_model, c.qkv_width(), c.head_dim(), c.ffn);
         let (a, kvw) = (c.n_heads * dh, c.n_kv_heads * dh);
-        let norm = NormShape { rows: b, d, eps: c.norm_eps as f32 };
-        let rope = RopeShape { rows: b, seq_len: 1, pos_offset: pos, heads: c.n_heads + c.n_kv_heads, head_dim: dh, row_stride: q, col0: 0 };
-        let attn = DecodeShape { batch: b, len: pos + 1, max_len: self.max_len, heads: c.n_heads, kv_heads: c.n_kv_heads, head_dim: dh };
+        let norm = NormShape {
+            rows: b,
+            d,
+            eps: c.norm_eps as f32,
+        };
+        let rope = RopeShape {
+            rows: b,
+            seq_len: 1,
+            pos_offset: pos,
+            heads: c.n_heads + c.n_kv_heads,
+            head_dim: dh,
+            row_stride: q,
+            col0: 0,
+        };
+        let attn = DecodeShape {
+            batch: b,
+            len: pos + 1,
+            max_len: self.max_len,
+            heads: c.n_heads,
+            kv_heads: c.n_kv_heads,
+            head_dim: dh,
+        };
         let new = net.qkv_views(&self.qkv); // heads of the step's [B, Q] rows
-        let (x, x_mid, xn): (BufferRange, BufferRange, BufferRange) = ((&self.x).into(), (&self.x_mid).into(), (&self.xn).into());
+        let (x, x_mid, xn): (BufferRange, BufferRange, BufferRange) =
+            ((&self.x).into(), (&self.x_mid).into(), (&self.xn).into());
         let mut s = Vec::new();
 
-        let embed = EmbeddingShape { tokens: b, d, vocab: c.vocab };
-        s.push(k.embed.lookup(gpu, embed, (&self.tokens).into(), net.w(Role::Embedding), x, (&self.bad_tokens).into())?);
+        let embed = EmbeddingShape {
+            tokens: b,
+            d,
+            vocab: c.vocab,
+        };
+        s.push(k.embed.lookup(
+            gpu,
+            embed,
+            (&self.tokens).into(),
+            net.w(Role::Embedding),
+            x,
+            (&self.bad_tokens).into(),
+        )?);
         for (l, cache) in (0..c.n_layers).zip(&self.caches) {
-            s.push(k.norm.forward(gpu, norm, x, net.w(Role::AttnNorm(l)), xn, (&self.rrms).into())?);
-            s.push(k.linear.forward(gpu, LinearShape { rows: b, d_in: d, d_out: q }, xn, net.w(Role::Qkv(l)), Output::Store((&self.qkv).into()))?);
-            s.push(k.rope.forward(gpu, rope, (&model.inputs.inv_freq).into(), (&self.qkv).into())?);
-            s.push(k.attn.kv_append(gpu, attn, new.k, new.v, (&cache.k).into(), (&cache.v).into())?);
-            let cached = |buffer| Heads { data: BufferRange::from(buffer), row_stride: kvw, col: 0 };
-            let over_cache = Qkv { q: new.q, k: cached(&cache.k), v: cached(&cache.v) };
+            s.push(k.norm.forward(
+                gpu,
+                norm,
+                x,
+                net.w(Role::AttnNorm(l)),
+                xn,
+                (&self.rrms).into(),
+            )?);
+            s.push(k.linear.forward(
+                gpu,
+                LinearShape {
+                    rows: b,
+                    d_in: d,
+                    d_out: q,
+                },
+                xn,
+                net.w(Role::Qkv(l)),
+                Output::Store((&self.qkv).into()),
+            )?);
+            s.push(k.rope.forward(
+                gpu,
+                rope,
+                (&model.inputs.inv_freq).into(),
+                (&self.qkv).into(),
+            )?);
+            s.push(k.attn.kv_append(
+                gpu,
+                attn,
+                new.k,
+                new.v,
+                (&cache.k).into(),
+                (&cache.v).into(),
+            )?);
+            let cached = |buffer| Heads {
+                data: BufferRange::from(buffer),
+                row_stride: kvw,
+                col: 0,
+            };
+            let over_cache = Qkv {
+                q: new.q,
+                k: cached(&cache.k),
+                v: cached(&cache.v),
+            };
             s.push(k.attn.decode(gpu, attn, over_cache, (&self.attn).into())?);
-            let o = Output::AddTo { residual: x, y: x_mid };
-            s.push(k.linear.forward(gpu, LinearShape { rows: b, d_in: a, d_out: d }, (&self.attn).into(), net.w(Role::Out(l)), o)?);
-            s.push(k.norm.forward(gpu, norm, x_mid, net.w(Role::MlpNorm(l)), xn, (&self.rrms).into())?);
-            s.push(k.linear.forward(gpu, LinearShape { rows: b, d_in: d, d_out: 2 * f }, xn, net.w(Role::GateUp(l)), Output::Store((&self.gu).into()))?);
-            s.push(k.act.swiglu_forward_gu(gpu, (&self.gu).into(), (&self.act).into(), b, f)?);
-            let down = Output::AddTo { residual: x_mid, y: x };
-            s.push(k.linear.forward(gpu, LinearShape { rows: b, d_in: f, d_out: d }, (&self.act).into(), net.w(Role::Down(l)), down)?);
+            let o = Output::AddTo {
+                residual: x,
+                y: x_mid,
+            };
+            s.push(k.linear.forward(
+                gpu,
+                LinearShape {
+                    rows: b,
+                    d_in: a,
+                    d_out: d,
+                },
+                (&self.attn).into(),
+                net.w(Role::Out(l)),
+                o,
+            )?);
+            s.push(k.norm.forward(
+                gpu,
+                norm,
+                x_mid,
+                net.w(Role::MlpNorm(l)),
+                xn,
+                (&self.rrms).into(),
+            )?);
+            s.push(k.linear.forward(
+                gpu,
+                LinearShape {
+                    rows: b,
+                    d_in: d,
+                    d_out: 2 * f,
+                },
+                xn,
+                net.w(Role::GateUp(l)),
+                Output::Store((&self.gu).into()),
+            )?);
+            s.push(
+                k.act
+                    .swiglu_forward_gu(gpu, (&self.gu).into(), (&self.act).into(), b, f)?,
+            );
+            let down = Output::AddTo {
+                residual: x_mid,
+                y: x,
+            };
+            s.push(k.linear.forward(
+                gpu,
+                LinearShape {
+                    rows: b,
+                    d_in: f,
+                    d_out: d,
+                },
+                (&self.act).into(),
+                net.w(Role::Down(l)),
+                down,
+            )?);
         }
-        s.push(k.norm.forward(gpu, norm, x, net.w(Role::FinalNorm), xn, (&self.rrms).into())?);
-        let head = LinearShape { rows: b, d_in: d, d_out: c.vocab };
-        s.push(k.linear.forward(gpu, head, xn, net.w(Role::LmHead), Output::Store((&self.logits).into()))?);
+        s.push(k.norm.forward(
+            gpu,
+            norm,
+            x,
+            net.w(Role::FinalNorm),
+            xn,
+            (&self.rrms).into(),
+        )?);
+        let head = LinearShape {
+            rows: b,
+            d_in: d,
+            d_out: c.vocab,
+        };
+        s.push(k.linear.forward(
+            gpu,
+            head,
+            xn,
+            net.w(Role::LmHead),
+            Output::Store((&self.logits).into()),
+        )?);
         Ok(s)
     }
 
@@ -209,17 +378,32 @@ impl Decoder {
         let op = "generate";
         g.sampling.validate()?;
         if prompts.len() != self.batch as usize {
-            return Err(Error::shape(op, "prompts", format!("one per sequence ({})", self.batch), prompts.len()));
+            return Err(Error::shape(
+                op,
+                "prompts",
+                format!("one per sequence ({})", self.batch),
+                prompts.len(),
+            ));
         }
         let p = prompts[0].as_ref().len();
         if p == 0 || prompts.iter().any(|x| x.as_ref().len() != p) {
             let lengths: Vec<usize> = prompts.iter().map(|x| x.as_ref().len()).collect();
-            return Err(Error::shape(op, "prompt lengths", "one length ≥ 1 for every sequence", format!("{lengths:?}")));
+            return Err(Error::shape(
+                op,
+                "prompt lengths",
+                "one length ≥ 1 for every sequence",
+                format!("{lengths:?}"),
+            ));
         }
         // the last token drawn is not fed
         let fed = p as u64 + (g.max_new as u64).saturating_sub(1);
         if fed > self.max_len as u64 {
-            return Err(Error::shape(op, "prompt + new tokens − 1", format!("≤ max_len {}", self.max_len), fed));
+            return Err(Error::shape(
+                op,
+                "prompt + new tokens − 1",
+                format!("≤ max_len {}", self.max_len),
+                fed,
+            ));
         }
         self.reset();
         let column = |t: usize| -> Vec<u32> { prompts.iter().map(|x| x.as_ref()[t]).collect() };
@@ -230,7 +414,10 @@ impl Decoder {
         let mut rng = SplitMix64(g.seed);
         let mut out = vec![Vec::new(); self.batch as usize];
         for i in 0..g.max_new {
-            let next = logits.chunks(self.config.vocab as usize).map(|row| sample(row, &g.sampling, &mut rng)).collect::<Result<Vec<u32>>>()?;
+            let next = logits
+                .chunks(self.config.vocab as usize)
+                .map(|row| sample(row, &g.sampling, &mut rng))
+                .collect::<Result<Vec<u32>>>()?;
             out.iter_mut().zip(&next).for_each(|(o, &t)| o.push(t));
             if on_tokens(&next).is_break() || i + 1 == g.max_new {
                 break;

@@ -16,25 +16,74 @@ impl<'a> Net<'a> {
         let (a, dm) = (&m.acts, m.acts.dims);
         let (rows, d, v) = (dm.rows, dm.d, dm.vocab);
         // the mean over every row of the batch, whichever chunk a row is in
-        let mean = CrossEntropy { rows: rows as u32, vocab: v as u32, ignore_index: IGNORE_INDEX, label_smoothing: 0.0, z_loss: 0.0, grad_scale: 1.0 / rows as f32 };
-        let range = |b: &'a wgpu::Buffer, r0: u64, n: u64, width: u64| BufferRange { buffer: b, offset: 4 * r0 * width, size: 4 * n * width };
+        let mean = CrossEntropy {
+            rows: rows as u32,
+            vocab: v as u32,
+            ignore_index: IGNORE_INDEX,
+            label_smoothing: 0.0,
+            z_loss: 0.0,
+            grad_scale: 1.0 / rows as f32,
+        };
+        let range = |b: &'a wgpu::Buffer, r0: u64, n: u64, width: u64| BufferRange {
+            buffer: b,
+            offset: 4 * r0 * width,
+            size: 4 * n * width,
+        };
         let mut s = Vec::new();
         let mut r0 = 0;
         while r0 < rows {
             let n = dm.chunk_rows.min(rows - r0);
-            let shape = LinearShape { rows: n as u32, d_in: d as u32, d_out: v as u32 };
+            let shape = LinearShape {
+                rows: n as u32,
+                d_in: d as u32,
+                d_out: v as u32,
+            };
             let (xnf, logits) = (range(&a.xnf, r0, n, d), range(&a.logits, 0, n, v));
-            s.push(k.linear.forward(gpu, shape, xnf, self.w(Role::LmHead), Output::Store(logits))?);
-            let ce = CrossEntropy { rows: n as u32, ..mean };
-            let (targets, losses, lse) = (range(&m.inputs.targets, r0, n, 1), range(&a.losses, r0, n, 1), range(&a.loss_lse, r0, n, 1));
-            s.push(k.loss.cross_entropy_forward_backward(gpu, &ce, targets, logits, losses, lse)?);
+            s.push(k.linear.forward(
+                gpu,
+                shape,
+                xnf,
+                self.w(Role::LmHead),
+                Output::Store(logits),
+            )?);
+            let ce = CrossEntropy {
+                rows: n as u32,
+                ..mean
+            };
+            let (targets, losses, lse) = (
+                range(&m.inputs.targets, r0, n, 1),
+                range(&a.losses, r0, n, 1),
+                range(&a.loss_lse, r0, n, 1),
+            );
+            s.push(
+                k.loss
+                    .cross_entropy_forward_backward(gpu, &ce, targets, logits, losses, lse)?,
+            );
             if train {
-                s.push(k.linear.backward_input(gpu, shape, logits, self.w(Role::LmHead), Output::Store(range(&a.dnorm, r0, n, d)))?);
-                s.push(k.linear.backward_weight(gpu, shape, logits, xnf, self.grad(Role::LmHead))?);
+                s.push(k.linear.backward_input(
+                    gpu,
+                    shape,
+                    logits,
+                    self.w(Role::LmHead),
+                    Output::Store(range(&a.dnorm, r0, n, d)),
+                )?);
+                s.push(k.linear.backward_weight(
+                    gpu,
+                    shape,
+                    logits,
+                    xnf,
+                    self.grad(Role::LmHead),
+                )?);
             }
             r0 += n;
         }
-        s.push(k.loss.loss_sum(gpu, &mean, (&m.inputs.targets).into(), (&a.losses).into(), (&a.loss).into())?);
+        s.push(k.loss.loss_sum(
+            gpu,
+            &mean,
+            (&m.inputs.targets).into(),
+            (&a.losses).into(),
+            (&a.loss).into(),
+        )?);
         Ok(s)
     }
 }
@@ -44,7 +93,11 @@ impl super::Model {
     /// again, chunk by chunk, into a buffer of its own (the head's logits
     /// buffer holds dlogits once the loss has run). For evaluation and the
     /// parity checks against transformers.
-    pub async fn logits(&self, gpu: &crate::gpu::Gpu, k: &crate::kernels::Kernels) -> Result<Vec<f32>> {
+    pub async fn logits(
+        &self,
+        gpu: &crate::gpu::Gpu,
+        k: &crate::kernels::Kernels,
+    ) -> Result<Vec<f32>> {
         let dm = self.acts.dims;
         let (rows, d, v) = (dm.rows, dm.d, dm.vocab);
         let w = self.net(gpu, k).w(Role::LmHead);
@@ -53,10 +106,23 @@ impl super::Model {
         let mut r0 = 0;
         while r0 < rows {
             let n = dm.chunk_rows.min(rows - r0);
-            let shape = LinearShape { rows: n as u32, d_in: d as u32, d_out: v as u32 };
-            let xnf = BufferRange { buffer: &self.acts.xnf, offset: 4 * r0 * d, size: 4 * n * d };
-            let dst = BufferRange { buffer: &out, offset: 0, size: 4 * n * v };
-            gpu.run(&[&k.linear.forward(gpu, shape, xnf, w, Output::Store(dst))?]).await?;
+            let shape = LinearShape {
+                rows: n as u32,
+                d_in: d as u32,
+                d_out: v as u32,
+            };
+            let xnf = BufferRange {
+                buffer: &self.acts.xnf,
+                offset: 4 * r0 * d,
+                size: 4 * n * d,
+            };
+            let dst = BufferRange {
+                buffer: &out,
+                offset: 0,
+                size: 4 * n * v,
+            };
+            gpu.run(&[&k.linear.forward(gpu, shape, xnf, w, Output::Store(dst))?])
+                .await?;
             logits.extend(gpu.read_back::<f32>(dst).await?);
             r0 += n;
         }

@@ -92,12 +92,23 @@ pub struct ParamLayout {
 
 impl ParamLayout {
     pub fn new(c: &Config) -> ParamLayout {
-        let (v, d, f, qkv, hdh) = (c.vocab, c.d_model, c.ffn, c.qkv_width(), c.n_heads * c.head_dim());
+        let (v, d, f, qkv, hdh) = (
+            c.vocab,
+            c.d_model,
+            c.ffn,
+            c.qkv_width(),
+            c.n_heads * c.head_dim(),
+        );
         let mut decaying = vec![(Role::Embedding, "embed_tokens".to_string(), v, d)];
         for l in 0..c.n_layers {
             decaying.push((Role::Qkv(l), format!("layers.{l}.qkv_proj"), qkv, d));
             decaying.push((Role::Out(l), format!("layers.{l}.o_proj"), d, hdh));
-            decaying.push((Role::GateUp(l), format!("layers.{l}.gate_up_proj"), 2 * f, d));
+            decaying.push((
+                Role::GateUp(l),
+                format!("layers.{l}.gate_up_proj"),
+                2 * f,
+                d,
+            ));
             decaying.push((Role::Down(l), format!("layers.{l}.down_proj"), d, f));
         }
         if !c.tie_word_embeddings {
@@ -105,8 +116,18 @@ impl ParamLayout {
         }
         let mut gains = Vec::new();
         for l in 0..c.n_layers {
-            gains.push((Role::AttnNorm(l), format!("layers.{l}.input_layernorm"), 1, d));
-            gains.push((Role::MlpNorm(l), format!("layers.{l}.post_attention_layernorm"), 1, d));
+            gains.push((
+                Role::AttnNorm(l),
+                format!("layers.{l}.input_layernorm"),
+                1,
+                d,
+            ));
+            gains.push((
+                Role::MlpNorm(l),
+                format!("layers.{l}.post_attention_layernorm"),
+                1,
+                d,
+            ));
         }
         gains.push((Role::FinalNorm, "norm".to_string(), 1, d));
 
@@ -114,22 +135,48 @@ impl ParamLayout {
         let mut place = |list: Vec<(Role, String, u32, u32)>, decays: bool, start: u64| {
             let mut at = start;
             for (role, name, rows, cols) in list {
-                let t = Tensor { role, name, rows, cols, offset: at, decays };
+                let t = Tensor {
+                    role,
+                    name,
+                    rows,
+                    cols,
+                    offset: at,
+                    decays,
+                };
                 at = (at + t.len()).next_multiple_of(TENSOR_ALIGN);
                 tensors.push(t);
             }
-            Span { start, len: at - start }
+            Span {
+                start,
+                len: at - start,
+            }
         };
         let decay = place(decaying, true, 0);
-        let no_decay = place(gains, false, (decay.start + decay.len).next_multiple_of(CHUNK_ALIGN));
+        let no_decay = place(
+            gains,
+            false,
+            (decay.start + decay.len).next_multiple_of(CHUNK_ALIGN),
+        );
         let total = no_decay.start + no_decay.len;
-        ParamLayout { tensors, decay, no_decay, total }
+        ParamLayout {
+            tensors,
+            decay,
+            no_decay,
+            total,
+        }
     }
 
     pub fn get(&self, role: Role) -> &Tensor {
         // Every role of the config is placed by `new`; a tied lm_head is the embedding.
-        let role = if role == Role::LmHead && !self.tensors.iter().any(|t| t.role == Role::LmHead) { Role::Embedding } else { role };
-        self.tensors.iter().find(|t| t.role == role).expect("ParamLayout::new places every role")
+        let role = if role == Role::LmHead && !self.tensors.iter().any(|t| t.role == Role::LmHead) {
+            Role::Embedding
+        } else {
+            role
+        };
+        self.tensors
+            .iter()
+            .find(|t| t.role == role)
+            .expect("ParamLayout::new places every role")
     }
 
     /// Parameters (padding excluded).
@@ -141,15 +188,24 @@ impl ParamLayout {
     /// binding fits `max_binding` bytes. Refuses a tensor that alone exceeds it.
     pub fn chunks(&self, max_binding: u64) -> Result<Vec<Chunk>> {
         if let Some(t) = self.tensors.iter().find(|t| 4 * t.len() > max_binding) {
-            return Err(Error::Limit { op: "model", what: format!("tensor {} ({}×{} f32)", t.name, t.rows, t.cols), needed: 4 * t.len(), limit: max_binding });
+            return Err(Error::Limit {
+                op: "model",
+                what: format!("tensor {} ({}×{} f32)", t.name, t.rows, t.cols),
+                needed: 4 * t.len(),
+                limit: max_binding,
+            });
         }
-        let step = (max_binding / 4 / CHUNK_ALIGN * CHUNK_ALIGN).min(u32::MAX as u64 / CHUNK_ALIGN * CHUNK_ALIGN);
+        let step = (max_binding / 4 / CHUNK_ALIGN * CHUNK_ALIGN)
+            .min(u32::MAX as u64 / CHUNK_ALIGN * CHUNK_ALIGN);
         let mut chunks = Vec::new();
         for (span, decays) in [(self.decay, true), (self.no_decay, false)] {
             let mut start = span.start;
             while start < span.start + span.len {
                 let len = step.min(span.start + span.len - start);
-                chunks.push(Chunk { span: Span { start, len }, decays });
+                chunks.push(Chunk {
+                    span: Span { start, len },
+                    decays,
+                });
                 start += len;
             }
         }
@@ -164,7 +220,9 @@ impl ParamLayout {
         for t in &self.tensors {
             let range = t.offset as usize..(t.offset + t.len()) as usize;
             if t.decays {
-                w[range].iter_mut().for_each(|x| *x = (INIT_STD * standard_normal(&mut rng)) as f32);
+                w[range]
+                    .iter_mut()
+                    .for_each(|x| *x = (INIT_STD * standard_normal(&mut rng)) as f32);
             } else {
                 w[range].fill(1.0);
             }
@@ -192,16 +250,28 @@ mod tests {
             let l = ParamLayout::new(&c);
             let mut end = 0;
             for t in &l.tensors {
-                assert!(t.offset.is_multiple_of(TENSOR_ALIGN) && t.offset >= end, "{}", t.name);
+                assert!(
+                    t.offset.is_multiple_of(TENSOR_ALIGN) && t.offset >= end,
+                    "{}",
+                    t.name
+                );
                 let block = if t.decays { l.decay } else { l.no_decay };
-                assert!(t.offset >= block.start && t.offset + t.len() <= block.start + block.len, "{}", t.name);
+                assert!(
+                    t.offset >= block.start && t.offset + t.len() <= block.start + block.len,
+                    "{}",
+                    t.name
+                );
                 end = t.offset + t.len();
             }
             assert!(l.no_decay.start.is_multiple_of(CHUNK_ALIGN));
             assert_eq!(l.tensors.len() as u32, 1 + 6 * c.n_layers + 1 + 1);
         }
         let base = ParamLayout::new(&Config::preset("base").unwrap());
-        assert!((105_000_000..115_000_000).contains(&base.parameters()), "{}", base.parameters());
+        assert!(
+            (105_000_000..115_000_000).contains(&base.parameters()),
+            "{}",
+            base.parameters()
+        );
     }
 
     #[test]
@@ -209,14 +279,24 @@ mod tests {
         let l = ParamLayout::new(&Config::preset("base").unwrap());
         let limit = 128 << 20; // lavapipe
         let chunks = l.chunks(limit).unwrap();
-        assert!(chunks.len() > 2, "base's decay block exceeds 128 MiB of f32");
+        assert!(
+            chunks.len() > 2,
+            "base's decay block exceeds 128 MiB of f32"
+        );
         let covered: u64 = chunks.iter().map(|c| c.span.len).sum();
         assert_eq!(covered, l.decay.len + l.no_decay.len);
         for c in &chunks {
             assert!(4 * c.span.len <= limit && c.span.start.is_multiple_of(CHUNK_ALIGN));
         }
-        assert_eq!(l.chunks(1 << 40).unwrap().len(), 2, "one dispatch per block when it fits");
-        assert!(l.chunks(16 << 20).is_err(), "the 48 MiB embedding cannot be bound in 16 MiB");
+        assert_eq!(
+            l.chunks(1 << 40).unwrap().len(),
+            2,
+            "one dispatch per block when it fits"
+        );
+        assert!(
+            l.chunks(16 << 20).is_err(),
+            "the 48 MiB embedding cannot be bound in 16 MiB"
+        );
     }
 
     #[test]
@@ -228,9 +308,17 @@ mod tests {
         let e = l.get(Role::Embedding);
         let xs = &a[e.offset as usize..(e.offset + e.len()) as usize];
         let mean = xs.iter().map(|&x| x as f64).sum::<f64>() / xs.len() as f64;
-        let std = (xs.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / xs.len() as f64).sqrt();
-        assert!(mean.abs() < 1e-3 && (std - INIT_STD).abs() < 1e-3, "mean {mean} std {std}");
+        let std =
+            (xs.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / xs.len() as f64).sqrt();
+        assert!(
+            mean.abs() < 1e-3 && (std - INIT_STD).abs() < 1e-3,
+            "mean {mean} std {std}"
+        );
         let g = l.get(Role::FinalNorm);
-        assert!(a[g.offset as usize..(g.offset + g.len()) as usize].iter().all(|&x| x == 1.0));
+        assert!(
+            a[g.offset as usize..(g.offset + g.len()) as usize]
+                .iter()
+                .all(|&x| x == 1.0)
+        );
     }
 }

@@ -20,7 +20,7 @@ pub use config::{BatchShape, Config, PRESETS};
 pub use layout::{Chunk, ParamLayout, Role, Span, Tensor};
 
 use crate::error::{Error, Result};
-use crate::gpu::{f16_bytes, BufferRange, Dispatch, Gpu};
+use crate::gpu::{BufferRange, Dispatch, Gpu, f16_bytes};
 use crate::kernels::embedding::TokenRuns;
 use crate::kernels::rope::inv_freq;
 use crate::kernels::{Kernels, Weights};
@@ -41,8 +41,12 @@ impl Precision {
         match name {
             "fp32" => Ok(Precision::Fp32),
             "f16" => Ok(Precision::F16),
-            "sf16" | "fp8" => Err(Error::Unsupported(format!("precision {name} is a research mode that is not built yet"))),
-            _ => Err(Error::Unsupported(format!("unknown precision {name:?}: use fp32 or f16"))),
+            "sf16" | "fp8" => Err(Error::Unsupported(format!(
+                "precision {name} is a research mode that is not built yet"
+            ))),
+            _ => Err(Error::Unsupported(format!(
+                "unknown precision {name:?}: use fp32 or f16"
+            ))),
         }
     }
 
@@ -63,15 +67,29 @@ pub struct Params {
 }
 
 impl Params {
-    fn new(gpu: &Gpu, layout: &ParamLayout, weights: &[f32], precision: Precision) -> Result<Params> {
+    fn new(
+        gpu: &Gpu,
+        layout: &ParamLayout,
+        weights: &[f32],
+        precision: Precision,
+    ) -> Result<Params> {
         if weights.len() as u64 != layout.total {
-            return Err(Error::shape("model", "weights", layout.total, weights.len()));
+            return Err(Error::shape(
+                "model",
+                "weights",
+                layout.total,
+                weights.len(),
+            ));
         }
         let mirror = match precision {
             Precision::Fp32 => None,
             Precision::F16 => Some(gpu.storage_buffer("mirror", f16_bytes(layout.total))?),
         };
-        Ok(Params { weights: gpu.upload("weights", weights)?, grads: gpu.storage_buffer("grads", 4 * layout.total)?, mirror })
+        Ok(Params {
+            weights: gpu.upload("weights", weights)?,
+            grads: gpu.storage_buffer("grads", 4 * layout.total)?,
+            mirror,
+        })
     }
 }
 
@@ -106,7 +124,14 @@ pub struct Model {
 impl Model {
     /// Uploads `weights` (a `layout.total` vector, e.g. `initial_weights`)
     /// and builds every dispatch. Refuses shapes the adapter cannot bind.
-    pub fn new(gpu: &Gpu, k: &Kernels, config: Config, shape: BatchShape, precision: Precision, weights: &[f32]) -> Result<Model> {
+    pub fn new(
+        gpu: &Gpu,
+        k: &Kernels,
+        config: Config,
+        shape: BatchShape,
+        precision: Precision,
+        weights: &[f32],
+    ) -> Result<Model> {
         config.validate()?;
         shape.validate(&config)?;
         let layout = ParamLayout::new(&config);
@@ -122,10 +147,32 @@ impl Model {
             inv_freq: gpu.upload("inv_freq", &inv_freq(config.head_dim(), config.rope_theta))?,
             bad_tokens: gpu.storage_buffer("bad_tokens", 4)?,
         };
-        let mut model = Model { config, shape, layout, precision, params, acts, inputs, forward: vec![], head_train: vec![], head_eval: vec![], backward: vec![] };
+        let mut model = Model {
+            config,
+            shape,
+            layout,
+            precision,
+            params,
+            acts,
+            inputs,
+            forward: vec![],
+            head_train: vec![],
+            head_eval: vec![],
+            backward: vec![],
+        };
         let net = model.net(gpu, k);
-        let (forward, head_train, head_eval, backward) = (net.forward()?, net.head(true)?, net.head(false)?, net.backward()?);
-        (model.forward, model.head_train, model.head_eval, model.backward) = (forward, head_train, head_eval, backward);
+        let (forward, head_train, head_eval, backward) = (
+            net.forward()?,
+            net.head(true)?,
+            net.head(false)?,
+            net.backward()?,
+        );
+        (
+            model.forward,
+            model.head_train,
+            model.head_eval,
+            model.backward,
+        ) = (forward, head_train, head_eval, backward);
         Ok(model)
     }
 
@@ -137,21 +184,37 @@ impl Model {
     pub fn write_batch(&self, gpu: &Gpu, inputs: &[u32], targets: &[u32]) -> Result<()> {
         let r = self.shape.rows() as usize;
         if inputs.len() != r || targets.len() != r {
-            return Err(Error::shape("model", "batch tokens", r, format!("{} inputs, {} targets", inputs.len(), targets.len())));
+            return Err(Error::shape(
+                "model",
+                "batch tokens",
+                r,
+                format!("{} inputs, {} targets", inputs.len(), targets.len()),
+            ));
         }
-        gpu.queue.write_buffer(&self.inputs.tokens, 0, bytemuck::cast_slice(inputs));
-        gpu.queue.write_buffer(&self.inputs.targets, 0, bytemuck::cast_slice(targets));
+        gpu.queue
+            .write_buffer(&self.inputs.tokens, 0, bytemuck::cast_slice(inputs));
+        gpu.queue
+            .write_buffer(&self.inputs.targets, 0, bytemuck::cast_slice(targets));
         let runs = TokenRuns::new(inputs, self.config.vocab).to_words();
-        gpu.queue.write_buffer(&self.inputs.token_runs, 0, bytemuck::cast_slice(&runs));
+        gpu.queue
+            .write_buffer(&self.inputs.token_runs, 0, bytemuck::cast_slice(&runs));
         Ok(())
     }
 
     /// Fills the f16 mirror from the master weights (at creation; AdamW keeps it after).
     pub fn sync_mirror(&self, gpu: &Gpu, k: &Kernels) -> Result<Vec<Dispatch>> {
-        let Some(mirror) = &self.params.mirror else { return Ok(vec![]) };
+        let Some(mirror) = &self.params.mirror else {
+            return Ok(vec![]);
+        };
         let mut d = Vec::new();
-        for c in self.layout.chunks(gpu.limits.max_storage_buffer_binding_size)? {
-            let (src, dst) = (f32_range(&self.params.weights, c.span.start, c.span.len), f16_range(mirror, c.span.start, c.span.len));
+        for c in self
+            .layout
+            .chunks(gpu.limits.max_storage_buffer_binding_size)?
+        {
+            let (src, dst) = (
+                f32_range(&self.params.weights, c.span.start, c.span.len),
+                f16_range(mirror, c.span.start, c.span.len),
+            );
             d.push(k.cast.f32_to_f16(gpu, src, dst, c.span.len as u32)?);
         }
         Ok(d)
@@ -170,12 +233,20 @@ impl Model {
 
 /// `len` f32 elements of `buffer` from element `start`.
 pub(crate) fn f32_range(buffer: &wgpu::Buffer, start: u64, len: u64) -> BufferRange<'_> {
-    BufferRange { buffer, offset: 4 * start, size: 4 * len }
+    BufferRange {
+        buffer,
+        offset: 4 * start,
+        size: 4 * len,
+    }
 }
 
 /// `len` f16 elements of `buffer` from element `start` (even), whole words.
 pub(crate) fn f16_range(buffer: &wgpu::Buffer, start: u64, len: u64) -> BufferRange<'_> {
-    BufferRange { buffer, offset: 2 * start, size: f16_bytes(len) }
+    BufferRange {
+        buffer,
+        offset: 2 * start,
+        size: f16_bytes(len),
+    }
 }
 
 /// What the schedules are built from: the model's buffers and the kernels.

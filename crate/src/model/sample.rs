@@ -18,11 +18,17 @@ pub struct Sampling {
 }
 
 impl Sampling {
-    pub const GREEDY: Sampling = Sampling { temperature: 0.0, top_k: 0 };
+    pub const GREEDY: Sampling = Sampling {
+        temperature: 0.0,
+        top_k: 0,
+    };
 
     pub fn validate(&self) -> Result<()> {
         if !(self.temperature.is_finite() && self.temperature >= 0.0) {
-            return Err(Error::Unsupported(format!("sampling: temperature {} must be finite and ≥ 0 (0 is greedy)", self.temperature)));
+            return Err(Error::Unsupported(format!(
+                "sampling: temperature {} must be finite and ≥ 0 (0 is greedy)",
+                self.temperature
+            )));
         }
         Ok(())
     }
@@ -39,9 +45,16 @@ pub fn sample(logits: &[f32], s: &Sampling, rng: &mut SplitMix64) -> Result<u32>
         return Err(Error::Unsupported("sampling: no logits".into()));
     }
     if let Some(i) = logits.iter().position(|x| !x.is_finite()) {
-        return Err(Error::Unsupported(format!("sampling: logit {i} is {}: the model's output is not finite", logits[i])));
+        return Err(Error::Unsupported(format!(
+            "sampling: logit {i} is {}: the model's output is not finite",
+            logits[i]
+        )));
     }
-    let first = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]).then(a.cmp(b));
+    let first = |a: &u32, b: &u32| {
+        logits[*b as usize]
+            .total_cmp(&logits[*a as usize])
+            .then(a.cmp(b))
+    };
     let all = logits.len() as u32;
     let k = if s.top_k == 0 { all } else { s.top_k.min(all) };
     if s.temperature == 0.0 || k == 1 {
@@ -54,9 +67,15 @@ pub fn sample(logits: &[f32], s: &Sampling, rng: &mut SplitMix64) -> Result<u32>
         candidates.sort_unstable_by(first);
     }
     // softmax(l / T) over the candidates, in f64, relative to the largest
-    let max = candidates.iter().map(|&i| logits[i as usize]).fold(f32::NEG_INFINITY, f32::max) as f64;
+    let max = candidates
+        .iter()
+        .map(|&i| logits[i as usize])
+        .fold(f32::NEG_INFINITY, f32::max) as f64;
     let t = s.temperature as f64;
-    let weights: Vec<f64> = candidates.iter().map(|&i| ((logits[i as usize] as f64 - max) / t).exp()).collect();
+    let weights: Vec<f64> = candidates
+        .iter()
+        .map(|&i| ((logits[i as usize] as f64 - max) / t).exp())
+        .collect();
     let total: f64 = weights.iter().sum(); // ≥ 1: the largest weighs exp(0)
     let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * total; // in [0, total)
     let mut sum = 0.0;
@@ -76,7 +95,9 @@ mod tests {
     /// 50 logits with a unique largest at 17 and a tie between 3 and 40.
     fn logits() -> Vec<f32> {
         let mut rng = SplitMix64(1);
-        let mut l: Vec<f32> = (0..50).map(|_| (rng.below(2001) as f32 - 1000.0) / 400.0).collect();
+        let mut l: Vec<f32> = (0..50)
+            .map(|_| (rng.below(2001) as f32 - 1000.0) / 400.0)
+            .collect();
         l[17] = 4.0;
         (l[3], l[40]) = (3.5, 3.5);
         l
@@ -96,8 +117,24 @@ mod tests {
     fn temperature_zero_and_top_k_one_agree() {
         let l = logits();
         let (mut a, mut b) = (SplitMix64(7), SplitMix64(7));
-        let greedy = sample(&l, &Sampling { temperature: 0.0, top_k: 20 }, &mut a).unwrap();
-        let top1 = sample(&l, &Sampling { temperature: 1.5, top_k: 1 }, &mut b).unwrap();
+        let greedy = sample(
+            &l,
+            &Sampling {
+                temperature: 0.0,
+                top_k: 20,
+            },
+            &mut a,
+        )
+        .unwrap();
+        let top1 = sample(
+            &l,
+            &Sampling {
+                temperature: 1.5,
+                top_k: 1,
+            },
+            &mut b,
+        )
+        .unwrap();
         assert_eq!((greedy, top1), (17, 17));
     }
 
@@ -112,21 +149,41 @@ mod tests {
             let mut seen = std::collections::BTreeSet::new();
             for _ in 0..2000 {
                 // a high temperature makes every candidate likely
-                let t = sample(&l, &Sampling { temperature: 20.0, top_k: k }, &mut rng).unwrap();
-                assert!(allowed.contains(&t), "top_k {k} picked {t}, outside {allowed:?}");
+                let t = sample(
+                    &l,
+                    &Sampling {
+                        temperature: 20.0,
+                        top_k: k,
+                    },
+                    &mut rng,
+                )
+                .unwrap();
+                assert!(
+                    allowed.contains(&t),
+                    "top_k {k} picked {t}, outside {allowed:?}"
+                );
                 seen.insert(t);
             }
-            assert_eq!(seen.len(), k as usize, "top_k {k}: every candidate is drawn at T = 20");
+            assert_eq!(
+                seen.len(),
+                k as usize,
+                "top_k {k}: every candidate is drawn at T = 20"
+            );
         }
     }
 
     #[test]
     fn the_same_seed_gives_the_same_picks() {
         let l = logits();
-        let s = Sampling { temperature: 1.0, top_k: 0 };
+        let s = Sampling {
+            temperature: 1.0,
+            top_k: 0,
+        };
         let draw = |seed| {
             let mut rng = SplitMix64(seed);
-            (0..100).map(|_| sample(&l, &s, &mut rng).unwrap()).collect::<Vec<_>>()
+            (0..100)
+                .map(|_| sample(&l, &s, &mut rng).unwrap())
+                .collect::<Vec<_>>()
         };
         assert_eq!(draw(3), draw(3));
         assert_ne!(draw(3), draw(4));
@@ -137,7 +194,10 @@ mod tests {
     #[test]
     fn draws_follow_the_softmax_at_the_temperature() {
         let l = [1.0f32, 0.0, 2.0, -1.0];
-        let s = Sampling { temperature: 0.7, top_k: 0 };
+        let s = Sampling {
+            temperature: 0.7,
+            top_k: 0,
+        };
         let mut rng = SplitMix64(13);
         let n = 20_000;
         let mut counts = [0u32; 4];
@@ -149,18 +209,45 @@ mod tests {
         for (i, &c) in counts.iter().enumerate() {
             let p = w[i] / total;
             let sd = (n as f64 * p * (1.0 - p)).sqrt();
-            assert!((c as f64 - n as f64 * p).abs() < 4.0 * sd, "token {i}: {c} draws, expected {:.0} ± {sd:.0}", n as f64 * p);
+            assert!(
+                (c as f64 - n as f64 * p).abs() < 4.0 * sd,
+                "token {i}: {c} draws, expected {:.0} ± {sd:.0}",
+                n as f64 * p
+            );
         }
     }
 
     #[test]
     fn bad_settings_and_logits_are_errors() {
         let mut rng = SplitMix64(1);
-        let s = Sampling { temperature: 1.0, top_k: 0 };
+        let s = Sampling {
+            temperature: 1.0,
+            top_k: 0,
+        };
         assert!(sample(&[0.0, f32::NAN], &s, &mut rng).is_err());
         assert!(sample(&[0.0, f32::INFINITY], &Sampling::GREEDY, &mut rng).is_err());
         assert!(sample(&[], &s, &mut rng).is_err());
-        assert!(sample(&[0.0], &Sampling { temperature: -1.0, top_k: 0 }, &mut rng).is_err());
-        assert!(sample(&[0.0], &Sampling { temperature: f32::NAN, top_k: 0 }, &mut rng).is_err());
+        assert!(
+            sample(
+                &[0.0],
+                &Sampling {
+                    temperature: -1.0,
+                    top_k: 0
+                },
+                &mut rng
+            )
+            .is_err()
+        );
+        assert!(
+            sample(
+                &[0.0],
+                &Sampling {
+                    temperature: f32::NAN,
+                    top_k: 0
+                },
+                &mut rng
+            )
+            .is_err()
+        );
     }
 }

@@ -6,7 +6,7 @@
 //! tests hold bit-identical to the GPU's), with the dither of step 0.
 
 use super::{HostState, OptimState};
-use crate::reference::optimizer::{dither, Int8Maps, QBLOCK};
+use crate::reference::optimizer::{Int8Maps, QBLOCK, dither};
 
 impl HostState {
     pub fn kind(&self) -> OptimState {
@@ -20,16 +20,48 @@ impl HostState {
     pub fn convert(self, kind: OptimState) -> HostState {
         let maps = Int8Maps::dynamic();
         match (self, kind) {
-            (s @ HostState::Fp32 { .. }, OptimState::Fp32) | (s @ HostState::Int8 { .. }, OptimState::Int8) => s,
-            (HostState::Int8 { m_codes, v_codes, m_scales, v_scales }, OptimState::Fp32) => {
-                let values = |codes: &[u8], scales: &[f32], map: &crate::reference::optimizer::Int8Map| -> Vec<f32> {
-                    codes.iter().enumerate().map(|(i, &c)| map.dequantize(c, scales[i / QBLOCK])).collect()
+            (s @ HostState::Fp32 { .. }, OptimState::Fp32)
+            | (s @ HostState::Int8 { .. }, OptimState::Int8) => s,
+            (
+                HostState::Int8 {
+                    m_codes,
+                    v_codes,
+                    m_scales,
+                    v_scales,
+                },
+                OptimState::Fp32,
+            ) => {
+                let values = |codes: &[u8],
+                              scales: &[f32],
+                              map: &crate::reference::optimizer::Int8Map|
+                 -> Vec<f32> {
+                    codes
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &c)| map.dequantize(c, scales[i / QBLOCK]))
+                        .collect()
                 };
-                HostState::Fp32 { m: values(&m_codes, &m_scales, &maps.m), v: values(&v_codes, &v_scales, &maps.v) }
+                HostState::Fp32 {
+                    m: values(&m_codes, &m_scales, &maps.m),
+                    v: values(&v_codes, &v_scales, &maps.v),
+                }
             }
             (HostState::Fp32 { m, v }, OptimState::Int8) => {
-                let mut out = HostState::Int8 { m_codes: vec![0; m.len()], v_codes: vec![0; v.len()], m_scales: vec![], v_scales: vec![] };
-                let HostState::Int8 { m_codes, v_codes, m_scales, v_scales } = &mut out else { unreachable!() };
+                let mut out = HostState::Int8 {
+                    m_codes: vec![0; m.len()],
+                    v_codes: vec![0; v.len()],
+                    m_scales: vec![],
+                    v_scales: vec![],
+                };
+                let HostState::Int8 {
+                    m_codes,
+                    v_codes,
+                    m_scales,
+                    v_scales,
+                } = &mut out
+                else {
+                    unreachable!()
+                };
                 for (b, (mb, vb)) in m.chunks(QBLOCK).zip(v.chunks(QBLOCK)).enumerate() {
                     let m_max = mb.iter().fold(0f32, |a, x| a.max(x.abs()));
                     let v_max = vb.iter().fold(0f32, |a, &x| a.max(x));
@@ -55,8 +87,12 @@ mod tests {
     fn state(n: usize, seed: u64) -> HostState {
         let mut r = SplitMix64(seed);
         let mut u = || (r.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
-        let m = (0..n).map(|i| (u() - 0.5) * 10f32.powi(-((i % 5) as i32))).collect();
-        let v = (0..n).map(|i| u() * u() * 10f32.powi(-2 * ((i % 5) as i32))).collect();
+        let m = (0..n)
+            .map(|i| (u() - 0.5) * 10f32.powi(-((i % 5) as i32)))
+            .collect();
+        let v = (0..n)
+            .map(|i| u() * u() * 10f32.powi(-2 * ((i % 5) as i32)))
+            .collect();
         HostState::Fp32 { m, v }
     }
 
@@ -69,7 +105,9 @@ mod tests {
         let back = int8.clone().convert(OptimState::Fp32);
         // codes → values → codes is the identity (every value is a code point)
         assert_eq!(back.clone().convert(OptimState::Int8), int8);
-        let (HostState::Fp32 { m, v }, HostState::Fp32 { m: m2, v: v2 }) = (&fp32, &back) else { unreachable!() };
+        let (HostState::Fp32 { m, v }, HostState::Fp32 { m: m2, v: v2 }) = (&fp32, &back) else {
+            unreachable!()
+        };
         let maps = Int8Maps::dynamic();
         for b in 0..n / QBLOCK {
             let r = b * QBLOCK..(b + 1) * QBLOCK;
@@ -78,8 +116,14 @@ mod tests {
                 let s = x[r.clone()].iter().fold(0f32, |a, x| a.max(x.abs())); // v ≥ 0
                 for (&a, &q) in x[r.clone()].iter().zip(&got[r.clone()]) {
                     let k = map.values.iter().rposition(|&p| p * s <= a).unwrap();
-                    let around = [map.dequantize(k as u8, s), map.dequantize((k + 1).min(255) as u8, s)];
-                    assert!(around.contains(&q), "block {b}: {a} coded as {q}, not one of {around:?}");
+                    let around = [
+                        map.dequantize(k as u8, s),
+                        map.dequantize((k + 1).min(255) as u8, s),
+                    ];
+                    assert!(
+                        around.contains(&q),
+                        "block {b}: {a} coded as {q}, not one of {around:?}"
+                    );
                 }
             }
         }

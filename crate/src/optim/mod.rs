@@ -12,11 +12,11 @@ pub use schedule::LrSchedule;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::gpu::{Dispatch, Gpu};
 use crate::gpu::BufferRange;
+use crate::gpu::{Dispatch, Gpu};
 use crate::kernels::optimizer::{int8_scale_bytes, int8_state_bytes, partials_for};
 use crate::kernels::{Adam8bitBuffers, AdamBuffers, AdamHyper, GradStats, Kernels};
-use crate::model::{f16_range, f32_range, Chunk, Model};
+use crate::model::{Chunk, Model, f16_range, f32_range};
 
 /// How AdamW keeps its moments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,7 +31,9 @@ impl OptimState {
         match name {
             "fp32" => Ok(OptimState::Fp32),
             "int8" => Ok(OptimState::Int8),
-            _ => Err(Error::Unsupported(format!("unknown optimizer state {name:?}: use fp32 or int8"))),
+            _ => Err(Error::Unsupported(format!(
+                "unknown optimizer state {name:?}: use fp32 or int8"
+            ))),
         }
     }
 
@@ -83,23 +85,45 @@ impl Default for OptimConfig {
 impl OptimConfig {
     /// The hyperparameters of step `t` (from 1): the schedule's rate.
     pub fn hyper(&self, t: u32) -> AdamHyper {
-        AdamHyper { lr: self.schedule.lr(t), beta1: self.beta1, beta2: self.beta2, eps: self.eps, weight_decay: self.weight_decay }
+        AdamHyper {
+            lr: self.schedule.lr(t),
+            beta1: self.beta1,
+            beta2: self.beta2,
+            eps: self.eps,
+            weight_decay: self.weight_decay,
+        }
     }
 }
 
 /// The moments: f32 at the parameters' offsets, or int8 codes (byte `s`
 /// for element `s`) with one f32 scale per 256 values (byte `s/256·4`).
 pub enum StateBuffers {
-    Fp32 { m: wgpu::Buffer, v: wgpu::Buffer },
-    Int8 { m_codes: wgpu::Buffer, v_codes: wgpu::Buffer, m_scales: wgpu::Buffer, v_scales: wgpu::Buffer },
+    Fp32 {
+        m: wgpu::Buffer,
+        v: wgpu::Buffer,
+    },
+    Int8 {
+        m_codes: wgpu::Buffer,
+        v_codes: wgpu::Buffer,
+        m_scales: wgpu::Buffer,
+        v_scales: wgpu::Buffer,
+    },
 }
 
 /// The moments on the host, byte for byte as `StateBuffers` holds them
 /// (checkpoints read and restore them whole).
 #[derive(Clone, Debug, PartialEq)]
 pub enum HostState {
-    Fp32 { m: Vec<f32>, v: Vec<f32> },
-    Int8 { m_codes: Vec<u8>, v_codes: Vec<u8>, m_scales: Vec<f32>, v_scales: Vec<f32> },
+    Fp32 {
+        m: Vec<f32>,
+        v: Vec<f32>,
+    },
+    Int8 {
+        m_codes: Vec<u8>,
+        v_codes: Vec<u8>,
+        m_scales: Vec<f32>,
+        v_scales: Vec<f32>,
+    },
 }
 
 /// AdamW for one model: state, the step's uniform, and the dispatches.
@@ -116,10 +140,15 @@ pub struct Adam {
 
 impl Adam {
     pub fn new(gpu: &Gpu, k: &Kernels, model: &Model, config: OptimConfig) -> Result<Adam> {
-        let chunks = model.layout.chunks(gpu.limits.max_storage_buffer_binding_size)?;
+        let chunks = model
+            .layout
+            .chunks(gpu.limits.max_storage_buffer_binding_size)?;
         let total = model.layout.total;
         let state = match config.state {
-            OptimState::Fp32 => StateBuffers::Fp32 { m: gpu.storage_buffer("adam_m", 4 * total)?, v: gpu.storage_buffer("adam_v", 4 * total)? },
+            OptimState::Fp32 => StateBuffers::Fp32 {
+                m: gpu.storage_buffer("adam_m", 4 * total)?,
+                v: gpu.storage_buffer("adam_v", 4 * total)?,
+            },
             OptimState::Int8 => StateBuffers::Int8 {
                 m_codes: gpu.storage_buffer("adam_m_codes", int8_state_bytes(total))?,
                 v_codes: gpu.storage_buffer("adam_v_codes", int8_state_bytes(total))?,
@@ -131,20 +160,47 @@ impl Adam {
         let partials = gpu.storage_buffer("grad_partials", 8 * count)?;
         let stats = gpu.storage_buffer("grad_stats", size_of::<GradStats>() as u64)?;
         let step = k.optim.step_buffer(gpu);
-        let mut adam = Adam { config, state, chunks, stats, partials, step, dispatches: vec![] };
+        let mut adam = Adam {
+            config,
+            state,
+            chunks,
+            stats,
+            partials,
+            step,
+            dispatches: vec![],
+        };
         adam.dispatches = adam.build(gpu, k, model, count as u32)?;
         Ok(adam)
     }
 
-    fn build(&self, gpu: &Gpu, k: &Kernels, model: &Model, partial_count: u32) -> Result<Vec<Dispatch>> {
+    fn build(
+        &self,
+        gpu: &Gpu,
+        k: &Kernels,
+        model: &Model,
+        partial_count: u32,
+    ) -> Result<Vec<Dispatch>> {
         let p = &model.params;
         let mut d = Vec::new();
         let mut offset = 0;
         for c in &self.chunks {
-            d.push(k.optim.reduce_norm_sq(gpu, f32_range(&p.grads, c.span.start, c.span.len), c.span.len as u32, (&self.partials).into(), offset)?);
+            d.push(k.optim.reduce_norm_sq(
+                gpu,
+                f32_range(&p.grads, c.span.start, c.span.len),
+                c.span.len as u32,
+                (&self.partials).into(),
+                offset,
+            )?);
             offset += partials_for(c.span.len) as u32;
         }
-        d.push(k.optim.finalize(gpu, (&self.partials).into(), partial_count, self.config.max_grad_norm, (&model.acts.loss).into(), (&self.stats).into())?);
+        d.push(k.optim.finalize(
+            gpu,
+            (&self.partials).into(),
+            partial_count,
+            self.config.max_grad_norm,
+            (&model.acts.loss).into(),
+            (&self.stats).into(),
+        )?);
         let hyper = self.config.hyper(1); // its β1, β2, ε; the step's rate comes with `write_step`
         for c in &self.chunks {
             let (start, len) = (c.span.start, c.span.len);
@@ -158,12 +214,33 @@ impl Adam {
                         moment2: f32_range(v, start, len),
                         mirror,
                     };
-                    d.push(k.optim.update(gpu, &hyper, c.decays, len as u32, &self.step, (&self.stats).into(), &b)?);
+                    d.push(k.optim.update(
+                        gpu,
+                        &hyper,
+                        c.decays,
+                        len as u32,
+                        &self.step,
+                        (&self.stats).into(),
+                        &b,
+                    )?);
                 }
-                StateBuffers::Int8 { m_codes, v_codes, m_scales, v_scales } => {
+                StateBuffers::Int8 {
+                    m_codes,
+                    v_codes,
+                    m_scales,
+                    v_scales,
+                } => {
                     // chunks start on 16 384-element boundaries: whole 256-value blocks
-                    let codes = |b| BufferRange { buffer: b, offset: int8_state_bytes(start), size: int8_state_bytes(len) };
-                    let scales = |b| BufferRange { buffer: b, offset: int8_scale_bytes(start), size: int8_scale_bytes(len) };
+                    let codes = |b| BufferRange {
+                        buffer: b,
+                        offset: int8_state_bytes(start),
+                        size: int8_state_bytes(len),
+                    };
+                    let scales = |b| BufferRange {
+                        buffer: b,
+                        offset: int8_scale_bytes(start),
+                        size: int8_scale_bytes(len),
+                    };
                     let b = Adam8bitBuffers {
                         weights: f32_range(&p.weights, start, len),
                         grads: f32_range(&p.grads, start, len),
@@ -173,7 +250,15 @@ impl Adam {
                         v_scales: scales(v_scales),
                         mirror,
                     };
-                    d.push(k.optim.update_8bit(gpu, &hyper, c.decays, len as u32, &self.step, (&self.stats).into(), &b)?);
+                    d.push(k.optim.update_8bit(
+                        gpu,
+                        &hyper,
+                        c.decays,
+                        len as u32,
+                        &self.step,
+                        (&self.stats).into(),
+                        &b,
+                    )?);
                 }
             }
         }
@@ -183,8 +268,16 @@ impl Adam {
     /// Copies the moments to the host, after every step submitted so far.
     pub async fn read_state(&self, gpu: &Gpu) -> Result<HostState> {
         Ok(match &self.state {
-            StateBuffers::Fp32 { m, v } => HostState::Fp32 { m: gpu.read_back(m.into()).await?, v: gpu.read_back(v.into()).await? },
-            StateBuffers::Int8 { m_codes, v_codes, m_scales, v_scales } => HostState::Int8 {
+            StateBuffers::Fp32 { m, v } => HostState::Fp32 {
+                m: gpu.read_back(m.into()).await?,
+                v: gpu.read_back(v.into()).await?,
+            },
+            StateBuffers::Int8 {
+                m_codes,
+                v_codes,
+                m_scales,
+                v_scales,
+            } => HostState::Int8 {
                 m_codes: gpu.read_back(m_codes.into()).await?,
                 v_codes: gpu.read_back(v_codes.into()).await?,
                 m_scales: gpu.read_back(m_scales.into()).await?,
@@ -200,22 +293,53 @@ impl Adam {
             (StateBuffers::Fp32 { m, v }, HostState::Fp32 { m: hm, v: hv }) => {
                 writes.extend([(m, bytemuck::cast_slice(hm)), (v, bytemuck::cast_slice(hv))]);
             }
-            (StateBuffers::Int8 { m_codes, v_codes, m_scales, v_scales }, HostState::Int8 { m_codes: hmc, v_codes: hvc, m_scales: hms, v_scales: hvs }) => {
-                writes.extend([(m_codes, &hmc[..]), (v_codes, &hvc[..]), (m_scales, bytemuck::cast_slice(hms)), (v_scales, bytemuck::cast_slice(hvs))]);
+            (
+                StateBuffers::Int8 {
+                    m_codes,
+                    v_codes,
+                    m_scales,
+                    v_scales,
+                },
+                HostState::Int8 {
+                    m_codes: hmc,
+                    v_codes: hvc,
+                    m_scales: hms,
+                    v_scales: hvs,
+                },
+            ) => {
+                writes.extend([
+                    (m_codes, &hmc[..]),
+                    (v_codes, &hvc[..]),
+                    (m_scales, bytemuck::cast_slice(hms)),
+                    (v_scales, bytemuck::cast_slice(hvs)),
+                ]);
             }
-            _ => return Err(Error::Unsupported(format!("optimizer state: this AdamW keeps {} moments", self.config.state.name()))),
+            _ => {
+                return Err(Error::Unsupported(format!(
+                    "optimizer state: this AdamW keeps {} moments",
+                    self.config.state.name()
+                )));
+            }
         }
         for (buffer, bytes) in &writes {
             if bytes.len() as u64 != buffer.size() {
-                return Err(Error::shape("optimizer state", "moment bytes", buffer.size(), bytes.len()));
+                return Err(Error::shape(
+                    "optimizer state",
+                    "moment bytes",
+                    buffer.size(),
+                    bytes.len(),
+                ));
             }
         }
-        writes.iter().for_each(|(buffer, bytes)| gpu.queue.write_buffer(buffer, 0, bytes));
+        writes
+            .iter()
+            .for_each(|(buffer, bytes)| gpu.queue.write_buffer(buffer, 0, bytes));
         Ok(())
     }
 
     /// Sets step `t`'s rate and bias corrections for the next submission.
     pub fn write_step(&self, gpu: &Gpu, k: &Kernels, t: u32) -> Result<()> {
-        k.optim.write_step(gpu, &self.step, &self.config.hyper(t), t)
+        k.optim
+            .write_step(gpu, &self.step, &self.config.hyper(t), t)
     }
 }

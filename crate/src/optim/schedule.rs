@@ -16,7 +16,12 @@ pub struct LrSchedule {
 impl LrSchedule {
     /// A constant rate: no warm-up, no decay.
     pub fn constant(lr: f64) -> Self {
-        LrSchedule { peak: lr, warmup: 0, total: 0, min_ratio: 1.0 }
+        LrSchedule {
+            peak: lr,
+            warmup: 0,
+            total: 0,
+            min_ratio: 1.0,
+        }
     }
 
     /// The rate of step `t` (from 1).
@@ -39,13 +44,25 @@ mod tests {
 
     #[test]
     fn warms_up_linearly_then_decays_by_cosine_to_the_floor() {
-        let s = LrSchedule { peak: 1e-3, warmup: 10, total: 110, min_ratio: 0.1 };
+        let s = LrSchedule {
+            peak: 1e-3,
+            warmup: 10,
+            total: 110,
+            min_ratio: 0.1,
+        };
         assert_eq!(s.lr(1), 1e-4);
         assert_eq!(s.lr(10), 1e-3);
-        assert!((s.lr(60) - 0.55e-3).abs() < 1e-12, "halfway down: {}", s.lr(60));
+        assert!(
+            (s.lr(60) - 0.55e-3).abs() < 1e-12,
+            "halfway down: {}",
+            s.lr(60)
+        );
         assert!((s.lr(110) - 1e-4).abs() < 1e-15);
         assert_eq!(s.lr(500), s.lr(110));
-        assert!((11..110).all(|t| s.lr(t + 1) <= s.lr(t)), "monotone after warm-up");
+        assert!(
+            (11..110).all(|t| s.lr(t + 1) <= s.lr(t)),
+            "monotone after warm-up"
+        );
         assert_eq!(LrSchedule::constant(3e-4).lr(1), 3e-4);
         assert_eq!(LrSchedule::constant(3e-4).lr(1000), 3e-4);
     }

@@ -14,7 +14,10 @@ fn sigmoid(z: f64) -> f64 {
 
 /// (2u, d(2u)/dx): GeLU's sigmoid argument and its slope.
 fn gelu_arg(x: f64) -> (f64, f64) {
-    (2.0 * SQRT_2_OVER_PI * (x + GELU_C * x * x * x), 2.0 * SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_C * x * x))
+    (
+        2.0 * SQRT_2_OVER_PI * (x + GELU_C * x * x * x),
+        2.0 * SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_C * x * x),
+    )
 }
 
 /// d/dx [x·σ(z(x))] = σ(z) + x·σ(z)·σ(−z)·z'
@@ -24,7 +27,10 @@ fn x_sigmoid_grad(x: f64, z: f64, dz: f64) -> f64 {
 
 /// `h = silu(gate) * up`
 pub fn swiglu_forward(gate: &[f64], up: &[f64]) -> Vec<f64> {
-    gate.iter().zip(up).map(|(&g, &u)| g * sigmoid(g) * u).collect()
+    gate.iter()
+        .zip(up)
+        .map(|(&g, &u)| g * sigmoid(g) * u)
+        .collect()
 }
 
 /// `(dgate, dup) = (dh·up·silu'(gate), dh·silu(gate))`
@@ -63,21 +69,44 @@ mod tests {
     /// zero crossings of the derivatives); upstream gradients stay small so
     /// the finite differences' rounding noise (ε·|Σ dy·y| / h) stays < 1e-9.
     fn inputs(n: usize, seed: u64, scale: f64) -> Vec<f64> {
-        (0..n).map(|i| ((i as u64 * 2_654_435_761 + seed) % 1201) as f64 / 600.0 * scale - scale).collect()
+        (0..n)
+            .map(|i| ((i as u64 * 2_654_435_761 + seed) % 1201) as f64 / 600.0 * scale - scale)
+            .collect()
     }
 
     #[test]
     fn swiglu_backward_is_the_gradient_of_its_forward() {
         let (gate, up, dh) = (inputs(64, 1, 6.0), inputs(64, 7, 1.0), inputs(64, 13, 1.0));
         let (dgate, dup) = swiglu_backward(&dh, &gate, &up);
-        assert_gradient("swiglu dgate", &gate, &dgate, |g| dot(&dh, &swiglu_forward(g, &up)), 1e-8, 1e-7);
-        assert_gradient("swiglu dup", &up, &dup, |u| dot(&dh, &swiglu_forward(&gate, u)), 1e-8, 1e-7);
+        assert_gradient(
+            "swiglu dgate",
+            &gate,
+            &dgate,
+            |g| dot(&dh, &swiglu_forward(g, &up)),
+            1e-8,
+            1e-7,
+        );
+        assert_gradient(
+            "swiglu dup",
+            &up,
+            &dup,
+            |u| dot(&dh, &swiglu_forward(&gate, u)),
+            1e-8,
+            1e-7,
+        );
     }
 
     #[test]
     fn gelu_backward_is_the_gradient_of_its_forward() {
         let (x, dy) = (inputs(64, 3, 6.0), inputs(64, 5, 1.0));
-        assert_gradient("gelu dx", &x, &gelu_backward(&dy, &x), |x| dot(&dy, &gelu_forward(x)), 1e-8, 1e-7);
+        assert_gradient(
+            "gelu dx",
+            &x,
+            &gelu_backward(&dy, &x),
+            |x| dot(&dy, &gelu_forward(x)),
+            1e-8,
+            1e-7,
+        );
     }
 
     #[test]
@@ -95,7 +124,16 @@ mod tests {
         let x = [100.0, -100.0, 1e4, -1e4, 1e30, -1e30];
         let ones = [1.0; 6];
         let (dgate, dup) = swiglu_backward(&ones, &x, &ones);
-        let outputs = [swiglu_forward(&x, &ones), dgate, dup, gelu_forward(&x), gelu_backward(&ones, &x)];
-        assert!(outputs.iter().flatten().all(|v| v.is_finite()), "{outputs:?}");
+        let outputs = [
+            swiglu_forward(&x, &ones),
+            dgate,
+            dup,
+            gelu_forward(&x),
+            gelu_backward(&ones, &x),
+        ];
+        assert!(
+            outputs.iter().flatten().all(|v| v.is_finite()),
+            "{outputs:?}"
+        );
     }
 }

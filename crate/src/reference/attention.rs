@@ -5,8 +5,15 @@
 use crate::kernels::attention::AttentionShape;
 
 /// Softmax-weighted sum of `values` by `q·key·scale`: (output, log-sum-exp).
-pub fn attend<'a>(q: &[f64], keys: impl Iterator<Item = &'a [f64]> + Clone, values: impl Iterator<Item = &'a [f64]>, scale: f64) -> (Vec<f64>, f64) {
-    let scores: Vec<f64> = keys.map(|k| scale * q.iter().zip(k).map(|(a, b)| a * b).sum::<f64>()).collect();
+pub fn attend<'a>(
+    q: &[f64],
+    keys: impl Iterator<Item = &'a [f64]> + Clone,
+    values: impl Iterator<Item = &'a [f64]>,
+    scale: f64,
+) -> (Vec<f64>, f64) {
+    let scores: Vec<f64> = keys
+        .map(|k| scale * q.iter().zip(k).map(|(a, b)| a * b).sum::<f64>())
+        .collect();
     let m = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let sum: f64 = scores.iter().map(|s| (s - m).exp()).sum();
     let mut o = vec![0.0; q.len()];
@@ -30,7 +37,15 @@ fn head(x: &[f64], row: usize, heads: u32, h: usize, dh: usize) -> &[f64] {
 }
 
 /// Output head `h` of token `t` of sequence `b`, and its lse.
-pub fn forward_row(s: &AttentionShape, q: &[f64], k: &[f64], v: &[f64], b: usize, t: usize, h: usize) -> (Vec<f64>, f64) {
+pub fn forward_row(
+    s: &AttentionShape,
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    b: usize,
+    t: usize,
+    h: usize,
+) -> (Vec<f64>, f64) {
     let (dh, tl) = (s.head_dim as usize, s.seq_len as usize);
     let kvh = h / (s.heads / s.kv_heads) as usize;
     let keys = (0..=t).map(|j| head(k, b * tl + j, s.kv_heads, kvh, dh));
@@ -54,8 +69,21 @@ pub fn forward(s: &AttentionShape, q: &[f64], k: &[f64], v: &[f64]) -> (Vec<f64>
 }
 
 /// (dq, dk, dv) for upstream `d_o`, from the forward's o and lse.
-pub fn backward(s: &AttentionShape, q: &[f64], k: &[f64], v: &[f64], o: &[f64], d_o: &[f64], lse: &[f64]) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
-    let (dh, tl, hs, kvs) = (s.head_dim as usize, s.seq_len as usize, s.heads as usize, s.kv_heads as usize);
+pub fn backward(
+    s: &AttentionShape,
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    o: &[f64],
+    d_o: &[f64],
+    lse: &[f64],
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let (dh, tl, hs, kvs) = (
+        s.head_dim as usize,
+        s.seq_len as usize,
+        s.heads as usize,
+        s.kv_heads as usize,
+    );
     let (mut dq, mut dk, mut dv) = (vec![0.0; q.len()], vec![0.0; k.len()], vec![0.0; v.len()]);
     let c = scale(s);
     for b in 0..s.batch as usize {
@@ -64,11 +92,20 @@ pub fn backward(s: &AttentionShape, q: &[f64], k: &[f64], v: &[f64], o: &[f64], 
             for h in 0..hs {
                 let kvh = h / (hs / kvs);
                 let (qt, dot) = (head(q, row, s.heads, h, dh), head(d_o, row, s.heads, h, dh));
-                let delta: f64 = dot.iter().zip(head(o, row, s.heads, h, dh)).map(|(a, b)| a * b).sum();
+                let delta: f64 = dot
+                    .iter()
+                    .zip(head(o, row, s.heads, h, dh))
+                    .map(|(a, b)| a * b)
+                    .sum();
                 for j in 0..=t {
                     let key = b * tl + j;
-                    let (kj, vj) = (head(k, key, s.kv_heads, kvh, dh), head(v, key, s.kv_heads, kvh, dh));
-                    let p = (c * qt.iter().zip(kj).map(|(a, b)| a * b).sum::<f64>() - lse[row * hs + h]).exp();
+                    let (kj, vj) = (
+                        head(k, key, s.kv_heads, kvh, dh),
+                        head(v, key, s.kv_heads, kvh, dh),
+                    );
+                    let p = (c * qt.iter().zip(kj).map(|(a, b)| a * b).sum::<f64>()
+                        - lse[row * hs + h])
+                        .exp();
                     let ds = p * (dot.iter().zip(vj).map(|(a, b)| a * b).sum::<f64>() - delta);
                     for d in 0..dh {
                         dq[row * hs * dh + h * dh + d] += c * ds * kj[d];
@@ -84,7 +121,14 @@ pub fn backward(s: &AttentionShape, q: &[f64], k: &[f64], v: &[f64], o: &[f64], 
 
 /// One decode step: q `[B, H·Dh]` against cache rows 0..len of each
 /// sequence, caches `[B, max_len, Hkv·Dh]`. Returns o `[B, H·Dh]`.
-pub fn decode(s: &AttentionShape, max_len: usize, len: usize, q: &[f64], k_cache: &[f64], v_cache: &[f64]) -> Vec<f64> {
+pub fn decode(
+    s: &AttentionShape,
+    max_len: usize,
+    len: usize,
+    q: &[f64],
+    k_cache: &[f64],
+    v_cache: &[f64],
+) -> Vec<f64> {
     let dh = s.head_dim as usize;
     let mut o = Vec::new();
     for b in 0..s.batch as usize {
@@ -100,7 +144,15 @@ pub fn decode(s: &AttentionShape, max_len: usize, len: usize, q: &[f64], k_cache
 
 /// kv_append: row b of k and v `[B, Hkv·Dh]` into row `len − 1` of
 /// sequence b of the caches `[B, max_len, Hkv·Dh]`; a copy, so f32.
-pub fn kv_append(batch: usize, max_len: usize, len: usize, k: &[f32], v: &[f32], k_cache: &mut [f32], v_cache: &mut [f32]) {
+pub fn kv_append(
+    batch: usize,
+    max_len: usize,
+    len: usize,
+    k: &[f32],
+    v: &[f32],
+    k_cache: &mut [f32],
+    v_cache: &mut [f32],
+) {
     let width = k.len() / batch;
     for b in 0..batch {
         let at = (b * max_len + len - 1) * width;
@@ -114,7 +166,13 @@ mod tests {
     use super::*;
     use crate::reference::gradcheck::{assert_gradient, dot};
 
-    const SHAPE: AttentionShape = AttentionShape { batch: 2, seq_len: 5, heads: 4, kv_heads: 2, head_dim: 3 };
+    const SHAPE: AttentionShape = AttentionShape {
+        batch: 2,
+        seq_len: 5,
+        heads: 4,
+        kv_heads: 2,
+        head_dim: 3,
+    };
 
     fn wave(n: usize, f: f64) -> Vec<f64> {
         (0..n).map(|i| (i as f64 * f + 0.4).sin()).collect()
@@ -124,7 +182,12 @@ mod tests {
     fn backward_is_the_gradient_of_forward() {
         let rows = (SHAPE.batch * SHAPE.seq_len) as usize;
         let (nq, nkv) = (rows * 4 * 3, rows * 2 * 3);
-        let (q, k, v, d_o) = (wave(nq, 0.77), wave(nkv, 1.31), wave(nkv, 0.53), wave(nq, 0.91));
+        let (q, k, v, d_o) = (
+            wave(nq, 0.77),
+            wave(nkv, 1.31),
+            wave(nkv, 0.53),
+            wave(nq, 0.91),
+        );
         let (o, lse) = forward(&SHAPE, &q, &k, &v);
         let (dq, dk, dv) = backward(&SHAPE, &q, &k, &v, &o, &d_o, &lse);
         let loss = |q: &[f64], k: &[f64], v: &[f64]| dot(&d_o, &forward(&SHAPE, q, k, v).0);
@@ -135,18 +198,40 @@ mod tests {
 
     #[test]
     fn decode_is_the_forward_of_the_last_token() {
-        let s = AttentionShape { batch: 2, seq_len: 4, heads: 4, kv_heads: 1, head_dim: 3 };
-        let (q, k, v) = (wave(2 * 4 * 12, 0.37), wave(2 * 4 * 3, 1.1), wave(2 * 4 * 3, 0.7));
+        let s = AttentionShape {
+            batch: 2,
+            seq_len: 4,
+            heads: 4,
+            kv_heads: 1,
+            head_dim: 3,
+        };
+        let (q, k, v) = (
+            wave(2 * 4 * 12, 0.37),
+            wave(2 * 4 * 3, 1.1),
+            wave(2 * 4 * 3, 0.7),
+        );
         let (o, _) = forward(&s, &q, &k, &v);
-        let last_q: Vec<f64> = (0..2).flat_map(|b| q[(b * 4 + 3) * 12..(b * 4 + 4) * 12].to_vec()).collect();
-        let want: Vec<f64> = (0..2).flat_map(|b| o[(b * 4 + 3) * 12..(b * 4 + 4) * 12].to_vec()).collect();
+        let last_q: Vec<f64> = (0..2)
+            .flat_map(|b| q[(b * 4 + 3) * 12..(b * 4 + 4) * 12].to_vec())
+            .collect();
+        let want: Vec<f64> = (0..2)
+            .flat_map(|b| o[(b * 4 + 3) * 12..(b * 4 + 4) * 12].to_vec())
+            .collect();
         let got = decode(&s, 4, 4, &last_q, &k, &v);
-        assert!(got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-15), "{got:?} vs {want:?}");
+        assert!(
+            got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-15),
+            "{got:?} vs {want:?}"
+        );
     }
 
     #[test]
     fn scores_of_80_stay_finite() {
-        let (o, lse) = attend(&[1.0], [[80.0].as_slice(), &[-80.0]].into_iter(), [[1.0].as_slice(), &[2.0]].into_iter(), 1.0);
+        let (o, lse) = attend(
+            &[1.0],
+            [[80.0].as_slice(), &[-80.0]].into_iter(),
+            [[1.0].as_slice(), &[2.0]].into_iter(),
+            1.0,
+        );
         assert!((o[0] - 1.0).abs() < 1e-60 && (lse - 80.0).abs() < 1e-12);
     }
 }

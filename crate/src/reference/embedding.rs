@@ -44,7 +44,11 @@ pub fn backward_sorted_f32(tokens: &[u32], dout: &[f32], dtable: &mut [f32], d: 
             positions[t as usize].push(s);
         }
     }
-    for (t, ps) in positions.iter().enumerate().filter(|(_, ps)| !ps.is_empty()) {
+    for (t, ps) in positions
+        .iter()
+        .enumerate()
+        .filter(|(_, ps)| !ps.is_empty())
+    {
         for j in 0..d {
             let mut sum = 0f32;
             for &s in ps {
@@ -67,10 +71,19 @@ mod tests {
     fn backward_is_the_gradient_of_lookup() {
         let (d, tokens) = (3, [2u32, 0, 2, 4, 2]);
         let table: Vec<f64> = (0..5 * d).map(|i| (i as f64 * 0.37).sin()).collect();
-        let dout: Vec<f64> = (0..tokens.len() * d).map(|i| (i as f64 * 0.71).cos()).collect();
+        let dout: Vec<f64> = (0..tokens.len() * d)
+            .map(|i| (i as f64 * 0.71).cos())
+            .collect();
         let mut dtable = vec![0.0; table.len()];
         backward(&tokens, &dout, &mut dtable, d);
-        assert_gradient("embedding", &table, &dtable, |t| dot(&dout, &lookup(&tokens, t, d).0), 1e-9, 1e-7);
+        assert_gradient(
+            "embedding",
+            &table,
+            &dtable,
+            |t| dot(&dout, &lookup(&tokens, t, d).0),
+            1e-9,
+            1e-7,
+        );
     }
 
     #[test]
@@ -87,10 +100,17 @@ mod tests {
     fn sorted_f32_twin_sums_like_backward() {
         // dyadic values: every order gives the exact sum
         let (d, tokens) = (2, [1u32, 3, 1, 7, 1]);
-        let dout: Vec<f32> = (0..tokens.len() * d).map(|i| i as f32 * 0.25 - 1.0).collect();
+        let dout: Vec<f32> = (0..tokens.len() * d)
+            .map(|i| i as f32 * 0.25 - 1.0)
+            .collect();
         let (mut got, mut want) = (vec![0.5f32; 4 * d], vec![0.5f64; 4 * d]);
         backward_sorted_f32(&tokens, &dout, &mut got, d);
-        backward(&tokens, &dout.iter().map(|&x| x as f64).collect::<Vec<_>>(), &mut want, d);
+        backward(
+            &tokens,
+            &dout.iter().map(|&x| x as f64).collect::<Vec<_>>(),
+            &mut want,
+            d,
+        );
         assert_eq!(got.iter().map(|&x| x as f64).collect::<Vec<_>>(), want);
     }
 }

@@ -5,7 +5,14 @@
 /// Asserts `analytic[i] ≈ (L(x + h·e_i) − L(x − h·e_i)) / 2h` for every i,
 /// within `atol + rtol·|fd|`. Central differences err by O(h²·f'''), so
 /// with h = 1e-5 and smooth forwards the check is good to about 1e-8.
-pub fn assert_gradient(what: &str, x: &[f64], analytic: &[f64], loss: impl Fn(&[f64]) -> f64, atol: f64, rtol: f64) {
+pub fn assert_gradient(
+    what: &str,
+    x: &[f64],
+    analytic: &[f64],
+    loss: impl Fn(&[f64]) -> f64,
+    atol: f64,
+    rtol: f64,
+) {
     assert_eq!(x.len(), analytic.len(), "{what}: gradient length");
     let h = 1e-5;
     let mut xp = x.to_vec();

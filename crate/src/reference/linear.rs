@@ -19,7 +19,9 @@ pub fn forward_at(x: &[f64], w: &[f64], d_in: usize, r: usize, o: usize) -> f64 
 
 /// `Σ_i |x·w|` of one output: the scale of its f32 rounding error.
 pub fn forward_abs_at(x: &[f64], w: &[f64], d_in: usize, r: usize, o: usize) -> f64 {
-    (0..d_in).map(|i| (x[r * d_in + i] * w[o * d_in + i]).abs()).sum()
+    (0..d_in)
+        .map(|i| (x[r * d_in + i] * w[o * d_in + i]).abs())
+        .sum()
 }
 
 /// `dX += dY·W`
@@ -27,7 +29,9 @@ pub fn backward_input(dy: &[f64], w: &[f64], d_in: usize, dx: &mut [f64]) {
     let d_out = w.len() / d_in;
     for r in 0..dy.len() / d_out {
         for i in 0..d_in {
-            dx[r * d_in + i] += (0..d_out).map(|o| dy[r * d_out + o] * w[o * d_in + i]).sum::<f64>();
+            dx[r * d_in + i] += (0..d_out)
+                .map(|o| dy[r * d_out + o] * w[o * d_in + i])
+                .sum::<f64>();
         }
     }
 }
@@ -37,7 +41,9 @@ pub fn backward_weight(dy: &[f64], x: &[f64], d_in: usize, dw: &mut [f64]) {
     let (rows, d_out) = (x.len() / d_in, dw.len() / d_in);
     for o in 0..d_out {
         for i in 0..d_in {
-            dw[o * d_in + i] += (0..rows).map(|r| dy[r * d_out + o] * x[r * d_in + i]).sum::<f64>();
+            dw[o * d_in + i] += (0..rows)
+                .map(|r| dy[r * d_out + o] * x[r * d_in + i])
+                .sum::<f64>();
         }
     }
 }
@@ -54,11 +60,29 @@ mod tests {
     #[test]
     fn backwards_are_the_gradients_of_forward() {
         let (rows, d_in, d_out) = (3, 4, 5);
-        let (x, w, dy) = (wave(rows * d_in, 0.7), wave(d_out * d_in, 1.1), wave(rows * d_out, 0.3));
+        let (x, w, dy) = (
+            wave(rows * d_in, 0.7),
+            wave(d_out * d_in, 1.1),
+            wave(rows * d_out, 0.3),
+        );
         let (mut dx, mut dw) = (vec![0.0; x.len()], vec![0.0; w.len()]);
         backward_input(&dy, &w, d_in, &mut dx);
         backward_weight(&dy, &x, d_in, &mut dw);
-        assert_gradient("linear dx", &x, &dx, |x| dot(&dy, &forward(x, &w, d_in)), 1e-9, 1e-7);
-        assert_gradient("linear dw", &w, &dw, |w| dot(&dy, &forward(&x, w, d_in)), 1e-9, 1e-7);
+        assert_gradient(
+            "linear dx",
+            &x,
+            &dx,
+            |x| dot(&dy, &forward(x, &w, d_in)),
+            1e-9,
+            1e-7,
+        );
+        assert_gradient(
+            "linear dw",
+            &w,
+            &dw,
+            |w| dot(&dy, &forward(&x, w, d_in)),
+            1e-9,
+            1e-7,
+        );
     }
 }

@@ -28,12 +28,20 @@ pub struct CrossEntropyOutput {
 
 /// Per row: `loss = (1−ε)(lse − z_t) + ε(lse − mean z) + β·lse²` and its
 /// gradient `grad_scale·((1 + 2β·lse)·softmax − (1−ε)·onehot(t) − ε/V)`.
-pub fn cross_entropy_forward_backward(ce: &CrossEntropy, logits: &[f64], targets: &[u32]) -> CrossEntropyOutput {
+pub fn cross_entropy_forward_backward(
+    ce: &CrossEntropy,
+    logits: &[f64],
+    targets: &[u32],
+) -> CrossEntropyOutput {
     let v = ce.vocab;
     let rows = targets.len();
     assert_eq!(logits.len(), rows * v, "logits must be [R, V]");
     let (eps, beta) = (ce.label_smoothing, ce.z_loss);
-    let mut out = CrossEntropyOutput { losses: vec![0.0; rows], lse: vec![0.0; rows], dlogits: vec![0.0; rows * v] };
+    let mut out = CrossEntropyOutput {
+        losses: vec![0.0; rows],
+        lse: vec![0.0; rows],
+        dlogits: vec![0.0; rows * v],
+    };
     for r in 0..rows {
         let z = &logits[r * v..(r + 1) * v];
         let m = z.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
@@ -47,10 +55,15 @@ pub fn cross_entropy_forward_backward(ce: &CrossEntropy, logits: &[f64], targets
         }
         let t = t as usize;
         out.losses[r] = (1.0 - eps) * (lse - z[t]) + eps * (lse - mean_z) + beta * lse * lse;
-        for (j, (d, &zj)) in out.dlogits[r * v..(r + 1) * v].iter_mut().zip(z).enumerate() {
+        for (j, (d, &zj)) in out.dlogits[r * v..(r + 1) * v]
+            .iter_mut()
+            .zip(z)
+            .enumerate()
+        {
             let p = (zj - lse).exp();
             let onehot = if j == t { 1.0 } else { 0.0 };
-            *d = ce.grad_scale * ((1.0 + 2.0 * beta * lse) * p - (1.0 - eps) * onehot - eps / v as f64);
+            *d = ce.grad_scale
+                * ((1.0 + 2.0 * beta * lse) * p - (1.0 - eps) * onehot - eps / v as f64);
         }
     }
     out
@@ -68,9 +81,21 @@ pub struct LossTotals {
 pub fn loss_sum(ce: &CrossEntropy, targets: &[u32], losses: &[f64]) -> LossTotals {
     let sum: f64 = losses.iter().sum();
     let counted = targets.iter().filter(|&&t| ce.counts(t)).count() as u32;
-    let out_of_range = targets.iter().filter(|&&t| t as usize >= ce.vocab && t != ce.ignore_index).count() as u32;
-    let mean = if counted == 0 { 0.0 } else { sum / counted as f64 };
-    LossTotals { sum, mean, counted, out_of_range }
+    let out_of_range = targets
+        .iter()
+        .filter(|&&t| t as usize >= ce.vocab && t != ce.ignore_index)
+        .count() as u32;
+    let mean = if counted == 0 {
+        0.0
+    } else {
+        sum / counted as f64
+    };
+    LossTotals {
+        sum,
+        mean,
+        counted,
+        out_of_range,
+    }
 }
 
 #[cfg(test)]
@@ -81,24 +106,40 @@ mod tests {
     const V: usize = 11;
 
     fn logits(rows: usize) -> Vec<f64> {
-        (0..rows * V).map(|i| ((i * 37 + 5) % 23) as f64 / 4.0 - 2.5).collect()
+        (0..rows * V)
+            .map(|i| ((i * 37 + 5) % 23) as f64 / 4.0 - 2.5)
+            .collect()
     }
 
     /// Rows 1 and 4 do not count (ignored, out of range).
     const TARGETS: [u32; 5] = [3, u32::MAX, 0, 10, 11];
 
     fn settings(label_smoothing: f64, z_loss: f64) -> CrossEntropy {
-        CrossEntropy { vocab: V, ignore_index: u32::MAX, label_smoothing, z_loss, grad_scale: 1.0 / 3.0 }
+        CrossEntropy {
+            vocab: V,
+            ignore_index: u32::MAX,
+            label_smoothing,
+            z_loss,
+            grad_scale: 1.0 / 3.0,
+        }
     }
 
     fn check_gradient(what: &str, ce: CrossEntropy) {
         let z = logits(TARGETS.len());
         let out = cross_entropy_forward_backward(&ce, &z, &TARGETS);
-        let mean_loss =
-            |z: &[f64]| ce.grad_scale * cross_entropy_forward_backward(&ce, z, &TARGETS).losses.iter().sum::<f64>();
+        let mean_loss = |z: &[f64]| {
+            ce.grad_scale
+                * cross_entropy_forward_backward(&ce, z, &TARGETS)
+                    .losses
+                    .iter()
+                    .sum::<f64>()
+        };
         assert_gradient(what, &z, &out.dlogits, mean_loss, 1e-9, 1e-7);
         let uncounted = [&out.dlogits[V..2 * V], &out.dlogits[4 * V..]];
-        assert!(uncounted.iter().all(|row| row.iter().all(|&d| d == 0.0)), "rows that do not count have no gradient");
+        assert!(
+            uncounted.iter().all(|row| row.iter().all(|&d| d == 0.0)),
+            "rows that do not count have no gradient"
+        );
     }
 
     #[test]
@@ -113,15 +154,34 @@ mod tests {
     fn known_values() {
         let ce = settings(0.0, 0.0);
         let equal = cross_entropy_forward_backward(&ce, &[0.5; V], &[2]);
-        assert!((equal.losses[0] - (V as f64).ln()).abs() < 1e-14, "equal logits: loss ln V");
+        assert!(
+            (equal.losses[0] - (V as f64).ln()).abs() < 1e-14,
+            "equal logits: loss ln V"
+        );
         let mut onehot = vec![-80.0; V];
         onehot[4] = 80.0;
         let hit = cross_entropy_forward_backward(&ce, &onehot, &[4]);
         let miss = cross_entropy_forward_backward(&ce, &onehot, &[5]);
         assert!(hit.losses[0] < 1e-60 && (miss.losses[0] - 160.0).abs() < 1e-12);
         let totals = loss_sum(&ce, &TARGETS, &[1.0, 0.0, 2.0, 3.0, 0.0]);
-        assert_eq!(totals, LossTotals { sum: 6.0, mean: 2.0, counted: 3, out_of_range: 1 });
+        assert_eq!(
+            totals,
+            LossTotals {
+                sum: 6.0,
+                mean: 2.0,
+                counted: 3,
+                out_of_range: 1
+            }
+        );
         let none = loss_sum(&ce, &[u32::MAX, 99], &[0.0, 0.0]);
-        assert_eq!(none, LossTotals { sum: 0.0, mean: 0.0, counted: 0, out_of_range: 1 });
+        assert_eq!(
+            none,
+            LossTotals {
+                sum: 0.0,
+                mean: 0.0,
+                counted: 0,
+                out_of_range: 1
+            }
+        );
     }
 }

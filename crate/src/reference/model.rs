@@ -38,14 +38,28 @@ pub fn forward_backward(
 }
 
 /// The mean loss alone (forward only), for evaluation and finite differences.
-pub fn loss(c: &Config, layout: &ParamLayout, weights: &[f32], shape: BatchShape, inputs: &[u32], targets: &[u32], f16_weights: bool) -> f64 {
+pub fn loss(
+    c: &Config,
+    layout: &ParamLayout,
+    weights: &[f32],
+    shape: BatchShape,
+    inputs: &[u32],
+    targets: &[u32],
+    f16_weights: bool,
+) -> f64 {
     let w = widen(weights, f16_weights);
     run(c, layout, &w, shape, inputs, targets, false).loss
 }
 
 /// f32 weights as f64, through f16 first if asked (saturating, RNE).
 fn widen(weights: &[f32], f16_weights: bool) -> Vec<f64> {
-    let round = |x: f32| if f16_weights { cast::f16_to_f32(cast::f32_to_f16(x)) } else { x };
+    let round = |x: f32| {
+        if f16_weights {
+            cast::f16_to_f32(cast::f32_to_f16(x))
+        } else {
+            x
+        }
+    };
     weights.iter().map(|&x| round(x) as f64).collect()
 }
 
@@ -100,8 +114,15 @@ impl Plan {
                 down: at(Role::Down(l)),
             })
             .collect();
-        let rope =
-            |heads| RopeShape { rows: shape.rows(), seq_len: shape.seq, pos_offset: 0, heads, head_dim: dh as u32, row_stride: heads * dh as u32, col0: 0 };
+        let rope = |heads| RopeShape {
+            rows: shape.rows(),
+            seq_len: shape.seq,
+            pos_offset: 0,
+            heads,
+            head_dim: dh as u32,
+            row_stride: heads * dh as u32,
+            col0: 0,
+        };
         Plan {
             d,
             hdh,
@@ -110,7 +131,13 @@ impl Plan {
             freq: inv_freq(dh as u32, c.rope_theta),
             rope_q: rope(c.n_heads),
             rope_k: rope(c.n_kv_heads),
-            attn: AttentionShape { batch: shape.batch, seq_len: shape.seq, heads: c.n_heads, kv_heads: c.n_kv_heads, head_dim: dh as u32 },
+            attn: AttentionShape {
+                batch: shape.batch,
+                seq_len: shape.seq,
+                heads: c.n_heads,
+                kv_heads: c.n_kv_heads,
+                head_dim: dh as u32,
+            },
             embed: at(Role::Embedding),
             final_norm: at(Role::FinalNorm),
             lm_head: at(Role::LmHead),
@@ -137,10 +164,25 @@ struct LayerActs {
     act: Vec<f64>,   // [R, F] silu(gate)·up
 }
 
-fn run(c: &Config, layout: &ParamLayout, w: &[f64], shape: BatchShape, inputs: &[u32], targets: &[u32], backward: bool) -> ModelOutput {
+fn run(
+    c: &Config,
+    layout: &ParamLayout,
+    w: &[f64],
+    shape: BatchShape,
+    inputs: &[u32],
+    targets: &[u32],
+    backward: bool,
+) -> ModelOutput {
     let r = shape.rows() as usize;
-    assert!(inputs.len() == r && targets.len() == r, "inputs and targets must be [B·T] = [{r}]");
-    assert!(inputs.iter().chain(targets).all(|&t| t < c.vocab), "every token must be < vocab {}", c.vocab);
+    assert!(
+        inputs.len() == r && targets.len() == r,
+        "inputs and targets must be [B·T] = [{r}]"
+    );
+    assert!(
+        inputs.iter().chain(targets).all(|&t| t < c.vocab),
+        "every token must be < vocab {}",
+        c.vocab
+    );
     let p = Plan::new(c, layout, shape);
     let d = p.d;
 
@@ -161,17 +203,42 @@ fn run(c: &Config, layout: &ParamLayout, w: &[f64], shape: BatchShape, inputs: &
         let up = linear::forward(&h2, &w[at.up.clone()], d); // [R, F]
         let act = activation::swiglu_forward(&gate, &up);
         let x_next = add(&x_mid, &linear::forward(&act, &w[at.down.clone()], p.f));
-        saved.push(LayerActs { x, h1, rrms1, q, k, v, o, lse, x_mid, h2, rrms2, gate, up, act });
+        saved.push(LayerActs {
+            x,
+            h1,
+            rrms1,
+            q,
+            k,
+            v,
+            o,
+            lse,
+            x_mid,
+            h2,
+            rrms2,
+            gate,
+            up,
+            act,
+        });
         x = x_next;
     }
     let (hf, rrmsf) = norm::rmsnorm_forward(&x, &w[p.final_norm.clone()], p.eps); // [R, D]
     let logits = linear::forward(&hf, &w[p.lm_head.clone()], d); // [R, V]
     // targets are all < V (asserted above): every row counts, the mean is over R
-    let ce = CrossEntropy { vocab: c.vocab as usize, ignore_index: u32::MAX, label_smoothing: 0.0, z_loss: 0.0, grad_scale: 1.0 / r as f64 };
+    let ce = CrossEntropy {
+        vocab: c.vocab as usize,
+        ignore_index: u32::MAX,
+        label_smoothing: 0.0,
+        z_loss: 0.0,
+        grad_scale: 1.0 / r as f64,
+    };
     let out = cross_entropy_forward_backward(&ce, &logits, targets);
     let loss = out.losses.iter().sum::<f64>() / r as f64;
     if !backward {
-        return ModelOutput { logits, loss, grads: Vec::new() };
+        return ModelOutput {
+            logits,
+            loss,
+            grads: Vec::new(),
+        };
     }
 
     // backward: the forward read backwards; every parameter gradient adds into g
@@ -181,7 +248,14 @@ fn run(c: &Config, layout: &ParamLayout, w: &[f64], shape: BatchShape, inputs: &
     linear::backward_input(&dlogits, &w[p.lm_head.clone()], d, &mut dhf);
     linear::backward_weight(&dlogits, &hf, d, &mut g[p.lm_head.clone()]);
     let mut dx = vec![0.0; r * d]; // [R, D] gradient of the residual stream
-    norm::rmsnorm_backward(&x, &w[p.final_norm.clone()], &rrmsf, &dhf, &mut dx, &mut g[p.final_norm.clone()]);
+    norm::rmsnorm_backward(
+        &x,
+        &w[p.final_norm.clone()],
+        &rrmsf,
+        &dhf,
+        &mut dx,
+        &mut g[p.final_norm.clone()],
+    );
     for (at, s) in p.layers.iter().zip(&saved).rev() {
         // x_next = x_mid + act·Wdownᵀ: dx passes to x_mid unchanged
         let mut dact = vec![0.0; r * p.f];
@@ -193,12 +267,20 @@ fn run(c: &Config, layout: &ParamLayout, w: &[f64], shape: BatchShape, inputs: &
         linear::backward_input(&dup, &w[at.up.clone()], d, &mut dh2);
         linear::backward_weight(&dgate, &s.h2, d, &mut g[at.gate.clone()]);
         linear::backward_weight(&dup, &s.h2, d, &mut g[at.up.clone()]);
-        norm::rmsnorm_backward(&s.x_mid, &w[at.mlp_norm.clone()], &s.rrms2, &dh2, &mut dx, &mut g[at.mlp_norm.clone()]);
+        norm::rmsnorm_backward(
+            &s.x_mid,
+            &w[at.mlp_norm.clone()],
+            &s.rrms2,
+            &dh2,
+            &mut dx,
+            &mut g[at.mlp_norm.clone()],
+        );
         // x_mid = x + o·Woᵀ: dx passes to x unchanged
         let mut d_o = vec![0.0; r * p.hdh];
         linear::backward_input(&dx, &w[at.o.clone()], p.hdh, &mut d_o);
         linear::backward_weight(&dx, &s.o, p.hdh, &mut g[at.o.clone()]);
-        let (mut dq, mut dk, dv) = attention::backward(&p.attn, &s.q, &s.k, &s.v, &s.o, &d_o, &s.lse);
+        let (mut dq, mut dk, dv) =
+            attention::backward(&p.attn, &s.q, &s.k, &s.v, &s.o, &d_o, &s.lse);
         rope::rope(&mut dq, &p.freq, p.rope_q, -1.0);
         rope::rope(&mut dk, &p.freq, p.rope_k, -1.0);
         let mut dh1 = vec![0.0; r * d];
@@ -206,10 +288,21 @@ fn run(c: &Config, layout: &ParamLayout, w: &[f64], shape: BatchShape, inputs: &
             linear::backward_input(dy, &w[range.clone()], d, &mut dh1);
             linear::backward_weight(dy, &s.h1, d, &mut g[range.clone()]);
         }
-        norm::rmsnorm_backward(&s.x, &w[at.attn_norm.clone()], &s.rrms1, &dh1, &mut dx, &mut g[at.attn_norm.clone()]);
+        norm::rmsnorm_backward(
+            &s.x,
+            &w[at.attn_norm.clone()],
+            &s.rrms1,
+            &dh1,
+            &mut dx,
+            &mut g[at.attn_norm.clone()],
+        );
     }
     embedding::backward(inputs, &dx, &mut g[p.embed.clone()], d); // tied: adds to lm_head's part
-    ModelOutput { logits, loss, grads: g }
+    ModelOutput {
+        logits,
+        loss,
+        grads: g,
+    }
 }
 
 fn add(a: &[f64], b: &[f64]) -> Vec<f64> {
@@ -249,7 +342,11 @@ mod tests {
         let mut rng = SplitMix64(9);
         for t in &layout.tensors {
             for x in &mut w[t.offset as usize..(t.offset + t.len()) as usize] {
-                *x = if t.decays { *x * 25.0 } else { 0.5 + rng.below(1001) as f32 / 1000.0 };
+                *x = if t.decays {
+                    *x * 25.0
+                } else {
+                    0.5 + rng.below(1001) as f32 / 1000.0
+                };
             }
         }
         w
@@ -279,12 +376,29 @@ mod tests {
                 picks.iter().zip(x).for_each(|(&i, &v)| wp[i] = v);
                 run(&c, &layout, &wp, SHAPE, &INPUTS, &TARGETS, false).loss
             };
-            assert_gradient(&format!("{} (tied {tied})", t.name), &x, &analytic, loss, 1e-8, 1e-7);
+            assert_gradient(
+                &format!("{} (tied {tied})", t.name),
+                &x,
+                &analytic,
+                loss,
+                1e-8,
+                1e-7,
+            );
             let grad = &out.grads[t.offset as usize..(t.offset + t.len()) as usize];
             assert!(grad.iter().any(|&g| g != 0.0), "{}: no gradient", t.name);
         }
-        let inside = |i: u64| layout.tensors.iter().any(|t| (t.offset..t.offset + t.len()).contains(&i));
-        assert!((0..layout.total).filter(|&i| !inside(i)).all(|i| out.grads[i as usize] == 0.0), "padding stays 0");
+        let inside = |i: u64| {
+            layout
+                .tensors
+                .iter()
+                .any(|t| (t.offset..t.offset + t.len()).contains(&i))
+        };
+        assert!(
+            (0..layout.total)
+                .filter(|&i| !inside(i))
+                .all(|i| out.grads[i as usize] == 0.0),
+            "padding stays 0"
+        );
     }
 
     #[test]
@@ -303,13 +417,29 @@ mod tests {
         let layout = ParamLayout::new(&c);
         let shape = BatchShape { batch: 4, seq: 64 };
         let mut rng = SplitMix64(3);
-        let mut tokens = || (0..256).map(|_| rng.below(c.vocab as u64) as u32).collect::<Vec<_>>();
+        let mut tokens = || {
+            (0..256)
+                .map(|_| rng.below(c.vocab as u64) as u32)
+                .collect::<Vec<_>>()
+        };
         let (inputs, targets) = (tokens(), tokens());
-        let out = forward_backward(&c, &layout, &layout.initial_weights(1), shape, &inputs, &targets, false);
+        let out = forward_backward(
+            &c,
+            &layout,
+            &layout.initial_weights(1),
+            shape,
+            &inputs,
+            &targets,
+            false,
+        );
         let ln_v = (c.vocab as f64).ln();
         // logits have std ≈ 0.02·√D = 0.16, so E[loss] ≈ ln V + 0.16²/2 = ln V + 0.013,
         // ± 0.01 over 256 rows; measured ln V + 0.0103
-        assert!((out.loss - ln_v).abs() < 0.03, "loss {} vs ln V {ln_v}", out.loss);
+        assert!(
+            (out.loss - ln_v).abs() < 0.03,
+            "loss {} vs ln V {ln_v}",
+            out.loss
+        );
         assert!(out.grads.iter().all(|g| g.is_finite()));
     }
 
@@ -318,12 +448,29 @@ mod tests {
         let c = small(false);
         let layout = ParamLayout::new(&c);
         let w = far_from_init(&layout);
-        let rounded: Vec<f32> = w.iter().map(|&x| cast::f16_to_f32(cast::f32_to_f16(x))).collect();
+        let rounded: Vec<f32> = w
+            .iter()
+            .map(|&x| cast::f16_to_f32(cast::f32_to_f16(x)))
+            .collect();
         let run = |w: &[f32], f16| forward_backward(&c, &layout, w, SHAPE, &INPUTS, &TARGETS, f16);
         let (wide, half, pre) = (run(&w, false), run(&w, true), run(&rounded, false));
-        assert_eq!((half.loss, &half.logits, &half.grads), (pre.loss, &pre.logits, &pre.grads));
-        let diff = wide.logits.iter().zip(&half.logits).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
-        assert!(diff > 0.0 && diff < 0.1, "f16 rounding moves the logits slightly: {diff}");
-        assert_eq!(loss(&c, &layout, &w, SHAPE, &INPUTS, &TARGETS, true), half.loss);
+        assert_eq!(
+            (half.loss, &half.logits, &half.grads),
+            (pre.loss, &pre.logits, &pre.grads)
+        );
+        let diff = wide
+            .logits
+            .iter()
+            .zip(&half.logits)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        assert!(
+            diff > 0.0 && diff < 0.1,
+            "f16 rounding moves the logits slightly: {diff}"
+        );
+        assert_eq!(
+            loss(&c, &layout, &w, SHAPE, &INPUTS, &TARGETS, true),
+            half.loss
+        );
     }
 }

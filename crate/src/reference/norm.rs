@@ -16,7 +16,14 @@ pub fn rmsnorm_forward(x: &[f64], gain: &[f64], eps: f64) -> (Vec<f64>, Vec<f64>
 }
 
 /// Adds the gradients of `rmsnorm_forward` for upstream `dy` into dx and dgain.
-pub fn rmsnorm_backward(x: &[f64], gain: &[f64], rrms: &[f64], dy: &[f64], dx: &mut [f64], dgain: &mut [f64]) {
+pub fn rmsnorm_backward(
+    x: &[f64],
+    gain: &[f64],
+    rrms: &[f64],
+    dy: &[f64],
+    dx: &mut [f64],
+    dgain: &mut [f64],
+) {
     let d = gain.len();
     for (row, &r) in rrms.iter().enumerate() {
         let at = row * d..(row + 1) * d;
@@ -46,8 +53,22 @@ mod tests {
         let (_, rrms) = rmsnorm_forward(&x, &gain, eps);
         let (mut dx, mut dgain) = (vec![0.0; x.len()], vec![0.0; d]);
         rmsnorm_backward(&x, &gain, &rrms, &dy, &mut dx, &mut dgain);
-        assert_gradient("rmsnorm dx", &x, &dx, |x| dot(&dy, &rmsnorm_forward(x, &gain, eps).0), 1e-8, 1e-6);
-        assert_gradient("rmsnorm dgain", &gain, &dgain, |g| dot(&dy, &rmsnorm_forward(&x, g, eps).0), 1e-8, 1e-6);
+        assert_gradient(
+            "rmsnorm dx",
+            &x,
+            &dx,
+            |x| dot(&dy, &rmsnorm_forward(x, &gain, eps).0),
+            1e-8,
+            1e-6,
+        );
+        assert_gradient(
+            "rmsnorm dgain",
+            &gain,
+            &dgain,
+            |g| dot(&dy, &rmsnorm_forward(&x, g, eps).0),
+            1e-8,
+            1e-6,
+        );
     }
 
     #[test]

@@ -9,20 +9,45 @@ use crate::kernels::AdamHyper;
 
 /// (norm of the finite gradients, clip scale, count of non-finite ones).
 pub fn grad_stats(grads: &[f32], max_norm: f64) -> (f64, f64, u32) {
-    let sum: f64 = grads.iter().filter(|g| g.is_finite()).map(|&g| (g as f64) * (g as f64)).sum();
+    let sum: f64 = grads
+        .iter()
+        .filter(|g| g.is_finite())
+        .map(|&g| (g as f64) * (g as f64))
+        .sum();
     let norm = sum.sqrt();
-    let clip = if max_norm > 0.0 && norm > max_norm { max_norm / norm } else { 1.0 };
-    (norm, clip, grads.iter().filter(|g| !g.is_finite()).count() as u32)
+    let clip = if max_norm > 0.0 && norm > max_norm {
+        max_norm / norm
+    } else {
+        1.0
+    };
+    (
+        norm,
+        clip,
+        grads.iter().filter(|g| !g.is_finite()).count() as u32,
+    )
 }
 
 /// AdamW step `t` over one block; non-finite gradients count as 0.
 #[allow(clippy::too_many_arguments)] // the optimizer's whole state, as the kernel
-pub fn adamw(h: &AdamHyper, t: u32, decays: bool, clip: f64, w: &mut [f64], g: &[f32], m: &mut [f64], v: &mut [f64]) {
+pub fn adamw(
+    h: &AdamHyper,
+    t: u32,
+    decays: bool,
+    clip: f64,
+    w: &mut [f64],
+    g: &[f32],
+    m: &mut [f64],
+    v: &mut [f64],
+) {
     let wd = if decays { h.weight_decay } else { 0.0 };
     let step_size = h.lr / (1.0 - h.beta1.powi(t as i32));
     let bc2_sqrt = (1.0 - h.beta2.powi(t as i32)).sqrt();
     for i in 0..w.len() {
-        let g = if g[i].is_finite() { g[i] as f64 * clip } else { 0.0 };
+        let g = if g[i].is_finite() {
+            g[i] as f64 * clip
+        } else {
+            0.0
+        };
         m[i] += (1.0 - h.beta1) * (g - m[i]);
         v[i] = h.beta2 * v[i] + (1.0 - h.beta2) * g * g;
         w[i] = w[i] * (1.0 - h.lr * wd) - step_size * (m[i] / (v[i].sqrt() / bc2_sqrt + h.eps));
@@ -66,7 +91,13 @@ impl Int8Map {
     /// unbiased in x itself. The tables are computed here and uploaded.
     pub fn from_points(p: &[f32; 256], squared: bool) -> Self {
         let values = p.map(|x| if squared { x * x } else { x });
-        let steps = std::array::from_fn(|k| if k < 255 { cut16(values[k + 1] - values[k]) } else { 0.0 });
+        let steps = std::array::from_fn(|k| {
+            if k < 255 {
+                cut16(values[k + 1] - values[k])
+            } else {
+                0.0
+            }
+        });
         Int8Map { values, steps }
     }
 
@@ -136,7 +167,11 @@ pub fn moment1_points() -> [f32; 256] {
 /// the top decade holds most codes because that is where rounding loses
 /// the slow drift of v when β2 is near 1 (docs/KERNELS.md has the study).
 pub fn moment2_points() -> [f32; 256] {
-    points([0.0].into_iter().chain(dynamic_magnitudes(&[160, 48, 24, 12, 6, 3, 1, 1])))
+    points(
+        [0.0]
+            .into_iter()
+            .chain(dynamic_magnitudes(&[160, 48, 24, 12, 6, 3, 1, 1])),
+    )
 }
 
 /// The codes of both moments.
@@ -149,7 +184,10 @@ pub struct Int8Maps {
 impl Int8Maps {
     /// The kernel's: dynamic trees, m signed, v on its root.
     pub fn dynamic() -> Self {
-        Int8Maps { m: Int8Map::from_points(&moment1_points(), false), v: Int8Map::from_points(&moment2_points(), true) }
+        Int8Maps {
+            m: Int8Map::from_points(&moment1_points(), false),
+            v: Int8Map::from_points(&moment2_points(), true),
+        }
     }
 
     /// The seed's linear codes (k/127 for m, k/255 for v), for comparison;
@@ -161,7 +199,6 @@ impl Int8Maps {
         }
     }
 }
-
 
 /// Packed 8-bit AdamW state of `n` values: codes 4 per word, scales per
 /// block, as the kernel's buffers hold them. All zeros is the initial state.
@@ -186,16 +223,26 @@ fn set_byte(words: &mut [u32], i: usize, b: u8) {
 impl Adam8bitState {
     pub fn new(n: usize, maps: Int8Maps) -> Self {
         let (words, blocks) = (n.div_ceil(4), n.div_ceil(QBLOCK));
-        Adam8bitState { maps, m: vec![0; words], v: vec![0; words], m_scales: vec![0.0; blocks], v_scales: vec![0.0; blocks] }
+        Adam8bitState {
+            maps,
+            m: vec![0; words],
+            v: vec![0; words],
+            m_scales: vec![0.0; blocks],
+            v_scales: vec![0.0; blocks],
+        }
     }
 
     /// The dequantized first moment of element `i`.
     pub fn moment1(&self, i: usize) -> f32 {
-        self.maps.m.dequantize(byte(&self.m, i), self.m_scales[i / QBLOCK])
+        self.maps
+            .m
+            .dequantize(byte(&self.m, i), self.m_scales[i / QBLOCK])
     }
 
     pub fn moment2(&self, i: usize) -> f32 {
-        self.maps.v.dequantize(byte(&self.v, i), self.v_scales[i / QBLOCK])
+        self.maps
+            .v
+            .dequantize(byte(&self.v, i), self.v_scales[i / QBLOCK])
     }
 }
 
@@ -204,7 +251,15 @@ impl Adam8bitState {
 /// update (in f64 here), then rounded stochastically against the block's
 /// new absmax, with the dither of (element, step).
 /// Bytes past `w.len()` in the last word hold the code of 0.
-pub fn adamw_8bit(h: &AdamHyper, t: u32, decays: bool, clip: f32, w: &mut [f64], g: &[f32], s: &mut Adam8bitState) {
+pub fn adamw_8bit(
+    h: &AdamHyper,
+    t: u32,
+    decays: bool,
+    clip: f32,
+    w: &mut [f64],
+    g: &[f32],
+    s: &mut Adam8bitState,
+) {
     let wd = if decays { h.weight_decay } else { 0.0 };
     let step_size = h.lr / (1.0 - h.beta1.powi(t as i32));
     let bc2_sqrt = (1.0 - h.beta2.powi(t as i32)).sqrt();
@@ -218,7 +273,8 @@ pub fn adamw_8bit(h: &AdamHyper, t: u32, decays: bool, clip: f32, w: &mut [f64],
             let g = if g[i].is_finite() { g[i] * clip } else { 0.0 };
             let m = m_old + (1.0 - b1) * (g - m_old);
             let v = b2 * v_old + (1.0 - b2) * g * g;
-            w[i] = w[i] * (1.0 - h.lr * wd) - step_size * (m as f64 / ((v as f64).sqrt() / bc2_sqrt + h.eps));
+            w[i] = w[i] * (1.0 - h.lr * wd)
+                - step_size * (m as f64 / ((v as f64).sqrt() / bc2_sqrt + h.eps));
             (m_new[i - start], v_new[i - start]) = (m, v);
         }
         let m_max = m_new.iter().fold(0f32, |a, x| a.max(x.abs()));
@@ -226,7 +282,10 @@ pub fn adamw_8bit(h: &AdamHyper, t: u32, decays: bool, clip: f32, w: &mut [f64],
         (s.m_scales[b], s.v_scales[b]) = (m_max, v_max);
         for i in start..end.next_multiple_of(4) {
             let (m, v) = (m_new[i - start], v_new[i - start]);
-            let (cm, cv) = (s.maps.m.quantize(m, m_max, dither(i as u32, t, 0)), s.maps.v.quantize(v, v_max, dither(i as u32, t, 1)));
+            let (cm, cv) = (
+                s.maps.m.quantize(m, m_max, dither(i as u32, t, 0)),
+                s.maps.v.quantize(v, v_max, dither(i as u32, t, 1)),
+            );
             set_byte(&mut s.m, i, cm);
             set_byte(&mut s.v, i, cv);
         }
@@ -240,25 +299,49 @@ mod tests {
 
     #[test]
     fn codes_round_trip_and_are_monotone() {
-        for (name, map, zero) in [("m", Int8Maps::dynamic().m, 128u8), ("v", Int8Maps::dynamic().v, 0)] {
-            assert!(map.values.windows(2).all(|p| p[0] < p[1]), "{name}: values ascend");
-            assert!((0..255).all(|k| map.steps[k] > 0.0 && map.values[k] + map.steps[k] <= map.values[k + 1]), "{name}: steps within");
+        for (name, map, zero) in [
+            ("m", Int8Maps::dynamic().m, 128u8),
+            ("v", Int8Maps::dynamic().v, 0),
+        ] {
+            assert!(
+                map.values.windows(2).all(|p| p[0] < p[1]),
+                "{name}: values ascend"
+            );
+            assert!(
+                (0..255).all(
+                    |k| map.steps[k] > 0.0 && map.values[k] + map.steps[k] <= map.values[k + 1]
+                ),
+                "{name}: steps within"
+            );
             for scale in [1.0f32, 0.37, 3e-5, 2.5e3] {
                 for r in [0, 1, 128, 255] {
                     for k in 0..=255u8 {
-                        assert_eq!(map.quantize(map.dequantize(k, scale), scale, r), k, "{name}: byte {k} at scale {scale}, dither {r}");
+                        assert_eq!(
+                            map.quantize(map.dequantize(k, scale), scale, r),
+                            k,
+                            "{name}: byte {k} at scale {scale}, dither {r}"
+                        );
                     }
                     assert_eq!(map.quantize(0.0, scale, r), zero, "{name}: 0 is exact");
                     assert_eq!(map.quantize(scale, scale, r), 255, "{name}: absmax is 1");
                     // for one dither the thresholds ascend
-                    let sweep: Vec<u8> = (0..=20_000).map(|i| map.quantize(scale * (i as f32 / 10_000.0 - 1.0), scale, r)).collect();
-                    assert!(sweep.windows(2).all(|p| p[0] <= p[1]), "{name}: quantize is monotone");
+                    let sweep: Vec<u8> = (0..=20_000)
+                        .map(|i| map.quantize(scale * (i as f32 / 10_000.0 - 1.0), scale, r))
+                        .collect();
+                    assert!(
+                        sweep.windows(2).all(|p| p[0] <= p[1]),
+                        "{name}: quantize is monotone"
+                    );
                 }
             }
             assert_eq!(map.dequantize(zero, 2.0), 0.0);
         }
         let m = Int8Maps::dynamic().m;
-        assert_eq!((m.quantize(-2.0, 2.0, 255), m.values[0]), (0, -1.0), "-absmax is -1");
+        assert_eq!(
+            (m.quantize(-2.0, 2.0, 255), m.values[0]),
+            (0, -1.0),
+            "-absmax is -1"
+        );
     }
 
     /// Over the 256 dithers a value between two codes goes up in proportion
@@ -269,17 +352,27 @@ mod tests {
             for k in [3usize, 100, 128, 129, 200, 254] {
                 for frac in [0.0, 0.01, 0.3, 0.5, 0.77, 0.999] {
                     let x = map.values[k] + frac * (map.values[k + 1] - map.values[k]);
-                    let mean = (0..256).map(|r| map.dequantize(map.quantize(x, 1.0, r), 1.0) as f64).sum::<f64>() / 256.0;
+                    let mean = (0..256)
+                        .map(|r| map.dequantize(map.quantize(x, 1.0, r), 1.0) as f64)
+                        .sum::<f64>()
+                        / 256.0;
                     // dithers are multiples of 1/256 of a step (cut to 16 bits)
                     let width = (map.values[k + 1] - map.values[k]) as f64;
-                    assert!((mean - x as f64).abs() <= width / 256.0 * 1.01 + 1e-12, "{name}: byte {k} + {frac}: mean {mean} for {x}");
+                    assert!(
+                        (mean - x as f64).abs() <= width / 256.0 * 1.01 + 1e-12,
+                        "{name}: byte {k} + {frac}: mean {mean} for {x}"
+                    );
                 }
             }
         }
         // the dither is spread over 0..256
         let mut seen = [0u32; 256];
         (0..65_536).for_each(|i| seen[dither(i, 7, 1) as usize] += 1);
-        assert!(seen.iter().all(|&c| (192..=320).contains(&c)), "dither histogram {:?}", &seen[..8]);
+        assert!(
+            seen.iter().all(|&c| (192..=320).contains(&c)),
+            "dither histogram {:?}",
+            &seen[..8]
+        );
     }
 
     #[test]
@@ -296,26 +389,57 @@ mod tests {
     /// the two codes around each moment.
     #[test]
     fn int8_adamw_is_adamw_up_to_its_codes() {
-        let h = AdamHyper { lr: 1e-2, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.1 };
+        let h = AdamHyper {
+            lr: 1e-2,
+            beta1: 0.9,
+            beta2: 0.95,
+            eps: 1e-8,
+            weight_decay: 0.1,
+        };
         let mut rng = SplitMix64(7);
         let n = 1000;
         // five decades of magnitude within every block
-        let g: Vec<f32> = (0..n).map(|i| ((rng.next_u64() >> 40) as f32 / (1 << 24) as f32 - 0.5) * 10f32.powi(-(i as i32 % 5))).collect();
+        let g: Vec<f32> = (0..n)
+            .map(|i| {
+                ((rng.next_u64() >> 40) as f32 / (1 << 24) as f32 - 0.5)
+                    * 10f32.powi(-(i as i32 % 5))
+            })
+            .collect();
         let (mut w, mut m, mut v) = (vec![0.3; n], vec![0.0; n], vec![0.0; n]);
         let (mut wq, mut q) = (w.clone(), Adam8bitState::new(n, Int8Maps::dynamic()));
         adamw(&h, 1, true, 0.5, &mut w, &g, &mut m, &mut v);
         adamw_8bit(&h, 1, true, 0.5, &mut wq, &g, &mut q);
-        let worst = w.iter().zip(&wq).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
-        assert!(worst < 1e-8, "worst |w − w_int8| {worst:e}: f32 moments give ~1e-7 of a step of lr");
+        let worst = w
+            .iter()
+            .zip(&wq)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        assert!(
+            worst < 1e-8,
+            "worst |w − w_int8| {worst:e}: f32 moments give ~1e-7 of a step of lr"
+        );
         let step = |map: &Int8Map, k: u8| {
             let k = k as usize;
-            (map.values[k.saturating_sub(1)..=(k + 1).min(255)]).windows(2).map(|p| p[1] - p[0]).fold(0.0, f32::max) as f64
+            (map.values[k.saturating_sub(1)..=(k + 1).min(255)])
+                .windows(2)
+                .map(|p| p[1] - p[0])
+                .fold(0.0, f32::max) as f64
         };
         for i in 0..n {
             let (cm, cv) = (byte(&q.m, i), byte(&q.v, i));
             let (sm, sv) = (q.m_scales[i / QBLOCK] as f64, q.v_scales[i / QBLOCK] as f64);
-            assert!((q.moment1(i) as f64 - m[i]).abs() <= step(&q.maps.m, cm) * sm, "m[{i}]: {} for {}", q.moment1(i), m[i]);
-            assert!((q.moment2(i) as f64 - v[i]).abs() <= step(&q.maps.v, cv) * sv, "v[{i}]: {} for {}", q.moment2(i), v[i]);
+            assert!(
+                (q.moment1(i) as f64 - m[i]).abs() <= step(&q.maps.m, cm) * sm,
+                "m[{i}]: {} for {}",
+                q.moment1(i),
+                m[i]
+            );
+            assert!(
+                (q.moment2(i) as f64 - v[i]).abs() <= step(&q.maps.v, cv) * sv,
+                "v[{i}]: {} for {}",
+                q.moment2(i),
+                v[i]
+            );
         }
     }
 
@@ -330,7 +454,8 @@ mod tests {
         const D: usize = 16;
         let mut rng = SplitMix64(seed);
         let mut unit = move || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-        let mut normal = || (-2.0 * unit().max(1e-300).ln()).sqrt() * (std::f64::consts::TAU * unit()).cos();
+        let mut normal =
+            || (-2.0 * unit().max(1e-300).ln()).sqrt() * (std::f64::consts::TAU * unit()).cos();
         let zipf: Vec<f64> = (0..V).map(|k| 1.0 / (k + 1) as f64).collect();
         let p: Vec<f64> = zipf.iter().map(|z| z / zipf.iter().sum::<f64>()).collect();
         let softmax = |l: &[f64]| {
@@ -339,20 +464,39 @@ mod tests {
             let s: f64 = e.iter().sum();
             e.iter().map(|x| x / s).collect::<Vec<f64>>()
         };
-        let table: Vec<Vec<f64>> = (0..V).map(|_| softmax(&p.iter().map(|q| q.ln() + 3.0 * normal()).collect::<Vec<_>>())).collect();
+        let table: Vec<Vec<f64>> = (0..V)
+            .map(|_| {
+                softmax(
+                    &p.iter()
+                        .map(|q| q.ln() + 3.0 * normal())
+                        .collect::<Vec<_>>(),
+                )
+            })
+            .collect();
         let logits = |w: &[f64], a: usize| -> Vec<f64> {
-            (0..V).map(|b| (0..D).map(|k| w[a * D + k] * w[V * D + b * D + k]).sum()).collect()
+            (0..V)
+                .map(|b| (0..D).map(|k| w[a * D + k] * w[V * D + b * D + k]).sum())
+                .collect()
         };
         let loss = |w: &[f64]| -> f64 {
-            (0..V).map(|a| p[a] * softmax(&logits(w, a)).iter().zip(&table[a]).map(|(q, t)| -t * q.ln()).sum::<f64>()).sum()
+            (0..V)
+                .map(|a| {
+                    p[a] * softmax(&logits(w, a))
+                        .iter()
+                        .zip(&table[a])
+                        .map(|(q, t)| -t * q.ln())
+                        .sum::<f64>()
+                })
+                .sum()
         };
         let sample = |dist: &[f64], u: f64| {
             let mut c = 0.0;
-            dist.iter().position(|x| {
-                c += x;
-                c >= u
-            })
-            .unwrap_or(V - 1)
+            dist.iter()
+                .position(|x| {
+                    c += x;
+                    c >= u
+                })
+                .unwrap_or(V - 1)
         };
         let n = 2 * V * D;
         let mut w: Vec<f64> = (0..n).map(|_| 0.02 * normal()).collect();
@@ -373,8 +517,15 @@ mod tests {
                 }
             }
             let g: Vec<f32> = g.iter().map(|&x| x as f32).collect();
-            let lr = 1e-2 * (0.1 + 0.45 * (1.0 + (std::f64::consts::PI * t as f64 / steps as f64).cos()));
-            let h = AdamHyper { lr, beta1: 0.9, beta2, eps: 1e-8, weight_decay: 0.1 };
+            let lr = 1e-2
+                * (0.1 + 0.45 * (1.0 + (std::f64::consts::PI * t as f64 / steps as f64).cos()));
+            let h = AdamHyper {
+                lr,
+                beta1: 0.9,
+                beta2,
+                eps: 1e-8,
+                weight_decay: 0.1,
+            };
             match q.as_mut() {
                 Some(s) => adamw_8bit(&h, t, true, 1.0, &mut w, &g, s),
                 None => adamw(&h, t, true, 1.0, &mut w, &g, &mut m, &mut v),
@@ -392,13 +543,35 @@ mod tests {
     /// not: m/eps).
     #[test]
     fn int8_state_trains_within_half_a_percent_of_fp32() {
-        let mean = |state: Option<Int8Maps>| (0..3).map(|s| bigram_run(100 + s, 600, 0.95, state.clone())).sum::<f64>() / 3.0;
+        let mean = |state: Option<Int8Maps>| {
+            (0..3)
+                .map(|s| bigram_run(100 + s, 600, 0.95, state.clone()))
+                .sum::<f64>()
+                / 3.0
+        };
         let fp32 = mean(None);
         let gap = |l: f64| (l - fp32) / fp32;
-        let (dynamic, linear) = (gap(mean(Some(Int8Maps::dynamic()))), gap(mean(Some(Int8Maps::linear()))));
-        let linear_text = if linear.is_finite() { format!("{:+.3} %", 100.0 * linear) } else { "diverged".into() };
-        println!("final loss: fp32 state {fp32:.5}; int8 dynamic {:+.3} %, int8 linear {linear_text}", 100.0 * dynamic);
-        assert!(dynamic.abs() < 0.005, "dynamic int8 state: {:+.3} % from fp32", 100.0 * dynamic);
-        assert!(linear.is_nan() || linear > dynamic, "the linear code ({linear}) must do worse than the dynamic one ({dynamic})");
+        let (dynamic, linear) = (
+            gap(mean(Some(Int8Maps::dynamic()))),
+            gap(mean(Some(Int8Maps::linear()))),
+        );
+        let linear_text = if linear.is_finite() {
+            format!("{:+.3} %", 100.0 * linear)
+        } else {
+            "diverged".into()
+        };
+        println!(
+            "final loss: fp32 state {fp32:.5}; int8 dynamic {:+.3} %, int8 linear {linear_text}",
+            100.0 * dynamic
+        );
+        assert!(
+            dynamic.abs() < 0.005,
+            "dynamic int8 state: {:+.3} % from fp32",
+            100.0 * dynamic
+        );
+        assert!(
+            linear.is_nan() || linear > dynamic,
+            "the linear code ({linear}) must do worse than the dynamic one ({dynamic})"
+        );
     }
 }

@@ -28,7 +28,8 @@ pub fn q131(x: f32) -> f32 {
     if x.is_nan() {
         return x;
     }
-    (x.clamp(-1.0, 1.0f32.next_down()) * 2_147_483_648.0).round_ties_even() * (1.0 / 2_147_483_648.0)
+    (x.clamp(-1.0, 1.0f32.next_down()) * 2_147_483_648.0).round_ties_even()
+        * (1.0 / 2_147_483_648.0)
 }
 
 /// A matmul output's SF16 boundary: the Q1.31 register, then Q1.15 storage.
@@ -52,7 +53,8 @@ pub fn e4m3(x: f32) -> f32 {
     // the exponent of a's binade, at least the subnormals' 2^-6
     let e = ((a.to_bits() >> 23) as i32 - 127).max(-6);
     let ulp = f32::from_bits(((e - 3 + 127) as u32) << 23);
-    let q = ((a * f32::from_bits(((127 - (e - 3)) as u32) << 23)).round_ties_even() * ulp).min(E4M3_MAX);
+    let q = ((a * f32::from_bits(((127 - (e - 3)) as u32) << 23)).round_ties_even() * ulp)
+        .min(E4M3_MAX);
     f32::from_bits(q.to_bits() | (x.to_bits() & 0x8000_0000))
 }
 
@@ -75,7 +77,11 @@ pub fn e4m3_decode(b: u8) -> f32 {
     if exp == 0xf && man == 0x7 {
         return f32::NAN;
     }
-    let magnitude = if exp == 0 { man as f32 / 8.0 * 2f32.powi(-6) } else { (1.0 + man as f32 / 8.0) * 2f32.powi(exp as i32 - 7) };
+    let magnitude = if exp == 0 {
+        man as f32 / 8.0 * 2f32.powi(-6)
+    } else {
+        (1.0 + man as f32 / 8.0) * 2f32.powi(exp as i32 - 7)
+    };
     sign * magnitude
 }
 
@@ -93,7 +99,16 @@ mod tests {
         let v = e4m3_values();
         assert_eq!(v.len(), 127);
         assert!(v.windows(2).all(|p| p[0] < p[1]), "ascending");
-        assert_eq!((v[0], v[1], v[7], v[8], v[126]), (0.0, E4M3_MIN_POSITIVE, 7.0 / 512.0, E4M3_MIN_NORMAL, E4M3_MAX));
+        assert_eq!(
+            (v[0], v[1], v[7], v[8], v[126]),
+            (
+                0.0,
+                E4M3_MIN_POSITIVE,
+                7.0 / 512.0,
+                E4M3_MIN_NORMAL,
+                E4M3_MAX
+            )
+        );
         assert!(e4m3_decode(0x7f).is_nan() && e4m3_decode(0xff).is_nan());
         assert_eq!(e4m3_decode(0xfe), -448.0);
     }
@@ -102,14 +117,22 @@ mod tests {
     fn e4m3_keeps_every_value_and_rounds_midpoints_to_even() {
         let v = e4m3_values();
         for (k, &x) in v.iter().enumerate() {
-            assert_eq!((e4m3(x), e4m3(-x).to_bits()), (x, (-x).to_bits()), "value {k}: {x}");
+            assert_eq!(
+                (e4m3(x), e4m3(-x).to_bits()),
+                (x, (-x).to_bits()),
+                "value {k}: {x}"
+            );
         }
         for k in 0..v.len() - 1 {
             let (lo, hi) = (v[k], v[k + 1]);
             let mid = (lo + hi) / 2.0; // exact: a few bits
             let even = if k % 2 == 0 { lo } else { hi }; // byte k's mantissa parity is k's
             assert_eq!(e4m3(mid), even, "tie between {lo} and {hi}");
-            assert_eq!((e4m3(mid.next_down()), e4m3(mid.next_up())), (lo, hi), "around the tie of {lo} and {hi}");
+            assert_eq!(
+                (e4m3(mid.next_down()), e4m3(mid.next_up())),
+                (lo, hi),
+                "around the tie of {lo} and {hi}"
+            );
         }
     }
 
@@ -123,8 +146,16 @@ mod tests {
         assert!(e4m3(f32::NAN).is_nan());
         // half the smallest subnormal ties to 0; just above goes up
         let half = E4M3_MIN_POSITIVE / 2.0;
-        assert_eq!((e4m3(half), e4m3(half.next_up()), e4m3(-half).to_bits()), (0.0, E4M3_MIN_POSITIVE, (-0.0f32).to_bits()));
-        assert!(e4m3_flushes(half) && e4m3_flushes(f32::MIN_POSITIVE / 4.0) && !e4m3_flushes(0.0) && !e4m3_flushes(half.next_up()));
+        assert_eq!(
+            (e4m3(half), e4m3(half.next_up()), e4m3(-half).to_bits()),
+            (0.0, E4M3_MIN_POSITIVE, (-0.0f32).to_bits())
+        );
+        assert!(
+            e4m3_flushes(half)
+                && e4m3_flushes(f32::MIN_POSITIVE / 4.0)
+                && !e4m3_flushes(0.0)
+                && !e4m3_flushes(half.next_up())
+        );
         // 1.5 × 2^-9 ties between the subnormals 1 and 2 × 2^-9: even wins
         assert_eq!(e4m3(1.5 / 512.0), 2.0 / 512.0);
     }
@@ -143,7 +174,10 @@ mod tests {
                 assert_eq!(q115(mid), even as f32 / 32768.0, "tie after code {k}");
             }
         }
-        assert_eq!((q115(5.0), q115(f32::NEG_INFINITY)), (32735.0 / 32768.0, -32735.0 / 32768.0));
+        assert_eq!(
+            (q115(5.0), q115(f32::NEG_INFINITY)),
+            (32735.0 / 32768.0, -32735.0 / 32768.0)
+        );
         assert!(q115(f32::NAN).is_nan());
     }
 
@@ -153,7 +187,11 @@ mod tests {
             assert_eq!(q131(x), x, "{x}: f32 has no bits below 2^-31 here");
         }
         assert_eq!(q131(2f32.powi(-33)), 0.0);
-        assert_eq!(q131(3.0 * 2f32.powi(-32)), 2f32.powi(-30), "a tie at 1.5 grains goes to the even 2");
+        assert_eq!(
+            q131(3.0 * 2f32.powi(-32)),
+            2f32.powi(-30),
+            "a tie at 1.5 grains goes to the even 2"
+        );
         assert_eq!((q131(2.0), q131(-2.0)), (1.0f32.next_down(), -1.0));
         // the register round trip can move a value onto a Q1.15 tie
         let tie = 0.5 / 32768.0;

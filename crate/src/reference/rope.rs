@@ -28,7 +28,15 @@ mod tests {
     use crate::kernels::rope::inv_freq;
     use crate::reference::gradcheck::{assert_gradient, dot};
 
-    const SHAPE: RopeShape = RopeShape { rows: 5, seq_len: 3, pos_offset: 7, heads: 2, head_dim: 4, row_stride: 11, col0: 2 };
+    const SHAPE: RopeShape = RopeShape {
+        rows: 5,
+        seq_len: 3,
+        pos_offset: 7,
+        heads: 2,
+        head_dim: 4,
+        row_stride: 11,
+        col0: 2,
+    };
 
     fn wave(n: usize, f: f64) -> Vec<f64> {
         (0..n).map(|i| (i as f64 * f + 0.2).sin()).collect()

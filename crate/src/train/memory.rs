@@ -26,17 +26,35 @@ pub struct Memory {
 }
 
 impl Memory {
-    pub fn of(c: &Config, shape: BatchShape, precision: Precision, state: OptimState, max_binding: u64) -> Result<Memory> {
+    pub fn of(
+        c: &Config,
+        shape: BatchShape,
+        precision: Precision,
+        state: OptimState,
+        max_binding: u64,
+    ) -> Result<Memory> {
         let layout = ParamLayout::new(c);
         let n = layout.total;
         let dims = Dims::new(c, shape, max_binding)?;
         let master = 4 * n;
         let grads = 4 * n;
         let moments = state.bytes(n);
-        let mirror = if precision == Precision::F16 { f16_bytes(n) } else { 0 };
+        let mirror = if precision == Precision::F16 {
+            f16_bytes(n)
+        } else {
+            0
+        };
         let activations = dims.bytes(c.n_layers as u64);
         let total = master + grads + moments + mirror + activations;
-        Ok(Memory { parameters: layout.parameters(), master, grads, moments, mirror, activations, total })
+        Ok(Memory {
+            parameters: layout.parameters(),
+            master,
+            grads,
+            moments,
+            mirror,
+            activations,
+            total,
+        })
     }
 }
 
@@ -52,7 +70,12 @@ pub fn check_limits(c: &Config, shape: BatchShape, limits: &wgpu::Limits) -> Res
     let dims = Dims::new(c, shape, limits.max_storage_buffer_binding_size)?;
     let largest = (4 * layout.total).max(4 * dims.rows * (2 * dims.ffn).max(dims.qkv));
     if largest > limits.max_buffer_size {
-        return Err(crate::Error::Limit { op: "model", what: "its largest buffer".into(), needed: largest, limit: limits.max_buffer_size });
+        return Err(crate::Error::Limit {
+            op: "model",
+            what: "its largest buffer".into(),
+            needed: largest,
+            limit: limits.max_buffer_size,
+        });
     }
     Ok(())
 }
@@ -65,13 +88,27 @@ mod tests {
     fn limits_refuse_what_an_adapter_cannot_hold() {
         let base = Config::preset("base").unwrap();
         let shape = BatchShape { batch: 8, seq: 512 };
-        let lavapipe = wgpu::Limits { max_storage_buffer_binding_size: 128 << 20, max_buffer_size: 2 << 30, ..wgpu::Limits::default() };
+        let lavapipe = wgpu::Limits {
+            max_storage_buffer_binding_size: 128 << 20,
+            max_buffer_size: 2 << 30,
+            ..wgpu::Limits::default()
+        };
         check_limits(&base, shape, &lavapipe).unwrap();
-        let small_buffers = wgpu::Limits { max_buffer_size: 256 << 20, ..lavapipe.clone() };
-        let e = check_limits(&base, shape, &small_buffers).unwrap_err().to_string();
+        let small_buffers = wgpu::Limits {
+            max_buffer_size: 256 << 20,
+            ..lavapipe.clone()
+        };
+        let e = check_limits(&base, shape, &small_buffers)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("largest buffer"), "{e}");
-        let small_bindings = wgpu::Limits { max_storage_buffer_binding_size: 32 << 20, ..lavapipe };
-        let e = check_limits(&base, shape, &small_bindings).unwrap_err().to_string();
+        let small_bindings = wgpu::Limits {
+            max_storage_buffer_binding_size: 32 << 20,
+            ..lavapipe
+        };
+        let e = check_limits(&base, shape, &small_bindings)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("embed_tokens"), "{e}");
     }
 

@@ -12,9 +12,9 @@ mod readback;
 pub mod survival;
 pub mod synthetic;
 
-pub use memory::{check_limits, Memory};
+pub use memory::{Memory, check_limits};
 pub use profile::KernelTime;
-pub use readback::{Record, LAG};
+pub use readback::{LAG, Record};
 
 use serde::{Deserialize, Serialize};
 
@@ -85,7 +85,14 @@ impl Trainer {
     /// A run starting from `weights` (`ParamLayout::total` values).
     pub async fn with_weights(gpu: &Gpu, config: TrainConfig, weights: &[f32]) -> Result<Trainer> {
         let k = Kernels::new(gpu).await?;
-        let model = Model::new(gpu, &k, config.model.clone(), config.shape, config.precision, weights)?;
+        let model = Model::new(
+            gpu,
+            &k,
+            config.model.clone(),
+            config.shape,
+            config.precision,
+            weights,
+        )?;
         let adam = Adam::new(gpu, &k, &model, config.optim)?;
         let sync = model.sync_mirror(gpu, &k)?;
         if !sync.is_empty() {
@@ -115,7 +122,10 @@ impl Trainer {
     /// before this trainer's first step.
     pub(crate) fn resume_at(&mut self, steps: u32) -> Result<()> {
         if self.step != 0 || self.readback.in_flight() != 0 {
-            return Err(Error::Unsupported(format!("cannot resume at step {steps}: this trainer has already run {} steps", self.step)));
+            return Err(Error::Unsupported(format!(
+                "cannot resume at step {steps}: this trainer has already run {} steps",
+                self.step
+            )));
         }
         self.step = steps;
         Ok(())
@@ -127,11 +137,22 @@ impl Trainer {
     /// are made before the old ones go, so a device that cannot hold both
     /// refuses the switch and the run stays as it was. Returns the stats of
     /// the steps still in flight.
-    pub async fn reconfigure(&mut self, precision: Precision, state: OptimState) -> Result<Vec<StepStats>> {
+    pub async fn reconfigure(
+        &mut self,
+        precision: Precision,
+        state: OptimState,
+    ) -> Result<Vec<StepStats>> {
         let done = self.flush().await?;
         let weights = self.model.read_weights(&self.gpu).await?;
         let moments = self.adam.read_state(&self.gpu).await?.convert(state);
-        let config = TrainConfig { precision, optim: OptimConfig { state, ..self.config.optim }, ..self.config.clone() };
+        let config = TrainConfig {
+            precision,
+            optim: OptimConfig {
+                state,
+                ..self.config.optim
+            },
+            ..self.config.clone()
+        };
         let mut next = Trainer::with_weights(&self.gpu, config, &weights).await?;
         next.adam.write_state(&self.gpu, &moments)?;
         next.resume_at(self.step)?;
@@ -151,7 +172,13 @@ impl Trainer {
     }
 
     pub fn memory(&self) -> Result<Memory> {
-        Memory::of(&self.config.model, self.config.shape, self.config.precision, self.config.optim.state, self.gpu.limits.max_storage_buffer_binding_size)
+        Memory::of(
+            &self.config.model,
+            self.config.shape,
+            self.config.precision,
+            self.config.optim.state,
+            self.gpu.limits.max_storage_buffer_binding_size,
+        )
     }
 
     /// Submits one training step on `batch`; returns the stats of the steps
@@ -168,7 +195,14 @@ impl Trainer {
     /// Every dispatch of a step, in order: forward, head, backward, optimizer.
     pub fn step_dispatches(&self) -> impl Iterator<Item = &Dispatch> {
         let m = &self.model;
-        [&m.forward, &m.head_train, &m.backward, &self.adam.dispatches].into_iter().flatten()
+        [
+            &m.forward,
+            &m.head_train,
+            &m.backward,
+            &self.adam.dispatches,
+        ]
+        .into_iter()
+        .flatten()
     }
 
     /// Records and submits step t + 1: one compute pass, or with `timing`
@@ -176,13 +210,22 @@ impl Trainer {
     fn submit(&mut self, batch: &Batch, timing: Option<&wgpu::QuerySet>) -> Result<()> {
         self.gpu.check_health()?;
         let t = self.step + 1;
-        self.model.write_batch(&self.gpu, &batch.inputs, &batch.targets)?;
+        self.model
+            .write_batch(&self.gpu, &batch.inputs, &batch.targets)?;
         self.adam.write_step(&self.gpu, &self.k, t)?;
         let record = self.readback.target(&self.gpu);
-        let mut encoder = self.gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("train_step") });
+        let mut encoder = self
+            .gpu
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("train_step"),
+            });
         match timing {
             None => {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("train_step"), timestamp_writes: None });
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("train_step"),
+                    timestamp_writes: None,
+                });
                 self.step_dispatches().for_each(|d| d.record(&mut pass));
             }
             Some(queries) => {
@@ -192,7 +235,10 @@ impl Trainer {
                         beginning_of_pass_write_index: Some(2 * i as u32),
                         end_of_pass_write_index: Some(2 * i as u32 + 1),
                     };
-                    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(d.label), timestamp_writes: Some(writes) });
+                    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                        label: Some(d.label),
+                        timestamp_writes: Some(writes),
+                    });
                     d.record(&mut pass);
                 }
             }
@@ -218,7 +264,9 @@ impl Trainer {
     }
 
     async fn collect(&mut self) -> Result<Option<StepStats>> {
-        let Some((step, r)) = self.readback.collect_oldest(&self.gpu).await? else { return Ok(None) };
+        let Some((step, r)) = self.readback.collect_oldest(&self.gpu).await? else {
+            return Ok(None);
+        };
         // steps are collected in bursts (a drain, a device that finishes
         // several submissions at once): rate over a window of them
         let now = now_s();
@@ -243,7 +291,11 @@ impl Trainer {
             skipped,
             out_of_range_targets: r.loss.out_of_range,
             bad_tokens: r.bad_tokens,
-            tokens_per_s: if since > 0.0 { steps as f64 * tokens / since } else { 0.0 },
+            tokens_per_s: if since > 0.0 {
+                steps as f64 * tokens / since
+            } else {
+                0.0
+            },
         }))
     }
 
@@ -251,13 +303,17 @@ impl Trainer {
     /// that are not the model's shape are refused.
     pub async fn evaluate(&mut self, batches: &[Batch]) -> Result<f64> {
         if batches.is_empty() {
-            return Err(Error::Unsupported("no validation batches to evaluate".into()));
+            return Err(Error::Unsupported(
+                "no validation batches to evaluate".into(),
+            ));
         }
         let mut sum = 0.0;
         for b in batches {
             self.model.write_batch(&self.gpu, &b.inputs, &b.targets)?;
             let m = &self.model;
-            self.gpu.run(&m.forward.iter().chain(&m.head_eval).collect::<Vec<_>>()).await?;
+            self.gpu
+                .run(&m.forward.iter().chain(&m.head_eval).collect::<Vec<_>>())
+                .await?;
             sum += self.gpu.read_back::<f32>((&m.acts.loss).into()).await?[1] as f64;
         }
         Ok(sum / batches.len() as f64)
@@ -274,6 +330,9 @@ fn now_s() -> f64 {
     {
         use std::sync::OnceLock;
         static START: OnceLock<std::time::Instant> = OnceLock::new();
-        START.get_or_init(std::time::Instant::now).elapsed().as_secs_f64()
+        START
+            .get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_secs_f64()
     }
 }

@@ -21,14 +21,24 @@ pub struct KernelTime {
 impl Trainer {
     /// Trains one step on `batch` (it counts like any other) and returns its
     /// stats with the GPU time of each kernel, largest first.
-    pub async fn profiled_step(&mut self, batch: &Batch) -> Result<(Vec<StepStats>, Vec<KernelTime>)> {
+    pub async fn profiled_step(
+        &mut self,
+        batch: &Batch,
+    ) -> Result<(Vec<StepStats>, Vec<KernelTime>)> {
         if !self.gpu.caps.timestamps {
-            return Err(Error::Unsupported(format!("{:?} has no timestamp queries: per-kernel times are not available", self.gpu.info.name)));
+            return Err(Error::Unsupported(format!(
+                "{:?} has no timestamp queries: per-kernel times are not available",
+                self.gpu.info.name
+            )));
         }
         let mut stats = self.flush().await?;
         let labels: Vec<&'static str> = self.step_dispatches().map(|d| d.label).collect();
         let count = 2 * labels.len() as u32;
-        let queries = self.gpu.device.create_query_set(&wgpu::QuerySetDescriptor { label: Some("profile"), ty: wgpu::QueryType::Timestamp, count });
+        let queries = self.gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("profile"),
+            ty: wgpu::QueryType::Timestamp,
+            count,
+        });
         let resolved = self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("profile"),
             size: 8 * count as u64,
@@ -36,7 +46,12 @@ impl Trainer {
             mapped_at_creation: false,
         });
         self.submit(batch, Some(&queries))?;
-        let mut encoder = self.gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("profile") });
+        let mut encoder = self
+            .gpu
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("profile"),
+            });
         encoder.resolve_query_set(&queries, 0..count, &resolved, 0);
         self.gpu.queue.submit([encoder.finish()]);
         stats.extend(self.flush().await?);
@@ -50,7 +65,11 @@ impl Trainer {
                     t.dispatches += 1;
                     t.ms += ms;
                 }
-                None => times.push(KernelTime { kernel: label.to_string(), dispatches: 1, ms }),
+                None => times.push(KernelTime {
+                    kernel: label.to_string(),
+                    dispatches: 1,
+                    ms,
+                }),
             }
         }
         times.sort_by(|a, b| b.ms.total_cmp(&a.ms));

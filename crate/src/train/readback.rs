@@ -11,8 +11,8 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
-use crate::kernels::loss::LossTotals;
 use crate::kernels::GradStats;
+use crate::kernels::loss::LossTotals;
 
 /// Steps in flight before the oldest one's stats are collected.
 pub const LAG: usize = 2;
@@ -56,12 +56,22 @@ impl Readback {
     }
 
     /// Maps `buffer` once `submission` (which filled it) is done.
-    pub fn submitted(&mut self, step: u32, buffer: wgpu::Buffer, submission: wgpu::SubmissionIndex) {
+    pub fn submitted(
+        &mut self,
+        step: u32,
+        buffer: wgpu::Buffer,
+        submission: wgpu::SubmissionIndex,
+    ) {
         let (tx, mapped) = futures_channel::oneshot::channel();
         buffer.map_async(wgpu::MapMode::Read, .., move |r| {
             let _ = tx.send(r);
         });
-        self.pending.push_back(Pending { step, buffer, mapped, submission });
+        self.pending.push_back(Pending {
+            step,
+            buffer,
+            mapped,
+            submission,
+        });
     }
 
     pub fn in_flight(&self) -> usize {
@@ -70,17 +80,31 @@ impl Readback {
 
     /// The oldest step's record, waiting for it.
     pub async fn collect_oldest(&mut self, gpu: &Gpu) -> Result<Option<(u32, Record)>> {
-        let Some(p) = self.pending.pop_front() else { return Ok(None) };
-        let failed = |message: String| Error::Gpu { op: "step read-back".into(), message };
+        let Some(p) = self.pending.pop_front() else {
+            return Ok(None);
+        };
+        let failed = |message: String| Error::Gpu {
+            op: "step read-back".into(),
+            message,
+        };
         #[cfg(not(target_arch = "wasm32"))]
         gpu.device
-            .poll(wgpu::PollType::Wait { submission_index: Some(p.submission), timeout: None })
+            .poll(wgpu::PollType::Wait {
+                submission_index: Some(p.submission),
+                timeout: None,
+            })
             .map_err(|e| failed(e.to_string()))?;
-        let mapped = p.mapped.await.map_err(|_| failed("map callback dropped".into()))?;
+        let mapped = p
+            .mapped
+            .await
+            .map_err(|_| failed("map callback dropped".into()))?;
         gpu.check_health()?;
         mapped.map_err(|e| failed(e.to_string()))?;
         let record = {
-            let view = p.buffer.get_mapped_range(..).map_err(|e| failed(e.to_string()))?;
+            let view = p
+                .buffer
+                .get_mapped_range(..)
+                .map_err(|e| failed(e.to_string()))?;
             bytemuck::pod_read_unaligned::<Record>(&view)
         };
         p.buffer.unmap();

@@ -55,7 +55,11 @@ impl Format {
     /// The spacing of this format's values around `w` (subnormal spacing
     /// below the normal range).
     pub fn ulp(self, w: f32) -> f32 {
-        let e = if w == 0.0 { i32::MIN } else { (w.abs().to_bits() >> 23) as i32 - 127 };
+        let e = if w == 0.0 {
+            i32::MIN
+        } else {
+            (w.abs().to_bits() >> 23) as i32 - 127
+        };
         2f32.powi(e.max(self.min_exponent()) - self.mantissa_bits())
     }
 }
@@ -86,11 +90,35 @@ pub fn inspect(layout: &ParamLayout, before: &[f32], after: &[f32], v: &[f32]) -
         .iter()
         .map(|t| {
             let r = t.offset as usize..(t.offset + t.len()) as usize;
-            let moved: Vec<(f32, f32)> = before[r.clone()].iter().zip(&after[r.clone()]).filter(|(a, b)| a != b).map(|(&a, &b)| (a, b - a)).collect();
-            let share = |count: usize, of: usize| if of == 0 { 0.0 } else { count as f64 / of as f64 };
-            let lands = |f: Format| share(moved.iter().filter(|&&(w, d)| d.abs() >= 0.5 * f.ulp(w)).count(), moved.len());
+            let moved: Vec<(f32, f32)> = before[r.clone()]
+                .iter()
+                .zip(&after[r.clone()])
+                .filter(|(a, b)| a != b)
+                .map(|(&a, &b)| (a, b - a))
+                .collect();
+            let share = |count: usize, of: usize| {
+                if of == 0 {
+                    0.0
+                } else {
+                    count as f64 / of as f64
+                }
+            };
+            let lands = |f: Format| {
+                share(
+                    moved
+                        .iter()
+                        .filter(|&&(w, d)| d.abs() >= 0.5 * f.ulp(w))
+                        .count(),
+                    moved.len(),
+                )
+            };
             let nonzero: Vec<f32> = v[r].iter().copied().filter(|&x| x > 0.0).collect();
-            let below = |f: Format| share(nonzero.iter().filter(|&&x| x < f.min_positive()).count(), nonzero.len());
+            let below = |f: Format| {
+                share(
+                    nonzero.iter().filter(|&&x| x < f.min_positive()).count(),
+                    nonzero.len(),
+                )
+            };
             Survival {
                 tensor: t.name.clone(),
                 updated: moved.len() as u64,
@@ -114,13 +142,32 @@ mod tests {
     #[test]
     fn ulps_are_each_formats_spacing() {
         // around 1: 2^-7, 2^-10, 2^-3; around 0.75 the binade below
-        assert_eq!(Format::ALL.map(|f| f.ulp(1.0)), [2f32.powi(-7), 2f32.powi(-10), 0.125]);
-        assert_eq!(Format::ALL.map(|f| f.ulp(-0.75)), [2f32.powi(-8), 2f32.powi(-11), 0.0625]);
+        assert_eq!(
+            Format::ALL.map(|f| f.ulp(1.0)),
+            [2f32.powi(-7), 2f32.powi(-10), 0.125]
+        );
+        assert_eq!(
+            Format::ALL.map(|f| f.ulp(-0.75)),
+            [2f32.powi(-8), 2f32.powi(-11), 0.0625]
+        );
         // subnormal spacing below the normal range, and at 0
-        assert_eq!((Format::F16.ulp(1e-6), Format::E4m3.ulp(0.001), Format::E4m3.ulp(0.0)), (2f32.powi(-24), 2f32.powi(-9), 2f32.powi(-9)));
+        assert_eq!(
+            (
+                Format::F16.ulp(1e-6),
+                Format::E4m3.ulp(0.001),
+                Format::E4m3.ulp(0.0)
+            ),
+            (2f32.powi(-24), 2f32.powi(-9), 2f32.powi(-9))
+        );
         // each spacing is the gap to the next value of the format itself
-        assert_eq!(half::f16::from_f32(0.3).to_f32() + Format::F16.ulp(0.3), half::f16::from_bits(half::f16::from_f32(0.3).to_bits() + 1).to_f32());
-        assert_eq!(crate::reference::quantize::e4m3(3.0 + Format::E4m3.ulp(3.0)), 3.0 + Format::E4m3.ulp(3.0));
+        assert_eq!(
+            half::f16::from_f32(0.3).to_f32() + Format::F16.ulp(0.3),
+            half::f16::from_bits(half::f16::from_f32(0.3).to_bits() + 1).to_f32()
+        );
+        assert_eq!(
+            crate::reference::quantize::e4m3(3.0 + Format::E4m3.ulp(3.0)),
+            3.0 + Format::E4m3.ulp(3.0)
+        );
         assert_eq!(Format::ALL.map(Format::min_positive)[2], 1.0 / 512.0);
     }
 
@@ -128,7 +175,10 @@ mod tests {
     fn updates_below_half_an_ulp_are_lost_and_small_moments_underflow() {
         let c = Config::preset("tiny").unwrap();
         let layout = ParamLayout::new(&c);
-        let (mut before, mut v) = (vec![0f32; layout.total as usize], vec![0f32; layout.total as usize]);
+        let (mut before, mut v) = (
+            vec![0f32; layout.total as usize],
+            vec![0f32; layout.total as usize],
+        );
         let t = &layout.tensors[0];
         let at = t.offset as usize;
         // four moved weights near 1: by 1e-7 (lands only in f32), 1e-3
@@ -145,7 +195,14 @@ mod tests {
         let e = &s[0];
         assert_eq!((e.tensor.as_str(), e.updated), ("embed_tokens", 4));
         assert_eq!((e.f16, e.bf16, e.e4m3), (0.75, 0.5, 0.25));
-        assert_eq!((e.v_min, e.v_below_bf16, e.v_below_f16, e.v_below_e4m3), (1e-9, 0.0, 1.0 / 3.0, 2.0 / 3.0));
-        assert_eq!((s[1].updated, s[1].bf16), (0, 0.0), "an untouched tensor: nothing to count");
+        assert_eq!(
+            (e.v_min, e.v_below_bf16, e.v_below_f16, e.v_below_e4m3),
+            (1e-9, 0.0, 1.0 / 3.0, 2.0 / 3.0)
+        );
+        assert_eq!(
+            (s[1].updated, s[1].bf16),
+            (0, 0.0),
+            "an untouched tensor: nothing to count"
+        );
     }
 }

@@ -7,14 +7,19 @@ use crate::data::SplitMix64;
 /// `n` tokens below `vocab` from the chain of `seed`.
 pub fn markov_tokens(vocab: u32, n: usize, seed: u64) -> Vec<u32> {
     let mut rng = SplitMix64(seed);
-    let successors: Vec<[u32; 4]> =
-        (0..vocab).map(|_| std::array::from_fn(|_| rng.below(vocab as u64) as u32)).collect();
+    let successors: Vec<[u32; 4]> = (0..vocab)
+        .map(|_| std::array::from_fn(|_| rng.below(vocab as u64) as u32))
+        .collect();
     let mut t = rng.below(vocab as u64) as u32;
     (0..n)
         .map(|_| {
             // 7/8: one of 4 favoured successors; 1/8: anything
             let r = rng.below(32) as usize;
-            t = if r < 28 { successors[t as usize][r % 4] } else { rng.below(vocab as u64) as u32 };
+            t = if r < 28 {
+                successors[t as usize][r % 4]
+            } else {
+                rng.below(vocab as u64) as u32
+            };
             t
         })
         .collect()

@@ -48,7 +48,10 @@ impl Data {
     pub fn add_file(&mut self, name: &str, bytes: &[u8]) -> Result<JsValue, JsError> {
         self.corpus.add(name, bytes).map_err(js_error)?;
         self.tokenizer = None; // learned from other text
-        to_js(&FileInfo { name, bytes: bytes.len() })
+        to_js(&FileInfo {
+            name,
+            bytes: bytes.len(),
+        })
     }
 
     pub fn clear(&mut self) {
@@ -57,16 +60,29 @@ impl Data {
 
     /// `[{name, bytes}]` of the files loaded.
     pub fn files(&self) -> Result<JsValue, JsError> {
-        let files: Vec<FileInfo> = self.corpus.files().map(|(name, text)| FileInfo { name, bytes: text.len() }).collect();
+        let files: Vec<FileInfo> = self
+            .corpus
+            .files()
+            .map(|(name, text)| FileInfo {
+                name,
+                bytes: text.len(),
+            })
+            .collect();
         to_js(&files)
     }
 
     /// Learns a byte-level BPE of `vocab` tokens from the files; calls
     /// `progress(fraction)` as it counts the text.
     #[wasm_bindgen(js_name = trainTokenizer)]
-    pub fn train_tokenizer(&mut self, vocab: u32, progress: js_sys::Function) -> Result<JsValue, JsError> {
+    pub fn train_tokenizer(
+        &mut self,
+        vocab: u32,
+        progress: js_sys::Function,
+    ) -> Result<JsValue, JsError> {
         if self.corpus.is_empty() {
-            return Err(JsError::new("add text (the built-in corpus or your files) before training a tokenizer"));
+            return Err(JsError::new(
+                "add text (the built-in corpus or your files) before training a tokenizer",
+            ));
         }
         let texts: Vec<&str> = self.corpus.files().map(|(_, t)| t).collect();
         let report = Progress(progress);
@@ -92,14 +108,25 @@ impl Data {
 
     fn tokenizer_info(&self) -> Result<JsValue, JsError> {
         let t = self.tokenizer()?;
-        let tokens = self.corpus.files().map(|(_, text)| t.encode(text).map(|ids| ids.len())).sum::<crate::Result<usize>>().map_err(js_error)?;
-        to_js(&TokenizerInfo { vocab_size: t.vocab_size(), fingerprint: t.fingerprint(), tokens })
+        let tokens = self
+            .corpus
+            .files()
+            .map(|(_, text)| t.encode(text).map(|ids| ids.len()))
+            .sum::<crate::Result<usize>>()
+            .map_err(js_error)?;
+        to_js(&TokenizerInfo {
+            vocab_size: t.vocab_size(),
+            fingerprint: t.fingerprint(),
+            tokens,
+        })
     }
 }
 
 impl Data {
     pub(super) fn tokenizer(&self) -> Result<&Tokenizer, JsError> {
-        self.tokenizer.as_ref().ok_or_else(|| JsError::new("train or load a tokenizer first"))
+        self.tokenizer
+            .as_ref()
+            .ok_or_else(|| JsError::new("train or load a tokenizer first"))
     }
 
     pub(super) fn corpus(&self) -> &Corpus {

@@ -28,7 +28,10 @@ thread_local! {
 
 /// The worker's device; a lost one is replaced by a fresh device.
 async fn gpu() -> crate::Result<Gpu> {
-    if let Some(gpu) = GPU.with(|g| g.borrow().clone()).filter(|g| g.lost_reason().is_none()) {
+    if let Some(gpu) = GPU
+        .with(|g| g.borrow().clone())
+        .filter(|g| g.lost_reason().is_none())
+    {
         return Ok(gpu);
     }
     let gpu = Gpu::new(&GpuOptions::default()).await?;
@@ -44,7 +47,9 @@ pub async fn adapter_info() -> Result<JsValue, JsError> {
 }
 
 fn to_js<T: serde::Serialize + ?Sized>(value: &T) -> Result<JsValue, JsError> {
-    value.serialize(&serde_wasm_bindgen::Serializer::json_compatible()).map_err(|e| JsError::new(&e.to_string()))
+    value
+        .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+        .map_err(|e| JsError::new(&e.to_string()))
 }
 
 fn from_js<T: serde::de::DeserializeOwned>(value: JsValue) -> Result<T, JsError> {

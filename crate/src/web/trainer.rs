@@ -10,13 +10,13 @@ use serde::{Deserialize, Serialize};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
-use super::{from_js, gpu, js_error, to_js, Data};
-use crate::data::{Batch, Dataset, SplitMix64, Tokenizer};
-use crate::model::{BatchShape, Config, ParamLayout, Precision};
-use crate::optim::{HostState, LrSchedule, OptimConfig, OptimState};
+use super::{Data, from_js, gpu, js_error, to_js};
 use crate::checkpoint::{self, Checkpoint, RunState};
+use crate::data::{Batch, Dataset, SplitMix64, Tokenizer};
 use crate::hf::{self, HfModel};
 use crate::model::decode::{Decoder, Generation, Sampling};
+use crate::model::{BatchShape, Config, ParamLayout, Precision};
+use crate::optim::{HostState, LrSchedule, OptimConfig, OptimState};
 use crate::train::survival::{self, Survival};
 use crate::train::{self, Memory, TrainConfig};
 
@@ -70,20 +70,38 @@ impl RunSpec {
     pub fn config(&self) -> crate::Result<TrainConfig> {
         let model = match (self.preset.as_str(), &self.model) {
             ("custom", Some(c)) => c.clone(),
-            ("custom", None) => return Err(crate::Error::Unsupported("a custom model needs its sizes".into())),
+            ("custom", None) => {
+                return Err(crate::Error::Unsupported(
+                    "a custom model needs its sizes".into(),
+                ));
+            }
             (name, _) => Config::preset(name)?,
         };
-        let shape = BatchShape { batch: self.batch, seq: self.seq };
+        let shape = BatchShape {
+            batch: self.batch,
+            seq: self.seq,
+        };
         model.validate()?;
         shape.validate(&model)?;
         let optim = OptimConfig {
             state: OptimState::parse(&self.optim_state)?,
-            schedule: LrSchedule { peak: self.lr, warmup: self.warmup, total: self.steps.max(1), min_ratio: self.min_lr_ratio },
+            schedule: LrSchedule {
+                peak: self.lr,
+                warmup: self.warmup,
+                total: self.steps.max(1),
+                min_ratio: self.min_lr_ratio,
+            },
             weight_decay: self.weight_decay,
             max_grad_norm: self.clip,
             ..OptimConfig::default()
         };
-        Ok(TrainConfig { model, shape, precision: Precision::parse(&self.precision)?, optim, seed: self.seed })
+        Ok(TrainConfig {
+            model,
+            shape,
+            precision: Precision::parse(&self.precision)?,
+            optim,
+            seed: self.seed,
+        })
     }
 }
 
@@ -120,11 +138,20 @@ pub async fn plan_model(spec: JsValue) -> Result<JsValue, JsError> {
                 Ok(m) => m,
                 Err(_) => continue, // reported by `fits`
             };
-            modes.push(PlanMode { precision: precision.name(), optim_state: state.name(), memory });
+            modes.push(PlanMode {
+                precision: precision.name(),
+                optim_state: state.name(),
+                memory,
+            });
         }
     }
     let parameters = ParamLayout::new(&c.model).parameters();
-    to_js(&Plan { parameters, fits: fits.is_ok(), reason: fits.err().map(|e| e.to_string()), modes })
+    to_js(&Plan {
+        parameters,
+        fits: fits.is_ok(),
+        reason: fits.err().map(|e| e.to_string()),
+        modes,
+    })
 }
 
 /// A run and what it trains on.
@@ -141,15 +168,34 @@ struct Run {
 }
 
 impl Run {
-    fn new(trainer: train::Trainer, tokenizer: Tokenizer, text: DataState, data: Dataset, rng: SplitMix64) -> Run {
+    fn new(
+        trainer: train::Trainer,
+        tokenizer: Tokenizer,
+        text: DataState,
+        data: Dataset,
+        rng: SplitMix64,
+    ) -> Run {
         let shape = trainer.config.shape;
-        let validation =
-            data.validation_batches(shape.batch as usize).into_iter().filter(|b| b.inputs.len() == shape.rows() as usize).take(VALIDATION_BATCHES).collect();
-        Run { trainer, tokenizer, text, data, rng, validation, inspected: None }
+        let validation = data
+            .validation_batches(shape.batch as usize)
+            .into_iter()
+            .filter(|b| b.inputs.len() == shape.rows() as usize)
+            .take(VALIDATION_BATCHES)
+            .collect();
+        Run {
+            trainer,
+            tokenizer,
+            text,
+            data,
+            rng,
+            validation,
+            inspected: None,
+        }
     }
 
     fn batch(&mut self) -> Batch {
-        self.data.train_batch(&mut self.rng, self.trainer.config.shape.batch as usize)
+        self.data
+            .train_batch(&mut self.rng, self.trainer.config.shape.batch as usize)
     }
 }
 
@@ -169,7 +215,10 @@ where
     T: Into<JsValue>,
 {
     future_to_promise(async move {
-        let run = cell.borrow_mut().take().ok_or_else(|| JsError::new("the trainer is busy with another call"))?;
+        let run = cell
+            .borrow_mut()
+            .take()
+            .ok_or_else(|| JsError::new("the trainer is busy with another call"))?;
         let (run, result) = f(run).await;
         *cell.borrow_mut() = Some(run);
         result.map(Into::into).map_err(Into::into)
@@ -209,20 +258,37 @@ impl Trainer {
         let seq = config.shape.seq as usize;
         let tokens = data.corpus().tokenize(tokenizer, seq).map_err(js_error)?;
         let dataset = Dataset::new(tokens, seq, spec.val_fraction).map_err(js_error)?;
-        let tokenizer = Tokenizer::from_json(&tokenizer.to_json().map_err(js_error)?).map_err(js_error)?;
-        let text = DataState { files: data.corpus().files().map(|(n, _)| n.to_string()).collect(), val_fraction: spec.val_fraction };
+        let tokenizer =
+            Tokenizer::from_json(&tokenizer.to_json().map_err(js_error)?).map_err(js_error)?;
+        let text = DataState {
+            files: data.corpus().files().map(|(n, _)| n.to_string()).collect(),
+            val_fraction: spec.val_fraction,
+        };
         Ok(future_to_promise(async move {
             let gpu = gpu().await.map_err(js_error)?;
-            let trainer = train::Trainer::new(&gpu, config.clone()).await.map_err(js_error)?;
-            let run = Run::new(trainer, tokenizer, text, dataset, SplitMix64(config.seed ^ BATCH_SEED));
-            Ok(Trainer { run: Rc::new(RefCell::new(Some(run))) }.into())
+            let trainer = train::Trainer::new(&gpu, config.clone())
+                .await
+                .map_err(js_error)?;
+            let run = Run::new(
+                trainer,
+                tokenizer,
+                text,
+                dataset,
+                SplitMix64(config.seed ^ BATCH_SEED),
+            );
+            Ok(Trainer {
+                run: Rc::new(RefCell::new(Some(run))),
+            }
+            .into())
         }))
     }
 
     /// What the run is: `{parameters, memory, train_tokens, …, config}`.
     pub fn info(&self) -> Result<JsValue, JsError> {
         let cell = self.run.borrow();
-        let run = cell.as_ref().ok_or_else(|| JsError::new("the trainer is busy with another call"))?;
+        let run = cell
+            .as_ref()
+            .ok_or_else(|| JsError::new("the trainer is busy with another call"))?;
         let t = &run.trainer;
         to_js(&Created {
             step: t.steps(),
@@ -261,7 +327,12 @@ impl Trainer {
     /// Waits for every submitted step; resolves with their stats.
     pub fn flush(&self) -> Promise {
         with_run(self.run.clone(), |mut run| async move {
-            let result = run.trainer.flush().await.map_err(js_error).and_then(|s| to_js(&s));
+            let result = run
+                .trainer
+                .flush()
+                .await
+                .map_err(js_error)
+                .and_then(|s| to_js(&s));
             (run, result)
         })
     }
@@ -270,7 +341,12 @@ impl Trainer {
     pub fn validate(&self) -> Promise {
         with_run(self.run.clone(), |mut run| async move {
             let batches = std::mem::take(&mut run.validation);
-            let result = run.trainer.evaluate(&batches).await.map(JsValue::from_f64).map_err(js_error);
+            let result = run
+                .trainer
+                .evaluate(&batches)
+                .await
+                .map(JsValue::from_f64)
+                .map_err(js_error);
             run.validation = batches;
             (run, result)
         })
@@ -281,12 +357,18 @@ impl Trainer {
     /// Resolves with the stats of the steps that were still in flight.
     pub fn reconfigure(&self, precision: String, optim_state: String) -> Promise {
         with_run(self.run.clone(), move |mut run| async move {
-            let modes = Precision::parse(&precision).and_then(|p| Ok((p, OptimState::parse(&optim_state)?)));
+            let modes = Precision::parse(&precision)
+                .and_then(|p| Ok((p, OptimState::parse(&optim_state)?)));
             let (precision, state) = match modes {
                 Ok(m) => m,
                 Err(e) => return (run, Err(js_error(e))),
             };
-            let result = run.trainer.reconfigure(precision, state).await.map_err(js_error).and_then(|pending| to_js(&pending));
+            let result = run
+                .trainer
+                .reconfigure(precision, state)
+                .await
+                .map_err(js_error)
+                .and_then(|pending| to_js(&pending));
             (run, result)
         })
     }
@@ -311,7 +393,9 @@ impl Trainer {
     /// step, batch RNG, config, tokenizer, and which text it trains on).
     pub fn save(&self) -> Promise {
         with_run(self.run.clone(), |run| async move {
-            let result = save(&run).await.map(|bytes| js_sys::Uint8Array::from(&bytes[..]));
+            let result = save(&run)
+                .await
+                .map(|bytes| js_sys::Uint8Array::from(&bytes[..]));
             (run, result)
         })
     }
@@ -336,9 +420,17 @@ impl Trainer {
         })?;
         let files: Vec<String> = data.corpus().files().map(|(n, _)| n.to_string()).collect();
         if files != saved.files {
-            return Err(JsError::new(&format!("this run trained on {}; load that text first (loaded now: {})", list(&saved.files), list(&files))));
+            return Err(JsError::new(&format!(
+                "this run trained on {}; load that text first (loaded now: {})",
+                list(&saved.files),
+                list(&files)
+            )));
         }
-        let json = c.run.tokenizer_json.as_deref().ok_or_else(|| JsError::new("this checkpoint holds no tokenizer"))?;
+        let json = c
+            .run
+            .tokenizer_json
+            .as_deref()
+            .ok_or_else(|| JsError::new("this checkpoint holds no tokenizer"))?;
         data.set_tokenizer(json)?;
         let tokenizer = Tokenizer::from_json(json).map_err(js_error)?;
         let seq = c.config.shape.seq as usize;
@@ -348,7 +440,10 @@ impl Trainer {
             let gpu = gpu().await.map_err(js_error)?;
             let trainer = c.restore(&gpu).await.map_err(js_error)?;
             let run = Run::new(trainer, tokenizer, saved, dataset, SplitMix64(c.run.rng));
-            Ok(Trainer { run: Rc::new(RefCell::new(Some(run))) }.into())
+            Ok(Trainer {
+                run: Rc::new(RefCell::new(Some(run))),
+            }
+            .into())
         }))
     }
 
@@ -375,28 +470,50 @@ struct DataState {
 }
 
 fn list(names: &[String]) -> String {
-    if names.is_empty() { "no text".into() } else { names.join(", ") }
+    if names.is_empty() {
+        "no text".into()
+    } else {
+        names.join(", ")
+    }
 }
 
 async fn save(run: &Run) -> Result<Vec<u8>, JsError> {
     let data = serde_json::to_string(&run.text).map_err(|e| JsError::new(&e.to_string()))?;
-    let state = RunState { rng: run.rng.0, tokenizer_json: Some(run.tokenizer.to_json().map_err(js_error)?), data: Some(data) };
-    checkpoint::save(&run.trainer, &state).await.map_err(js_error)
+    let state = RunState {
+        rng: run.rng.0,
+        tokenizer_json: Some(run.tokenizer.to_json().map_err(js_error)?),
+        data: Some(data),
+    };
+    checkpoint::save(&run.trainer, &state)
+        .await
+        .map_err(js_error)
 }
 
 async fn export_hf(run: &Run) -> Result<JsValue, JsError> {
     let t = &run.trainer;
     let weights = t.model.read_weights(&t.gpu).await.map_err(js_error)?;
-    let model = HfModel { config: t.config.model.clone(), weights, tokenizer_json: Some(run.tokenizer.to_json().map_err(js_error)?) };
+    let model = HfModel {
+        config: t.config.model.clone(),
+        weights,
+        tokenizer_json: Some(run.tokenizer.to_json().map_err(js_error)?),
+    };
     let files = model.export().map_err(js_error)?;
     let [safetensors] = files.weights.as_slice() else {
-        return Err(JsError::new(&format!("hf export: {} weight files; the page writes one {}", files.weights.len(), hf::WEIGHTS)));
+        return Err(JsError::new(&format!(
+            "hf export: {} weight files; the page writes one {}",
+            files.weights.len(),
+            hf::WEIGHTS
+        )));
     };
     let folder = js_sys::Object::new();
     let put = |name: &str, bytes: &[u8]| {
-        js_sys::Reflect::set(&folder, &JsValue::from_str(name), &js_sys::Uint8Array::from(bytes))
-            .map(|_| ())
-            .map_err(|_| JsError::new(&format!("hf export: cannot hand over {name}")))
+        js_sys::Reflect::set(
+            &folder,
+            &JsValue::from_str(name),
+            &js_sys::Uint8Array::from(bytes),
+        )
+        .map(|_| ())
+        .map_err(|_| JsError::new(&format!("hf export: cannot hand over {name}")))
     };
     put(hf::CONFIG, files.config_json.as_bytes())?;
     put(hf::WEIGHTS, safetensors)?;
@@ -425,7 +542,12 @@ struct Generated {
     tokens: usize,
 }
 
-async fn generate(run: &Run, prompt: &str, opts: &GenerateOptions, on_token: &js_sys::Function) -> Result<JsValue, JsError> {
+async fn generate(
+    run: &Run,
+    prompt: &str,
+    opts: &GenerateOptions,
+    on_token: &js_sys::Function,
+) -> Result<JsValue, JsError> {
     let t = &run.trainer;
     let max_seq = t.config.model.max_seq;
     let length = opts.length.clamp(1, max_seq);
@@ -438,7 +560,14 @@ async fn generate(run: &Run, prompt: &str, opts: &GenerateOptions, on_token: &js
         ids.drain(..ids.len() - keep);
     }
     let mut decoder = Decoder::new(&t.gpu, &t.k, &t.model, 1, max_seq).map_err(js_error)?;
-    let g = Generation { max_new: length, sampling: Sampling { temperature: opts.temperature, top_k: opts.top_k }, seed: opts.seed };
+    let g = Generation {
+        max_new: length,
+        sampling: Sampling {
+            temperature: opts.temperature,
+            top_k: opts.top_k,
+        },
+        seed: opts.seed,
+    };
     let mut new: Vec<u32> = Vec::new();
     let mut text = String::new();
     let mut failed = None;
@@ -455,7 +584,11 @@ async fn generate(run: &Run, prompt: &str, opts: &GenerateOptions, on_token: &js
             };
             let piece = now.strip_prefix(text.as_str()).unwrap_or(&now).to_string();
             text = now;
-            match on_token.call2(&JsValue::NULL, &JsValue::from_str(&piece), &JsValue::from_str(&text)) {
+            match on_token.call2(
+                &JsValue::NULL,
+                &JsValue::from_str(&piece),
+                &JsValue::from_str(&text),
+            ) {
                 Ok(_) => ControlFlow::Continue(()),
                 Err(_) => ControlFlow::Break(()),
             }
@@ -465,7 +598,10 @@ async fn generate(run: &Run, prompt: &str, opts: &GenerateOptions, on_token: &js
     if let Some(e) = failed {
         return Err(js_error(e));
     }
-    to_js(&Generated { text, tokens: new.len() })
+    to_js(&Generated {
+        text,
+        tokens: new.len(),
+    })
 }
 
 /// Keeps the batch stream apart from the weight initialisation's.
@@ -496,7 +632,12 @@ struct Inspection {
 async fn inspect(run: &mut Run) -> Result<JsValue, JsError> {
     let batch = run.batch();
     // after every step submitted so far: the weights the inspected step starts from
-    let before = run.trainer.model.read_weights(&run.trainer.gpu).await.map_err(js_error)?;
+    let before = run
+        .trainer
+        .model
+        .read_weights(&run.trainer.gpu)
+        .await
+        .map_err(js_error)?;
     let (steps, kernels, kernels_error) = match run.trainer.profiled_step(&batch).await {
         Ok((steps, kernels)) => (steps, Some(kernels), None),
         Err(crate::Error::Unsupported(why)) => {
@@ -510,8 +651,16 @@ async fn inspect(run: &mut Run) -> Result<JsValue, JsError> {
     let t = &run.trainer;
     let step = t.steps();
     let w = t.model.read_weights(&t.gpu).await.map_err(js_error)?;
-    let HostState::Fp32 { v, .. } = t.adam.read_state(&t.gpu).await.map_err(js_error)?.convert(OptimState::Fp32) else {
-        return Err(JsError::new("inspect: the optimizer state did not convert to f32"));
+    let HostState::Fp32 { v, .. } = t
+        .adam
+        .read_state(&t.gpu)
+        .await
+        .map_err(js_error)?
+        .convert(OptimState::Fp32)
+    else {
+        return Err(JsError::new(
+            "inspect: the optimizer state did not convert to f32",
+        ));
     };
     let survival = survival::inspect(&t.model.layout, &before, &w, &v);
     let tensors = t
@@ -526,12 +675,20 @@ async fn inspect(run: &mut Run) -> Result<JsValue, JsError> {
             let finite = values.iter().filter(|x| x.is_finite());
             let sum_sq: f64 = finite.clone().map(|&x| (x as f64) * (x as f64)).sum();
             let max_abs = finite.fold(0.0f64, |m, &x| m.max(x.abs() as f64));
-            let update_ratio = run.inspected.as_ref().filter(|(at, _)| *at < step).map(|(at, old)| {
-                let old = &old[r];
-                let delta: f64 = values.iter().zip(old).map(|(&a, &b)| ((a - b) as f64).powi(2)).sum();
-                let norm: f64 = old.iter().map(|&x| (x as f64) * (x as f64)).sum();
-                (delta / norm.max(f64::MIN_POSITIVE)).sqrt() / (step - at) as f64
-            });
+            let update_ratio =
+                run.inspected
+                    .as_ref()
+                    .filter(|(at, _)| *at < step)
+                    .map(|(at, old)| {
+                        let old = &old[r];
+                        let delta: f64 = values
+                            .iter()
+                            .zip(old)
+                            .map(|(&a, &b)| ((a - b) as f64).powi(2))
+                            .sum();
+                        let norm: f64 = old.iter().map(|&x| (x as f64) * (x as f64)).sum();
+                        (delta / norm.max(f64::MIN_POSITIVE)).sqrt() / (step - at) as f64
+                    });
             TensorStats {
                 name: tensor.name.clone(),
                 shape: [tensor.rows, tensor.cols],
@@ -543,7 +700,14 @@ async fn inspect(run: &mut Run) -> Result<JsValue, JsError> {
             }
         })
         .collect();
-    let inspection = Inspection { step, tensors, memory: t.memory().map_err(js_error)?, steps, kernels, kernels_error };
+    let inspection = Inspection {
+        step,
+        tensors,
+        memory: t.memory().map_err(js_error)?,
+        steps,
+        kernels,
+        kernels_error,
+    };
     run.inspected = Some((step, w));
     to_js(&inspection)
 }

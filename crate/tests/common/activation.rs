@@ -19,8 +19,28 @@ const SENTINEL: f32 = -1234.5;
 /// Inputs where overflow would show: sigmoid and tanh tails, f32 exp's
 /// overflow (88.7), GeLU's clamp (16), and ±1e4 as asked of the kernels.
 const LARGE: &[f32] = &[
-    0.0, -0.0, 1e-30, -1e-30, 1.0, -1.0, 16.0, -16.0, 17.0, -17.0, 88.0, -88.0, 89.0, -89.0,
-    100.0, -100.0, 1e4, -1e4, 1e30, -1e30, f32::MAX, -f32::MAX,
+    0.0,
+    -0.0,
+    1e-30,
+    -1e-30,
+    1.0,
+    -1.0,
+    16.0,
+    -16.0,
+    17.0,
+    -17.0,
+    88.0,
+    -88.0,
+    89.0,
+    -89.0,
+    100.0,
+    -100.0,
+    1e4,
+    -1e4,
+    1e30,
+    -1e30,
+    f32::MAX,
+    -f32::MAX,
 ];
 
 // Forwards: σ from one exp (WGSL allows 3 + 2|x| ulp: ~1.1e-6 at |x| = 8)
@@ -54,7 +74,10 @@ async fn output(gpu: &Gpu, label: &str, n: usize) -> Result<wgpu::Buffer> {
 /// Reads `n` elements and checks that the guard after them is untouched.
 async fn read(gpu: &Gpu, what: &str, buffer: &wgpu::Buffer, n: usize) -> Result<Vec<f32>> {
     let mut v: Vec<f32> = gpu.read_back(buffer.into()).await?;
-    assert!(v[n..].iter().all(|&g| g == SENTINEL), "{what}: wrote past n={n}");
+    assert!(
+        v[n..].iter().all(|&g| g == SENTINEL),
+        "{what}: wrote past n={n}"
+    );
     v.truncate(n);
     Ok(v)
 }
@@ -67,26 +90,64 @@ struct Swiglu {
 
 /// swiglu_forward_gu and swiglu_backward_gu on `rows` rows of `[gate | up]`
 /// built from `gate` and `up` ([rows, ffn] each); dgu is split back apart.
-async fn run_swiglu(gpu: &Gpu, k: &Activation, gate: &[f32], up: &[f32], dh: &[f32], rows: usize) -> Result<Swiglu> {
+async fn run_swiglu(
+    gpu: &Gpu,
+    k: &Activation,
+    gate: &[f32],
+    up: &[f32],
+    dh: &[f32],
+    rows: usize,
+) -> Result<Swiglu> {
     let n = gate.len();
-    assert_eq!(n % rows, 0, "swiglu: {n} elements are not {rows} whole rows");
+    assert_eq!(
+        n % rows,
+        0,
+        "swiglu: {n} elements are not {rows} whole rows"
+    );
     let ffn = n / rows;
-    let gu: Vec<f32> = (0..rows).flat_map(|i| gate[i * ffn..(i + 1) * ffn].iter().chain(&up[i * ffn..(i + 1) * ffn]).copied()).collect();
+    let gu: Vec<f32> = (0..rows)
+        .flat_map(|i| {
+            gate[i * ffn..(i + 1) * ffn]
+                .iter()
+                .chain(&up[i * ffn..(i + 1) * ffn])
+                .copied()
+        })
+        .collect();
     let (gu_b, dh_b) = (gpu.upload("gu", &gu)?, gpu.upload("dh", dh)?);
     let (h, dgu) = (output(gpu, "h", n).await?, output(gpu, "dgu", 2 * n).await?);
     let (rows32, ffn32) = (rows as u32, ffn as u32);
     gpu.run(&[
         &k.swiglu_forward_gu(gpu, (&gu_b).into(), (&h).into(), rows32, ffn32)?,
-        &k.swiglu_backward_gu(gpu, (&dh_b).into(), (&gu_b).into(), (&dgu).into(), rows32, ffn32)?,
+        &k.swiglu_backward_gu(
+            gpu,
+            (&dh_b).into(),
+            (&gu_b).into(),
+            (&dgu).into(),
+            rows32,
+            ffn32,
+        )?,
     ])
     .await?;
     let dgu = read(gpu, "dgu", &dgu, 2 * n).await?;
-    let half = |second: usize| -> Vec<f32> { (0..rows).flat_map(|i| dgu[(2 * i + second) * ffn..(2 * i + second + 1) * ffn].to_vec()).collect() };
-    Ok(Swiglu { h: read(gpu, "h", &h, n).await?, dgate: half(0), dup: half(1) })
+    let half = |second: usize| -> Vec<f32> {
+        (0..rows)
+            .flat_map(|i| dgu[(2 * i + second) * ffn..(2 * i + second + 1) * ffn].to_vec())
+            .collect()
+    };
+    Ok(Swiglu {
+        h: read(gpu, "h", &h, n).await?,
+        dgate: half(0),
+        dup: half(1),
+    })
 }
 
 /// (y, dx)
-async fn run_gelu(gpu: &Gpu, k: &Activation, x: &[f32], dy: &[f32]) -> Result<(Vec<f32>, Vec<f32>)> {
+async fn run_gelu(
+    gpu: &Gpu,
+    k: &Activation,
+    x: &[f32],
+    dy: &[f32],
+) -> Result<(Vec<f32>, Vec<f32>)> {
     let n = x.len();
     let (x_b, dy_b) = (gpu.upload("x", x)?, gpu.upload("dy", dy)?);
     let (y, dx) = (output(gpu, "y", n).await?, output(gpu, "dx", n).await?);
@@ -101,15 +162,45 @@ async fn run_gelu(gpu: &Gpu, k: &Activation, x: &[f32], dy: &[f32]) -> Result<(V
 fn check_swiglu(what: &str, gate: &[f32], up: &[f32], dh: &[f32], got: &Swiglu) {
     let (gate, up, dh) = (wide(gate), wide(up), wide(dh));
     let (dgate, dup) = reference::swiglu_backward(&dh, &gate, &up);
-    assert_close(&format!("swiglu h {what}"), &got.h, &reference::swiglu_forward(&gate, &up), SWIGLU_ATOL, SWIGLU_RTOL);
-    assert_close(&format!("swiglu dgate {what}"), &got.dgate, &dgate, GRAD_ATOL, GRAD_RTOL);
-    assert_close(&format!("swiglu dup {what}"), &got.dup, &dup, SWIGLU_ATOL, SWIGLU_RTOL);
+    assert_close(
+        &format!("swiglu h {what}"),
+        &got.h,
+        &reference::swiglu_forward(&gate, &up),
+        SWIGLU_ATOL,
+        SWIGLU_RTOL,
+    );
+    assert_close(
+        &format!("swiglu dgate {what}"),
+        &got.dgate,
+        &dgate,
+        GRAD_ATOL,
+        GRAD_RTOL,
+    );
+    assert_close(
+        &format!("swiglu dup {what}"),
+        &got.dup,
+        &dup,
+        SWIGLU_ATOL,
+        SWIGLU_RTOL,
+    );
 }
 
 fn check_gelu(what: &str, x: &[f32], dy: &[f32], got: &(Vec<f32>, Vec<f32>)) {
     let (x, dy) = (wide(x), wide(dy));
-    assert_close(&format!("gelu y {what}"), &got.0, &reference::gelu_forward(&x), GELU_ATOL, GELU_RTOL);
-    assert_close(&format!("gelu dx {what}"), &got.1, &reference::gelu_backward(&dy, &x), GRAD_ATOL, GRAD_RTOL);
+    assert_close(
+        &format!("gelu y {what}"),
+        &got.0,
+        &reference::gelu_forward(&x),
+        GELU_ATOL,
+        GELU_RTOL,
+    );
+    assert_close(
+        &format!("gelu dx {what}"),
+        &got.1,
+        &reference::gelu_backward(&dy, &x),
+        GRAD_ATOL,
+        GRAD_RTOL,
+    );
 }
 
 /// The fused-row kernels on `[R, 2F]` rows against the reference on the
@@ -119,7 +210,11 @@ pub async fn swiglu_matches_reference(gpu: &Gpu) -> Result<()> {
     let mut r = rng(6);
     for &(rows, ffn) in SWIGLU_SHAPES {
         let n = rows * ffn;
-        let (gate, up, dh) = (uniform(&mut r, n, -8.0, 8.0), uniform(&mut r, n, -2.0, 2.0), uniform(&mut r, n, -1.0, 1.0));
+        let (gate, up, dh) = (
+            uniform(&mut r, n, -8.0, 8.0),
+            uniform(&mut r, n, -2.0, 2.0),
+            uniform(&mut r, n, -1.0, 1.0),
+        );
         let got = run_swiglu(gpu, &k, &gate, &up, &dh, rows).await?;
         check_swiglu(&format!("rows={rows} ffn={ffn}"), &gate, &up, &dh, &got);
     }
@@ -147,16 +242,29 @@ pub async fn activations_stay_finite_at_large_inputs(gpu: &Gpu) -> Result<()> {
     let swiglu = run_swiglu(gpu, &k, LARGE, &ones, &ones, 2).await?;
     let gelu = run_gelu(gpu, &k, LARGE, &ones).await?;
     let outputs = [
-        ("h", &swiglu.h), ("dgate", &swiglu.dgate), ("dup", &swiglu.dup), ("gelu", &gelu.0), ("dgelu", &gelu.1),
+        ("h", &swiglu.h),
+        ("dgate", &swiglu.dgate),
+        ("dup", &swiglu.dup),
+        ("gelu", &gelu.0),
+        ("dgelu", &gelu.1),
     ];
     for (what, v) in outputs {
-        let bad: Vec<(f32, f32)> = LARGE.iter().zip(v).filter(|(_, y)| !y.is_finite()).map(|(&x, &y)| (x, y)).collect();
+        let bad: Vec<(f32, f32)> = LARGE
+            .iter()
+            .zip(v)
+            .filter(|(_, y)| !y.is_finite())
+            .map(|(&x, &y)| (x, y))
+            .collect();
         assert!(bad.is_empty(), "{what}: not finite at (x, value) {bad:?}");
     }
     for (i, &x) in LARGE.iter().enumerate().filter(|(_, x)| x.abs() >= 1e4) {
         let (value, slope) = if x > 0.0 { (x, 1.0) } else { (0.0, 0.0) };
         let got = [swiglu.h[i], gelu.0[i], swiglu.dgate[i], gelu.1[i]];
-        assert_eq!(got, [value, value, slope, slope], "x = {x:e}: silu, gelu, silu', gelu'");
+        assert_eq!(
+            got,
+            [value, value, slope, slope],
+            "x = {x:e}: silu, gelu, silu', gelu'"
+        );
     }
     check_swiglu("large inputs", LARGE, &ones, &ones, &swiglu);
     check_gelu("large inputs", LARGE, &ones, &gelu);

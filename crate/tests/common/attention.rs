@@ -2,9 +2,11 @@
 //! reference/attention.rs. Legend: B batch, T sequence, H heads, Hkv kv
 //! heads, Dh head dim, L cache length.
 
-use rand::rngs::SmallRng;
 use rand::Rng;
-use webtrain::kernels::{Attention, AttentionBackward, AttentionShape, DecodeShape, Heads, KvGrads, Qkv};
+use rand::rngs::SmallRng;
+use webtrain::kernels::{
+    Attention, AttentionBackward, AttentionShape, DecodeShape, Heads, KvGrads, Qkv,
+};
 use webtrain::reference::attention as reference;
 use webtrain::{Gpu, Result};
 
@@ -15,11 +17,20 @@ fn f64s(v: &[f32]) -> Vec<f64> {
 }
 
 fn shape((batch, seq_len, heads, kv_heads, head_dim): (u32, u32, u32, u32, u32)) -> AttentionShape {
-    AttentionShape { batch, seq_len, heads, kv_heads, head_dim }
+    AttentionShape {
+        batch,
+        seq_len,
+        heads,
+        kv_heads,
+        head_dim,
+    }
 }
 
 fn what(s: &AttentionShape) -> String {
-    format!("B={} T={} H={} Hkv={} Dh={}", s.batch, s.seq_len, s.heads, s.kv_heads, s.head_dim)
+    format!(
+        "B={} T={} H={} Hkv={} Dh={}",
+        s.batch, s.seq_len, s.heads, s.kv_heads, s.head_dim
+    )
 }
 
 /// Contiguous q `[B·T, H·Dh]`, k and v `[B·T, Hkv·Dh]`.
@@ -33,30 +44,69 @@ impl Inputs {
     /// q and k in ±`qk_range`, v in ±1.
     fn random(r: &mut SmallRng, s: &AttentionShape, qk_range: f32) -> Inputs {
         let rows = (s.batch * s.seq_len) as usize;
-        let (nq, nkv) = (rows * (s.heads * s.head_dim) as usize, rows * (s.kv_heads * s.head_dim) as usize);
+        let (nq, nkv) = (
+            rows * (s.heads * s.head_dim) as usize,
+            rows * (s.kv_heads * s.head_dim) as usize,
+        );
         let q = uniform(r, nq, -qk_range, qk_range);
         let k = uniform(r, nkv, -qk_range, qk_range);
-        Inputs { q, k, v: uniform(r, nkv, -1.0, 1.0) }
+        Inputs {
+            q,
+            k,
+            v: uniform(r, nkv, -1.0, 1.0),
+        }
     }
 }
 
 /// A contiguous tensor of `heads` heads as a view.
 fn dense<'a>(buffer: &'a wgpu::Buffer, heads: u32, dh: u32) -> Heads<'a> {
-    Heads { data: buffer.into(), row_stride: heads * dh, col: 0 }
+    Heads {
+        data: buffer.into(),
+        row_stride: heads * dh,
+        col: 0,
+    }
 }
 
-fn dense_qkv<'a>(s: &AttentionShape, q: &'a wgpu::Buffer, k: &'a wgpu::Buffer, v: &'a wgpu::Buffer) -> Qkv<'a> {
-    Qkv { q: dense(q, s.heads, s.head_dim), k: dense(k, s.kv_heads, s.head_dim), v: dense(v, s.kv_heads, s.head_dim) }
+fn dense_qkv<'a>(
+    s: &AttentionShape,
+    q: &'a wgpu::Buffer,
+    k: &'a wgpu::Buffer,
+    v: &'a wgpu::Buffer,
+) -> Qkv<'a> {
+    Qkv {
+        q: dense(q, s.heads, s.head_dim),
+        k: dense(k, s.kv_heads, s.head_dim),
+        v: dense(v, s.kv_heads, s.head_dim),
+    }
 }
 
 /// (o, lse) from the GPU, q, k and v in separate buffers.
-async fn forward(gpu: &Gpu, a: &Attention, s: &AttentionShape, x: &Inputs) -> Result<(Vec<f32>, Vec<f32>)> {
-    let (qb, kb, vb) = (gpu.upload("q", &x.q)?, gpu.upload("k", &x.k)?, gpu.upload("v", &x.v)?);
+async fn forward(
+    gpu: &Gpu,
+    a: &Attention,
+    s: &AttentionShape,
+    x: &Inputs,
+) -> Result<(Vec<f32>, Vec<f32>)> {
+    let (qb, kb, vb) = (
+        gpu.upload("q", &x.q)?,
+        gpu.upload("k", &x.k)?,
+        gpu.upload("v", &x.v)?,
+    );
     let rows = (s.batch * s.seq_len) as u64;
     let o = gpu.storage_buffer("o", 4 * rows * (s.heads * s.head_dim) as u64)?;
     let lse = gpu.storage_buffer("lse", 4 * rows * s.heads as u64)?;
-    gpu.run(&[&a.forward(gpu, *s, dense_qkv(s, &qb, &kb, &vb), (&o).into(), (&lse).into())?]).await?;
-    Ok((gpu.read_back((&o).into()).await?, gpu.read_back((&lse).into()).await?))
+    gpu.run(&[&a.forward(
+        gpu,
+        *s,
+        dense_qkv(s, &qb, &kb, &vb),
+        (&o).into(),
+        (&lse).into(),
+    )?])
+    .await?;
+    Ok((
+        gpu.read_back((&o).into()).await?,
+        gpu.read_back((&lse).into()).await?,
+    ))
 }
 
 /// Rows checked against the reference: all of them up to T = 129, beyond
@@ -70,7 +120,9 @@ fn checked_rows(r: &mut impl Rng, s: &AttentionShape) -> Vec<(usize, usize)> {
         ts.extend((0..12).map(|_| r.random_range(0..t)));
         ts
     };
-    (0..s.batch as usize).flat_map(|b| ts.iter().map(move |&t| (b, t))).collect()
+    (0..s.batch as usize)
+        .flat_map(|b| ts.iter().map(move |&t| (b, t)))
+        .collect()
 }
 
 // o is a p-weighted mean of v (|v| ≤ 1), so its error is absolute: the
@@ -125,8 +177,20 @@ pub async fn attention_forward_matches_reference(gpu: &Gpu) -> Result<()> {
                 want_lse.push(l);
             }
         }
-        assert_close(&format!("attention o {}", what(&s)), &got_o, &want_o, O_ATOL, 0.0);
-        assert_close(&format!("attention lse {}", what(&s)), &got_lse, &want_lse, LSE_ATOL, LSE_RTOL);
+        assert_close(
+            &format!("attention o {}", what(&s)),
+            &got_o,
+            &want_o,
+            O_ATOL,
+            0.0,
+        );
+        assert_close(
+            &format!("attention lse {}", what(&s)),
+            &got_lse,
+            &want_lse,
+            LSE_ATOL,
+            LSE_RTOL,
+        );
     }
     Ok(())
 }
@@ -138,19 +202,52 @@ pub async fn attention_reads_a_fused_qkv_row(gpu: &Gpu) -> Result<()> {
     let s = shape((2, 37, 4, 2, 32));
     let x = Inputs::random(&mut rng(91), &s, 1.0);
     let (o_sep, lse_sep) = forward(gpu, &a, &s, &x).await?;
-    let (hdh, kvdh) = ((s.heads * s.head_dim) as usize, (s.kv_heads * s.head_dim) as usize);
+    let (hdh, kvdh) = (
+        (s.heads * s.head_dim) as usize,
+        (s.kv_heads * s.head_dim) as usize,
+    );
     let stride = hdh + 2 * kvdh;
     let rows = (s.batch * s.seq_len) as usize;
     let fused: Vec<f32> = (0..rows)
-        .flat_map(|i| [&x.q[i * hdh..(i + 1) * hdh], &x.k[i * kvdh..(i + 1) * kvdh], &x.v[i * kvdh..(i + 1) * kvdh]].concat())
+        .flat_map(|i| {
+            [
+                &x.q[i * hdh..(i + 1) * hdh],
+                &x.k[i * kvdh..(i + 1) * kvdh],
+                &x.v[i * kvdh..(i + 1) * kvdh],
+            ]
+            .concat()
+        })
         .collect();
     let qkv = gpu.upload("qkv", &fused)?;
-    let view = |col: usize| Heads { data: (&qkv).into(), row_stride: stride as u32, col: col as u32 };
+    let view = |col: usize| Heads {
+        data: (&qkv).into(),
+        row_stride: stride as u32,
+        col: col as u32,
+    };
     let o = gpu.storage_buffer("o", 4 * (rows * hdh) as u64)?;
     let lse = gpu.storage_buffer("lse", 4 * (rows * s.heads as usize) as u64)?;
-    gpu.run(&[&a.forward(gpu, s, Qkv { q: view(0), k: view(hdh), v: view(hdh + kvdh) }, (&o).into(), (&lse).into())?]).await?;
-    assert_identical("attention o, fused qkv", &gpu.read_back::<f32>((&o).into()).await?, &o_sep);
-    assert_identical("attention lse, fused qkv", &gpu.read_back::<f32>((&lse).into()).await?, &lse_sep);
+    gpu.run(&[&a.forward(
+        gpu,
+        s,
+        Qkv {
+            q: view(0),
+            k: view(hdh),
+            v: view(hdh + kvdh),
+        },
+        (&o).into(),
+        (&lse).into(),
+    )?])
+    .await?;
+    assert_identical(
+        "attention o, fused qkv",
+        &gpu.read_back::<f32>((&o).into()).await?,
+        &o_sep,
+    );
+    assert_identical(
+        "attention lse, fused qkv",
+        &gpu.read_back::<f32>((&lse).into()).await?,
+        &lse_sep,
+    );
     Ok(())
 }
 
@@ -164,14 +261,25 @@ pub async fn attention_is_causal(gpu: &Gpu) -> Result<()> {
     let row = (s.heads * s.head_dim) as usize;
     let kv_row = (s.kv_heads * s.head_dim) as usize;
     for t_star in [0usize, 17, 39] {
-        let mut y = Inputs { q: x.q.clone(), k: x.k.clone(), v: x.v.clone() };
+        let mut y = Inputs {
+            q: x.q.clone(),
+            k: x.k.clone(),
+            v: x.v.clone(),
+        };
         for e in t_star * kv_row..(t_star + 1) * kv_row {
             y.k[e] = 5.0 - y.k[e];
             y.v[e] += 7.0;
         }
         let (o2, _) = forward(gpu, &a, &s, &y).await?;
-        assert_identical(&format!("attention rows before a changed key {t_star}"), &o2[..t_star * row], &o[..t_star * row]);
-        assert!(o2[t_star * row..(t_star + 1) * row] != o[t_star * row..(t_star + 1) * row], "row {t_star} ignores its own key");
+        assert_identical(
+            &format!("attention rows before a changed key {t_star}"),
+            &o2[..t_star * row],
+            &o[..t_star * row],
+        );
+        assert!(
+            o2[t_star * row..(t_star + 1) * row] != o[t_star * row..(t_star + 1) * row],
+            "row {t_star} ignores its own key"
+        );
     }
     Ok(())
 }
@@ -184,23 +292,53 @@ pub async fn attention_survives_scores_of_80(gpu: &Gpu) -> Result<()> {
     let s = shape((1, 70, 2, 1, 64));
     let mut r = rng(93);
     let amp = (80.0 / (s.head_dim as f32).sqrt()).sqrt();
-    let patterns: Vec<Vec<f32>> = (0..4).map(|_| (0..s.head_dim).map(|_| if r.random_bool(0.5) { amp } else { -amp }).collect()).collect();
+    let patterns: Vec<Vec<f32>> = (0..4)
+        .map(|_| {
+            (0..s.head_dim)
+                .map(|_| if r.random_bool(0.5) { amp } else { -amp })
+                .collect()
+        })
+        .collect();
     let mut pick = |n: usize| -> Vec<f32> {
-        (0..n).flat_map(|_| {
-            let sign = if r.random_bool(0.5) { 1.0 } else { -1.0 };
-            patterns[r.random_range(0..4)].iter().map(move |x| sign * x).collect::<Vec<f32>>()
-        }).collect()
+        (0..n)
+            .flat_map(|_| {
+                let sign = if r.random_bool(0.5) { 1.0 } else { -1.0 };
+                patterns[r.random_range(0..4)]
+                    .iter()
+                    .map(move |x| sign * x)
+                    .collect::<Vec<f32>>()
+            })
+            .collect()
     };
     let rows = (s.batch * s.seq_len) as usize;
-    let (q, k) = (pick(rows * s.heads as usize), pick(rows * s.kv_heads as usize));
-    let x = Inputs { q, k, v: uniform(&mut r, rows * (s.kv_heads * s.head_dim) as usize, -1.0, 1.0) };
+    let (q, k) = (
+        pick(rows * s.heads as usize),
+        pick(rows * s.kv_heads as usize),
+    );
+    let x = Inputs {
+        q,
+        k,
+        v: uniform(&mut r, rows * (s.kv_heads * s.head_dim) as usize, -1.0, 1.0),
+    };
     let max_score = reference_scores_max(&s, &x);
-    assert!((max_score - 80.0).abs() < 1e-3, "the inputs do not reach a score of 80: {max_score}");
+    assert!(
+        (max_score - 80.0).abs() < 1e-3,
+        "the inputs do not reach a score of 80: {max_score}"
+    );
     let (o, lse) = forward(gpu, &a, &s, &x).await?;
-    assert!(o.iter().chain(&lse).all(|v| v.is_finite()), "attention at scores of ±80 is not finite");
+    assert!(
+        o.iter().chain(&lse).all(|v| v.is_finite()),
+        "attention at scores of ±80 is not finite"
+    );
     let (want_o, want_lse) = reference::forward(&s, &f64s(&x.q), &f64s(&x.k), &f64s(&x.v));
     assert_close("attention o at scores of ±80", &o, &want_o, O_ATOL, 0.0);
-    assert_close("attention lse at scores of ±80", &lse, &want_lse, LSE_ATOL, LSE_RTOL);
+    assert_close(
+        "attention lse at scores of ±80",
+        &lse,
+        &want_lse,
+        LSE_ATOL,
+        LSE_RTOL,
+    );
     check_backward(gpu, &a, &s, &x, &mut r, GRAD_ATOL_80).await
 }
 
@@ -212,7 +350,11 @@ fn reference_scores_max(s: &AttentionShape, x: &Inputs) -> f64 {
         for h in 0..hs {
             let kvh = h / (hs / kvs);
             for j in 0..=t {
-                let dot: f64 = (0..dh).map(|d| x.q[(t * hs + h) * dh + d] as f64 * x.k[(j * kvs + kvh) * dh + d] as f64).sum();
+                let dot: f64 = (0..dh)
+                    .map(|d| {
+                        x.q[(t * hs + h) * dh + d] as f64 * x.k[(j * kvs + kvh) * dh + d] as f64
+                    })
+                    .sum();
                 max = max.max(dot.abs() / (dh as f64).sqrt());
             }
         }
@@ -235,31 +377,92 @@ pub async fn attention_decode_matches_forward(gpu: &Gpu) -> Result<()> {
     let a = Attention::new(gpu).await?;
     let mut r = rng(94);
     for &(batch, len, max_len, heads, kv_heads, head_dim) in DECODE_CASES {
-        let s = AttentionShape { batch, seq_len: len, heads, kv_heads, head_dim };
+        let s = AttentionShape {
+            batch,
+            seq_len: len,
+            heads,
+            kv_heads,
+            head_dim,
+        };
         let x = Inputs::random(&mut r, &s, 1.0);
         let (o, _) = forward(gpu, &a, &s, &x).await?;
-        let (hdh, kvdh, l, lm) = ((heads * head_dim) as usize, (kv_heads * head_dim) as usize, len as usize, max_len as usize);
-        let last = |t: &[f32], w: usize| -> Vec<f32> { (0..batch as usize).flat_map(|b| t[((b + 1) * l - 1) * w..(b + 1) * l * w].to_vec()).collect() };
+        let (hdh, kvdh, l, lm) = (
+            (heads * head_dim) as usize,
+            (kv_heads * head_dim) as usize,
+            len as usize,
+            max_len as usize,
+        );
+        let last = |t: &[f32], w: usize| -> Vec<f32> {
+            (0..batch as usize)
+                .flat_map(|b| t[((b + 1) * l - 1) * w..(b + 1) * l * w].to_vec())
+                .collect()
+        };
         let cache = |t: &[f32]| -> Vec<f32> {
-            (0..batch as usize).flat_map(|b| [&t[b * l * kvdh..(b + 1) * l * kvdh], &vec![f32::NAN; (lm - l) * kvdh][..]].concat()).collect()
+            (0..batch as usize)
+                .flat_map(|b| {
+                    [
+                        &t[b * l * kvdh..(b + 1) * l * kvdh],
+                        &vec![f32::NAN; (lm - l) * kvdh][..],
+                    ]
+                    .concat()
+                })
+                .collect()
         };
         let (q_new, k_cache, v_cache) = (last(&x.q, hdh), cache(&x.k), cache(&x.v));
-        let (qb, kb, vb) = (gpu.upload("q", &q_new)?, gpu.upload("k_cache", &k_cache)?, gpu.upload("v_cache", &v_cache)?);
+        let (qb, kb, vb) = (
+            gpu.upload("q", &q_new)?,
+            gpu.upload("k_cache", &k_cache)?,
+            gpu.upload("v_cache", &v_cache)?,
+        );
         let ob = gpu.storage_buffer("o", 4 * (batch as usize * hdh) as u64)?;
-        let d = DecodeShape { batch, len, max_len, heads, kv_heads, head_dim };
+        let d = DecodeShape {
+            batch,
+            len,
+            max_len,
+            heads,
+            kv_heads,
+            head_dim,
+        };
         let dispatch = a.decode(gpu, d, dense_qkv(&s, &qb, &kb, &vb), (&ob).into())?;
         gpu.run(&[&dispatch]).await?;
         let got: Vec<f32> = gpu.read_back((&ob).into()).await?;
         let want = reference::decode(&s, lm, l, &f64s(&q_new), &f64s(&k_cache), &f64s(&v_cache));
-        let name = format!("attention decode B={batch} L={len} H={heads} Hkv={kv_heads} Dh={head_dim}");
+        let name =
+            format!("attention decode B={batch} L={len} H={heads} Hkv={kv_heads} Dh={head_dim}");
         // as the forward's o (measured 3.5e-8 / 4.7e-8); against the
         // forward, both errors add (measured 4.5e-8 / 5.2e-8)
         assert_close(&name, &got, &want, O_ATOL, 0.0);
-        assert_close(&format!("{name} vs forward's last row"), &got, &last(&o, hdh), 2.0 * O_ATOL, 0.0);
+        assert_close(
+            &format!("{name} vs forward's last row"),
+            &got,
+            &last(&o, hdh),
+            2.0 * O_ATOL,
+            0.0,
+        );
     }
-    let bad = DecodeShape { batch: 1, len: 5, max_len: 4, heads: 1, kv_heads: 1, head_dim: 32 };
+    let bad = DecodeShape {
+        batch: 1,
+        len: 5,
+        max_len: 4,
+        heads: 1,
+        kv_heads: 1,
+        head_dim: 32,
+    };
     let buf = gpu.storage_buffer("x", 4096)?;
-    assert!(a.decode(gpu, bad, Qkv { q: dense(&buf, 1, 32), k: dense(&buf, 1, 32), v: dense(&buf, 1, 32) }, (&buf).into()).is_err(), "L > Lmax must be refused");
+    assert!(
+        a.decode(
+            gpu,
+            bad,
+            Qkv {
+                q: dense(&buf, 1, 32),
+                k: dense(&buf, 1, 32),
+                v: dense(&buf, 1, 32)
+            },
+            (&buf).into()
+        )
+        .is_err(),
+        "L > Lmax must be refused"
+    );
     Ok(())
 }
 
@@ -269,18 +472,53 @@ pub async fn attention_checks_its_shapes(gpu: &Gpu) -> Result<()> {
     let a = Attention::new(gpu).await?;
     let buf = gpu.storage_buffer("x", 1 << 20)?;
     for (heads, kv_heads, head_dim) in [(1, 1, 256), (1, 1, 40), (6, 4, 32), (2, 0, 32)] {
-        let s = AttentionShape { batch: 1, seq_len: 8, heads, kv_heads, head_dim };
-        let view = |h: u32| Heads { data: (&buf).into(), row_stride: h.max(1) * head_dim, col: 0 };
-        let got = a.forward(gpu, s, Qkv { q: view(heads), k: view(kv_heads), v: view(kv_heads) }, (&buf).into(), (&buf).into());
-        assert!(got.is_err(), "H={heads} Hkv={kv_heads} Dh={head_dim} was accepted");
+        let s = AttentionShape {
+            batch: 1,
+            seq_len: 8,
+            heads,
+            kv_heads,
+            head_dim,
+        };
+        let view = |h: u32| Heads {
+            data: (&buf).into(),
+            row_stride: h.max(1) * head_dim,
+            col: 0,
+        };
+        let got = a.forward(
+            gpu,
+            s,
+            Qkv {
+                q: view(heads),
+                k: view(kv_heads),
+                v: view(kv_heads),
+            },
+            (&buf).into(),
+            (&buf).into(),
+        );
+        assert!(
+            got.is_err(),
+            "H={heads} Hkv={kv_heads} Dh={head_dim} was accepted"
+        );
     }
     Ok(())
 }
 
 /// GPU gradients (after the GPU forward, as in training) against the
 /// reference backward, within `atol`.
-async fn check_backward(gpu: &Gpu, a: &Attention, s: &AttentionShape, x: &Inputs, r: &mut SmallRng, atol: f64) -> Result<()> {
-    let d_o = uniform(r, (s.batch * s.seq_len * s.heads * s.head_dim) as usize, -1.0, 1.0);
+async fn check_backward(
+    gpu: &Gpu,
+    a: &Attention,
+    s: &AttentionShape,
+    x: &Inputs,
+    r: &mut SmallRng,
+    atol: f64,
+) -> Result<()> {
+    let d_o = uniform(
+        r,
+        (s.batch * s.seq_len * s.heads * s.head_dim) as usize,
+        -1.0,
+        1.0,
+    );
     let got = backward(gpu, a, s, x, &d_o, false).await?;
     let (q, k, v) = (f64s(&x.q), f64s(&x.k), f64s(&x.v));
     let (o, lse) = reference::forward(s, &q, &k, &v);
@@ -294,10 +532,24 @@ async fn check_backward(gpu: &Gpu, a: &Attention, s: &AttentionShape, x: &Inputs
 
 /// (dq, dk, dv) contiguous, from the GPU forward then backward; `fused`
 /// writes them into one [dq | dk | dv] buffer instead.
-async fn backward(gpu: &Gpu, a: &Attention, s: &AttentionShape, x: &Inputs, d_o: &[f32], fused: bool) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
+async fn backward(
+    gpu: &Gpu,
+    a: &Attention,
+    s: &AttentionShape,
+    x: &Inputs,
+    d_o: &[f32],
+    fused: bool,
+) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
     let rows = (s.batch * s.seq_len) as usize;
-    let (hdh, kvdh) = ((s.heads * s.head_dim) as usize, (s.kv_heads * s.head_dim) as usize);
-    let (qb, kb, vb) = (gpu.upload("q", &x.q)?, gpu.upload("k", &x.k)?, gpu.upload("v", &x.v)?);
+    let (hdh, kvdh) = (
+        (s.heads * s.head_dim) as usize,
+        (s.kv_heads * s.head_dim) as usize,
+    );
+    let (qb, kb, vb) = (
+        gpu.upload("q", &x.q)?,
+        gpu.upload("k", &x.k)?,
+        gpu.upload("v", &x.v)?,
+    );
     let qkv = dense_qkv(s, &qb, &kb, &vb);
     let ob = gpu.storage_buffer("o", 4 * (rows * hdh) as u64)?;
     let lse = gpu.storage_buffer("lse", 4 * (rows * s.heads as usize) as u64)?;
@@ -306,21 +558,55 @@ async fn backward(gpu: &Gpu, a: &Attention, s: &AttentionShape, x: &Inputs, d_o:
     let width = if fused { hdh + 2 * kvdh } else { hdh };
     let dqb = gpu.storage_buffer("dq", 4 * (rows * width) as u64)?;
     let dkvb = gpu.storage_buffer("dkv", 4 * (rows * 2 * kvdh) as u64)?;
-    let dq = Heads { data: (&dqb).into(), row_stride: width as u32, col: 0 };
+    let dq = Heads {
+        data: (&dqb).into(),
+        row_stride: width as u32,
+        col: 0,
+    };
     let dkv = if fused {
-        KvGrads { data: (&dqb).into(), row_stride: width as u32, k_col: hdh as u32, v_col: (hdh + kvdh) as u32 }
+        KvGrads {
+            data: (&dqb).into(),
+            row_stride: width as u32,
+            k_col: hdh as u32,
+            v_col: (hdh + kvdh) as u32,
+        }
     } else {
-        KvGrads { data: (&dkvb).into(), row_stride: 2 * kvdh as u32, k_col: 0, v_col: kvdh as u32 }
+        KvGrads {
+            data: (&dkvb).into(),
+            row_stride: 2 * kvdh as u32,
+            k_col: 0,
+            v_col: kvdh as u32,
+        }
     };
     let fwd = a.forward(gpu, *s, qkv, (&ob).into(), (&lse).into())?;
-    let g = AttentionBackward { qkv, o: (&ob).into(), d_o: (&dob).into(), lse: (&lse).into(), dq, dkv, delta: (&delta).into() };
+    let g = AttentionBackward {
+        qkv,
+        o: (&ob).into(),
+        d_o: (&dob).into(),
+        lse: (&lse).into(),
+        dq,
+        dkv,
+        delta: (&delta).into(),
+    };
     let [bq, bkv] = a.backward(gpu, *s, &g)?;
     gpu.run(&[&fwd, &bq, &bkv]).await?;
     let dq_all: Vec<f32> = gpu.read_back((&dqb).into()).await?;
-    let dkv_all: Vec<f32> = if fused { dq_all.clone() } else { gpu.read_back((&dkvb).into()).await? };
-    let cols = |t: &[f32], w: usize, c: usize, n: usize| -> Vec<f32> { (0..rows).flat_map(|i| t[i * w + c..i * w + c + n].to_vec()).collect() };
+    let dkv_all: Vec<f32> = if fused {
+        dq_all.clone()
+    } else {
+        gpu.read_back((&dkvb).into()).await?
+    };
+    let cols = |t: &[f32], w: usize, c: usize, n: usize| -> Vec<f32> {
+        (0..rows)
+            .flat_map(|i| t[i * w + c..i * w + c + n].to_vec())
+            .collect()
+    };
     let dkv_w = dkv.row_stride as usize;
-    Ok((cols(&dq_all, width, 0, hdh), cols(&dkv_all, dkv_w, dkv.k_col as usize, kvdh), cols(&dkv_all, dkv_w, dkv.v_col as usize, kvdh)))
+    Ok((
+        cols(&dq_all, width, 0, hdh),
+        cols(&dkv_all, dkv_w, dkv.k_col as usize, kvdh),
+        cols(&dkv_all, dkv_w, dkv.v_col as usize, kvdh),
+    ))
 }
 
 /// (B, T, H, Hkv, Dh): T = 1 … 1024, Dh 32, 64, 128, GQA ratios 1, 2, 4.
@@ -351,7 +637,12 @@ pub async fn attention_backward_is_deterministic_and_fuses(gpu: &Gpu) -> Result<
     let mut r = rng(96);
     let s = shape((2, 45, 4, 1, 64));
     let x = Inputs::random(&mut r, &s, 1.0);
-    let d_o = uniform(&mut r, (s.batch * s.seq_len * s.heads * s.head_dim) as usize, -1.0, 1.0);
+    let d_o = uniform(
+        &mut r,
+        (s.batch * s.seq_len * s.heads * s.head_dim) as usize,
+        -1.0,
+        1.0,
+    );
     let first = backward(gpu, &a, &s, &x, &d_o, false).await?;
     let again = backward(gpu, &a, &s, &x, &d_o, false).await?;
     let fused = backward(gpu, &a, &s, &x, &d_o, true).await?;

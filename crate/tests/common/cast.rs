@@ -13,9 +13,13 @@ async fn to_f16(gpu: &Gpu, k: &Cast, xs: &[f32]) -> Result<Vec<f16>> {
     let n = xs.len();
     let src = gpu.upload("src", xs)?;
     let dst = gpu.storage_buffer("dst", f16_bytes(n as u64))?;
-    gpu.run(&[&k.f32_to_f16(gpu, (&src).into(), (&dst).into(), n as u32)?]).await?;
+    gpu.run(&[&k.f32_to_f16(gpu, (&src).into(), (&dst).into(), n as u32)?])
+        .await?;
     let mut out: Vec<f16> = gpu.read_back((&dst).into()).await?;
-    assert!(n.is_multiple_of(2) || out[n].to_bits() == 0, "odd n: padding half must be 0");
+    assert!(
+        n.is_multiple_of(2) || out[n].to_bits() == 0,
+        "odd n: padding half must be 0"
+    );
     out.truncate(n);
     Ok(out)
 }
@@ -24,16 +28,34 @@ async fn to_f32(gpu: &Gpu, k: &Cast, hs: &[f16]) -> Result<Vec<f32>> {
     let n = hs.len();
     let src = gpu.upload("src", hs)?;
     let dst = gpu.storage_buffer("dst", 4 * n as u64)?;
-    gpu.run(&[&k.f16_to_f32(gpu, (&src).into(), (&dst).into(), n as u32)?]).await?;
+    gpu.run(&[&k.f16_to_f32(gpu, (&src).into(), (&dst).into(), n as u32)?])
+        .await?;
     gpu.read_back((&dst).into()).await
 }
 
 pub async fn cast_saturates_and_keeps_nan(gpu: &Gpu) -> Result<()> {
     let k = Cast::new(gpu).await?;
     let xs = [
-        1000.0, 1e6, -1e6, 65504.0, -65504.0, 65519.0, 65520.0, 1e38,
-        f32::INFINITY, f32::NEG_INFINITY, f32::NAN, -f32::NAN, 0.0, -0.0, 1.0, -2.5,
-        6.0e-8, -3.0e-8, 1e-10, f32::MIN_POSITIVE,
+        1000.0,
+        1e6,
+        -1e6,
+        65504.0,
+        -65504.0,
+        65519.0,
+        65520.0,
+        1e38,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -f32::NAN,
+        0.0,
+        -0.0,
+        1.0,
+        -2.5,
+        6.0e-8,
+        -3.0e-8,
+        1e-10,
+        f32::MIN_POSITIVE,
         1.0 + 1.0 / 2048.0, // a tie between 1 and its f16 successor: even wins (1.0)
     ];
     let got = to_f16(gpu, &k, &xs).await?;
@@ -42,7 +64,11 @@ pub async fn cast_saturates_and_keeps_nan(gpu: &Gpu) -> Result<()> {
     // the promises, spelled out
     assert_eq!(got[0].to_f32(), 1000.0);
     assert_eq!((got[1].to_f32(), got[2].to_f32()), (65504.0, -65504.0));
-    assert_eq!((got[8].to_f32(), got[9].to_f32()), (65504.0, -65504.0), "±Inf saturates");
+    assert_eq!(
+        (got[8].to_f32(), got[9].to_f32()),
+        (65504.0, -65504.0),
+        "±Inf saturates"
+    );
     assert!(got[10].is_nan() && got[11].is_nan(), "NaN stays NaN");
     assert_eq!(got[20].to_f32(), 1.0, "ties round to even");
     Ok(())
@@ -67,7 +93,12 @@ pub async fn cast_rounds_like_the_half_crate(gpu: &Gpu) -> Result<()> {
         })
         .collect();
     let got = to_f16(gpu, &k, &xs).await?;
-    assert_f16_identical("random values", &xs, &got, &reference::f32_slice_to_f16(&xs));
+    assert_f16_identical(
+        "random values",
+        &xs,
+        &got,
+        &reference::f32_slice_to_f16(&xs),
+    );
     Ok(())
 }
 
@@ -82,7 +113,11 @@ pub async fn cast_round_trips_every_f16(gpu: &Gpu) -> Result<()> {
     let back = to_f16(gpu, &k, &widened).await?;
     let want_back: Vec<f16> = widened.iter().map(|&x| reference::f32_to_f16(x)).collect();
     assert_f16_identical("f16 -> f32 -> f16", &widened, &back, &want_back);
-    let changed = all.iter().zip(&back).filter(|(a, b)| a.to_bits() != b.to_bits() && !a.is_nan()).count();
+    let changed = all
+        .iter()
+        .zip(&back)
+        .filter(|(a, b)| a.to_bits() != b.to_bits() && !a.is_nan())
+        .count();
     assert_eq!(changed, 2, "only +Inf and -Inf change on the round trip");
     Ok(())
 }
@@ -94,7 +129,9 @@ pub async fn cast_covers_a_two_dimensional_dispatch(gpu: &Gpu) -> Result<()> {
     let k = Cast::new(gpu).await?;
     let max = gpu.limits.max_compute_workgroups_per_dimension as usize;
     let n = 2 * 256 * max + 81; // odd
-    let xs: Vec<f32> = (0..n).map(|i| ((i % 4099) as f32 - 2049.0) * 0.37).collect();
+    let xs: Vec<f32> = (0..n)
+        .map(|i| ((i % 4099) as f32 - 2049.0) * 0.37)
+        .collect();
     let src = gpu.upload("src", &xs)?;
     let dst = gpu.storage_buffer("dst", f16_bytes(n as u64))?;
     let d = k.f32_to_f16(gpu, (&src).into(), (&dst).into(), n as u32)?;
@@ -102,7 +139,12 @@ pub async fn cast_covers_a_two_dimensional_dispatch(gpu: &Gpu) -> Result<()> {
     gpu.run(&[&d]).await?;
     let mut got: Vec<f16> = gpu.read_back((&dst).into()).await?;
     got.truncate(n);
-    assert_f16_identical("f32 -> f16, 2-D", &xs, &got, &reference::f32_slice_to_f16(&xs));
+    assert_f16_identical(
+        "f32 -> f16, 2-D",
+        &xs,
+        &got,
+        &reference::f32_slice_to_f16(&xs),
+    );
     drop(src);
 
     let m = 256 * max + 81;
@@ -111,7 +153,11 @@ pub async fn cast_covers_a_two_dimensional_dispatch(gpu: &Gpu) -> Result<()> {
     assert!(d.grid.y > 1, "expected a 2-D grid, got {:?}", d.grid);
     gpu.run(&[&d]).await?;
     let want: Vec<f32> = got[..m].iter().map(|&h| reference::f16_to_f32(h)).collect();
-    assert_identical("f16 -> f32, 2-D", &gpu.read_back::<f32>((&back).into()).await?, &want);
+    assert_identical(
+        "f16 -> f32, 2-D",
+        &gpu.read_back::<f32>((&back).into()).await?,
+        &want,
+    );
     Ok(())
 }
 
@@ -126,19 +172,41 @@ pub async fn quantizers_match_reference(gpu: &Gpu) -> Result<()> {
     let k = Cast::new(gpu).await?;
     let around = |x: f32| [x, x.next_down(), x.next_up(), -x];
     let mut r = rng(11);
-    let specials = [0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::MAX, f32::MIN_POSITIVE, 1e-40, -1e-40, 1.0, -1.0];
-    let random: Vec<f32> = (0..20_000).map(|_| r.random_range(-1.0f32..1.0) * 2f32.powi(r.random_range(-40..20))).collect();
+    let specials = [
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        f32::MAX,
+        f32::MIN_POSITIVE,
+        1e-40,
+        -1e-40,
+        1.0,
+        -1.0,
+    ];
+    let random: Vec<f32> = (0..20_000)
+        .map(|_| r.random_range(-1.0f32..1.0) * 2f32.powi(r.random_range(-40..20)))
+        .collect();
     let e4m3: Vec<f32> = (0u8..0x7f).map(q::e4m3_decode).collect();
     let e4m3_inputs: Vec<f32> = e4m3
         .windows(2)
         .flat_map(|p| around(p[0]).into_iter().chain(around((p[0] + p[1]) / 2.0)))
-        .chain([448.0, 464.0, 480.0, q::E4M3_MIN_POSITIVE / 2.0].into_iter().flat_map(around))
+        .chain(
+            [448.0, 464.0, 480.0, q::E4M3_MIN_POSITIVE / 2.0]
+                .into_iter()
+                .flat_map(around),
+        )
         .chain(specials)
         .chain(random.iter().copied())
         .collect();
     let q115_inputs: Vec<f32> = (-32768..32768i32)
         .flat_map(|c| [c as f32 / 32768.0, (c as f32 + 0.5) / 32768.0])
-        .chain([q::Q115_LIMIT, 2.0f32.powi(-16) + 2.0f32.powi(-33)].into_iter().flat_map(around))
+        .chain(
+            [q::Q115_LIMIT, 2.0f32.powi(-16) + 2.0f32.powi(-33)]
+                .into_iter()
+                .flat_map(around),
+        )
         .chain(specials)
         .chain(random.iter().copied())
         .collect();
@@ -146,26 +214,55 @@ pub async fn quantizers_match_reference(gpu: &Gpu) -> Result<()> {
     type Case<'a> = (Quantizer, &'a [f32], fn(f32) -> f32, fn(f32) -> bool);
     let cases: [Case; 3] = [
         (Quantizer::Q115, &q115_inputs, q::q115, q::q115_clamps),
-        (Quantizer::Sf16Matmul, &q115_inputs, q::sf16_matmul, q::q115_clamps),
+        (
+            Quantizer::Sf16Matmul,
+            &q115_inputs,
+            q::sf16_matmul,
+            q::q115_clamps,
+        ),
         (Quantizer::E4m3, &e4m3_inputs, q::e4m3, q::e4m3_saturates),
     ];
     for (quantizer, xs, twin, clips) in cases {
         let n = xs.len();
-        let (src, dst) = (gpu.upload("src", xs)?, gpu.storage_buffer("dst", 4 * n as u64)?);
+        let (src, dst) = (
+            gpu.upload("src", xs)?,
+            gpu.storage_buffer("dst", 4 * n as u64)?,
+        );
         let counts = gpu.upload("counts", &[0u32; 2])?;
-        gpu.run(&[&k.simulate(gpu, quantizer, (&src).into(), (&dst).into(), (&counts).into(), n as u32)?]).await?;
+        gpu.run(&[&k.simulate(
+            gpu,
+            quantizer,
+            (&src).into(),
+            (&dst).into(),
+            (&counts).into(),
+            n as u32,
+        )?])
+        .await?;
         let got: Vec<f32> = gpu.read_back((&dst).into()).await?;
         let want: Vec<f32> = xs.iter().map(|&x| twin(x)).collect();
         let differ: Vec<String> = (0..n)
-            .filter(|&i| !(got[i].to_bits() == want[i].to_bits() || got[i].is_nan() && want[i].is_nan()))
+            .filter(|&i| {
+                !(got[i].to_bits() == want[i].to_bits() || got[i].is_nan() && want[i].is_nan())
+            })
             .take(5)
             .map(|i| format!("{:e} -> {:e}, want {:e}", xs[i], got[i], want[i]))
             .collect();
         assert!(differ.is_empty(), "{quantizer:?}: {differ:?}");
         let clipped = xs.iter().filter(|&&x| clips(x)).count() as u32;
-        let flushed = xs.iter().zip(&want).filter(|&(&x, &y)| y == 0.0 && x.to_bits() & 0x7fff_ffff != 0 && !x.is_nan()).count() as u32;
-        assert_eq!(gpu.read_back::<u32>((&counts).into()).await?, [clipped, flushed], "{quantizer:?}: clamped or saturated, flushed");
-        assert!(clipped > 0 && flushed > 0, "{quantizer:?}: the edges are exercised");
+        let flushed = xs
+            .iter()
+            .zip(&want)
+            .filter(|&(&x, &y)| y == 0.0 && x.to_bits() & 0x7fff_ffff != 0 && !x.is_nan())
+            .count() as u32;
+        assert_eq!(
+            gpu.read_back::<u32>((&counts).into()).await?,
+            [clipped, flushed],
+            "{quantizer:?}: clamped or saturated, flushed"
+        );
+        assert!(
+            clipped > 0 && flushed > 0,
+            "{quantizer:?}: the edges are exercised"
+        );
     }
     Ok(())
 }

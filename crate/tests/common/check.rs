@@ -15,7 +15,13 @@ pub fn uniform(rng: &mut SmallRng, n: usize, lo: f32, hi: f32) -> Vec<f32> {
 /// Asserts `|got - want| <= atol + rtol * |want|` everywhere; on failure
 /// names the first bad index, both values, and the worst difference.
 /// `want` may be f32 or the f64 of a reference twin.
-pub fn assert_close<W: Copy + Into<f64>>(what: &str, got: &[f32], want: &[W], atol: f64, rtol: f64) {
+pub fn assert_close<W: Copy + Into<f64>>(
+    what: &str,
+    got: &[f32],
+    want: &[W],
+    atol: f64,
+    rtol: f64,
+) {
     assert_eq!(got.len(), want.len(), "{what}: length");
     let want: Vec<f64> = want.iter().map(|&w| w.into()).collect();
     let mut first_bad = None;
@@ -33,10 +39,20 @@ pub fn assert_close<W: Copy + Into<f64>>(what: &str, got: &[f32], want: &[W], at
     }
     measured(what, worst.1, &want, got);
     if let Some(i) = first_bad {
-        let bad = got.iter().zip(&want).filter(|&(&g, &w)| g as f64 != w).count();
+        let bad = got
+            .iter()
+            .zip(&want)
+            .filter(|&(&g, &w)| g as f64 != w)
+            .count();
         panic!(
             "{what}: index {i}: got {} want {} (atol {atol:e}, rtol {rtol:e}); worst |diff| {:e} at {} (got {} want {}); {bad} of {} differ",
-            got[i], want[i], worst.1, worst.0, got[worst.0], want[worst.0], got.len()
+            got[i],
+            want[i],
+            worst.1,
+            worst.0,
+            got[worst.0],
+            want[worst.0],
+            got.len()
         );
     }
 }
@@ -49,7 +65,14 @@ pub fn assert_f16_identical(what: &str, inputs: &[f32], got: &[f16], want: &[f16
     if let Some(&i) = bad.first() {
         panic!(
             "{what}: index {i}: input {:e} ({:#010x}) gave f16 {:#06x} ({}) want {:#06x} ({}); {} of {} differ",
-            inputs[i], inputs[i].to_bits(), got[i].to_bits(), got[i], want[i].to_bits(), want[i], bad.len(), got.len()
+            inputs[i],
+            inputs[i].to_bits(),
+            got[i].to_bits(),
+            got[i],
+            want[i].to_bits(),
+            want[i],
+            bad.len(),
+            got.len()
         );
     }
 }
@@ -83,23 +106,41 @@ fn measured(what: &str, worst_abs: f64, want: &[f64], got: &[f32]) {
 /// differ per element (e.g. a dot product's error scales with its Σ|a·b|).
 /// With `WEBTRAIN_MEASURE`, prints the worst `|error| / bound` seen.
 pub fn assert_within(what: &str, got: &[f32], want: &[f64], bound: &[f64]) {
-    assert_eq!((got.len(), want.len()), (bound.len(), bound.len()), "{what}: lengths");
+    assert_eq!(
+        (got.len(), want.len()),
+        (bound.len(), bound.len()),
+        "{what}: lengths"
+    );
     let err = |i: usize| (got[i] as f64 - want[i]).abs();
     let worst = (0..got.len()).max_by(|&i, &j| (err(i) / bound[i]).total_cmp(&(err(j) / bound[j])));
     let Some(w) = worst else { return };
     if option_env!("WEBTRAIN_MEASURE").is_some() {
-        let line = format!("measure: {what}: worst |error|/bound {:.3e} ({:.3e} at {w})", err(w) / bound[w], err(w));
+        let line = format!(
+            "measure: {what}: worst |error|/bound {:.3e} ({:.3e} at {w})",
+            err(w) / bound[w],
+            err(w)
+        );
         #[cfg(target_arch = "wasm32")]
         web_sys::console::log_1(&line.into());
         #[cfg(not(target_arch = "wasm32"))]
         println!("{line}");
     }
     // a NaN error compares as neither less nor equal: it fails
-    let within = |i: usize| matches!(err(i).partial_cmp(&bound[i]), Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal));
+    let within = |i: usize| {
+        matches!(
+            err(i).partial_cmp(&bound[i]),
+            Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal)
+        )
+    };
     if let Some(i) = (0..got.len()).find(|&i| !within(i)) {
         panic!(
             "{what}: index {i}: got {} want {} (bound {:e}); worst |error|/bound {:.3} at {w} (got {} want {})",
-            got[i], want[i], bound[i], err(w) / bound[w], got[w], want[w]
+            got[i],
+            want[i],
+            bound[i],
+            err(w) / bound[w],
+            got[w],
+            want[w]
         );
     }
 }
@@ -110,10 +151,20 @@ pub fn assert_within(what: &str, got: &[f32], want: &[f64], bound: &[f64]) {
 /// `WEBTRAIN_MEASURE`, prints the worst `|error| / max|want|`.
 pub fn assert_close_to_scale(what: &str, got: &[f32], want: &[f64], tol: f64) {
     let scale = want.iter().fold(0.0f64, |m, w| m.max(w.abs()));
-    assert!(scale > 0.0 || want.is_empty(), "{what}: the reference is all zeros, nothing is tested");
+    assert!(
+        scale > 0.0 || want.is_empty(),
+        "{what}: the reference is all zeros, nothing is tested"
+    );
     if option_env!("WEBTRAIN_MEASURE").is_some() {
-        let worst = got.iter().zip(want).map(|(&g, &w)| (g as f64 - w).abs()).fold(0.0, f64::max);
-        let line = format!("measure: {what}: worst |error|/max|want| {:.3e} (max {scale:.3e})", worst / scale);
+        let worst = got
+            .iter()
+            .zip(want)
+            .map(|(&g, &w)| (g as f64 - w).abs())
+            .fold(0.0, f64::max);
+        let line = format!(
+            "measure: {what}: worst |error|/max|want| {:.3e} (max {scale:.3e})",
+            worst / scale
+        );
         #[cfg(target_arch = "wasm32")]
         web_sys::console::log_1(&line.into());
         #[cfg(not(target_arch = "wasm32"))]

@@ -17,21 +17,48 @@ const SAVED_AT: u32 = 3;
 
 fn config(precision: Precision, state: OptimState) -> Result<TrainConfig> {
     // warm-up and cosine: a resumed step that forgot its number would train at another rate
-    let schedule = LrSchedule { peak: 3e-3, warmup: 2, total: STEPS, min_ratio: 0.1 };
-    let optim = OptimConfig { state, schedule, ..OptimConfig::default() };
-    Ok(TrainConfig { model: Config::preset("tiny")?, shape: SHAPE, precision, optim, seed: 5 })
+    let schedule = LrSchedule {
+        peak: 3e-3,
+        warmup: 2,
+        total: STEPS,
+        min_ratio: 0.1,
+    };
+    let optim = OptimConfig {
+        state,
+        schedule,
+        ..OptimConfig::default()
+    };
+    Ok(TrainConfig {
+        model: Config::preset("tiny")?,
+        shape: SHAPE,
+        precision,
+        optim,
+        seed: 5,
+    })
 }
 
 /// Batches as the CLI draws them: random windows of a token stream.
 fn dataset(c: &TrainConfig) -> Result<Dataset> {
-    Dataset::new(markov_tokens(c.model.vocab, 20_000, c.seed), c.shape.seq as usize, 0.0)
+    Dataset::new(
+        markov_tokens(c.model.vocab, 20_000, c.seed),
+        c.shape.seq as usize,
+        0.0,
+    )
 }
 
 /// `n` steps on batches from `rng`; the stats of those that completed.
-async fn train(t: &mut Trainer, data: &Dataset, rng: &mut SplitMix64, n: u32) -> Result<Vec<StepStats>> {
+async fn train(
+    t: &mut Trainer,
+    data: &Dataset,
+    rng: &mut SplitMix64,
+    n: u32,
+) -> Result<Vec<StepStats>> {
     let mut stats = Vec::new();
     for _ in 0..n {
-        stats.extend(t.step(&data.train_batch(rng, t.config.shape.batch as usize)).await?);
+        stats.extend(
+            t.step(&data.train_batch(rng, t.config.shape.batch as usize))
+                .await?,
+        );
     }
     Ok(stats)
 }
@@ -43,14 +70,31 @@ fn bits(xs: &[f32]) -> Vec<u32> {
 fn state_bits(s: &HostState) -> Vec<u32> {
     match s {
         HostState::Fp32 { m, v } => [bits(m), bits(v)].concat(),
-        HostState::Int8 { m_codes, v_codes, m_scales, v_scales } => {
-            [m_codes.iter().chain(v_codes).map(|&b| b as u32).collect(), bits(m_scales), bits(v_scales)].concat()
-        }
+        HostState::Int8 {
+            m_codes,
+            v_codes,
+            m_scales,
+            v_scales,
+        } => [
+            m_codes.iter().chain(v_codes).map(|&b| b as u32).collect(),
+            bits(m_scales),
+            bits(v_scales),
+        ]
+        .concat(),
     }
 }
 
 fn stat_bits(s: &[StepStats]) -> Vec<(u32, u32, u32, u64)> {
-    s.iter().map(|x| (x.step, x.loss.to_bits(), x.grad_norm.to_bits(), x.lr.to_bits())).collect()
+    s.iter()
+        .map(|x| {
+            (
+                x.step,
+                x.loss.to_bits(),
+                x.grad_norm.to_bits(),
+                x.lr.to_bits(),
+            )
+        })
+        .collect()
 }
 
 async fn resumes_exactly(gpu: &Gpu, precision: Precision, state: OptimState) -> Result<()> {
@@ -70,21 +114,54 @@ async fn resumes_exactly(gpu: &Gpu, precision: Precision, state: OptimState) -> 
     let mut first = Trainer::new(gpu, c.clone()).await?;
     let mut rng = SplitMix64(c.seed);
     let mut before = train(&mut first, &data, &mut rng, SAVED_AT).await?;
-    let bytes = checkpoint::save(&first, &RunState { rng: rng.0, tokenizer_json: None, data: Some("synthetic".into()) }).await?;
+    let bytes = checkpoint::save(
+        &first,
+        &RunState {
+            rng: rng.0,
+            tokenizer_json: None,
+            data: Some("synthetic".into()),
+        },
+    )
+    .await?;
     before.extend(first.flush().await?);
-    assert_eq!(stat_bits(&before), stat_bits(&want[..SAVED_AT as usize]), "{what}: the first {SAVED_AT} steps");
+    assert_eq!(
+        stat_bits(&before),
+        stat_bits(&want[..SAVED_AT as usize]),
+        "{what}: the first {SAVED_AT} steps"
+    );
     drop(first);
 
     let (mut resumed, run) = checkpoint::load(gpu, &bytes).await?;
-    assert_eq!((resumed.steps(), &resumed.config, run.data.as_deref()), (SAVED_AT, &c, Some("synthetic")));
-    assert!(checkpoint::save(&resumed, &run).await? == bytes, "{what}: a loaded checkpoint saves to the same bytes");
+    assert_eq!(
+        (resumed.steps(), &resumed.config, run.data.as_deref()),
+        (SAVED_AT, &c, Some("synthetic"))
+    );
+    assert!(
+        checkpoint::save(&resumed, &run).await? == bytes,
+        "{what}: a loaded checkpoint saves to the same bytes"
+    );
     let mut rng = SplitMix64(run.rng);
     let mut after = train(&mut resumed, &data, &mut rng, STEPS - SAVED_AT).await?;
     after.extend(resumed.flush().await?);
-    assert_eq!(after.iter().map(|s| s.step).collect::<Vec<_>>(), (SAVED_AT + 1..=STEPS).collect::<Vec<_>>(), "{what}: step numbers go on");
-    assert_eq!(stat_bits(&after), stat_bits(&want[SAVED_AT as usize..]), "{what}: steps {}..={STEPS}: step, loss, grad norm, lr", SAVED_AT + 1);
-    assert!(bits(&resumed.model.read_weights(gpu).await?) == bits(&want_weights), "{what}: final weights, to the bit");
-    assert!(state_bits(&resumed.adam.read_state(gpu).await?) == state_bits(&want_state), "{what}: final optimizer state, to the bit");
+    assert_eq!(
+        after.iter().map(|s| s.step).collect::<Vec<_>>(),
+        (SAVED_AT + 1..=STEPS).collect::<Vec<_>>(),
+        "{what}: step numbers go on"
+    );
+    assert_eq!(
+        stat_bits(&after),
+        stat_bits(&want[SAVED_AT as usize..]),
+        "{what}: steps {}..={STEPS}: step, loss, grad norm, lr",
+        SAVED_AT + 1
+    );
+    assert!(
+        bits(&resumed.model.read_weights(gpu).await?) == bits(&want_weights),
+        "{what}: final weights, to the bit"
+    );
+    assert!(
+        state_bits(&resumed.adam.read_state(gpu).await?) == state_bits(&want_state),
+        "{what}: final optimizer state, to the bit"
+    );
     Ok(())
 }
 
@@ -108,11 +185,20 @@ pub async fn checkpoint_load_refuses_what_it_cannot_use(gpu: &Gpu) -> Result<()>
         run: RunState::default(),
         tokenizer_fingerprint: None,
         weights: layout.initial_weights(c.seed),
-        state: HostState::Fp32 { m: zeros.clone(), v: zeros },
+        state: HostState::Fp32 {
+            m: zeros.clone(),
+            v: zeros,
+        },
     };
     match checkpoint::load_checked(gpu, &ck.to_bytes()?, "0123456789abcdef").await {
-        Err(e @ Error::TokenizerMismatch { .. }) => assert!(e.to_string().contains("0123456789abcdef") && e.to_string().contains("none"), "{e}"),
-        other => panic!("a checkpoint of synthetic tokens loaded with a tokenizer: {:?}", other.err()),
+        Err(e @ Error::TokenizerMismatch { .. }) => assert!(
+            e.to_string().contains("0123456789abcdef") && e.to_string().contains("none"),
+            "{e}"
+        ),
+        other => panic!(
+            "a checkpoint of synthetic tokens loaded with a tokenizer: {:?}",
+            other.err()
+        ),
     }
     // rows·D·4 bytes of one activation beyond the largest buffer, rows within 32 bits
     let limit = gpu.limits.max_buffer_size;
@@ -121,8 +207,14 @@ pub async fn checkpoint_load_refuses_what_it_cannot_use(gpu: &Gpu) -> Result<()>
         c.shape.batch = rows.div_ceil(c.shape.seq as u64) as u32;
         ck.config = c;
         match checkpoint::load(gpu, &ck.to_bytes()?).await {
-            Err(e @ Error::Checkpoint(_)) => assert!(e.to_string().contains("cannot hold") && e.to_string().contains(&limit.to_string()), "{e}"),
-            other => panic!("a batch beyond the adapter's buffers was loaded: {:?}", other.err()),
+            Err(e @ Error::Checkpoint(_)) => assert!(
+                e.to_string().contains("cannot hold") && e.to_string().contains(&limit.to_string()),
+                "{e}"
+            ),
+            other => panic!(
+                "a batch beyond the adapter's buffers was loaded: {:?}",
+                other.err()
+            ),
         }
     }
     Ok(())

@@ -6,9 +6,9 @@
 use std::ops::ControlFlow;
 
 use webtrain::data::SplitMix64;
-use webtrain::gpu::{f16_bytes, BufferRange};
+use webtrain::gpu::{BufferRange, f16_bytes};
 use webtrain::kernels::{Attention, DecodeShape, Heads, Kernels, LinearShape, Output, Weights};
-use webtrain::model::decode::{sample, Decoder, Generation, Sampling};
+use webtrain::model::decode::{Decoder, Generation, Sampling, sample};
 use webtrain::model::{BatchShape, Config, Model, ParamLayout, Precision, Role};
 use webtrain::reference::attention as reference;
 use webtrain::reference::model as reference_model;
@@ -29,24 +29,84 @@ pub async fn kv_append_matches_reference(gpu: &Gpu) -> Result<()> {
     let stride = hdh + 2 * kvdh;
     let mut r = rng(97);
     let cache_len = batch as usize * max_len as usize * kvdh;
-    let (mut k_want, mut v_want) = (uniform(&mut r, cache_len, -1.0, 1.0), uniform(&mut r, cache_len, -1.0, 1.0));
-    let (k_cache, v_cache) = (gpu.upload("k_cache", &k_want)?, gpu.upload("v_cache", &v_want)?);
+    let (mut k_want, mut v_want) = (
+        uniform(&mut r, cache_len, -1.0, 1.0),
+        uniform(&mut r, cache_len, -1.0, 1.0),
+    );
+    let (k_cache, v_cache) = (
+        gpu.upload("k_cache", &k_want)?,
+        gpu.upload("v_cache", &v_want)?,
+    );
     for len in [1, 4, max_len] {
         let qkv = uniform(&mut r, batch as usize * stride, -1.0, 1.0);
-        let part = |col: usize| -> Vec<f32> { qkv.chunks(stride).flat_map(|row| row[col..col + kvdh].to_vec()).collect() };
-        reference::kv_append(batch as usize, max_len as usize, len as usize, &part(hdh), &part(hdh + kvdh), &mut k_want, &mut v_want);
+        let part = |col: usize| -> Vec<f32> {
+            qkv.chunks(stride)
+                .flat_map(|row| row[col..col + kvdh].to_vec())
+                .collect()
+        };
+        reference::kv_append(
+            batch as usize,
+            max_len as usize,
+            len as usize,
+            &part(hdh),
+            &part(hdh + kvdh),
+            &mut k_want,
+            &mut v_want,
+        );
         let qkv_buffer = gpu.upload("qkv", &qkv)?;
-        let view = |col: usize| Heads { data: (&qkv_buffer).into(), row_stride: stride as u32, col: col as u32 };
-        let s = DecodeShape { batch, len, max_len, heads, kv_heads, head_dim };
-        gpu.run(&[&a.kv_append(gpu, s, view(hdh), view(hdh + kvdh), (&k_cache).into(), (&v_cache).into())?]).await?;
-        assert_identical(&format!("kv_append k_cache L={len}"), &gpu.read_back::<f32>((&k_cache).into()).await?, &k_want);
-        assert_identical(&format!("kv_append v_cache L={len}"), &gpu.read_back::<f32>((&v_cache).into()).await?, &v_want);
+        let view = |col: usize| Heads {
+            data: (&qkv_buffer).into(),
+            row_stride: stride as u32,
+            col: col as u32,
+        };
+        let s = DecodeShape {
+            batch,
+            len,
+            max_len,
+            heads,
+            kv_heads,
+            head_dim,
+        };
+        gpu.run(&[&a.kv_append(
+            gpu,
+            s,
+            view(hdh),
+            view(hdh + kvdh),
+            (&k_cache).into(),
+            (&v_cache).into(),
+        )?])
+        .await?;
+        assert_identical(
+            &format!("kv_append k_cache L={len}"),
+            &gpu.read_back::<f32>((&k_cache).into()).await?,
+            &k_want,
+        );
+        assert_identical(
+            &format!("kv_append v_cache L={len}"),
+            &gpu.read_back::<f32>((&v_cache).into()).await?,
+            &v_want,
+        );
     }
     let buf = gpu.storage_buffer("x", 1 << 16)?;
-    let view = Heads { data: (&buf).into(), row_stride: stride as u32, col: hdh as u32 };
+    let view = Heads {
+        data: (&buf).into(),
+        row_stride: stride as u32,
+        col: hdh as u32,
+    };
     for len in [0, max_len + 1] {
-        let s = DecodeShape { batch, len, max_len, heads, kv_heads, head_dim };
-        assert!(a.kv_append(gpu, s, view, view, (&buf).into(), (&buf).into()).is_err(), "L = {len} must be refused");
+        let s = DecodeShape {
+            batch,
+            len,
+            max_len,
+            heads,
+            kv_heads,
+            head_dim,
+        };
+        assert!(
+            a.kv_append(gpu, s, view, view, (&buf).into(), (&buf).into())
+                .is_err(),
+            "L = {len} must be refused"
+        );
     }
     Ok(())
 }
@@ -55,34 +115,77 @@ pub async fn kv_append_matches_reference(gpu: &Gpu) -> Result<()> {
 fn forward_weights(model: &Model, role: Role) -> Weights<'_> {
     let t = model.layout.get(role);
     match &model.params.mirror {
-        None => Weights::F32(BufferRange { buffer: &model.params.weights, offset: 4 * t.offset, size: 4 * t.len() }),
-        Some(m) => Weights::F16(BufferRange { buffer: m, offset: 2 * t.offset, size: f16_bytes(t.len()) }),
+        None => Weights::F32(BufferRange {
+            buffer: &model.params.weights,
+            offset: 4 * t.offset,
+            size: 4 * t.len(),
+        }),
+        Some(m) => Weights::F16(BufferRange {
+            buffer: m,
+            offset: 2 * t.offset,
+            size: f16_bytes(t.len()),
+        }),
     }
 }
 
 /// The training forward of the whole batch (mirror synced first), then
 /// lm_head over its final norm: logits `[B·T, V]`.
-async fn training_logits(gpu: &Gpu, k: &Kernels, model: &Model, inputs: &[u32]) -> Result<Vec<f32>> {
+async fn training_logits(
+    gpu: &Gpu,
+    k: &Kernels,
+    model: &Model,
+    inputs: &[u32],
+) -> Result<Vec<f32>> {
     model.write_batch(gpu, inputs, inputs)?;
-    gpu.run(&model.sync_mirror(gpu, k)?.iter().chain(&model.forward).collect::<Vec<_>>()).await?;
-    let shape = LinearShape { rows: model.shape.rows(), d_in: model.config.d_model, d_out: model.config.vocab };
+    gpu.run(
+        &model
+            .sync_mirror(gpu, k)?
+            .iter()
+            .chain(&model.forward)
+            .collect::<Vec<_>>(),
+    )
+    .await?;
+    let shape = LinearShape {
+        rows: model.shape.rows(),
+        d_in: model.config.d_model,
+        d_out: model.config.vocab,
+    };
     let logits = gpu.storage_buffer("logits", 4 * shape.rows as u64 * shape.d_out as u64)?;
     let w = forward_weights(model, Role::LmHead);
-    gpu.run(&[&k.linear.forward(gpu, shape, (&model.acts.xnf).into(), w, Output::Store((&logits).into()))?]).await?;
+    gpu.run(&[&k.linear.forward(
+        gpu,
+        shape,
+        (&model.acts.xnf).into(),
+        w,
+        Output::Store((&logits).into()),
+    )?])
+    .await?;
     gpu.read_back((&logits).into()).await
 }
 
 /// Feeds `inputs` (`[B·T]`, row b·T + t) one position per step from the
 /// start; returns every step's logits laid out like the forward's `[B·T, V]`.
-async fn decode_all(gpu: &Gpu, k: &Kernels, model: &Model, d: &mut Decoder, inputs: &[u32], shape: BatchShape) -> Result<Vec<f32>> {
-    let (b, t, v) = (shape.batch as usize, shape.seq as usize, model.config.vocab as usize);
+async fn decode_all(
+    gpu: &Gpu,
+    k: &Kernels,
+    model: &Model,
+    d: &mut Decoder,
+    inputs: &[u32],
+    shape: BatchShape,
+) -> Result<Vec<f32>> {
+    let (b, t, v) = (
+        shape.batch as usize,
+        shape.seq as usize,
+        model.config.vocab as usize,
+    );
     let mut out = vec![0.0; b * t * v];
     d.reset();
     for pos in 0..t {
         let column: Vec<u32> = (0..b).map(|s| inputs[s * t + pos]).collect();
         let logits = d.step(gpu, k, model, &column).await?;
         for s in 0..b {
-            out[(s * t + pos) * v..(s * t + pos + 1) * v].copy_from_slice(&logits[s * v..(s + 1) * v]);
+            out[(s * t + pos) * v..(s * t + pos + 1) * v]
+                .copy_from_slice(&logits[s * v..(s + 1) * v]);
         }
     }
     Ok(out)
@@ -98,8 +201,21 @@ async fn matches_forward(gpu: &Gpu, precision: Precision) -> Result<()> {
     let forward = training_logits(gpu, &k, &model, &inputs).await?;
     let mut decoder = Decoder::new(gpu, &k, &model, SHAPE.batch, SHAPE.seq)?;
     let got = decode_all(gpu, &k, &model, &mut decoder, &inputs, SHAPE).await?;
-    let want = reference_model::forward_backward(&config, &layout, &w, SHAPE, &inputs, &inputs, precision == Precision::F16);
-    let what = format!("decode {} B={} T={}", precision.name(), SHAPE.batch, SHAPE.seq);
+    let want = reference_model::forward_backward(
+        &config,
+        &layout,
+        &w,
+        SHAPE,
+        &inputs,
+        &inputs,
+        precision == Precision::F16,
+    );
+    let what = format!(
+        "decode {} B={} T={}",
+        precision.name(),
+        SHAPE.batch,
+        SHAPE.seq
+    );
 
     // Against the training forward on the same adapter, every kernel but
     // attention is the same with the same sums, so position 0 (one key, no
@@ -111,7 +227,11 @@ async fn matches_forward(gpu: &Gpu, precision: Precision) -> Result<()> {
     let v = config.vocab as usize;
     for s in 0..SHAPE.batch as usize {
         let row = s * SHAPE.seq as usize * v..(s * SHAPE.seq as usize + 1) * v;
-        assert_identical(&format!("{what} sequence {s} position 0"), &got[row.clone()], &forward[row]);
+        assert_identical(
+            &format!("{what} sequence {s} position 0"),
+            &got[row.clone()],
+            &forward[row],
+        );
     }
     let forward: Vec<f64> = forward.iter().map(|&x| x as f64).collect();
     assert_close_to_scale(&format!("{what} vs training forward"), &got, &forward, 2e-6);
@@ -142,23 +262,55 @@ pub async fn decoder_refuses_past_max_len_and_resets(gpu: &Gpu) -> Result<()> {
     let config = Config::preset("tiny")?;
     let shape = BatchShape { batch: 1, seq: 5 };
     let layout = ParamLayout::new(&config);
-    let model = Model::new(gpu, &k, config.clone(), shape, Precision::Fp32, &weights(&layout, 98))?;
+    let model = Model::new(
+        gpu,
+        &k,
+        config.clone(),
+        shape,
+        Precision::Fp32,
+        &weights(&layout, 98),
+    )?;
     let inputs = tokens(99, 5, config.vocab);
     let mut d = Decoder::new(gpu, &k, &model, 1, 5)?;
     let first = decode_all(gpu, &k, &model, &mut d, &inputs, shape).await?;
-    assert!(d.step(gpu, &k, &model, &[1]).await.is_err(), "step 6 of max_len 5");
+    assert!(
+        d.step(gpu, &k, &model, &[1]).await.is_err(),
+        "step 6 of max_len 5"
+    );
     assert_eq!(d.position(), 5);
     d.reset();
-    assert!(d.step(gpu, &k, &model, &[1, 2]).await.is_err(), "two tokens for one sequence");
-    assert!(d.step(gpu, &k, &model, &[config.vocab]).await.is_err(), "token V");
-    let other = Config { n_layers: 1, ..config.clone() };
-    let other_model = Model::new(gpu, &k, other.clone(), shape, Precision::Fp32, &weights(&ParamLayout::new(&other), 98))?;
-    assert!(d.step(gpu, &k, &other_model, &[1]).await.is_err(), "another model's config");
+    assert!(
+        d.step(gpu, &k, &model, &[1, 2]).await.is_err(),
+        "two tokens for one sequence"
+    );
+    assert!(
+        d.step(gpu, &k, &model, &[config.vocab]).await.is_err(),
+        "token V"
+    );
+    let other = Config {
+        n_layers: 1,
+        ..config.clone()
+    };
+    let other_model = Model::new(
+        gpu,
+        &k,
+        other.clone(),
+        shape,
+        Precision::Fp32,
+        &weights(&ParamLayout::new(&other), 98),
+    )?;
+    assert!(
+        d.step(gpu, &k, &other_model, &[1]).await.is_err(),
+        "another model's config"
+    );
     assert_eq!(d.position(), 0, "refused steps do not advance");
     let again = decode_all(gpu, &k, &model, &mut d, &inputs, shape).await?;
     assert_identical("decode after reset()", &again, &first);
 
-    assert!(Decoder::new(gpu, &k, &model, 1, config.max_seq + 1).is_err(), "max_len past max_seq");
+    assert!(
+        Decoder::new(gpu, &k, &model, 1, config.max_seq + 1).is_err(),
+        "max_len past max_seq"
+    );
     assert!(Decoder::new(gpu, &k, &model, 0, 5).is_err(), "batch 0");
     assert!(Decoder::new(gpu, &k, &model, 1, 0).is_err(), "max_len 0");
     Ok(())
@@ -172,10 +324,21 @@ pub async fn generate_streams_the_tokens_it_samples(gpu: &Gpu) -> Result<()> {
     let k = Kernels::new(gpu).await?;
     let config = Config::preset("tiny")?;
     let layout = ParamLayout::new(&config);
-    let model = Model::new(gpu, &k, config.clone(), BatchShape { batch: 1, seq: 8 }, Precision::Fp32, &weights(&layout, 100))?;
+    let model = Model::new(
+        gpu,
+        &k,
+        config.clone(),
+        BatchShape { batch: 1, seq: 8 },
+        Precision::Fp32,
+        &weights(&layout, 100),
+    )?;
     let prompts = [vec![5u32, 17, 300], vec![42, 0, 7]];
     let mut d = Decoder::new(gpu, &k, &model, 2, 12)?;
-    let greedy = Generation { max_new: 9, sampling: Sampling::GREEDY, seed: 0 };
+    let greedy = Generation {
+        max_new: 9,
+        sampling: Sampling::GREEDY,
+        seed: 0,
+    };
     let mut streamed = vec![Vec::new(); 2];
     let got = d
         .generate(gpu, &k, &model, &prompts, &greedy, |next| {
@@ -195,9 +358,18 @@ pub async fn generate_streams_the_tokens_it_samples(gpu: &Gpu) -> Result<()> {
     }
     let mut want = vec![Vec::new(); 2];
     for i in 0..9 {
-        let next: Vec<u32> = logits.chunks(v).map(|row| sample(row, &Sampling::GREEDY, &mut SplitMix64(0))).collect::<Result<_>>()?;
-        let argmax = |row: &[f32]| (0..v).fold(0, |best, j| if row[j] > row[best] { j } else { best }) as u32;
-        assert_eq!(next, logits.chunks(v).map(argmax).collect::<Vec<_>>(), "greedy is the argmax");
+        let next: Vec<u32> = logits
+            .chunks(v)
+            .map(|row| sample(row, &Sampling::GREEDY, &mut SplitMix64(0)))
+            .collect::<Result<_>>()?;
+        let argmax = |row: &[f32]| {
+            (0..v).fold(0, |best, j| if row[j] > row[best] { j } else { best }) as u32
+        };
+        assert_eq!(
+            next,
+            logits.chunks(v).map(argmax).collect::<Vec<_>>(),
+            "greedy is the argmax"
+        );
         want.iter_mut().zip(&next).for_each(|(w, &t)| w.push(t));
         if i < 8 {
             logits = d.step(gpu, &k, &model, &next).await?;
@@ -205,7 +377,14 @@ pub async fn generate_streams_the_tokens_it_samples(gpu: &Gpu) -> Result<()> {
     }
     assert_eq!(got, want, "greedy generate vs stepping by hand");
 
-    let hot = Generation { max_new: 9, sampling: Sampling { temperature: 1.5, top_k: 50 }, seed: 7 };
+    let hot = Generation {
+        max_new: 9,
+        sampling: Sampling {
+            temperature: 1.5,
+            top_k: 50,
+        },
+        seed: 7,
+    };
     let go_on = |_: &[u32]| ControlFlow::Continue(());
     let first = d.generate(gpu, &k, &model, &prompts, &hot, go_on).await?;
     let second = d.generate(gpu, &k, &model, &prompts, &hot, go_on).await?;
@@ -216,15 +395,44 @@ pub async fn generate_streams_the_tokens_it_samples(gpu: &Gpu) -> Result<()> {
     let stopped = d
         .generate(gpu, &k, &model, &prompts, &hot, |_| {
             calls += 1;
-            if calls == 2 { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+            if calls == 2 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
         })
         .await?;
-    assert_eq!((calls, stopped[0].len(), stopped[1].len()), (2, 2, 2), "Break after the second token");
-    assert_eq!(stopped, first.iter().map(|s| s[..2].to_vec()).collect::<Vec<_>>(), "a stop keeps the draws so far");
+    assert_eq!(
+        (calls, stopped[0].len(), stopped[1].len()),
+        (2, 2, 2),
+        "Break after the second token"
+    );
+    assert_eq!(
+        stopped,
+        first.iter().map(|s| s[..2].to_vec()).collect::<Vec<_>>(),
+        "a stop keeps the draws so far"
+    );
 
-    let too_long = Generation { max_new: 11, ..greedy }; // 3 + 11 − 1 = 13 > 12
-    assert!(d.generate(gpu, &k, &model, &prompts, &too_long, go_on).await.is_err());
-    assert!(d.generate(gpu, &k, &model, &[vec![1u32, 2], vec![3]], &greedy, go_on).await.is_err(), "prompts of different lengths");
-    assert!(d.generate(gpu, &k, &model, &[vec![1u32]], &greedy, go_on).await.is_err(), "one prompt for two sequences");
+    let too_long = Generation {
+        max_new: 11,
+        ..greedy
+    }; // 3 + 11 − 1 = 13 > 12
+    assert!(
+        d.generate(gpu, &k, &model, &prompts, &too_long, go_on)
+            .await
+            .is_err()
+    );
+    assert!(
+        d.generate(gpu, &k, &model, &[vec![1u32, 2], vec![3]], &greedy, go_on)
+            .await
+            .is_err(),
+        "prompts of different lengths"
+    );
+    assert!(
+        d.generate(gpu, &k, &model, &[vec![1u32]], &greedy, go_on)
+            .await
+            .is_err(),
+        "one prompt for two sequences"
+    );
     Ok(())
 }

@@ -14,14 +14,36 @@ fn to_f64(v: &[f32]) -> Vec<f64> {
 }
 
 /// Awkward sizes, and the seed's real vocabulary and widths.
-const SHAPES: &[(u32, u32, u32)] = &[(129, 257, 1000), (7, 1, 3), (512, 384, 16384), (64, 768, 16384)];
+const SHAPES: &[(u32, u32, u32)] = &[
+    (129, 257, 1000),
+    (7, 1, 3),
+    (512, 384, 16384),
+    (64, 768, 16384),
+];
 
-async fn lookup(gpu: &Gpu, k: &Embedding, shape: EmbeddingShape, tokens: &[u32], table: Weights<'_>) -> Result<(Vec<f32>, u32)> {
+async fn lookup(
+    gpu: &Gpu,
+    k: &Embedding,
+    shape: EmbeddingShape,
+    tokens: &[u32],
+    table: Weights<'_>,
+) -> Result<(Vec<f32>, u32)> {
     let tb = gpu.upload("tokens", tokens)?;
     let out = gpu.storage_buffer("out", 4 * (shape.tokens * shape.d) as u64)?;
     let bad = gpu.storage_buffer("bad", 4)?;
-    gpu.run(&[&k.lookup(gpu, shape, (&tb).into(), table, (&out).into(), (&bad).into())?]).await?;
-    Ok((gpu.read_back((&out).into()).await?, gpu.read_back::<u32>((&bad).into()).await?[0]))
+    gpu.run(&[&k.lookup(
+        gpu,
+        shape,
+        (&tb).into(),
+        table,
+        (&out).into(),
+        (&bad).into(),
+    )?])
+    .await?;
+    Ok((
+        gpu.read_back((&out).into()).await?,
+        gpu.read_back::<u32>((&bad).into()).await?[0],
+    ))
 }
 
 /// Tokens are random, with some >= V: those must give zero rows and be counted.
@@ -29,22 +51,46 @@ pub async fn embed_lookup_matches_reference(gpu: &Gpu) -> Result<()> {
     let k = Embedding::new(gpu).await?;
     let mut r = rng(10);
     for &(s, d, v) in SHAPES {
-        let shape = EmbeddingShape { tokens: s, d, vocab: v };
+        let shape = EmbeddingShape {
+            tokens: s,
+            d,
+            vocab: v,
+        };
         let table = uniform(&mut r, (v * d) as usize, -1.0, 1.0);
-        let tokens: Vec<u32> = (0..s).map(|i| if i % 17 == 5 { v + i } else { r.random_range(0..v) }).collect();
+        let tokens: Vec<u32> = (0..s)
+            .map(|i| {
+                if i % 17 == 5 {
+                    v + i
+                } else {
+                    r.random_range(0..v)
+                }
+            })
+            .collect();
         let (want, want_bad) = reference::lookup(&tokens, &to_f64(&table), d as usize);
 
         let tb = gpu.upload("table", &table)?;
         let (got, bad) = lookup(gpu, &k, shape, &tokens, Weights::F32((&tb).into())).await?;
-        assert_identical(&format!("lookup {s}x{d} V={v}"), &got, &want.iter().map(|&x| x as f32).collect::<Vec<_>>());
+        assert_identical(
+            &format!("lookup {s}x{d} V={v}"),
+            &got,
+            &want.iter().map(|&x| x as f32).collect::<Vec<_>>(),
+        );
         assert_eq!(bad, want_bad, "out-of-range tokens counted");
 
         // f16 table: the reference reads the same f16 values, widened exactly
         let halves: Vec<f16> = table.iter().map(|&x| f16::from_f32(x)).collect();
         let th = gpu.upload("table_h", &halves)?;
         let (got, bad) = lookup(gpu, &k, shape, &tokens, Weights::F16((&th).into())).await?;
-        let (want, _) = reference::lookup(&tokens, &halves.iter().map(|h| h.to_f64()).collect::<Vec<_>>(), d as usize);
-        assert_identical(&format!("lookup_w16 {s}x{d} V={v}"), &got, &want.iter().map(|&x| x as f32).collect::<Vec<_>>());
+        let (want, _) = reference::lookup(
+            &tokens,
+            &halves.iter().map(|h| h.to_f64()).collect::<Vec<_>>(),
+            d as usize,
+        );
+        assert_identical(
+            &format!("lookup_w16 {s}x{d} V={v}"),
+            &got,
+            &want.iter().map(|&x| x as f32).collect::<Vec<_>>(),
+        );
         assert_eq!(bad, want_bad, "out-of-range tokens counted (w16)");
     }
     Ok(())
@@ -61,7 +107,8 @@ async fn backward_sorted(
 ) -> Result<Vec<f32>> {
     let index = gpu.upload("runs", &TokenRuns::new(tokens, shape.vocab).to_words())?;
     let (gb, dtable) = (gpu.upload("dout", dout)?, gpu.upload("dtable", init)?);
-    gpu.run(&[&k.backward_sorted(gpu, shape, (&index).into(), (&gb).into(), (&dtable).into())?]).await?;
+    gpu.run(&[&k.backward_sorted(gpu, shape, (&index).into(), (&gb).into(), (&dtable).into())?])
+        .await?;
     gpu.read_back((&dtable).into()).await
 }
 
@@ -79,7 +126,11 @@ fn sorted_reference(tokens: &[u32], dout: &[f32], init: &[f32], d: usize) -> (Ve
     for &t in tokens.iter().filter(|&&t| (t as usize) < vocab) {
         k[t as usize] += 1.0;
     }
-    let bound = abs_sum.iter().enumerate().map(|(i, &a)| k[i / d] * 2f64.powi(-24) * a).collect();
+    let bound = abs_sum
+        .iter()
+        .enumerate()
+        .map(|(i, &a)| k[i / d] * 2f64.powi(-24) * a)
+        .collect();
     (want, bound)
 }
 
@@ -89,8 +140,17 @@ fn sorted_reference(tokens: &[u32], dout: &[f32], init: &[f32], d: usize) -> (Ve
 pub async fn embed_backward_sorted_matches_reference(gpu: &Gpu) -> Result<()> {
     let k = Embedding::new(gpu).await?;
     let mut r = rng(12);
-    for &(s, d, v) in &[(1037u32, 72u32, 301u32), (7, 1, 3), (300, 257, 5000), (16385, 1024, 64)] {
-        let shape = EmbeddingShape { tokens: s, d, vocab: v };
+    for &(s, d, v) in &[
+        (1037u32, 72u32, 301u32),
+        (7, 1, 3),
+        (300, 257, 5000),
+        (16385, 1024, 64),
+    ] {
+        let shape = EmbeddingShape {
+            tokens: s,
+            d,
+            vocab: v,
+        };
         // mostly a 40-token slice of the vocabulary, so tokens repeat ~S/40 times
         let tokens: Vec<u32> = (0..s)
             .map(|i| match i % 23 {
@@ -126,21 +186,41 @@ pub async fn embed_backward_sorted_is_deterministic_and_adds(gpu: &Gpu) -> Resul
     let k = Embedding::new(gpu).await?;
     let mut r = rng(13);
     let (s, d, v) = (4099u32, 36u32, 50u32);
-    let shape = EmbeddingShape { tokens: s, d, vocab: v };
-    let batches: [Vec<u32>; 2] = [vec![7; s as usize], (0..s).map(|_| [3, 17, 49][r.random_range(0..3)]).collect()];
+    let shape = EmbeddingShape {
+        tokens: s,
+        d,
+        vocab: v,
+    };
+    let batches: [Vec<u32>; 2] = [
+        vec![7; s as usize],
+        (0..s).map(|_| [3, 17, 49][r.random_range(0..3)]).collect(),
+    ];
     for (b, tokens) in batches.iter().enumerate() {
         let dout = uniform(&mut r, (s * d) as usize, -1.0, 1.0);
         let init = uniform(&mut r, (v * d) as usize, -4.0, 4.0);
         let first = backward_sorted(gpu, &k, shape, tokens, &dout, &init).await?;
         let again = backward_sorted(gpu, &k, shape, tokens, &dout, &init).await?;
-        assert_identical(&format!("embed_backward_sorted batch {b}, rerun"), &again, &first);
+        assert_identical(
+            &format!("embed_backward_sorted batch {b}, rerun"),
+            &again,
+            &first,
+        );
         let mut exact = init.clone();
         reference::backward_sorted_f32(tokens, &dout, &mut exact, d as usize);
-        assert_identical(&format!("embed_backward_sorted batch {b}, in order"), &first, &exact);
+        assert_identical(
+            &format!("embed_backward_sorted batch {b}, in order"),
+            &first,
+            &exact,
+        );
         // k = S = 4099 adds: measured worst |error|/bound 7.3e-4 on lavapipe
         // (both storage modes), 7.6e-4 on SwiftShader; absolute 8.5e-5 / 1.0e-4
         let (want, bound) = sorted_reference(tokens, &dout, &init, d as usize);
-        assert_within(&format!("embed_backward_sorted batch {b}"), &first, &want, &bound);
+        assert_within(
+            &format!("embed_backward_sorted batch {b}"),
+            &first,
+            &want,
+            &bound,
+        );
     }
     Ok(())
 }
@@ -152,12 +232,22 @@ pub async fn embed_backward_sorted_reuses_its_dispatch(gpu: &Gpu) -> Result<()> 
     let k = Embedding::new(gpu).await?;
     let mut r = rng(14);
     let (s, d, v) = (515u32, 40u32, 700u32);
-    let shape = EmbeddingShape { tokens: s, d, vocab: v };
+    let shape = EmbeddingShape {
+        tokens: s,
+        d,
+        vocab: v,
+    };
     let index = gpu.storage_buffer("runs", 4 * TokenRuns::words(s))?;
     let dout = gpu.storage_buffer("dout", 4 * (s * d) as u64)?;
     let mut exact = uniform(&mut r, (v * d) as usize, -1.0, 1.0);
     let dtable = gpu.upload("dtable", &exact)?;
-    let dispatch = k.backward_sorted(gpu, shape, (&index).into(), (&dout).into(), (&dtable).into())?;
+    let dispatch = k.backward_sorted(
+        gpu,
+        shape,
+        (&index).into(),
+        (&dout).into(),
+        (&dtable).into(),
+    )?;
     let batches: [Vec<u32>; 3] = [
         (0..s).map(|_| r.random_range(0..v)).collect(), // ~370 distinct
         (0..s).map(|i| [5, 640][(i % 7 == 0) as usize]).collect(),
@@ -166,12 +256,17 @@ pub async fn embed_backward_sorted_reuses_its_dispatch(gpu: &Gpu) -> Result<()> 
     for (b, tokens) in batches.iter().enumerate() {
         let runs = TokenRuns::new(tokens, v);
         let g = uniform(&mut r, (s * d) as usize, -1.0, 1.0);
-        gpu.queue.write_buffer(&index, 0, bytemuck::cast_slice(&runs.to_words()));
+        gpu.queue
+            .write_buffer(&index, 0, bytemuck::cast_slice(&runs.to_words()));
         gpu.queue.write_buffer(&dout, 0, bytemuck::cast_slice(&g));
         gpu.run(&[&dispatch]).await?;
         reference::backward_sorted_f32(tokens, &g, &mut exact, d as usize);
         let got = gpu.read_back((&dtable).into()).await?;
-        assert_identical(&format!("embed_backward_sorted batch {b} (U = {})", runs.runs()), &got, &exact);
+        assert_identical(
+            &format!("embed_backward_sorted batch {b} (U = {})", runs.runs()),
+            &got,
+            &exact,
+        );
     }
     Ok(())
 }

@@ -12,7 +12,9 @@ pub fn native_gpu(storage: webtrain::F16Storage) -> Gpu {
         pollster::block_on(Gpu::new(&webtrain::GpuOptions::from_env())).map_err(|e| e.to_string())
     });
     match shared {
-        Ok(gpu) => gpu.with_f16_storage(storage).unwrap_or_else(|e| panic!("{e}")),
+        Ok(gpu) => gpu
+            .with_f16_storage(storage)
+            .unwrap_or_else(|e| panic!("{e}")),
         Err(e) => panic!("no native GPU for the tests: {e}"),
     }
 }
@@ -33,8 +35,17 @@ pub async fn browser_gpu() -> Gpu {
     if let Some(gpu) = GPU.with(|g| g.borrow().clone()) {
         return gpu;
     }
-    let gpu = Gpu::new(&webtrain::GpuOptions::default()).await.unwrap_or_else(|e| panic!("{e}"));
-    web_sys::console::log_1(&format!("adapter {:?}, {} f16 storage", gpu.info.name, gpu.f16_storage()).into());
+    let gpu = Gpu::new(&webtrain::GpuOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    web_sys::console::log_1(
+        &format!(
+            "adapter {:?}, {} f16 storage",
+            gpu.info.name,
+            gpu.f16_storage()
+        )
+        .into(),
+    );
     GPU.with(|g| *g.borrow_mut() = Some(gpu.clone()));
     gpu
 }

@@ -22,7 +22,13 @@ fn bound(k: usize, sum_abs: f64) -> f64 {
 }
 
 /// (rows, d_in, d_out): the awkward shapes and the seed's.
-const FORWARD_SHAPES: &[(u32, u32, u32)] = &[(1000, 1000, 1000), (1, 4096, 4096), (4097, 257, 3), (129, 1000, 384), (64, 768, 2048)];
+const FORWARD_SHAPES: &[(u32, u32, u32)] = &[
+    (1000, 1000, 1000),
+    (1, 4096, 4096),
+    (4097, 257, 3),
+    (129, 1000, 384),
+    (64, 768, 2048),
+];
 
 pub async fn linear_forward_matches_reference(gpu: &Gpu) -> Result<()> {
     let k = Linear::new(gpu).await?;
@@ -35,20 +41,60 @@ pub async fn linear_forward_matches_reference(gpu: &Gpu) -> Result<()> {
         // every output, or 3000 random ones of the largest product
         let all = (rows as u64 * d_out as u64) <= 600_000;
         let picks: Vec<(usize, usize)> = if all {
-            (0..rows as usize).flat_map(|i| (0..d_out as usize).map(move |o| (i, o))).collect()
+            (0..rows as usize)
+                .flat_map(|i| (0..d_out as usize).map(move |o| (i, o)))
+                .collect()
         } else {
-            (0..3000).map(|_| (r.random_range(0..rows as usize), r.random_range(0..d_out as usize))).collect()
+            (0..3000)
+                .map(|_| {
+                    (
+                        r.random_range(0..rows as usize),
+                        r.random_range(0..d_out as usize),
+                    )
+                })
+                .collect()
         };
-        let (xb, wb, hb) = (gpu.upload("x", &x)?, gpu.upload("w", &w)?, gpu.upload("w_h", &wh)?);
+        let (xb, wb, hb) = (
+            gpu.upload("x", &x)?,
+            gpu.upload("w", &w)?,
+            gpu.upload("w_h", &wh)?,
+        );
         let y = gpu.storage_buffer("y", 4 * (rows * d_out) as u64)?;
-        for (name, weights, wref) in [("f32", Weights::F32((&wb).into()), f64s(&w)), ("f16", Weights::F16((&hb).into()), wh.iter().map(|h| h.to_f64()).collect())] {
-            gpu.run(&[&k.forward(gpu, s, (&xb).into(), weights, Output::Store((&y).into()))?]).await?;
+        for (name, weights, wref) in [
+            ("f32", Weights::F32((&wb).into()), f64s(&w)),
+            (
+                "f16",
+                Weights::F16((&hb).into()),
+                wh.iter().map(|h| h.to_f64()).collect(),
+            ),
+        ] {
+            gpu.run(&[&k.forward(gpu, s, (&xb).into(), weights, Output::Store((&y).into()))?])
+                .await?;
             let got: Vec<f32> = gpu.read_back((&y).into()).await?;
             let x64 = f64s(&x);
-            let want: Vec<f64> = picks.iter().map(|&(i, o)| reference::forward_at(&x64, &wref, d_in as usize, i, o)).collect();
-            let tol: Vec<f64> = picks.iter().map(|&(i, o)| bound(d_in as usize, reference::forward_abs_at(&x64, &wref, d_in as usize, i, o))).collect();
-            let got: Vec<f32> = picks.iter().map(|&(i, o)| got[i * d_out as usize + o]).collect();
-            assert_within(&format!("linear {name} {rows}x{d_in}->{d_out}"), &got, &want, &tol);
+            let want: Vec<f64> = picks
+                .iter()
+                .map(|&(i, o)| reference::forward_at(&x64, &wref, d_in as usize, i, o))
+                .collect();
+            let tol: Vec<f64> = picks
+                .iter()
+                .map(|&(i, o)| {
+                    bound(
+                        d_in as usize,
+                        reference::forward_abs_at(&x64, &wref, d_in as usize, i, o),
+                    )
+                })
+                .collect();
+            let got: Vec<f32> = picks
+                .iter()
+                .map(|&(i, o)| got[i * d_out as usize + o])
+                .collect();
+            assert_within(
+                &format!("linear {name} {rows}x{d_in}->{d_out}"),
+                &got,
+                &want,
+                &tol,
+            );
         }
     }
     Ok(())
@@ -60,30 +106,85 @@ pub async fn linear_forward_epilogues(gpu: &Gpu) -> Result<()> {
     let k = Linear::new(gpu).await?;
     let mut r = rng(61);
     let (rows, d_in, ffn) = (77u32, 130u32, 333u32);
-    let s = LinearShape { rows, d_in, d_out: 2 * ffn };
+    let s = LinearShape {
+        rows,
+        d_in,
+        d_out: 2 * ffn,
+    };
     let x = uniform(&mut r, (rows * d_in) as usize, -1.0, 1.0);
     let w = uniform(&mut r, (2 * ffn * d_in) as usize, -1.0, 1.0);
     let prior = uniform(&mut r, (rows * 2 * ffn) as usize, -1.0, 1.0);
     let (x64, w64) = (f64s(&x), f64s(&w));
     let plain = reference::forward(&x64, &w64, d_in as usize);
     let tol: Vec<f64> = (0..plain.len())
-        .map(|i| bound(d_in as usize + 1, reference::forward_abs_at(&x64, &w64, d_in as usize, i / (2 * ffn) as usize, i % (2 * ffn) as usize) + 1.0))
+        .map(|i| {
+            bound(
+                d_in as usize + 1,
+                reference::forward_abs_at(
+                    &x64,
+                    &w64,
+                    d_in as usize,
+                    i / (2 * ffn) as usize,
+                    i % (2 * ffn) as usize,
+                ) + 1.0,
+            )
+        })
         .collect();
-    let with_prior: Vec<f64> = plain.iter().zip(&prior).map(|(p, &q)| p + q as f64).collect();
+    let with_prior: Vec<f64> = plain
+        .iter()
+        .zip(&prior)
+        .map(|(p, &q)| p + q as f64)
+        .collect();
     let (xb, wb) = (gpu.upload("x", &x)?, gpu.upload("w", &w)?);
 
-    let (res, y) = (gpu.upload("residual", &prior)?, gpu.storage_buffer("y", 4 * prior.len() as u64)?);
-    let out = Output::AddTo { residual: (&res).into(), y: (&y).into() };
-    gpu.run(&[&k.forward(gpu, s, (&xb).into(), Weights::F32((&wb).into()), out)?]).await?;
-    assert_within("linear + residual", &gpu.read_back::<f32>((&y).into()).await?, &with_prior, &tol);
+    let (res, y) = (
+        gpu.upload("residual", &prior)?,
+        gpu.storage_buffer("y", 4 * prior.len() as u64)?,
+    );
+    let out = Output::AddTo {
+        residual: (&res).into(),
+        y: (&y).into(),
+    };
+    gpu.run(&[&k.forward(gpu, s, (&xb).into(), Weights::F32((&wb).into()), out)?])
+        .await?;
+    assert_within(
+        "linear + residual",
+        &gpu.read_back::<f32>((&y).into()).await?,
+        &with_prior,
+        &tol,
+    );
 
     let acc = gpu.upload("acc", &prior)?;
-    gpu.run(&[&k.forward(gpu, s, (&xb).into(), Weights::F32((&wb).into()), Output::Accumulate((&acc).into()))?]).await?;
-    assert_within("linear +=", &gpu.read_back::<f32>((&acc).into()).await?, &with_prior, &tol);
+    gpu.run(&[&k.forward(
+        gpu,
+        s,
+        (&xb).into(),
+        Weights::F32((&wb).into()),
+        Output::Accumulate((&acc).into()),
+    )?])
+    .await?;
+    assert_within(
+        "linear +=",
+        &gpu.read_back::<f32>((&acc).into()).await?,
+        &with_prior,
+        &tol,
+    );
 
     let gu = gpu.upload("gu", &prior)?; // stored over, not added to
-    gpu.run(&[&k.forward(gpu, s, (&xb).into(), Weights::F32((&wb).into()), Output::Store((&gu).into()))?]).await?;
-    assert_within("linear gate|up", &gpu.read_back::<f32>((&gu).into()).await?, &plain, &tol);
+    gpu.run(&[&k.forward(
+        gpu,
+        s,
+        (&xb).into(),
+        Weights::F32((&wb).into()),
+        Output::Store((&gu).into()),
+    )?])
+    .await?;
+    assert_within(
+        "linear gate|up",
+        &gpu.read_back::<f32>((&gu).into()).await?,
+        &plain,
+        &tol,
+    );
     Ok(())
 }
 
@@ -105,30 +206,83 @@ pub async fn linear_backward_matches_reference(gpu: &Gpu) -> Result<()> {
         reference::backward_weight(&dy64, &x64, d_in as usize, &mut want_dw);
         // per-element Σ|terms| (the prior value counts as one term)
         let mut dx_abs = vec![1.0; x.len()];
-        reference::backward_input(&dy64.iter().map(|v| v.abs()).collect::<Vec<_>>(), &w64.iter().map(|v| v.abs()).collect::<Vec<_>>(), d_in as usize, &mut dx_abs);
+        reference::backward_input(
+            &dy64.iter().map(|v| v.abs()).collect::<Vec<_>>(),
+            &w64.iter().map(|v| v.abs()).collect::<Vec<_>>(),
+            d_in as usize,
+            &mut dx_abs,
+        );
         let mut dw_abs = vec![1.0; w.len()];
-        reference::backward_weight(&dy64.iter().map(|v| v.abs()).collect::<Vec<_>>(), &x64.iter().map(|v| v.abs()).collect::<Vec<_>>(), d_in as usize, &mut dw_abs);
+        reference::backward_weight(
+            &dy64.iter().map(|v| v.abs()).collect::<Vec<_>>(),
+            &x64.iter().map(|v| v.abs()).collect::<Vec<_>>(),
+            d_in as usize,
+            &mut dw_abs,
+        );
 
-        let (xb, wb, dyb) = (gpu.upload("x", &x)?, gpu.upload("w", &w)?, gpu.upload("dy", &dy)?);
+        let (xb, wb, dyb) = (
+            gpu.upload("x", &x)?,
+            gpu.upload("w", &w)?,
+            gpu.upload("dy", &dy)?,
+        );
         let (dxb, dwb) = (gpu.upload("dx", &dx0)?, gpu.upload("dw", &dw0)?);
         gpu.run(&[
-            &k.backward_input(gpu, s, (&dyb).into(), Weights::F32((&wb).into()), Output::Accumulate((&dxb).into()))?,
+            &k.backward_input(
+                gpu,
+                s,
+                (&dyb).into(),
+                Weights::F32((&wb).into()),
+                Output::Accumulate((&dxb).into()),
+            )?,
             &k.backward_weight(gpu, s, (&dyb).into(), (&xb).into(), (&dwb).into())?,
         ])
         .await?;
-        let tol_dx: Vec<f64> = dx_abs.iter().map(|&a| bound(d_out as usize + 1, a)).collect();
-        let tol_dw: Vec<f64> = dw_abs.iter().map(|&a| bound(rows as usize + 1, a)).collect();
-        assert_within(&format!("linear dx {rows}x{d_in}->{d_out}"), &gpu.read_back::<f32>((&dxb).into()).await?, &want_dx, &tol_dx);
-        assert_within(&format!("linear dw {rows}x{d_in}->{d_out}"), &gpu.read_back::<f32>((&dwb).into()).await?, &want_dw, &tol_dw);
+        let tol_dx: Vec<f64> = dx_abs
+            .iter()
+            .map(|&a| bound(d_out as usize + 1, a))
+            .collect();
+        let tol_dw: Vec<f64> = dw_abs
+            .iter()
+            .map(|&a| bound(rows as usize + 1, a))
+            .collect();
+        assert_within(
+            &format!("linear dx {rows}x{d_in}->{d_out}"),
+            &gpu.read_back::<f32>((&dxb).into()).await?,
+            &want_dx,
+            &tol_dx,
+        );
+        assert_within(
+            &format!("linear dw {rows}x{d_in}->{d_out}"),
+            &gpu.read_back::<f32>((&dwb).into()).await?,
+            &want_dw,
+            &tol_dw,
+        );
 
         // f16 weights, and dX stored over what it held: the reference reads the same halves
         let wh: Vec<f16> = w.iter().map(|&v| f16::from_f32(v)).collect();
         let hb = gpu.upload("w_h", &wh)?;
         let dxh = gpu.upload("dx", &dx0)?;
-        gpu.run(&[&k.backward_input(gpu, s, (&dyb).into(), Weights::F16((&hb).into()), Output::Store((&dxh).into()))?]).await?;
+        gpu.run(&[&k.backward_input(
+            gpu,
+            s,
+            (&dyb).into(),
+            Weights::F16((&hb).into()),
+            Output::Store((&dxh).into()),
+        )?])
+        .await?;
         let mut want_dxh = vec![0.0; x.len()];
-        reference::backward_input(&dy64, &wh.iter().map(|h| h.to_f64()).collect::<Vec<_>>(), d_in as usize, &mut want_dxh);
-        assert_within(&format!("linear dx w16 {rows}x{d_in}->{d_out}"), &gpu.read_back::<f32>((&dxh).into()).await?, &want_dxh, &tol_dx);
+        reference::backward_input(
+            &dy64,
+            &wh.iter().map(|h| h.to_f64()).collect::<Vec<_>>(),
+            d_in as usize,
+            &mut want_dxh,
+        );
+        assert_within(
+            &format!("linear dx w16 {rows}x{d_in}->{d_out}"),
+            &gpu.read_back::<f32>((&dxh).into()).await?,
+            &want_dxh,
+            &tol_dx,
+        );
     }
     Ok(())
 }

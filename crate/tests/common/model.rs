@@ -24,33 +24,68 @@ pub fn weights(layout: &ParamLayout, seed: u64) -> Vec<f32> {
     let mut r = rng(seed);
     for t in &layout.tensors {
         for x in &mut w[t.offset as usize..(t.offset + t.len()) as usize] {
-            *x = if t.decays { *x * 5.0 } else { r.random_range(0.5..1.5) };
+            *x = if t.decays {
+                *x * 5.0
+            } else {
+                r.random_range(0.5..1.5)
+            };
         }
     }
     w
 }
 
 /// Runs forward, head and backward once; returns (logits, loss, grads).
-pub async fn run_step(gpu: &Gpu, k: &Kernels, model: &Model, inputs: &[u32], targets: &[u32]) -> Result<(Vec<f32>, f32, Vec<f32>)> {
+pub async fn run_step(
+    gpu: &Gpu,
+    k: &Kernels,
+    model: &Model,
+    inputs: &[u32],
+    targets: &[u32],
+) -> Result<(Vec<f32>, f32, Vec<f32>)> {
     model.write_batch(gpu, inputs, targets)?;
-    gpu.run(&model.sync_mirror(gpu, k)?.iter().chain(&model.forward).collect::<Vec<_>>()).await?;
+    gpu.run(
+        &model
+            .sync_mirror(gpu, k)?
+            .iter()
+            .chain(&model.forward)
+            .collect::<Vec<_>>(),
+    )
+    .await?;
     // the logits, before the loss overwrites them with dlogits
     let logits = model.logits(gpu, k).await?;
-    gpu.run(&model.head_train.iter().chain(&model.backward).collect::<Vec<_>>()).await?;
+    gpu.run(
+        &model
+            .head_train
+            .iter()
+            .chain(&model.backward)
+            .collect::<Vec<_>>(),
+    )
+    .await?;
     let loss = gpu.read_back::<f32>((&model.acts.loss).into()).await?[1];
     Ok((logits, loss, model.read_grads(gpu).await?))
 }
 
 async fn matches_reference(gpu: &Gpu, precision: Precision, tied: bool) -> Result<()> {
     let k = Kernels::new(gpu).await?;
-    let config = Config { tie_word_embeddings: tied, ..Config::preset("tiny")? };
+    let config = Config {
+        tie_word_embeddings: tied,
+        ..Config::preset("tiny")?
+    };
     let layout = ParamLayout::new(&config);
     let w = weights(&layout, 90);
     let n = SHAPE.rows() as usize;
     let (inputs, targets) = (tokens(91, n, config.vocab), tokens(92, n, config.vocab));
     let model = Model::new(gpu, &k, config.clone(), SHAPE, precision, &w)?;
     let (logits, loss, grads) = run_step(gpu, &k, &model, &inputs, &targets).await?;
-    let want = reference::forward_backward(&config, &layout, &w, SHAPE, &inputs, &targets, precision == Precision::F16);
+    let want = reference::forward_backward(
+        &config,
+        &layout,
+        &w,
+        SHAPE,
+        &inputs,
+        &targets,
+        precision == Precision::F16,
+    );
     let what = format!("{} tied={tied}", precision.name());
 
     // Errors of f32 chains (2 layers of GEMMs, norms, softmaxes), judged
@@ -60,7 +95,12 @@ async fn matches_reference(gpu: &Gpu, precision: Precision, tied: bool) -> Resul
     assert_close(&format!("{what} loss"), &[loss], &[want.loss], 0.0, 1e-6);
     for t in &layout.tensors {
         let range = t.offset as usize..(t.offset + t.len()) as usize;
-        assert_close_to_scale(&format!("{what} grad {}", t.name), &grads[range.clone()], &want.grads[range], 1e-5);
+        assert_close_to_scale(
+            &format!("{what} grad {}", t.name),
+            &grads[range.clone()],
+            &want.grads[range],
+            1e-5,
+        );
     }
     Ok(())
 }

@@ -27,15 +27,35 @@ fn case(seed: u64, rows: u32, d: u32) -> Case {
     if rows > 2 {
         x[d as usize..2 * d as usize].fill(0.0); // a zero row: eps keeps it finite
     }
-    Case { shape: NormShape { rows, d, eps: EPS }, x, gain: uniform(&mut r, d as usize, 0.5, 1.5) }
+    Case {
+        shape: NormShape { rows, d, eps: EPS },
+        x,
+        gain: uniform(&mut r, d as usize, 0.5, 1.5),
+    }
 }
 
-async fn forward(gpu: &Gpu, k: &RmsNorm, c: &Case, gain: Weights<'_>) -> Result<(Vec<f32>, Vec<f32>)> {
+async fn forward(
+    gpu: &Gpu,
+    k: &RmsNorm,
+    c: &Case,
+    gain: Weights<'_>,
+) -> Result<(Vec<f32>, Vec<f32>)> {
     let xb = gpu.upload("x", &c.x)?;
     let y = gpu.storage_buffer("y", 4 * c.x.len() as u64)?;
     let rrms = gpu.storage_buffer("rrms", 4 * c.shape.rows as u64)?;
-    gpu.run(&[&k.forward(gpu, c.shape, (&xb).into(), gain, (&y).into(), (&rrms).into())?]).await?;
-    Ok((gpu.read_back((&y).into()).await?, gpu.read_back((&rrms).into()).await?))
+    gpu.run(&[&k.forward(
+        gpu,
+        c.shape,
+        (&xb).into(),
+        gain,
+        (&y).into(),
+        (&rrms).into(),
+    )?])
+    .await?;
+    Ok((
+        gpu.read_back((&y).into()).await?,
+        gpu.read_back((&rrms).into()).await?,
+    ))
 }
 
 pub async fn rmsnorm_forward_matches_reference(gpu: &Gpu) -> Result<()> {
@@ -49,7 +69,13 @@ pub async fn rmsnorm_forward_matches_reference(gpu: &Gpu) -> Result<()> {
         let gb = gpu.upload("gain", &c.gain)?;
         let (y, rrms) = forward(gpu, &k, &c, Weights::F32((&gb).into())).await?;
         assert_close(&format!("rmsnorm y {rows}x{d}"), &y, &want, 1e-8, 1e-6);
-        assert_close(&format!("rmsnorm rrms {rows}x{d}"), &rrms, &want_rrms, 0.0, 1e-6);
+        assert_close(
+            &format!("rmsnorm rrms {rows}x{d}"),
+            &rrms,
+            &want_rrms,
+            0.0,
+            1e-6,
+        );
 
         let halves: Vec<f16> = c.gain.iter().map(|&g| f16::from_f32(g)).collect();
         let hb = gpu.upload("gain_h", &halves)?;
@@ -71,10 +97,22 @@ pub async fn rmsnorm_backward_matches_reference(gpu: &Gpu) -> Result<()> {
         let dgain0 = uniform(&mut r, d as usize, -1.0, 1.0);
         let (_, rrms) = reference::rmsnorm_forward(&f64s(&c.x), &f64s(&c.gain), EPS as f64);
         let (mut want_dx, mut want_dgain) = (f64s(&dx0), f64s(&dgain0));
-        reference::rmsnorm_backward(&f64s(&c.x), &f64s(&c.gain), &rrms, &f64s(&dy), &mut want_dx, &mut want_dgain);
+        reference::rmsnorm_backward(
+            &f64s(&c.x),
+            &f64s(&c.gain),
+            &rrms,
+            &f64s(&dy),
+            &mut want_dx,
+            &mut want_dgain,
+        );
 
         let rrms32: Vec<f32> = rrms.iter().map(|&v| v as f32).collect();
-        let (xb, gb, rb, dyb) = (gpu.upload("x", &c.x)?, gpu.upload("gain", &c.gain)?, gpu.upload("rrms", &rrms32)?, gpu.upload("dy", &dy)?);
+        let (xb, gb, rb, dyb) = (
+            gpu.upload("x", &c.x)?,
+            gpu.upload("gain", &c.gain)?,
+            gpu.upload("rrms", &rrms32)?,
+            gpu.upload("dy", &dy)?,
+        );
         let (dxb, dgb) = (gpu.upload("dx", &dx0)?, gpu.upload("dgain", &dgain0)?);
         let scratch = gpu.storage_buffer("scratch", c.shape.backward_scratch_bytes())?;
         let b = NormBackward {
@@ -93,23 +131,47 @@ pub async fn rmsnorm_backward_matches_reference(gpu: &Gpu) -> Result<()> {
         // worst 5.3e-5 absolute on lavapipe, 4.9e-5 on SwiftShader, all in
         // the zero row (1.7e-7 of its values).
         let got_dx = gpu.read_back::<f32>((&dxb).into()).await?;
-        assert_close(&format!("rmsnorm dx {rows}x{d}"), &got_dx, &want_dx, 2e-5, 1e-5);
+        assert_close(
+            &format!("rmsnorm dx {rows}x{d}"),
+            &got_dx,
+            &want_dx,
+            2e-5,
+            1e-5,
+        );
         // dgain: R f32 additions, each rounding by 2^-24 of a partial sum that
         // is at most Σ|dy·x·r| of its column. Measured worst (R = 512):
         // 5.5e-6 absolute on lavapipe, 5.9e-6 on SwiftShader.
         let sum_abs = (0..d as usize)
-            .map(|i| (0..rows as usize).map(|r| (dy[r * d as usize + i] * c.x[r * d as usize + i]) as f64 * rrms[r]).map(f64::abs).sum::<f64>())
+            .map(|i| {
+                (0..rows as usize)
+                    .map(|r| (dy[r * d as usize + i] * c.x[r * d as usize + i]) as f64 * rrms[r])
+                    .map(f64::abs)
+                    .sum::<f64>()
+            })
             .fold(0.0, f64::max);
         let dgain = gpu.read_back::<f32>((&dgb).into()).await?;
-        assert_close(&format!("rmsnorm dgain {rows}x{d}"), &dgain, &want_dgain, rows as f64 * 2f64.powi(-24) * sum_abs, 2f64.powi(-23));
+        assert_close(
+            &format!("rmsnorm dgain {rows}x{d}"),
+            &dgain,
+            &want_dgain,
+            rows as f64 * 2f64.powi(-24) * sum_abs,
+            2f64.powi(-23),
+        );
 
         // deterministic: the same inputs give the same bits
         let again = gpu.upload("dgain", &dgain0)?;
-        let b2 = NormBackward { dgain: (&again).into(), ..b };
+        let b2 = NormBackward {
+            dgain: (&again).into(),
+            ..b
+        };
         let [a, p, f] = k.backward(gpu, c.shape, &b2)?;
         gpu.run(&[&a, &p, &f]).await?;
         let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
-        assert_eq!(bits(gpu.read_back((&again).into()).await?), bits(dgain), "dgain differs between runs");
+        assert_eq!(
+            bits(gpu.read_back((&again).into()).await?),
+            bits(dgain),
+            "dgain differs between runs"
+        );
     }
     Ok(())
 }

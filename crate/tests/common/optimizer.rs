@@ -1,15 +1,21 @@
 //! 12_optimizer.wgsl against reference/optimizer.rs.
 
 use half::f16;
-use webtrain::kernels::optimizer::{int8_scale_bytes, int8_state_bytes, partials_for};
 use webtrain::kernels::loss::LossTotals;
+use webtrain::kernels::optimizer::{int8_scale_bytes, int8_state_bytes, partials_for};
 use webtrain::kernels::{Adam8bitBuffers, AdamBuffers, AdamHyper, GradStats, Optimizer};
 use webtrain::reference::optimizer as reference;
 use webtrain::{Gpu, Result};
 
 use super::check::{assert_close, rng, uniform};
 
-const HYPER: AdamHyper = AdamHyper { lr: 3e-3, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.1 };
+const HYPER: AdamHyper = AdamHyper {
+    lr: 3e-3,
+    beta1: 0.9,
+    beta2: 0.95,
+    eps: 1e-8,
+    weight_decay: 0.1,
+};
 
 /// Gradients with some NaN and ±Inf among them.
 fn gradients(seed: u64, n: usize, scale: f32) -> Vec<f32> {
@@ -22,14 +28,35 @@ fn gradients(seed: u64, n: usize, scale: f32) -> Vec<f32> {
 
 /// A `LossTotals` {sum, mean, counted, out_of_range} with this mean.
 fn loss_totals(gpu: &Gpu, mean: f32) -> Result<wgpu::Buffer> {
-    gpu.upload("loss", &[LossTotals { sum: mean * 8.0, mean, counted: 8, out_of_range: 0 }])
+    gpu.upload(
+        "loss",
+        &[LossTotals {
+            sum: mean * 8.0,
+            mean,
+            counted: 8,
+            out_of_range: 0,
+        }],
+    )
 }
 
-async fn stats_of(gpu: &Gpu, k: &Optimizer, blocks: &[&wgpu::Buffer], sizes: &[u32], max_norm: f32) -> Result<GradStats> {
+async fn stats_of(
+    gpu: &Gpu,
+    k: &Optimizer,
+    blocks: &[&wgpu::Buffer],
+    sizes: &[u32],
+    max_norm: f32,
+) -> Result<GradStats> {
     stats_with_loss(gpu, k, blocks, sizes, max_norm, 2.5).await
 }
 
-async fn stats_with_loss(gpu: &Gpu, k: &Optimizer, blocks: &[&wgpu::Buffer], sizes: &[u32], max_norm: f32, loss: f32) -> Result<GradStats> {
+async fn stats_with_loss(
+    gpu: &Gpu,
+    k: &Optimizer,
+    blocks: &[&wgpu::Buffer],
+    sizes: &[u32],
+    max_norm: f32,
+    loss: f32,
+) -> Result<GradStats> {
     let total: u64 = sizes.iter().map(|&n| partials_for(n as u64)).sum();
     let partials = gpu.storage_buffer("partials", 8 * total)?;
     let stats = gpu.storage_buffer("stats", 16)?;
@@ -40,7 +67,14 @@ async fn stats_with_loss(gpu: &Gpu, k: &Optimizer, blocks: &[&wgpu::Buffer], siz
         dispatches.push(k.reduce_norm_sq(gpu, (*g).into(), n, (&partials).into(), offset)?);
         offset += partials_for(n as u64) as u32;
     }
-    dispatches.push(k.finalize(gpu, (&partials).into(), total as u32, max_norm, (&loss).into(), (&stats).into())?);
+    dispatches.push(k.finalize(
+        gpu,
+        (&partials).into(),
+        total as u32,
+        max_norm,
+        (&loss).into(),
+        (&stats).into(),
+    )?);
     gpu.run(&dispatches.iter().collect::<Vec<_>>()).await?;
     Ok(gpu.read_back::<GradStats>((&stats).into()).await?[0])
 }
@@ -52,7 +86,14 @@ pub async fn grad_stats_match_reference(gpu: &Gpu) -> Result<()> {
     let (ab, bb) = (gpu.upload("a", &a)?, gpu.upload("b", &b)?);
     let all: Vec<f32> = a.iter().chain(&b).copied().collect();
     for max_norm in [0.5f32, 1e9, 0.0] {
-        let s = stats_of(gpu, &k, &[&ab, &bb], &[a.len() as u32, b.len() as u32], max_norm).await?;
+        let s = stats_of(
+            gpu,
+            &k,
+            &[&ab, &bb],
+            &[a.len() as u32, b.len() as u32],
+            max_norm,
+        )
+        .await?;
         let (norm, clip, bad) = reference::grad_stats(&all, max_norm as f64);
         // fixed-order f32 sums of ~1e6 positive terms (16 per invocation, then
         // trees): measured relative error of the norm 3.8e-9 on lavapipe,
@@ -63,14 +104,30 @@ pub async fn grad_stats_match_reference(gpu: &Gpu) -> Result<()> {
         assert_eq!(s.skip, 0, "a finite loss and norm never skip");
     }
     for loss in [f32::NAN, f32::INFINITY] {
-        let s = stats_with_loss(gpu, &k, &[&ab, &bb], &[a.len() as u32, b.len() as u32], 0.5, loss).await?;
+        let s = stats_with_loss(
+            gpu,
+            &k,
+            &[&ab, &bb],
+            &[a.len() as u32, b.len() as u32],
+            0.5,
+            loss,
+        )
+        .await?;
         assert_eq!(s.skip, 1, "a loss of {loss} must skip the step");
     }
     let huge = gpu.upload("huge", &vec![1e30f32; 1000])?;
-    assert_eq!(stats_of(gpu, &k, &[&huge], &[1000], 1.0).await?.skip, 1, "an overflowing Σg² must skip the step");
+    assert_eq!(
+        stats_of(gpu, &k, &[&huge], &[1000], 1.0).await?.skip,
+        1,
+        "an overflowing Σg² must skip the step"
+    );
     let again = stats_of(gpu, &k, &[&ab, &bb], &[a.len() as u32, b.len() as u32], 0.5).await?;
     let once = stats_of(gpu, &k, &[&ab, &bb], &[a.len() as u32, b.len() as u32], 0.5).await?;
-    assert_eq!(again.norm.to_bits(), once.norm.to_bits(), "the norm must be bit-identical run to run");
+    assert_eq!(
+        again.norm.to_bits(),
+        once.norm.to_bits(),
+        "the norm must be bit-identical run to run"
+    );
     Ok(())
 }
 
@@ -80,13 +137,29 @@ pub async fn grad_stats_match_reference(gpu: &Gpu) -> Result<()> {
 pub async fn adamw_matches_reference(gpu: &Gpu) -> Result<()> {
     let k = Optimizer::new(gpu).await?;
     let step = k.step_buffer(gpu);
-    for (n, decays, with_mirror) in [(100_003usize, true, false), (4_097, false, true), (1, true, true)] {
+    for (n, decays, with_mirror) in [
+        (100_003usize, true, false),
+        (4_097, false, true),
+        (1, true, true),
+    ] {
         let w0 = uniform(&mut rng(72), n, -0.5, 0.5);
-        let (wb, mb, vb) = (gpu.upload("w", &w0)?, gpu.storage_buffer("m", 4 * n as u64)?, gpu.storage_buffer("v", 4 * n as u64)?);
+        let (wb, mb, vb) = (
+            gpu.upload("w", &w0)?,
+            gpu.storage_buffer("m", 4 * n as u64)?,
+            gpu.storage_buffer("v", 4 * n as u64)?,
+        );
         let mirror = gpu.storage_buffer("mirror", webtrain::gpu::f16_bytes(n as u64))?;
-        let (mut w, mut m, mut v) = (w0.iter().map(|&x| x as f64).collect::<Vec<_>>(), vec![0.0; n], vec![0.0; n]);
+        let (mut w, mut m, mut v) = (
+            w0.iter().map(|&x| x as f64).collect::<Vec<_>>(),
+            vec![0.0; n],
+            vec![0.0; n],
+        );
         for t in 1..=3u32 {
-            let g = if n > 10 { gradients(73 + t as u64, n, 0.05) } else { vec![0.02] };
+            let g = if n > 10 {
+                gradients(73 + t as u64, n, 0.05)
+            } else {
+                vec![0.02]
+            };
             let gb = gpu.upload("g", &g)?;
             // GradStats {norm, clip_scale 0.5, nonfinite 0, skip 0}, as finalize would write it
             let stats = gpu.upload("stats", &[0.0f32, 0.5, 0.0, 0.0])?;
@@ -98,7 +171,16 @@ pub async fn adamw_matches_reference(gpu: &Gpu) -> Result<()> {
                 moment2: (&vb).into(),
                 mirror: with_mirror.then(|| (&mirror).into()),
             };
-            gpu.run(&[&k.update(gpu, &HYPER, decays, n as u32, &step, (&stats).into(), &buffers)?]).await?;
+            gpu.run(&[&k.update(
+                gpu,
+                &HYPER,
+                decays,
+                n as u32,
+                &step,
+                (&stats).into(),
+                &buffers,
+            )?])
+            .await?;
             reference::adamw(&HYPER, t, decays, 0.5, &mut w, &g, &mut m, &mut v);
             let got: Vec<f32> = gpu.read_back((&wb).into()).await?;
             // m and v mix terms up to |clip·g| = 0.025 and its square; a sum
@@ -107,9 +189,27 @@ pub async fn adamw_matches_reference(gpu: &Gpu) -> Result<()> {
             // step (2 ulp of |w|) plus the update's own error (~lr·1e-6).
             // Measured worst after 3 steps (|w| <= 0.5): w 1.4e-7, m 1.9e-9,
             // v 2.6e-11 on lavapipe; 1.25e-7, 2.0e-9, 2.6e-11 on SwiftShader.
-            assert_close(&format!("adamw n={n} t={t} weights"), &got, &w, 5e-8, 2.4e-7);
-            assert_close(&format!("adamw n={n} t={t} m"), &gpu.read_back::<f32>((&mb).into()).await?, &m, 1.2e-8, 2.4e-7);
-            assert_close(&format!("adamw n={n} t={t} v"), &gpu.read_back::<f32>((&vb).into()).await?, &v, 3e-10, 2.4e-7);
+            assert_close(
+                &format!("adamw n={n} t={t} weights"),
+                &got,
+                &w,
+                5e-8,
+                2.4e-7,
+            );
+            assert_close(
+                &format!("adamw n={n} t={t} m"),
+                &gpu.read_back::<f32>((&mb).into()).await?,
+                &m,
+                1.2e-8,
+                2.4e-7,
+            );
+            assert_close(
+                &format!("adamw n={n} t={t} v"),
+                &gpu.read_back::<f32>((&vb).into()).await?,
+                &v,
+                3e-10,
+                2.4e-7,
+            );
             zeroed_and_mirrored(gpu, &gb, with_mirror.then_some(&mirror), &got, t).await?;
         }
     }
@@ -118,12 +218,34 @@ pub async fn adamw_matches_reference(gpu: &Gpu) -> Result<()> {
 
 /// The update zeroed the gradients and, with a mirror, wrote the cast of
 /// the new master weights `got` into it, bit for bit.
-async fn zeroed_and_mirrored(gpu: &Gpu, grads: &wgpu::Buffer, mirror: Option<&wgpu::Buffer>, got: &[f32], t: u32) -> Result<()> {
-    assert!(gpu.read_back::<f32>(grads.into()).await?.iter().all(|&x| x == 0.0), "gradients must be zeroed");
+async fn zeroed_and_mirrored(
+    gpu: &Gpu,
+    grads: &wgpu::Buffer,
+    mirror: Option<&wgpu::Buffer>,
+    got: &[f32],
+    t: u32,
+) -> Result<()> {
+    assert!(
+        gpu.read_back::<f32>(grads.into())
+            .await?
+            .iter()
+            .all(|&x| x == 0.0),
+        "gradients must be zeroed"
+    );
     if let Some(mirror) = mirror {
         let halves: Vec<f16> = gpu.read_back(mirror.into()).await?;
-        let cast: Vec<u16> = got.iter().map(|&x| webtrain::reference::cast::f32_to_f16(x).to_bits()).collect();
-        assert_eq!(halves[..got.len()].iter().map(|h| h.to_bits()).collect::<Vec<_>>(), cast, "mirror of step {t}");
+        let cast: Vec<u16> = got
+            .iter()
+            .map(|&x| webtrain::reference::cast::f32_to_f16(x).to_bits())
+            .collect();
+        assert_eq!(
+            halves[..got.len()]
+                .iter()
+                .map(|h| h.to_bits())
+                .collect::<Vec<_>>(),
+            cast,
+            "mirror of step {t}"
+        );
     }
     Ok(())
 }
@@ -135,17 +257,61 @@ pub async fn adamw_skipped_step_changes_nothing_but_gradients(gpu: &Gpu) -> Resu
     let step = k.step_buffer(gpu);
     k.write_step(gpu, &step, &HYPER, 4)?;
     let n = 1001;
-    let (w, m, v) = (uniform(&mut rng(80), n, -0.5, 0.5), uniform(&mut rng(81), n, -0.1, 0.1), uniform(&mut rng(82), n, 0.0, 0.1));
-    let (wb, gb, mb, vb) = (gpu.upload("w", &w)?, gpu.upload("g", &gradients(83, n, 0.1))?, gpu.upload("m", &m)?, gpu.upload("v", &v)?);
+    let (w, m, v) = (
+        uniform(&mut rng(80), n, -0.5, 0.5),
+        uniform(&mut rng(81), n, -0.1, 0.1),
+        uniform(&mut rng(82), n, 0.0, 0.1),
+    );
+    let (wb, gb, mb, vb) = (
+        gpu.upload("w", &w)?,
+        gpu.upload("g", &gradients(83, n, 0.1))?,
+        gpu.upload("m", &m)?,
+        gpu.upload("v", &v)?,
+    );
     let mirror = gpu.upload("mirror", &vec![0x3c00_3c00u32; n.div_ceil(2)])?; // halves of 1.0
-    let stats = gpu.upload("stats", &[GradStats { norm: f32::NAN, clip_scale: 1.0, nonfinite: 0, skip: 1 }])?;
-    let buffers = AdamBuffers { weights: (&wb).into(), grads: (&gb).into(), moment1: (&mb).into(), moment2: (&vb).into(), mirror: Some((&mirror).into()) };
-    gpu.run(&[&k.update(gpu, &HYPER, true, n as u32, &step, (&stats).into(), &buffers)?]).await?;
+    let stats = gpu.upload(
+        "stats",
+        &[GradStats {
+            norm: f32::NAN,
+            clip_scale: 1.0,
+            nonfinite: 0,
+            skip: 1,
+        }],
+    )?;
+    let buffers = AdamBuffers {
+        weights: (&wb).into(),
+        grads: (&gb).into(),
+        moment1: (&mb).into(),
+        moment2: (&vb).into(),
+        mirror: Some((&mirror).into()),
+    };
+    gpu.run(&[&k.update(
+        gpu,
+        &HYPER,
+        true,
+        n as u32,
+        &step,
+        (&stats).into(),
+        &buffers,
+    )?])
+    .await?;
     super::check::assert_identical("weights", &gpu.read_back::<f32>((&wb).into()).await?, &w);
     super::check::assert_identical("m", &gpu.read_back::<f32>((&mb).into()).await?, &m);
     super::check::assert_identical("v", &gpu.read_back::<f32>((&vb).into()).await?, &v);
-    assert!(gpu.read_back::<u32>((&mirror).into()).await?.iter().all(|&h| h == 0x3c00_3c00), "mirror untouched");
-    assert!(gpu.read_back::<f32>((&gb).into()).await?.iter().all(|&x| x == 0.0), "gradients zeroed");
+    assert!(
+        gpu.read_back::<u32>((&mirror).into())
+            .await?
+            .iter()
+            .all(|&h| h == 0x3c00_3c00),
+        "mirror untouched"
+    );
+    assert!(
+        gpu.read_back::<f32>((&gb).into())
+            .await?
+            .iter()
+            .all(|&x| x == 0.0),
+        "gradients zeroed"
+    );
     Ok(())
 }
 
@@ -153,7 +319,11 @@ pub async fn adamw_skipped_step_changes_nothing_but_gradients(gpu: &Gpu) -> Resu
 /// (so the dynamic codes' lower decades are used), NaN and ±Inf among them.
 fn spread_gradients(seed: u64, n: usize) -> Vec<f32> {
     let decades = uniform(&mut rng(seed + 1000), n, -4.0, 0.0);
-    gradients(seed, n, 0.05).iter().zip(decades).map(|(&g, d)| g * 10f32.powf(d)).collect()
+    gradients(seed, n, 0.05)
+        .iter()
+        .zip(decades)
+        .map(|(&g, d)| g * 10f32.powf(d))
+        .collect()
 }
 
 /// Asserts identical packed codes, naming the first element that differs.
@@ -163,7 +333,13 @@ fn assert_codes(what: &str, got: &[u32], want: &[u32]) {
     let (got, want) = (bytes(got), bytes(want));
     let bad: Vec<usize> = (0..got.len()).filter(|&i| got[i] != want[i]).collect();
     if let Some(&i) = bad.first() {
-        panic!("{what}: element {i}: byte {} want {}; {} of {} differ", got[i], want[i], bad.len(), got.len());
+        panic!(
+            "{what}: element {i}: byte {} want {}; {} of {} differ",
+            got[i],
+            want[i],
+            bad.len(),
+            got.len()
+        );
     }
 }
 
@@ -176,19 +352,41 @@ fn assert_codes(what: &str, got: &[u32], want: &[u32]) {
 pub async fn adamw_8bit_matches_reference(gpu: &Gpu) -> Result<()> {
     let k = Optimizer::new(gpu).await?;
     let step = k.step_buffer(gpu);
-    for (n, decays, with_mirror, clip) in [(100_003usize, true, false, 0.5f32), (4_097, false, true, 1.0), (1, true, true, 0.5)] {
+    for (n, decays, with_mirror, clip) in [
+        (100_003usize, true, false, 0.5f32),
+        (4_097, false, true, 1.0),
+        (1, true, true, 0.5),
+    ] {
         let w0 = uniform(&mut rng(90), n, -0.5, 0.5);
         let wb = gpu.upload("w", &w0)?;
         let (state_bytes, scale_bytes) = (int8_state_bytes(n as u64), int8_scale_bytes(n as u64));
-        let (mq, vq) = (gpu.storage_buffer("m codes", state_bytes)?, gpu.storage_buffer("v codes", state_bytes)?);
-        let (ms, vs) = (gpu.storage_buffer("m scales", scale_bytes)?, gpu.storage_buffer("v scales", scale_bytes)?);
+        let (mq, vq) = (
+            gpu.storage_buffer("m codes", state_bytes)?,
+            gpu.storage_buffer("v codes", state_bytes)?,
+        );
+        let (ms, vs) = (
+            gpu.storage_buffer("m scales", scale_bytes)?,
+            gpu.storage_buffer("v scales", scale_bytes)?,
+        );
         let mirror = gpu.storage_buffer("mirror", webtrain::gpu::f16_bytes(n as u64))?;
         let mut w: Vec<f64> = w0.iter().map(|&x| x as f64).collect();
         let mut state = reference::Adam8bitState::new(n, reference::Int8Maps::dynamic());
         for t in 1..=3u32 {
-            let g = if n > 10 { spread_gradients(91 + t as u64, n) } else { vec![0.02] };
+            let g = if n > 10 {
+                spread_gradients(91 + t as u64, n)
+            } else {
+                vec![0.02]
+            };
             let gb = gpu.upload("g", &g)?;
-            let stats = gpu.upload("stats", &[GradStats { norm: 0.0, clip_scale: clip, nonfinite: 0, skip: 0 }])?;
+            let stats = gpu.upload(
+                "stats",
+                &[GradStats {
+                    norm: 0.0,
+                    clip_scale: clip,
+                    nonfinite: 0,
+                    skip: 0,
+                }],
+            )?;
             k.write_step(gpu, &step, &HYPER, t)?;
             let buffers = Adam8bitBuffers {
                 weights: (&wb).into(),
@@ -199,13 +397,48 @@ pub async fn adamw_8bit_matches_reference(gpu: &Gpu) -> Result<()> {
                 v_scales: (&vs).into(),
                 mirror: with_mirror.then(|| (&mirror).into()),
             };
-            gpu.run(&[&k.update_8bit(gpu, &HYPER, decays, n as u32, &step, (&stats).into(), &buffers)?]).await?;
+            gpu.run(&[&k.update_8bit(
+                gpu,
+                &HYPER,
+                decays,
+                n as u32,
+                &step,
+                (&stats).into(),
+                &buffers,
+            )?])
+            .await?;
             reference::adamw_8bit(&HYPER, t, decays, clip, &mut w, &g, &mut state);
             let what = |x: &str| format!("adamw_8bit n={n} t={t} {x}");
-            assert_codes(&what("m codes"), &gpu.read_back::<u32>((&mq).into()).await?, &state.m);
-            assert_codes(&what("v codes"), &gpu.read_back::<u32>((&vq).into()).await?, &state.v);
-            super::check::assert_identical(&what("m scales"), &gpu.read_back::<f32>((&ms).into()).await?, &state.m_scales);
-            super::check::assert_identical(&what("v scales"), &gpu.read_back::<f32>((&vs).into()).await?, &state.v_scales);
+            assert_codes(
+                &what("m codes"),
+                &gpu.read_back::<u32>((&mq).into()).await?,
+                &state.m,
+            );
+            assert_codes(
+                &what("v codes"),
+                &gpu.read_back::<u32>((&vq).into()).await?,
+                &state.v,
+            );
+            // A scale is its block's largest new moment. A compiler may fuse
+            // the products and sums of v = β2·v + (1−β2)·g·g (g = raw·clip)
+            // into fewer roundings, as WGSL allows. Measured: identical on
+            // lavapipe and SwiftShader; on NVIDIA's Vulkan driver 154 of 391
+            // v scales differ, by at most 2 ulp, with every code identical.
+            let two_ulp = 2f64.powi(-22);
+            assert_close(
+                &what("m scales"),
+                &gpu.read_back::<f32>((&ms).into()).await?,
+                &state.m_scales,
+                0.0,
+                two_ulp,
+            );
+            assert_close(
+                &what("v scales"),
+                &gpu.read_back::<f32>((&vs).into()).await?,
+                &state.v_scales,
+                0.0,
+                two_ulp,
+            );
             // the same m and v as the reference: only the update's f32
             // evaluation (sqrt, two divisions: not correctly rounded in
             // WGSL) and the master's rounding differ, as for adamw_update.
@@ -227,13 +460,37 @@ pub async fn adamw_8bit_skipped_step_changes_nothing_but_gradients(gpu: &Gpu) ->
     k.write_step(gpu, &step, &HYPER, 4)?;
     let n = 1001;
     let w = uniform(&mut rng(95), n, -0.5, 0.5);
-    let codes = |seed| uniform(&mut rng(seed), n.div_ceil(4), 0.0, 4.0e9).iter().map(|&x| x as u32).collect::<Vec<u32>>();
+    let codes = |seed| {
+        uniform(&mut rng(seed), n.div_ceil(4), 0.0, 4.0e9)
+            .iter()
+            .map(|&x| x as u32)
+            .collect::<Vec<u32>>()
+    };
     let (m, v) = (codes(96), codes(97));
-    let (m_scales, v_scales) = (uniform(&mut rng(98), n.div_ceil(256), 0.01, 0.1), uniform(&mut rng(99), n.div_ceil(256), 1e-4, 1e-3));
-    let (wb, gb) = (gpu.upload("w", &w)?, gpu.upload("g", &gradients(100, n, 0.1))?);
-    let (mq, vq, ms, vs) = (gpu.upload("m", &m)?, gpu.upload("v", &v)?, gpu.upload("ms", &m_scales)?, gpu.upload("vs", &v_scales)?);
+    let (m_scales, v_scales) = (
+        uniform(&mut rng(98), n.div_ceil(256), 0.01, 0.1),
+        uniform(&mut rng(99), n.div_ceil(256), 1e-4, 1e-3),
+    );
+    let (wb, gb) = (
+        gpu.upload("w", &w)?,
+        gpu.upload("g", &gradients(100, n, 0.1))?,
+    );
+    let (mq, vq, ms, vs) = (
+        gpu.upload("m", &m)?,
+        gpu.upload("v", &v)?,
+        gpu.upload("ms", &m_scales)?,
+        gpu.upload("vs", &v_scales)?,
+    );
     let mirror = gpu.upload("mirror", &vec![0x3c00_3c00u32; n.div_ceil(2)])?; // halves of 1.0
-    let stats = gpu.upload("stats", &[GradStats { norm: f32::NAN, clip_scale: 1.0, nonfinite: 0, skip: 1 }])?;
+    let stats = gpu.upload(
+        "stats",
+        &[GradStats {
+            norm: f32::NAN,
+            clip_scale: 1.0,
+            nonfinite: 0,
+            skip: 1,
+        }],
+    )?;
     let buffers = Adam8bitBuffers {
         weights: (&wb).into(),
         grads: (&gb).into(),
@@ -243,13 +500,42 @@ pub async fn adamw_8bit_skipped_step_changes_nothing_but_gradients(gpu: &Gpu) ->
         v_scales: (&vs).into(),
         mirror: Some((&mirror).into()),
     };
-    gpu.run(&[&k.update_8bit(gpu, &HYPER, true, n as u32, &step, (&stats).into(), &buffers)?]).await?;
+    gpu.run(&[&k.update_8bit(
+        gpu,
+        &HYPER,
+        true,
+        n as u32,
+        &step,
+        (&stats).into(),
+        &buffers,
+    )?])
+    .await?;
     super::check::assert_identical("weights", &gpu.read_back::<f32>((&wb).into()).await?, &w);
     assert_codes("m codes", &gpu.read_back::<u32>((&mq).into()).await?, &m);
     assert_codes("v codes", &gpu.read_back::<u32>((&vq).into()).await?, &v);
-    super::check::assert_identical("m scales", &gpu.read_back::<f32>((&ms).into()).await?, &m_scales);
-    super::check::assert_identical("v scales", &gpu.read_back::<f32>((&vs).into()).await?, &v_scales);
-    assert!(gpu.read_back::<u32>((&mirror).into()).await?.iter().all(|&h| h == 0x3c00_3c00), "mirror untouched");
-    assert!(gpu.read_back::<f32>((&gb).into()).await?.iter().all(|&x| x == 0.0), "gradients zeroed");
+    super::check::assert_identical(
+        "m scales",
+        &gpu.read_back::<f32>((&ms).into()).await?,
+        &m_scales,
+    );
+    super::check::assert_identical(
+        "v scales",
+        &gpu.read_back::<f32>((&vs).into()).await?,
+        &v_scales,
+    );
+    assert!(
+        gpu.read_back::<u32>((&mirror).into())
+            .await?
+            .iter()
+            .all(|&h| h == 0x3c00_3c00),
+        "mirror untouched"
+    );
+    assert!(
+        gpu.read_back::<f32>((&gb).into())
+            .await?
+            .iter()
+            .all(|&x| x == 0.0),
+        "gradients zeroed"
+    );
     Ok(())
 }

@@ -25,9 +25,21 @@ macro_rules! fixture {
     ($name:literal) => {
         Fixture {
             name: $name,
-            config: include_str!(concat!("../../../tests/parity/fixtures/", $name, "/config.json")),
-            weights: include_bytes!(concat!("../../../tests/parity/fixtures/", $name, "/model.safetensors")),
-            expected: include_bytes!(concat!("../../../tests/parity/fixtures/", $name, "/expected.safetensors")),
+            config: include_str!(concat!(
+                "../../../tests/parity/fixtures/",
+                $name,
+                "/config.json"
+            )),
+            weights: include_bytes!(concat!(
+                "../../../tests/parity/fixtures/",
+                $name,
+                "/model.safetensors"
+            )),
+            expected: include_bytes!(concat!(
+                "../../../tests/parity/fixtures/",
+                $name,
+                "/expected.safetensors"
+            )),
         }
     };
 }
@@ -43,18 +55,38 @@ struct Expected {
 
 fn expected(bytes: &[u8]) -> Expected {
     let (_, header) = safetensors::SafeTensors::read_metadata(bytes).unwrap();
-    let meta: std::collections::HashMap<String, String> = header.metadata().clone().unwrap_or_default().into_iter().collect();
+    let meta: std::collections::HashMap<String, String> = header
+        .metadata()
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
     let st = safetensors::SafeTensors::deserialize(bytes).unwrap();
     let (mut tensors, mut ids, mut ids_shape) = (std::collections::HashMap::new(), vec![], vec![]);
     for (name, view) in st.iter() {
         if name == "input_ids" {
-            ids = view.data().chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap()) as u32).collect();
+            ids = view
+                .data()
+                .chunks_exact(8)
+                .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as u32)
+                .collect();
             ids_shape = view.shape().to_vec();
         } else {
-            tensors.insert(name.to_string(), view.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64).collect());
+            tensors.insert(
+                name.to_string(),
+                view.data()
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64)
+                    .collect(),
+            );
         }
     }
-    Expected { tensors, ids, ids_shape, meta }
+    Expected {
+        tensors,
+        ids,
+        ids_shape,
+        meta,
+    }
 }
 
 impl Expected {
@@ -65,8 +97,21 @@ impl Expected {
     /// webtrain's batch: ids[:, :T] predicting ids[:, 1:].
     fn batch(&self) -> (BatchShape, Batch) {
         let (b, t1) = (self.ids_shape[0], self.ids_shape[1]);
-        let rows = |skip: usize| (0..b).flat_map(|r| self.ids[r * t1 + skip..r * t1 + skip + t1 - 1].to_vec()).collect::<Vec<u32>>();
-        (BatchShape { batch: b as u32, seq: (t1 - 1) as u32 }, Batch { inputs: rows(0), targets: rows(1) })
+        let rows = |skip: usize| {
+            (0..b)
+                .flat_map(|r| self.ids[r * t1 + skip..r * t1 + skip + t1 - 1].to_vec())
+                .collect::<Vec<u32>>()
+        };
+        (
+            BatchShape {
+                batch: b as u32,
+                seq: (t1 - 1) as u32,
+            },
+            Batch {
+                inputs: rows(0),
+                targets: rows(1),
+            },
+        )
     }
 }
 
@@ -79,18 +124,35 @@ struct Bounds {
 }
 
 // Measured on lavapipe: logits 6.1e-7, loss 2.3e-7, gradients ≤ 2e-6.
-const FP32: Bounds = Bounds { logits: 5e-6, loss: 2e-6, grads: 2e-5 };
+const FP32: Bounds = Bounds {
+    logits: 5e-6,
+    loss: 2e-6,
+    grads: 2e-5,
+};
 // f16 mode rounds every weight a matmul reads to f16 (11 significant bits)
 // while torch stays in f32, so the outputs carry f16's relative error
 // through the layers. Measured: logits 1.2e-3, loss 4.4e-5, gradients
 // ≤ 3.2e-3 (k_proj).
-const F16: Bounds = Bounds { logits: 5e-3, loss: 5e-4, grads: 1e-2 };
+const F16: Bounds = Bounds {
+    logits: 5e-3,
+    loss: 5e-4,
+    grads: 1e-2,
+};
 
 /// Two f32 roundings of a weight below 0.6 in magnitude (ulp 6e-8).
 const WEIGHT_ROUNDING: f64 = 1.2e-7;
 
-async fn matches_pytorch(gpu: &Gpu, f: &Fixture, precision: Precision, bounds: &Bounds) -> Result<()> {
-    let files = HfFiles { config_json: f.config.to_string(), weights: vec![f.weights.to_vec()], ..Default::default() };
+async fn matches_pytorch(
+    gpu: &Gpu,
+    f: &Fixture,
+    precision: Precision,
+    bounds: &Bounds,
+) -> Result<()> {
+    let files = HfFiles {
+        config_json: f.config.to_string(),
+        weights: vec![f.weights.to_vec()],
+        ..Default::default()
+    };
     let hf = HfModel::import(&files)?;
     let want = expected(f.expected);
     let (shape, batch) = want.batch();
@@ -99,12 +161,29 @@ async fn matches_pytorch(gpu: &Gpu, f: &Fixture, precision: Precision, bounds: &
     // forward and backward
     let k = Kernels::new(gpu).await?;
     let model = Model::new(gpu, &k, hf.config.clone(), shape, precision, &hf.weights)?;
-    let (logits, loss, grads) = super::model::run_step(gpu, &k, &model, &batch.inputs, &batch.targets).await?;
-    assert_close_to_scale(&what("logits"), &logits, &want.tensors["logits"], bounds.logits);
-    assert_close(&what("loss"), &[loss], &want.tensors["loss"], 0.0, bounds.loss);
+    let (logits, loss, grads) =
+        super::model::run_step(gpu, &k, &model, &batch.inputs, &batch.targets).await?;
+    assert_close_to_scale(
+        &what("logits"),
+        &logits,
+        &want.tensors["logits"],
+        bounds.logits,
+    );
+    assert_close(
+        &what("loss"),
+        &[loss],
+        &want.tensors["loss"],
+        0.0,
+        bounds.loss,
+    );
     let layout = ParamLayout::new(&hf.config);
     for p in parts(&hf.config, &layout) {
-        assert_close_to_scale(&what(&format!("grad {}", p.name)), &grads[p.range(&layout)], &want.tensors[&format!("grad.{}", p.name)], bounds.grads);
+        assert_close_to_scale(
+            &what(&format!("grad {}", p.name)),
+            &grads[p.range(&layout)],
+            &want.tensors[&format!("grad.{}", p.name)],
+            bounds.grads,
+        );
     }
 
     // one clipped AdamW step from the same weights
@@ -117,21 +196,45 @@ async fn matches_pytorch(gpu: &Gpu, f: &Fixture, precision: Precision, bounds: &
         weight_decay: want.hyper("weight_decay"),
         max_grad_norm: want.hyper("max_norm") as f32,
     };
-    let config = TrainConfig { model: hf.config.clone(), shape, precision, optim, seed: 0 };
+    let config = TrainConfig {
+        model: hf.config.clone(),
+        shape,
+        precision,
+        optim,
+        seed: 0,
+    };
     let mut trainer = Trainer::with_weights(gpu, config, &hf.weights).await?;
     trainer.step(&batch).await?;
     let stats = trainer.flush().await?;
     let norm: f64 = want.meta["grad_norm"].parse().unwrap();
-    assert_close(&what("grad norm"), &[stats.last().unwrap().grad_norm], &[norm], 0.0, bounds.grads);
+    assert_close(
+        &what("grad norm"),
+        &[stats.last().unwrap().grad_norm],
+        &[norm],
+        0.0,
+        bounds.grads,
+    );
     let after = trainer.model.read_weights(gpu).await?;
     // The moments carry the clip: m = (1 − β1)·g̃ and v = (1 − β2)·g̃², g̃
     // the clipped gradient, so they have the gradients' relative error
     // (v twice it). Measured: m 1.6e-6 (fp32), 3.2e-3 (f16); v 2.4e-6,
     // 3.5e-3.
-    let HostState::Fp32 { m, v } = trainer.adam.read_state(gpu).await? else { unreachable!("f32 state") };
+    let HostState::Fp32 { m, v } = trainer.adam.read_state(gpu).await? else {
+        unreachable!("f32 state")
+    };
     for p in parts(&hf.config, &layout) {
-        assert_close_to_scale(&what(&format!("m of {}", p.name)), &m[p.range(&layout)], &want.tensors[&format!("m.{}", p.name)], bounds.grads);
-        assert_close_to_scale(&what(&format!("v of {}", p.name)), &v[p.range(&layout)], &want.tensors[&format!("v.{}", p.name)], 2.0 * bounds.grads);
+        assert_close_to_scale(
+            &what(&format!("m of {}", p.name)),
+            &m[p.range(&layout)],
+            &want.tensors[&format!("m.{}", p.name)],
+            bounds.grads,
+        );
+        assert_close_to_scale(
+            &what(&format!("v of {}", p.name)),
+            &v[p.range(&layout)],
+            &want.tensors[&format!("v.{}", p.name)],
+            2.0 * bounds.grads,
+        );
     }
     // The first step moves w by lr·u(g̃), u(x) = x / (|x| + eps), which the
     // clip does not change: ±lr where |g̃| ≫ eps, but steep near 0, where
@@ -144,11 +247,19 @@ async fn matches_pytorch(gpu: &Gpu, f: &Fixture, precision: Precision, bounds: &
     for p in parts(&hf.config, &layout) {
         let g = &want.tensors[&format!("grad.{}", p.name)];
         let delta = bounds.grads * clip * g.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-        let bound: Vec<f64> = g.iter().map(|&gi| {
-            let x = clip * gi;
-            lr * (u(x + delta) - u(x)).abs().max((u(x - delta) - u(x)).abs()) + WEIGHT_ROUNDING
-        }).collect();
-        assert_within(&what(&format!("{} after the step", p.name)), &after[p.range(&layout)], &want.tensors[&format!("after.{}", p.name)], &bound);
+        let bound: Vec<f64> = g
+            .iter()
+            .map(|&gi| {
+                let x = clip * gi;
+                lr * (u(x + delta) - u(x)).abs().max((u(x - delta) - u(x)).abs()) + WEIGHT_ROUNDING
+            })
+            .collect();
+        assert_within(
+            &what(&format!("{} after the step", p.name)),
+            &after[p.range(&layout)],
+            &want.tensors[&format!("after.{}", p.name)],
+            &bound,
+        );
     }
     Ok(())
 }

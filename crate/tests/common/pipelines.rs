@@ -1,16 +1,29 @@
 //! The shader registry and pipeline builder, on a real device.
 
-use webtrain::gpu::{build_kernels, KernelDesc, Slot};
-use webtrain::shaders::{ShaderFile, KERNEL_MODULES};
+use webtrain::gpu::{KernelDesc, Slot, build_kernels};
+use webtrain::shaders::{KERNEL_MODULES, ShaderFile};
 use webtrain::{Error, Gpu, Result};
 
 /// A kernel that does not compile is an error naming the file and line.
 pub async fn broken_kernel_is_a_located_error(gpu: &Gpu) -> Result<()> {
-    let broken = ShaderFile { name: "99_broken", source: "// ok\nfn oops() -> f32 { return undefined_thing; }\n" };
-    let desc = KernelDesc { entry: "oops", slots: &[Slot::Uniform(0)] };
+    let broken = ShaderFile {
+        name: "99_broken",
+        source: "// ok\nfn oops() -> f32 { return undefined_thing; }\n",
+    };
+    let desc = KernelDesc {
+        entry: "oops",
+        slots: &[Slot::Uniform(0)],
+    };
     match build_kernels(gpu, broken, [desc]).await {
-        Err(Error::Shader { kernel: "99_broken", message, .. }) => {
-            assert!(message.contains("shaders/99_broken.wgsl:2"), "message does not locate the line: {message}");
+        Err(Error::Shader {
+            kernel: "99_broken",
+            message,
+            ..
+        }) => {
+            assert!(
+                message.contains("shaders/99_broken.wgsl:2"),
+                "message does not locate the line: {message}"
+            );
         }
         Err(e) => panic!("wrong error: {e}"),
         Ok(_) => panic!("a broken kernel compiled"),
@@ -36,7 +49,11 @@ pub async fn lost_device_is_reported(_shared: &Gpu) -> Result<()> {
     gpu.device.destroy();
     let read = gpu.read_back::<f32>((&y).into()).await;
     let run = gpu.run(&[&fill]).await;
-    assert!(read.is_err() && run.is_err(), "work on a destroyed device must fail: {read:?} {:?}", run.as_ref().err());
+    assert!(
+        read.is_err() && run.is_err(),
+        "work on a destroyed device must fail: {read:?} {:?}",
+        run.as_ref().err()
+    );
     let reason = gpu.lost_reason();
     assert!(reason.is_some(), "the loss was not observed");
     match gpu.check_health() {
@@ -49,13 +66,19 @@ pub async fn lost_device_is_reported(_shared: &Gpu) -> Result<()> {
 /// Timestamp timing returns a positive, finite time for real work.
 pub async fn timestamps_time_dispatches(gpu: &Gpu) -> Result<()> {
     if !gpu.caps.timestamps {
-        return Err(Error::Unsupported(format!("{:?} lacks timestamp queries, which both CI adapters have", gpu.info.name)));
+        return Err(Error::Unsupported(format!(
+            "{:?} lacks timestamp queries, which both CI adapters have",
+            gpu.info.name
+        )));
     }
     let k = webtrain::kernels::Infrastructure::new(gpu).await?;
     let n = 1 << 22;
     let y = gpu.storage_buffer("y", 4 * n as u64)?;
     let fill = k.fill(gpu, (&y).into(), n, 2.0)?;
     let secs = gpu.time_dispatches(&[&fill], 10).await?;
-    assert!(secs.is_finite() && secs > 0.0, "time per fill of 16 MiB: {secs} s");
+    assert!(
+        secs.is_finite() && secs > 0.0,
+        "time per fill of 16 MiB: {secs} s"
+    );
     Ok(())
 }

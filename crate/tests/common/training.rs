@@ -18,15 +18,33 @@ use webtrain::train::synthetic::markov_tokens;
 const STEPS: u32 = 20;
 
 fn config(precision: Precision, state: OptimState) -> Result<TrainConfig> {
-    let optim = OptimConfig { state, schedule: LrSchedule { peak: 3e-3, warmup: 5, total: STEPS, min_ratio: 0.1 }, ..OptimConfig::default() };
-    Ok(TrainConfig { model: Config::preset("tiny")?, shape: SHAPE, precision, optim, seed: 7 })
+    let optim = OptimConfig {
+        state,
+        schedule: LrSchedule {
+            peak: 3e-3,
+            warmup: 5,
+            total: STEPS,
+            min_ratio: 0.1,
+        },
+        ..OptimConfig::default()
+    };
+    Ok(TrainConfig {
+        model: Config::preset("tiny")?,
+        shape: SHAPE,
+        precision,
+        optim,
+        seed: 7,
+    })
 }
 
 /// Next-token pairs from a Markov chain: something to learn in 20 steps.
 fn batch(step: u32, shape: BatchShape, vocab: u32) -> Batch {
     let n = shape.rows() as usize;
     let stream = markov_tokens(vocab, n + 1, 100 + step as u64);
-    Batch { inputs: stream[..n].to_vec(), targets: stream[1..].to_vec() }
+    Batch {
+        inputs: stream[..n].to_vec(),
+        targets: stream[1..].to_vec(),
+    }
 }
 
 /// Trains `STEPS` steps; returns every step's stats and the final weights.
@@ -38,7 +56,11 @@ async fn train(gpu: &Gpu, c: TrainConfig, weights: &[f32]) -> Result<(Vec<StepSt
         stats.extend(t.step(&batch(step, c.shape, vocab)).await?);
     }
     stats.extend(t.flush().await?);
-    assert_eq!(stats.iter().map(|s| s.step).collect::<Vec<_>>(), (1..=STEPS).collect::<Vec<_>>(), "every step reported once, in order");
+    assert_eq!(
+        stats.iter().map(|s| s.step).collect::<Vec<_>>(),
+        (1..=STEPS).collect::<Vec<_>>(),
+        "every step reported once, in order"
+    );
     Ok((stats, t.model.read_weights(gpu).await?))
 }
 
@@ -49,12 +71,23 @@ fn train_reference(c: &TrainConfig, weights: &[f32]) -> (Vec<f64>, Vec<f64>) {
     let mut w: Vec<f64> = weights.iter().map(|&x| x as f64).collect();
     let (mut m, mut v) = (vec![0.0; w.len()], vec![0.0; w.len()]);
     let blocks = [(layout.decay, true), (layout.no_decay, false)];
-    let mut int8: Vec<Adam8bitState> = blocks.iter().map(|(span, _)| Adam8bitState::new(span.len as usize, Int8Maps::dynamic())).collect();
+    let mut int8: Vec<Adam8bitState> = blocks
+        .iter()
+        .map(|(span, _)| Adam8bitState::new(span.len as usize, Int8Maps::dynamic()))
+        .collect();
     let mut losses = Vec::new();
     for step in 1..=STEPS {
         let b = batch(step, c.shape, c.model.vocab);
         let w32: Vec<f32> = w.iter().map(|&x| x as f32).collect();
-        let out = reference_model::forward_backward(&c.model, &layout, &w32, c.shape, &b.inputs, &b.targets, c.precision == Precision::F16);
+        let out = reference_model::forward_backward(
+            &c.model,
+            &layout,
+            &w32,
+            c.shape,
+            &b.inputs,
+            &b.targets,
+            c.precision == Precision::F16,
+        );
         losses.push(out.loss);
         let g: Vec<f32> = out.grads.iter().map(|&x| x as f32).collect();
         let (_, clip, _) = reference_adam::grad_stats(&g, c.optim.max_grad_norm as f64);
@@ -62,8 +95,25 @@ fn train_reference(c: &TrainConfig, weights: &[f32]) -> (Vec<f64>, Vec<f64>) {
         for ((span, decays), state) in blocks.iter().zip(&mut int8) {
             let r = span.start as usize..(span.start + span.len) as usize;
             match c.optim.state {
-                OptimState::Fp32 => reference_adam::adamw(&h, step, *decays, clip, &mut w[r.clone()], &g[r.clone()], &mut m[r.clone()], &mut v[r]),
-                OptimState::Int8 => reference_adam::adamw_8bit(&h, step, *decays, clip as f32, &mut w[r.clone()], &g[r], state),
+                OptimState::Fp32 => reference_adam::adamw(
+                    &h,
+                    step,
+                    *decays,
+                    clip,
+                    &mut w[r.clone()],
+                    &g[r.clone()],
+                    &mut m[r.clone()],
+                    &mut v[r],
+                ),
+                OptimState::Int8 => reference_adam::adamw_8bit(
+                    &h,
+                    step,
+                    *decays,
+                    clip as f32,
+                    &mut w[r.clone()],
+                    &g[r],
+                    state,
+                ),
             }
         }
     }
@@ -78,7 +128,10 @@ async fn tracks_reference(gpu: &Gpu, precision: Precision, state: OptimState) ->
     let (want_losses, want_w) = train_reference(&c, &w0);
     let losses: Vec<f32> = stats.iter().map(|s| s.loss).collect();
     let what = format!("{} precision, {} state", precision.name(), state.name());
-    assert!(losses[STEPS as usize - 1] < losses[0] - 0.1, "{what}: the loss must fall: {losses:?}");
+    assert!(
+        losses[STEPS as usize - 1] < losses[0] - 0.1,
+        "{what}: the loss must fall: {losses:?}"
+    );
     // Losses: measured worst relative error over the 20 steps on lavapipe
     // with f32 state 8.5e-8 (fp32) and 7.7e-6 (f16). int8 state adds code
     // flips: a moment within noise (1e-8 … 1e-6) of its dithered threshold
@@ -89,7 +142,13 @@ async fn tracks_reference(gpu: &Gpu, precision: Precision, state: OptimState) ->
         OptimState::Fp32 => 5e-5,
         OptimState::Int8 => 2e-4,
     };
-    assert_close(&format!("{what} losses over {STEPS} steps"), &losses, &want_losses, 0.0, loss_rtol);
+    assert_close(
+        &format!("{what} losses over {STEPS} steps"),
+        &losses,
+        &want_losses,
+        0.0,
+        loss_rtol,
+    );
     // Weights, in units of the peak rate lr. Adam amplifies rounding noise:
     // its first update is ±lr whatever |g| is, so an element whose gradient
     // is at noise level may end up to lr away — in f16 mode (the forward
@@ -111,10 +170,19 @@ async fn tracks_reference(gpu: &Gpu, precision: Precision, state: OptimState) ->
     for t in &layout.tensors {
         let r = t.offset as usize..(t.offset + t.len()) as usize;
         let name = format!("{what} weights after {STEPS} steps: {}", t.name);
-        let errors: Vec<f64> = w[r.clone()].iter().zip(&want_w[r]).map(|(&g, &x)| (g as f64 - x).abs()).collect();
+        let errors: Vec<f64> = w[r.clone()]
+            .iter()
+            .zip(&want_w[r])
+            .map(|(&g, &x)| (g as f64 - x).abs())
+            .collect();
         let mean = errors.iter().sum::<f64>() / errors.len() as f64;
-        let worst = errors.iter().fold(0.0f64, |m, &e| if e > m || e.is_nan() { e } else { m });
-        assert!(mean <= mean_bound && worst <= worst_bound, "{name}: mean |error| {mean:e}, worst {worst:e} (lr {lr})");
+        let worst = errors
+            .iter()
+            .fold(0.0f64, |m, &e| if e > m || e.is_nan() { e } else { m });
+        assert!(
+            mean <= mean_bound && worst <= worst_bound,
+            "{name}: mean |error| {mean:e}, worst {worst:e} (lr {lr})"
+        );
     }
     Ok(())
 }
@@ -141,9 +209,16 @@ pub async fn training_is_deterministic(gpu: &Gpu) -> Result<()> {
     let w0 = ParamLayout::new(&c.model).initial_weights(c.seed);
     let (a, wa) = train(gpu, c.clone(), &w0).await?;
     let (b, wb) = train(gpu, c, &w0).await?;
-    let bits = |s: &[StepStats]| s.iter().map(|x| (x.loss.to_bits(), x.grad_norm.to_bits())).collect::<Vec<_>>();
+    let bits = |s: &[StepStats]| {
+        s.iter()
+            .map(|x| (x.loss.to_bits(), x.grad_norm.to_bits()))
+            .collect::<Vec<_>>()
+    };
     assert_eq!(bits(&a), bits(&b), "losses and gradient norms, run to run");
-    assert!(wa.iter().zip(&wb).all(|(x, y)| x.to_bits() == y.to_bits()), "weights, run to run");
+    assert!(
+        wa.iter().zip(&wb).all(|(x, y)| x.to_bits() == y.to_bits()),
+        "weights, run to run"
+    );
     Ok(())
 }
 
@@ -160,10 +235,16 @@ pub async fn nonfinite_loss_skips_the_step(gpu: &Gpu) -> Result<()> {
         stats.extend(t.step(&batch(step, c.shape, c.model.vocab)).await?);
     }
     stats.extend(t.flush().await?);
-    assert!(stats.iter().all(|s| s.skipped && s.loss.is_nan()), "{stats:?}");
+    assert!(
+        stats.iter().all(|s| s.skipped && s.loss.is_nan()),
+        "{stats:?}"
+    );
     assert_eq!(t.skipped(), 3);
     let w = t.model.read_weights(gpu).await?;
-    assert!(w.iter().zip(&w0).all(|(a, b)| a.to_bits() == b.to_bits()), "weights untouched");
+    assert!(
+        w.iter().zip(&w0).all(|(a, b)| a.to_bits() == b.to_bits()),
+        "weights untouched"
+    );
     Ok(())
 }
 
@@ -178,10 +259,22 @@ pub async fn profiled_step_times_every_kernel(gpu: &Gpu) -> Result<()> {
     assert_eq!(t.steps(), 2);
     let dispatches: u32 = times.iter().map(|k| k.dispatches).sum();
     assert_eq!(dispatches as usize, t.step_dispatches().count());
-    for name in ["matmul", "attention_forward", "attention_backward_dkv", "embed_backward_sorted", "adamw_8bit_update_f16"] {
-        assert!(times.iter().any(|k| k.kernel == name), "{name} missing from {times:?}");
+    for name in [
+        "matmul",
+        "attention_forward",
+        "attention_backward_dkv",
+        "embed_backward_sorted",
+        "adamw_8bit_update_f16",
+    ] {
+        assert!(
+            times.iter().any(|k| k.kernel == name),
+            "{name} missing from {times:?}"
+        );
     }
-    assert!(times.iter().map(|k| k.ms).sum::<f64>() > 0.0 && times.windows(2).all(|w| w[0].ms >= w[1].ms));
+    assert!(
+        times.iter().map(|k| k.ms).sum::<f64>() > 0.0
+            && times.windows(2).all(|w| w[0].ms >= w[1].ms)
+    );
     Ok(())
 }
 
@@ -196,14 +289,33 @@ pub async fn reconfigure_keeps_weights_and_converts_state(gpu: &Gpu) -> Result<(
     for step in 1..=3 {
         before.extend(t.step(&batch(step, c.shape, vocab)).await?);
     }
-    let (w, m) = (t.model.read_weights(gpu).await?, t.adam.read_state(gpu).await?);
+    let (w, m) = (
+        t.model.read_weights(gpu).await?,
+        t.adam.read_state(gpu).await?,
+    );
     let pending = t.reconfigure(Precision::F16, OptimState::Int8).await?;
     before.extend(pending);
-    assert_eq!(before.iter().map(|s| s.step).collect::<Vec<_>>(), [1, 2, 3], "in-flight steps are reported");
+    assert_eq!(
+        before.iter().map(|s| s.step).collect::<Vec<_>>(),
+        [1, 2, 3],
+        "in-flight steps are reported"
+    );
     assert_eq!(t.steps(), 3);
-    assert!(t.model.read_weights(gpu).await?.iter().zip(&w).all(|(a, b)| a.to_bits() == b.to_bits()), "weights kept");
+    assert!(
+        t.model
+            .read_weights(gpu)
+            .await?
+            .iter()
+            .zip(&w)
+            .all(|(a, b)| a.to_bits() == b.to_bits()),
+        "weights kept"
+    );
     let int8 = t.adam.read_state(gpu).await?;
-    assert_eq!(int8, m.convert(OptimState::Int8), "moments converted to int8");
+    assert_eq!(
+        int8,
+        m.convert(OptimState::Int8),
+        "moments converted to int8"
+    );
     let mut after = Vec::new();
     for step in 4..=6 {
         after.extend(t.step(&batch(step, c.shape, vocab)).await?);
@@ -215,6 +327,10 @@ pub async fn reconfigure_keeps_weights_and_converts_state(gpu: &Gpu) -> Result<(
     t.reconfigure(Precision::Fp32, OptimState::Fp32).await?;
     let back = t.adam.read_state(gpu).await?;
     assert!(matches!(back, HostState::Fp32 { .. }));
-    assert_eq!(back, int8.convert(OptimState::Fp32), "int8 moments dequantized");
+    assert_eq!(
+        back,
+        int8.convert(OptimState::Fp32),
+        "int8 moments dequantized"
+    );
     Ok(())
 }

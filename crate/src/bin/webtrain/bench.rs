@@ -23,13 +23,34 @@ pub struct Sizes {
 }
 
 /// The seed system's model: 12 heads of 64, d 768, ffn 2048, vocab 16384, batch 8 × 512.
-pub const SEED: Sizes = Sizes { name: "seed", batch: 8, seq: 512, d: 768, ffn: 2048, vocab: 16384, heads: 12, head_dim: 64 };
+pub const SEED: Sizes = Sizes {
+    name: "seed",
+    batch: 8,
+    seq: 512,
+    d: 768,
+    ffn: 2048,
+    vocab: 16384,
+    heads: 12,
+    head_dim: 64,
+};
 /// The tiny preset at its benchmark batch, 8 × 64.
-pub const TINY: Sizes = Sizes { name: "tiny", batch: 8, seq: 64, d: 64, ffn: 176, vocab: 301, heads: 4, head_dim: 16 };
+pub const TINY: Sizes = Sizes {
+    name: "tiny",
+    batch: 8,
+    seq: 64,
+    d: 64,
+    ffn: 176,
+    vocab: 301,
+    heads: 4,
+    head_dim: 16,
+};
 
 /// fp32 (non-tensor-core) peaks from the vendors' datasheets, by adapter name.
 fn fp32_peak(adapter: &str) -> Option<f64> {
-    [("H100", 66.9e12), ("H200", 66.9e12)].iter().find(|(n, _)| adapter.contains(n)).map(|&(_, p)| p)
+    [("H100", 66.9e12), ("H200", 66.9e12)]
+        .iter()
+        .find(|(n, _)| adapter.contains(n))
+        .map(|&(_, p)| p)
 }
 
 #[derive(Serialize)]
@@ -51,9 +72,19 @@ struct Case {
     dispatches: Vec<Dispatch>,
 }
 
-pub async fn run(gpu: &Gpu, k: &Kernels, copy_bw: f64, sizes: &[&Sizes], reps: u32, only: Option<&str>) -> Result<()> {
+pub async fn run(
+    gpu: &Gpu,
+    k: &Kernels,
+    copy_bw: f64,
+    sizes: &[&Sizes],
+    reps: u32,
+    only: Option<&str>,
+) -> Result<()> {
     let peak = fp32_peak(&gpu.info.name);
-    eprintln!("{:<6} {:<24} {:<22} {:>9} {:>9} {:>8} {:>7} {:>7}", "sizes", "kernel", "shape", "ms", "GFLOP/s", "GB/s", "%peak", "%copy");
+    eprintln!(
+        "{:<6} {:<24} {:<22} {:>9} {:>9} {:>8} {:>7} {:>7}",
+        "sizes", "kernel", "shape", "ms", "GFLOP/s", "GB/s", "%peak", "%copy"
+    );
     for s in sizes {
         for (name, build) in cases(gpu, k, s) {
             if only.is_some_and(|o| !name.contains(o)) {
@@ -83,22 +114,42 @@ pub async fn run(gpu: &Gpu, k: &Kernels, copy_bw: f64, sizes: &[&Sizes], reps: u
             let pct = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.1}", 100.0 * v));
             eprintln!(
                 "{:<6} {:<24} {:<22} {:>9.3} {:>9} {:>8.1} {:>7} {:>7.1}",
-                row.sizes, row.kernel, row.shape, row.ms, row.gflop_s.map_or("-".into(), |g| format!("{g:.1}")),
-                row.gb_s, pct(row.of_fp32_peak), 100.0 * row.of_copy_bandwidth
+                row.sizes,
+                row.kernel,
+                row.shape,
+                row.ms,
+                row.gflop_s.map_or("-".into(), |g| format!("{g:.1}")),
+                row.gb_s,
+                pct(row.of_fp32_peak),
+                100.0 * row.of_copy_bandwidth
             );
-            println!("{}", serde_json::to_string(&row).map_err(|e| webtrain::Error::Unsupported(e.to_string()))?);
+            println!(
+                "{}",
+                serde_json::to_string(&row)
+                    .map_err(|e| webtrain::Error::Unsupported(e.to_string()))?
+            );
         }
     }
     Ok(())
 }
 
-/// Bytes per second of `copy` over 64 MiB (or the largest binding).
+/// Bytes per second (read + written) of `copy_words` over 256 MiB (or the
+/// largest binding): the memory ceiling every "%copy" is taken against.
 pub async fn copy_bandwidth(gpu: &Gpu, k: &Kernels, reps: u32) -> Result<f64> {
-    let n = (64u64 << 20).min(gpu.limits.max_storage_buffer_binding_size) / 4;
-    let (x, y) = (gpu.storage_buffer("x", 4 * n)?, gpu.storage_buffer("y", 4 * n)?);
-    let d = k.infra.copy(gpu, (&x).into(), (&y).into(), n as u32)?;
+    // 256 MiB each way: far past any adapter's cache, as the base preset's optimizer state is
+    let words = (256u64 << 20).min(gpu.limits.max_storage_buffer_binding_size) / 16;
+    // random words: a copy of zeros ran faster than the H100's HBM3 peak allows
+    let mut rng = webtrain::data::SplitMix64(3);
+    let data: Vec<u32> = (0..4 * words).map(|_| rng.next_u64() as u32).collect();
+    let (x, y) = (
+        gpu.upload("x", &data)?,
+        gpu.storage_buffer("y", 16 * words)?,
+    );
+    let d = k
+        .infra
+        .copy_words(gpu, (&x).into(), (&y).into(), words as u32)?;
     gpu.time_dispatches(&[&d], 1).await?;
-    Ok(8.0 * n as f64 / gpu.time_dispatches(&[&d], reps).await?)
+    Ok(32.0 * words as f64 / gpu.time_dispatches(&[&d], reps).await?)
 }
 
 type Build<'a> = Box<dyn FnOnce() -> Result<Case> + 'a>;
@@ -108,146 +159,434 @@ type Build<'a> = Box<dyn FnOnce() -> Result<Case> + 'a>;
 fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'a>)> {
     let rows = s.batch * s.seq;
     let r = rows as f64;
-    let buf = move |label: &str, floats: u32| gpu.storage_buffer(label, 4 * floats as u64);
+    // random values in [-1, 1), not zeros: all-zero traffic can run faster than real data
+    let buf = move |label: &str, floats: u32| {
+        let mut rng = webtrain::data::SplitMix64(floats as u64);
+        let data: Vec<f32> = (0..floats)
+            .map(|_| (rng.next_u64() >> 40) as f32 * 2f32.powi(-23) - 1.0)
+            .collect();
+        gpu.upload(label, &data)
+    };
     let mut out: Vec<(String, Build<'a>)> = Vec::new();
 
     let hd = s.heads * s.head_dim;
-    for (layer, d_in, d_out) in
-        [("q|k|v", s.d, 3 * hd), ("o +res", hd, s.d), ("gate|up", s.d, 2 * s.ffn), ("down +res", s.ffn, s.d), ("lm_head", s.d, s.vocab)]
-    {
+    for (layer, d_in, d_out) in [
+        ("q|k|v", s.d, 3 * hd),
+        ("o +res", hd, s.d),
+        ("gate|up", s.d, 2 * s.ffn),
+        ("down +res", s.ffn, s.d),
+        ("lm_head", s.d, s.vocab),
+    ] {
         let shape = LinearShape { rows, d_in, d_out };
         let dims = format!("{rows}x{d_in}->{d_out}");
         let flops = 2.0 * r * d_in as f64 * d_out as f64;
         let bytes = 4.0 * (r * d_in as f64 + (d_out * d_in) as f64 + r * d_out as f64);
-        let case = move |bytes: f64, d: Dispatch| Case { shape: dims.clone(), flops, bytes, dispatches: vec![d] };
+        let case = move |bytes: f64, d: Dispatch| Case {
+            shape: dims.clone(),
+            flops,
+            bytes,
+            dispatches: vec![d],
+        };
         let c = case.clone();
-        out.push((format!("linear {layer}"), Box::new(move || {
-            let (x, w, y) = (buf("x", rows * d_in)?, buf("w", d_out * d_in)?, buf("y", rows * d_out)?);
-            let (x, wf) = ((&x).into(), Weights::F32((&w).into()));
-            let d = match layer {
-                "o +res" | "down +res" => {
-                    let res = buf("residual", rows * d_out)?;
-                    k.linear.forward(gpu, shape, x, wf, Output::AddTo { residual: (&res).into(), y: (&y).into() })?
-                }
-                // gate|up as the model runs it: stacked [W_gate; W_up] into one [rows, 2·ffn]
-                _ => k.linear.forward(gpu, shape, x, wf, Output::Store((&y).into()))?,
-            };
-            Ok(c(bytes, d))
-        })));
+        out.push((
+            format!("linear {layer}"),
+            Box::new(move || {
+                let (x, w, y) = (
+                    buf("x", rows * d_in)?,
+                    buf("w", d_out * d_in)?,
+                    buf("y", rows * d_out)?,
+                );
+                let (x, wf) = ((&x).into(), Weights::F32((&w).into()));
+                let d = match layer {
+                    "o +res" | "down +res" => {
+                        let res = buf("residual", rows * d_out)?;
+                        k.linear.forward(
+                            gpu,
+                            shape,
+                            x,
+                            wf,
+                            Output::AddTo {
+                                residual: (&res).into(),
+                                y: (&y).into(),
+                            },
+                        )?
+                    }
+                    // gate|up as the model runs it: stacked [W_gate; W_up] into one [rows, 2·ffn]
+                    _ => k
+                        .linear
+                        .forward(gpu, shape, x, wf, Output::Store((&y).into()))?,
+                };
+                Ok(c(bytes, d))
+            }),
+        ));
         if layer != "gate|up" && layer != "lm_head" {
             continue;
         }
         let c = case.clone();
-        out.push((format!("linear {layer} f16 w"), Box::new(move || {
-            let (x, wh, y) = (buf("x", rows * d_in)?, gpu.storage_buffer("w_h", 2 * (d_out * d_in) as u64)?, buf("y", rows * d_out)?);
-            let d = k.linear.forward(gpu, shape, (&x).into(), Weights::F16((&wh).into()), Output::Store((&y).into()))?;
-            Ok(c(bytes - 2.0 * (d_out * d_in) as f64, d))
-        })));
+        out.push((
+            format!("linear {layer} f16 w"),
+            Box::new(move || {
+                let (x, wh, y) = (
+                    buf("x", rows * d_in)?,
+                    gpu.storage_buffer("w_h", 2 * (d_out * d_in) as u64)?,
+                    buf("y", rows * d_out)?,
+                );
+                let d = k.linear.forward(
+                    gpu,
+                    shape,
+                    (&x).into(),
+                    Weights::F16((&wh).into()),
+                    Output::Store((&y).into()),
+                )?;
+                Ok(c(bytes - 2.0 * (d_out * d_in) as f64, d))
+            }),
+        ));
         let c = case.clone();
-        out.push((format!("linear {layer} dX"), Box::new(move || {
-            let (dx, w, dy) = (buf("dx", rows * d_in)?, buf("w", d_out * d_in)?, buf("dy", rows * d_out)?);
-            let d = k.linear.backward_input(gpu, shape, (&dy).into(), Weights::F32((&w).into()), Output::Accumulate((&dx).into()))?;
-            Ok(c(bytes + 4.0 * r * d_in as f64, d))
-        })));
-        out.push((format!("linear {layer} dW"), Box::new(move || {
-            let (x, dw, dy) = (buf("x", rows * d_in)?, buf("dw", d_out * d_in)?, buf("dy", rows * d_out)?);
-            let d = k.linear.backward_weight(gpu, shape, (&dy).into(), (&x).into(), (&dw).into())?;
-            Ok(case(bytes + 4.0 * (d_out * d_in) as f64, d))
-        })));
+        out.push((
+            format!("linear {layer} dX"),
+            Box::new(move || {
+                let (dx, w, dy) = (
+                    buf("dx", rows * d_in)?,
+                    buf("w", d_out * d_in)?,
+                    buf("dy", rows * d_out)?,
+                );
+                let d = k.linear.backward_input(
+                    gpu,
+                    shape,
+                    (&dy).into(),
+                    Weights::F32((&w).into()),
+                    Output::Accumulate((&dx).into()),
+                )?;
+                Ok(c(bytes + 4.0 * r * d_in as f64, d))
+            }),
+        ));
+        out.push((
+            format!("linear {layer} dW"),
+            Box::new(move || {
+                let (x, dw, dy) = (
+                    buf("x", rows * d_in)?,
+                    buf("dw", d_out * d_in)?,
+                    buf("dy", rows * d_out)?,
+                );
+                let d = k.linear.backward_weight(
+                    gpu,
+                    shape,
+                    (&dy).into(),
+                    (&x).into(),
+                    (&dw).into(),
+                )?;
+                Ok(case(bytes + 4.0 * (d_out * d_in) as f64, d))
+            }),
+        ));
     }
 
-    let norm = NormShape { rows, d: s.d, eps: 1e-5 };
+    let norm = NormShape {
+        rows,
+        d: s.d,
+        eps: 1e-5,
+    };
     let norm_dims = format!("{rows}x{}", s.d);
     let dims = norm_dims.clone();
-    out.push(("rmsnorm forward".into(), Box::new(move || {
-        let (x, g, y, rr) = (buf("x", rows * s.d)?, buf("gain", s.d)?, buf("y", rows * s.d)?, buf("rrms", rows)?);
-        let d = k.norm.forward(gpu, norm, (&x).into(), Weights::F32((&g).into()), (&y).into(), (&rr).into())?;
-        Ok(Case { shape: dims, flops: 0.0, bytes: 8.0 * r * s.d as f64, dispatches: vec![d] })
-    })));
-    out.push(("rmsnorm backward".into(), Box::new(move || {
-        let (x, g, dy, rr) = (buf("x", rows * s.d)?, buf("gain", s.d)?, buf("dy", rows * s.d)?, buf("rrms", rows)?);
-        let (dx, dg, scratch) = (buf("dx", rows * s.d)?, buf("dgain", s.d)?, gpu.storage_buffer("scratch", norm.backward_scratch_bytes())?);
-        let b = NormBackward { x: (&x).into(), gain: Weights::F32((&g).into()), rrms: (&rr).into(), dy: (&dy).into(), dx: (&dx).into(), dgain: (&dg).into(), scratch: (&scratch).into() };
-        Ok(Case { shape: norm_dims, flops: 0.0, bytes: 24.0 * r * s.d as f64, dispatches: k.norm.backward(gpu, norm, &b)?.into() })
-    })));
+    out.push((
+        "rmsnorm forward".into(),
+        Box::new(move || {
+            let (x, g, y, rr) = (
+                buf("x", rows * s.d)?,
+                buf("gain", s.d)?,
+                buf("y", rows * s.d)?,
+                buf("rrms", rows)?,
+            );
+            let d = k.norm.forward(
+                gpu,
+                norm,
+                (&x).into(),
+                Weights::F32((&g).into()),
+                (&y).into(),
+                (&rr).into(),
+            )?;
+            Ok(Case {
+                shape: dims,
+                flops: 0.0,
+                bytes: 8.0 * r * s.d as f64,
+                dispatches: vec![d],
+            })
+        }),
+    ));
+    out.push((
+        "rmsnorm backward".into(),
+        Box::new(move || {
+            let (x, g, dy, rr) = (
+                buf("x", rows * s.d)?,
+                buf("gain", s.d)?,
+                buf("dy", rows * s.d)?,
+                buf("rrms", rows)?,
+            );
+            let (dx, dg, scratch) = (
+                buf("dx", rows * s.d)?,
+                buf("dgain", s.d)?,
+                gpu.storage_buffer("scratch", norm.backward_scratch_bytes())?,
+            );
+            let b = NormBackward {
+                x: (&x).into(),
+                gain: Weights::F32((&g).into()),
+                rrms: (&rr).into(),
+                dy: (&dy).into(),
+                dx: (&dx).into(),
+                dgain: (&dg).into(),
+                scratch: (&scratch).into(),
+            };
+            Ok(Case {
+                shape: norm_dims,
+                flops: 0.0,
+                bytes: 24.0 * r * s.d as f64,
+                dispatches: k.norm.backward(gpu, norm, &b)?.into(),
+            })
+        }),
+    ));
 
-    out.push(("rope q,k".into(), Box::new(move || {
-        let width = 2 * hd;
-        let rope = RopeShape { rows, seq_len: s.seq, pos_offset: 0, heads: 2 * s.heads, head_dim: s.head_dim, row_stride: width, col0: 0 };
-        let (f, qk) = (gpu.upload("inv_freq", &inv_freq(s.head_dim, 10_000.0))?, buf("qk", rows * width)?);
-        let d = k.rope.forward(gpu, rope, (&f).into(), (&qk).into())?;
-        Ok(Case { shape: format!("{rows}x{width}"), flops: 0.0, bytes: 8.0 * r * width as f64, dispatches: vec![d] })
-    })));
+    out.push((
+        "rope q,k".into(),
+        Box::new(move || {
+            let width = 2 * hd;
+            let rope = RopeShape {
+                rows,
+                seq_len: s.seq,
+                pos_offset: 0,
+                heads: 2 * s.heads,
+                head_dim: s.head_dim,
+                row_stride: width,
+                col0: 0,
+            };
+            let (f, qk) = (
+                gpu.upload("inv_freq", &inv_freq(s.head_dim, 10_000.0))?,
+                buf("qk", rows * width)?,
+            );
+            let d = k.rope.forward(gpu, rope, (&f).into(), (&qk).into())?;
+            Ok(Case {
+                shape: format!("{rows}x{width}"),
+                flops: 0.0,
+                bytes: 8.0 * r * width as f64,
+                dispatches: vec![d],
+            })
+        }),
+    ));
 
     // causal attention on a fused [q | k | v] row; FLOPs count the causal half
-    let shape = AttentionShape { batch: s.batch, seq_len: s.seq, heads: s.heads, kv_heads: s.heads, head_dim: s.head_dim };
+    let shape = AttentionShape {
+        batch: s.batch,
+        seq_len: s.seq,
+        heads: s.heads,
+        kv_heads: s.heads,
+        head_dim: s.head_dim,
+    };
     let pairs = s.batch as f64 * s.heads as f64 * (s.seq as f64).powi(2) * s.head_dim as f64 / 2.0;
     let io = 4.0 * r * (4 * hd + s.heads) as f64;
     let attn_dims = format!("{}x{}x{}h", s.batch, s.seq, s.heads);
     let dims = attn_dims.clone();
-    out.push(("attention forward".into(), Box::new(move || {
-        let (qkv, o, lse) = (buf("qkv", rows * 3 * hd)?, buf("o", rows * hd)?, buf("lse", rows * s.heads)?);
-        let heads = |col: u32| Heads { data: (&qkv).into(), row_stride: 3 * hd, col };
-        let d = k.attn.forward(gpu, shape, Qkv { q: heads(0), k: heads(hd), v: heads(2 * hd) }, (&o).into(), (&lse).into())?;
-        Ok(Case { shape: dims, flops: 4.0 * pairs, bytes: io, dispatches: vec![d] })
-    })));
-    out.push(("attention backward".into(), Box::new(move || {
-        let (qkv, o, lse) = (buf("qkv", rows * 3 * hd)?, buf("o", rows * hd)?, buf("lse", rows * s.heads)?);
-        let (dqkv, delta) = (buf("dqkv", rows * 3 * hd)?, gpu.storage_buffer("delta", shape.backward_scratch_bytes())?);
-        fn view(data: &wgpu::Buffer, stride: u32, col: u32) -> Heads<'_> {
-            Heads { data: data.into(), row_stride: stride, col }
-        }
-        let heads = |data, col| view(data, 3 * hd, col);
-        let g = AttentionBackward {
-            qkv: Qkv { q: heads(&qkv, 0), k: heads(&qkv, hd), v: heads(&qkv, 2 * hd) },
-            o: (&o).into(),
-            d_o: (&o).into(),
-            lse: (&lse).into(),
-            dq: heads(&dqkv, 0),
-            dkv: KvGrads { data: (&dqkv).into(), row_stride: 3 * hd, k_col: hd, v_col: 2 * hd },
-            delta: (&delta).into(),
-        };
-        Ok(Case { shape: attn_dims, flops: 10.0 * pairs, bytes: 2.0 * io, dispatches: k.attn.backward(gpu, shape, &g)?.into() })
-    })));
+    out.push((
+        "attention forward".into(),
+        Box::new(move || {
+            let (qkv, o, lse) = (
+                buf("qkv", rows * 3 * hd)?,
+                buf("o", rows * hd)?,
+                buf("lse", rows * s.heads)?,
+            );
+            let heads = |col: u32| Heads {
+                data: (&qkv).into(),
+                row_stride: 3 * hd,
+                col,
+            };
+            let d = k.attn.forward(
+                gpu,
+                shape,
+                Qkv {
+                    q: heads(0),
+                    k: heads(hd),
+                    v: heads(2 * hd),
+                },
+                (&o).into(),
+                (&lse).into(),
+            )?;
+            Ok(Case {
+                shape: dims,
+                flops: 4.0 * pairs,
+                bytes: io,
+                dispatches: vec![d],
+            })
+        }),
+    ));
+    out.push((
+        "attention backward".into(),
+        Box::new(move || {
+            let (qkv, o, lse) = (
+                buf("qkv", rows * 3 * hd)?,
+                buf("o", rows * hd)?,
+                buf("lse", rows * s.heads)?,
+            );
+            let (dqkv, delta) = (
+                buf("dqkv", rows * 3 * hd)?,
+                gpu.storage_buffer("delta", shape.backward_scratch_bytes())?,
+            );
+            fn view(data: &wgpu::Buffer, stride: u32, col: u32) -> Heads<'_> {
+                Heads {
+                    data: data.into(),
+                    row_stride: stride,
+                    col,
+                }
+            }
+            let heads = |data, col| view(data, 3 * hd, col);
+            let g = AttentionBackward {
+                qkv: Qkv {
+                    q: heads(&qkv, 0),
+                    k: heads(&qkv, hd),
+                    v: heads(&qkv, 2 * hd),
+                },
+                o: (&o).into(),
+                d_o: (&o).into(),
+                lse: (&lse).into(),
+                dq: heads(&dqkv, 0),
+                dkv: KvGrads {
+                    data: (&dqkv).into(),
+                    row_stride: 3 * hd,
+                    k_col: hd,
+                    v_col: 2 * hd,
+                },
+                delta: (&delta).into(),
+            };
+            Ok(Case {
+                shape: attn_dims,
+                flops: 10.0 * pairs,
+                bytes: 2.0 * io,
+                dispatches: k.attn.backward(gpu, shape, &g)?.into(),
+            })
+        }),
+    ));
 
     // on the fused [gate | up] rows the gate|up GEMM writes: n = rows·ffn
     // elements of h; forward reads 2n and writes n, backward reads 3n, writes 2n
     let n = rows * s.ffn;
     let ffn_dims = format!("{rows}x{}", s.ffn);
     let dims = ffn_dims.clone();
-    out.push(("swiglu forward".into(), Box::new(move || {
-        let (gu, h) = (buf("gu", 2 * n)?, buf("h", n)?);
-        let d = k.act.swiglu_forward_gu(gpu, (&gu).into(), (&h).into(), rows, s.ffn)?;
-        Ok(Case { shape: dims, flops: 0.0, bytes: 12.0 * n as f64, dispatches: vec![d] })
-    })));
-    out.push(("swiglu backward".into(), Box::new(move || {
-        let (dh, gu, dgu) = (buf("dh", n)?, buf("gu", 2 * n)?, buf("dgu", 2 * n)?);
-        let d = k.act.swiglu_backward_gu(gpu, (&dh).into(), (&gu).into(), (&dgu).into(), rows, s.ffn)?;
-        Ok(Case { shape: ffn_dims, flops: 0.0, bytes: 20.0 * n as f64, dispatches: vec![d] })
-    })));
+    out.push((
+        "swiglu forward".into(),
+        Box::new(move || {
+            let (gu, h) = (buf("gu", 2 * n)?, buf("h", n)?);
+            let d = k
+                .act
+                .swiglu_forward_gu(gpu, (&gu).into(), (&h).into(), rows, s.ffn)?;
+            Ok(Case {
+                shape: dims,
+                flops: 0.0,
+                bytes: 12.0 * n as f64,
+                dispatches: vec![d],
+            })
+        }),
+    ));
+    out.push((
+        "swiglu backward".into(),
+        Box::new(move || {
+            let (dh, gu, dgu) = (buf("dh", n)?, buf("gu", 2 * n)?, buf("dgu", 2 * n)?);
+            let d = k.act.swiglu_backward_gu(
+                gpu,
+                (&dh).into(),
+                (&gu).into(),
+                (&dgu).into(),
+                rows,
+                s.ffn,
+            )?;
+            Ok(Case {
+                shape: ffn_dims,
+                flops: 0.0,
+                bytes: 20.0 * n as f64,
+                dispatches: vec![d],
+            })
+        }),
+    ));
 
     let targets: Vec<u32> = (0..rows).map(|i| i % s.vocab).collect();
     let tokens = targets.clone();
-    out.push(("cross-entropy fwd+bwd".into(), Box::new(move || {
-        let ce = CrossEntropy::mean(&targets, s.vocab, IGNORE_INDEX);
-        let (t, logits, losses, lse) = (gpu.upload("targets", &targets)?, buf("logits", rows * s.vocab)?, buf("losses", rows)?, buf("lse", rows)?);
-        let d = k.loss.cross_entropy_forward_backward(gpu, &ce, (&t).into(), (&logits).into(), (&losses).into(), (&lse).into())?;
-        Ok(Case { shape: format!("{rows}x{}", s.vocab), flops: 0.0, bytes: 8.0 * r * s.vocab as f64, dispatches: vec![d] })
-    })));
+    out.push((
+        "cross-entropy fwd+bwd".into(),
+        Box::new(move || {
+            let ce = CrossEntropy::mean(&targets, s.vocab, IGNORE_INDEX);
+            let (t, logits, losses, lse) = (
+                gpu.upload("targets", &targets)?,
+                buf("logits", rows * s.vocab)?,
+                buf("losses", rows)?,
+                buf("lse", rows)?,
+            );
+            let d = k.loss.cross_entropy_forward_backward(
+                gpu,
+                &ce,
+                (&t).into(),
+                (&logits).into(),
+                (&losses).into(),
+                (&lse).into(),
+            )?;
+            Ok(Case {
+                shape: format!("{rows}x{}", s.vocab),
+                flops: 0.0,
+                bytes: 8.0 * r * s.vocab as f64,
+                dispatches: vec![d],
+            })
+        }),
+    ));
 
-    let shape = EmbeddingShape { tokens: rows, d: s.d, vocab: s.vocab };
+    let shape = EmbeddingShape {
+        tokens: rows,
+        d: s.d,
+        vocab: s.vocab,
+    };
     let embed_dims = format!("{rows}x{}", s.d);
     let (dims, tokens2) = (embed_dims.clone(), tokens.clone());
-    out.push(("embed lookup".into(), Box::new(move || {
-        let (t, table, emb, bad) = (gpu.upload("tokens", &tokens)?, buf("table", s.vocab * s.d)?, buf("emb", rows * s.d)?, buf("bad", 1)?);
-        let d = k.embed.lookup(gpu, shape, (&t).into(), Weights::F32((&table).into()), (&emb).into(), (&bad).into())?;
-        Ok(Case { shape: dims, flops: 0.0, bytes: 8.0 * r * s.d as f64, dispatches: vec![d] })
-    })));
-    out.push(("embed backward".into(), Box::new(move || {
-        let runs = TokenRuns::new(&tokens2, s.vocab).to_words();
-        let (t, table, dout) = (gpu.upload("token_runs", &runs)?, buf("dtable", s.vocab * s.d)?, buf("dout", rows * s.d)?);
-        let d = k.embed.backward_sorted(gpu, shape, (&t).into(), (&dout).into(), (&table).into())?;
-        Ok(Case { shape: embed_dims, flops: 0.0, bytes: 12.0 * r * s.d as f64, dispatches: vec![d] })
-    })));
+    out.push((
+        "embed lookup".into(),
+        Box::new(move || {
+            let (t, table, emb, bad) = (
+                gpu.upload("tokens", &tokens)?,
+                buf("table", s.vocab * s.d)?,
+                buf("emb", rows * s.d)?,
+                buf("bad", 1)?,
+            );
+            let d = k.embed.lookup(
+                gpu,
+                shape,
+                (&t).into(),
+                Weights::F32((&table).into()),
+                (&emb).into(),
+                (&bad).into(),
+            )?;
+            Ok(Case {
+                shape: dims,
+                flops: 0.0,
+                bytes: 8.0 * r * s.d as f64,
+                dispatches: vec![d],
+            })
+        }),
+    ));
+    out.push((
+        "embed backward".into(),
+        Box::new(move || {
+            let runs = TokenRuns::new(&tokens2, s.vocab).to_words();
+            let (t, table, dout) = (
+                gpu.upload("token_runs", &runs)?,
+                buf("dtable", s.vocab * s.d)?,
+                buf("dout", rows * s.d)?,
+            );
+            let d = k.embed.backward_sorted(
+                gpu,
+                shape,
+                (&t).into(),
+                (&dout).into(),
+                (&table).into(),
+            )?;
+            Ok(Case {
+                shape: embed_dims,
+                flops: 0.0,
+                bytes: 12.0 * r * s.d as f64,
+                dispatches: vec![d],
+            })
+        }),
+    ));
     out
 }

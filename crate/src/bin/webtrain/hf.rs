@@ -6,10 +6,10 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use webtrain::hf::{self, HfFiles, HfModel};
-use webtrain::kernels::loss::IGNORE_INDEX;
-use webtrain::kernels::Kernels;
 use std::ops::ControlFlow;
+use webtrain::hf::{self, HfFiles, HfModel};
+use webtrain::kernels::Kernels;
+use webtrain::kernels::loss::IGNORE_INDEX;
 
 use webtrain::data::Tokenizer;
 use webtrain::model::decode::{Decoder, Generation, Sampling};
@@ -74,25 +74,48 @@ fn io(path: &Path, what: &str, e: std::io::Error) -> Error {
 
 /// The files of an HF folder: model.safetensors, or the shards its index names.
 pub fn read_folder(dir: &Path) -> Result<HfFiles> {
-    let text = |name: &str| std::fs::read_to_string(dir.join(name)).map_err(|e| io(&dir.join(name), "be read", e));
+    let text = |name: &str| {
+        std::fs::read_to_string(dir.join(name)).map_err(|e| io(&dir.join(name), "be read", e))
+    };
     let optional = |name: &str| dir.join(name).exists().then(|| text(name)).transpose();
     let weights = if dir.join(hf::WEIGHTS).exists() {
-        vec![std::fs::read(dir.join(hf::WEIGHTS)).map_err(|e| io(&dir.join(hf::WEIGHTS), "be read", e))?]
+        vec![
+            std::fs::read(dir.join(hf::WEIGHTS))
+                .map_err(|e| io(&dir.join(hf::WEIGHTS), "be read", e))?,
+        ]
     } else if dir.join(hf::WEIGHTS_INDEX).exists() {
         let index: serde_json::Value = serde_json::from_str(&text(hf::WEIGHTS_INDEX)?)
             .map_err(|e| Error::Unsupported(format!("{}: not JSON ({e})", hf::WEIGHTS_INDEX)))?;
-        let map = index["weight_map"].as_object().ok_or_else(|| Error::Unsupported(format!("{}: no weight_map", hf::WEIGHTS_INDEX)))?;
-        let shards: std::collections::BTreeSet<&str> = map.values().filter_map(|v| v.as_str()).collect();
-        shards.into_iter().map(|s| std::fs::read(dir.join(s)).map_err(|e| io(&dir.join(s), "be read", e))).collect::<Result<_>>()?
+        let map = index["weight_map"]
+            .as_object()
+            .ok_or_else(|| Error::Unsupported(format!("{}: no weight_map", hf::WEIGHTS_INDEX)))?;
+        let shards: std::collections::BTreeSet<&str> =
+            map.values().filter_map(|v| v.as_str()).collect();
+        shards
+            .into_iter()
+            .map(|s| std::fs::read(dir.join(s)).map_err(|e| io(&dir.join(s), "be read", e)))
+            .collect::<Result<_>>()?
     } else {
-        return Err(Error::Unsupported(format!("{}: no {} or {} in it", dir.display(), hf::WEIGHTS, hf::WEIGHTS_INDEX)));
+        return Err(Error::Unsupported(format!(
+            "{}: no {} or {} in it",
+            dir.display(),
+            hf::WEIGHTS,
+            hf::WEIGHTS_INDEX
+        )));
     };
-    Ok(HfFiles { config_json: text(hf::CONFIG)?, generation_config_json: optional(hf::GENERATION_CONFIG)?, weights, tokenizer_json: optional(hf::TOKENIZER)? })
+    Ok(HfFiles {
+        config_json: text(hf::CONFIG)?,
+        generation_config_json: optional(hf::GENERATION_CONFIG)?,
+        weights,
+        tokenizer_json: optional(hf::TOKENIZER)?,
+    })
 }
 
 fn write_folder(dir: &Path, files: &HfFiles) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| io(dir, "be created", e))?;
-    let write = |name: &str, bytes: &[u8]| std::fs::write(dir.join(name), bytes).map_err(|e| io(&dir.join(name), "be written", e));
+    let write = |name: &str, bytes: &[u8]| {
+        std::fs::write(dir.join(name), bytes).map_err(|e| io(&dir.join(name), "be written", e))
+    };
     write(hf::CONFIG, files.config_json.as_bytes())?;
     write(hf::WEIGHTS, &files.weights[0])?;
     if let Some(g) = &files.generation_config_json {
@@ -106,16 +129,26 @@ fn write_folder(dir: &Path, files: &HfFiles) -> Result<()> {
 
 pub fn export(args: &ExportArgs) -> Result<()> {
     let c = crate::train::read_checkpoint(&args.checkpoint)?;
-    let model = HfModel { config: c.config.model.clone(), weights: c.weights, tokenizer_json: c.run.tokenizer_json };
+    let model = HfModel {
+        config: c.config.model.clone(),
+        weights: c.weights,
+        tokenizer_json: c.run.tokenizer_json,
+    };
     write_folder(&args.out, &model.export()?)?;
-    eprintln!("export-hf: step {} of {} written to {}", c.step, args.checkpoint.display(), args.out.display());
+    eprintln!(
+        "export-hf: step {} of {} written to {}",
+        c.step,
+        args.checkpoint.display(),
+        args.out.display()
+    );
     Ok(())
 }
 
 pub async fn eval(args: &EvalArgs) -> Result<()> {
     let model = crate::train::read_hf(&args.hf)?;
     let text = std::fs::read_to_string(&args.tokens).map_err(|e| io(&args.tokens, "be read", e))?;
-    let ids = parse_ids(&text, model.config.vocab).map_err(|p| Error::Unsupported(format!("{}: {p}", args.tokens.display())))?;
+    let ids = parse_ids(&text, model.config.vocab)
+        .map_err(|p| Error::Unsupported(format!("{}: {p}", args.tokens.display())))?;
     if ids.len() < 2 || ids.len() > model.config.max_seq as usize {
         return Err(Error::Unsupported(format!(
             "{}: {} tokens; the loss needs 2 to max_position_embeddings = {}",
@@ -126,22 +159,47 @@ pub async fn eval(args: &EvalArgs) -> Result<()> {
     }
     let gpu = Gpu::new(&args.device.options()).await?;
     let k = Kernels::new(&gpu).await?;
-    let shape = BatchShape { batch: 1, seq: ids.len() as u32 };
+    let shape = BatchShape {
+        batch: 1,
+        seq: ids.len() as u32,
+    };
     let precision = Precision::parse(&args.precision)?;
-    let m = Model::new(&gpu, &k, model.config.clone(), shape, precision, &model.weights)?;
+    let m = Model::new(
+        &gpu,
+        &k,
+        model.config.clone(),
+        shape,
+        precision,
+        &model.weights,
+    )?;
     // position t predicts token t+1; the last predicts nothing (transformers' shift)
     let targets: Vec<u32> = ids[1..].iter().copied().chain([IGNORE_INDEX]).collect();
     m.write_batch(&gpu, &ids, &targets)?;
-    gpu.run(&m.sync_mirror(&gpu, &k)?.iter().chain(&m.forward).chain(&m.head_eval).collect::<Vec<_>>()).await?;
+    gpu.run(
+        &m.sync_mirror(&gpu, &k)?
+            .iter()
+            .chain(&m.forward)
+            .chain(&m.head_eval)
+            .collect::<Vec<_>>(),
+    )
+    .await?;
     let loss = gpu.read_back::<f32>((&m.acts.loss).into()).await?[1];
     if let Some(path) = &args.logits {
         let logits = m.logits(&gpu, &k).await?;
-        let view = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![ids.len(), model.config.vocab as usize], bytemuck::cast_slice(&logits))
+        let view = safetensors::tensor::TensorView::new(
+            safetensors::Dtype::F32,
+            vec![ids.len(), model.config.vocab as usize],
+            bytemuck::cast_slice(&logits),
+        )
+        .map_err(|e| Error::Unsupported(e.to_string()))?;
+        let bytes = safetensors::serialize([("logits", view)], None)
             .map_err(|e| Error::Unsupported(e.to_string()))?;
-        let bytes = safetensors::serialize([("logits", view)], None).map_err(|e| Error::Unsupported(e.to_string()))?;
         std::fs::write(path, bytes).map_err(|e| io(path, "be written", e))?;
     }
-    println!("{}", serde_json::json!({"loss": loss, "tokens": ids.len(), "precision": precision.name(), "adapter": gpu.info.name}));
+    println!(
+        "{}",
+        serde_json::json!({"loss": loss, "tokens": ids.len(), "precision": precision.name(), "adapter": gpu.info.name})
+    );
     Ok(())
 }
 
@@ -151,7 +209,9 @@ fn parse_ids(text: &str, vocab: u32) -> std::result::Result<Vec<u32>, String> {
         .enumerate()
         .map(|(i, w)| match w.parse::<u32>() {
             Ok(id) if id < vocab => Ok(id),
-            Ok(id) => Err(format!("token {i} is {id}, beyond the vocabulary of {vocab}")),
+            Ok(id) => Err(format!(
+                "token {i} is {id}, beyond the vocabulary of {vocab}"
+            )),
             Err(_) => Err(format!("token {i}, {w:?}, is not a token id")),
         })
         .collect()
@@ -161,21 +221,47 @@ fn parse_ids(text: &str, vocab: u32) -> std::result::Result<Vec<u32>, String> {
 /// decoder; prints {"prompt", "text", "tokens"}.
 pub async fn generate(args: &GenerateArgs) -> Result<()> {
     let model = crate::train::read_hf(&args.hf)?;
-    let json = model.tokenizer_json.as_deref().ok_or_else(|| Error::Tokenizer(format!("{} has no tokenizer.json", args.hf.display())))?;
+    let json = model
+        .tokenizer_json
+        .as_deref()
+        .ok_or_else(|| Error::Tokenizer(format!("{} has no tokenizer.json", args.hf.display())))?;
     let tokenizer = Tokenizer::from_json(json)?;
     let prompt = tokenizer.encode(&args.prompt)?;
     if prompt.is_empty() {
-        return Err(Error::Unsupported("the prompt is empty: give some text to continue".into()));
+        return Err(Error::Unsupported(
+            "the prompt is empty: give some text to continue".into(),
+        ));
     }
     let gpu = Gpu::new(&args.device.options()).await?;
     let k = Kernels::new(&gpu).await?;
-    let m = Model::new(&gpu, &k, model.config.clone(), BatchShape { batch: 1, seq: 1 }, Precision::parse(&args.precision)?, &model.weights)?;
-    gpu.run(&m.sync_mirror(&gpu, &k)?.iter().collect::<Vec<_>>()).await?;
+    let m = Model::new(
+        &gpu,
+        &k,
+        model.config.clone(),
+        BatchShape { batch: 1, seq: 1 },
+        Precision::parse(&args.precision)?,
+        &model.weights,
+    )?;
+    gpu.run(&m.sync_mirror(&gpu, &k)?.iter().collect::<Vec<_>>())
+        .await?;
     // a cache for this generation only, not the whole context
-    let needed = (prompt.len() as u64 + (args.max_new as u64).saturating_sub(1)).min(model.config.max_seq as u64) as u32;
+    let needed = (prompt.len() as u64 + (args.max_new as u64).saturating_sub(1))
+        .min(model.config.max_seq as u64) as u32;
     let mut decoder = Decoder::new(&gpu, &k, &m, 1, needed)?;
-    let g = Generation { max_new: args.max_new, sampling: Sampling { temperature: args.temperature, top_k: args.top_k }, seed: args.seed };
-    let out = decoder.generate(&gpu, &k, &m, &[prompt], &g, |_| ControlFlow::Continue(())).await?;
-    println!("{}", serde_json::json!({"prompt": args.prompt, "text": tokenizer.decode(&out[0])?, "tokens": out[0]}));
+    let g = Generation {
+        max_new: args.max_new,
+        sampling: Sampling {
+            temperature: args.temperature,
+            top_k: args.top_k,
+        },
+        seed: args.seed,
+    };
+    let out = decoder
+        .generate(&gpu, &k, &m, &[prompt], &g, |_| ControlFlow::Continue(()))
+        .await?;
+    println!(
+        "{}",
+        serde_json::json!({"prompt": args.prompt, "text": tokenizer.decode(&out[0])?, "tokens": out[0]})
+    );
     Ok(())
 }

@@ -15,7 +15,11 @@ pub mod cli {
     use webtrain::{Gpu, GpuOptions};
 
     #[derive(Parser)]
-    #[command(name = "webtrain", version, about = "Train a Llama-style language model on WebGPU")]
+    #[command(
+        name = "webtrain",
+        version,
+        about = "Train a Llama-style language model on WebGPU"
+    )]
     struct Cli {
         #[command(subcommand)]
         command: Command,
@@ -88,7 +92,10 @@ pub mod cli {
             let env = GpuOptions::from_env();
             GpuOptions {
                 adapter: self.adapter.clone().or(env.adapter),
-                force_packed_f16: self.f16.as_deref().map_or(env.force_packed_f16, |f| f == "packed"),
+                force_packed_f16: self
+                    .f16
+                    .as_deref()
+                    .map_or(env.force_packed_f16, |f| f == "packed"),
             }
         }
     }
@@ -121,9 +128,14 @@ pub mod cli {
                 };
                 let k = webtrain::kernels::Kernels::new(&gpu).await?;
                 let copy_bw = crate::bench::copy_bandwidth(&gpu, &k, args.reps).await?;
-                eprintln!("adapter {} — copy bandwidth {:.1} GB/s (the memory limit below)", gpu.info.name, copy_bw / 1e9);
+                eprintln!(
+                    "adapter {} — copy bandwidth {:.1} GB/s (the memory limit below)",
+                    gpu.info.name,
+                    copy_bw / 1e9
+                );
                 if args.what != "steps" {
-                    crate::bench::run(&gpu, &k, copy_bw, &sizes, args.reps, args.only.as_deref()).await?;
+                    crate::bench::run(&gpu, &k, copy_bw, &sizes, args.reps, args.only.as_deref())
+                        .await?;
                 }
                 if args.what != "kernels" {
                     crate::bench_step::run(&gpu, &args.presets, args.reps, copy_bw).await?;
@@ -137,18 +149,26 @@ pub mod cli {
         let mut corpus = webtrain::data::Corpus::default();
         for path in &args.corpus {
             let name = path.display().to_string();
-            let bytes = std::fs::read(path)
-                .map_err(|e| webtrain::Error::Corpus { file: name.clone(), problem: format!("cannot be read: {e}") })?;
+            let bytes = std::fs::read(path).map_err(|e| webtrain::Error::Corpus {
+                file: name.clone(),
+                problem: format!("cannot be read: {e}"),
+            })?;
             corpus.add(&name, &bytes)?;
         }
         let texts: Vec<&str> = corpus.files().map(|(_, t)| t).collect();
         let started = std::time::Instant::now();
         let t = webtrain::data::Tokenizer::train(&texts, args.vocab, |_| {})?;
         let json = t.to_json()?;
-        std::fs::write(&args.out, json)
-            .map_err(|e| webtrain::Error::Unsupported(format!("cannot write {}: {e}", args.out.display())))?;
+        std::fs::write(&args.out, json).map_err(|e| {
+            webtrain::Error::Unsupported(format!("cannot write {}: {e}", args.out.display()))
+        })?;
         let secs = started.elapsed().as_secs_f64();
-        eprintln!("tokenizer: {} tokens from {} bytes in {secs:.1} s, fingerprint {}", t.vocab_size(), corpus.bytes(), t.fingerprint());
+        eprintln!(
+            "tokenizer: {} tokens from {} bytes in {secs:.1} s, fingerprint {}",
+            t.vocab_size(),
+            corpus.bytes(),
+            t.fingerprint()
+        );
         let line = serde_json::json!({"vocab_size": t.vocab_size(), "fingerprint": t.fingerprint(), "seconds": secs, "out": args.out});
         println!("{line}");
         Ok(())
@@ -158,10 +178,20 @@ pub mod cli {
         let gpu = Gpu::new(&args.options()).await?;
         let r = gpu.report();
         let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
-        eprintln!("adapter  {} ({}, {}) {}", r.name, r.backend, r.device_type, r.driver);
+        eprintln!(
+            "adapter  {} ({}, {}) {}",
+            r.name, r.backend, r.device_type, r.driver
+        );
         eprintln!("f16      {}", r.mixed_precision);
         eprintln!("timing   {}", r.timing);
-        eprintln!("subgroups {}", if r.features.subgroups { "yes (native kernels may use them)" } else { "no" });
+        eprintln!(
+            "subgroups {}",
+            if r.features.subgroups {
+                "yes (native kernels may use them)"
+            } else {
+                "no"
+            }
+        );
         eprintln!(
             "limits   buffer {:.0} MiB, storage binding {:.0} MiB, {} storage buffers/stage, {} B workgroup memory",
             mib(r.limits.max_buffer_size),
@@ -169,7 +199,8 @@ pub mod cli {
             r.limits.max_storage_buffers_per_shader_stage,
             r.limits.max_compute_workgroup_storage_size
         );
-        let line = serde_json::to_string(&r).map_err(|e| webtrain::Error::Unsupported(e.to_string()))?;
+        let line =
+            serde_json::to_string(&r).map_err(|e| webtrain::Error::Unsupported(e.to_string()))?;
         println!("{line}");
         Ok(())
     }

@@ -11,16 +11,31 @@ use serde::{Deserialize, Serialize};
 use webtrain::checkpoint::{self, Checkpoint, RunState};
 use webtrain::data::{Batch, Corpus, Dataset, SplitMix64, Tokenizer};
 use webtrain::hf::HfModel;
-use webtrain::model::{BatchShape, Config, Precision, PRESETS};
-use webtrain::optim::{LrSchedule, OptimConfig, OptimState};
+use webtrain::model::{BatchShape, Config, PRESETS, Precision};
 use webtrain::optim::HostState;
-use webtrain::train::{survival, synthetic, TrainConfig, Trainer};
+use webtrain::optim::{LrSchedule, OptimConfig, OptimState};
+use webtrain::train::{TrainConfig, Trainer, survival, synthetic};
 use webtrain::{Error, Gpu, Result};
 
 /// What a checkpoint's config fixes: not to be given with `--resume`.
 const FIXED_BY_CHECKPOINT: [&str; 17] = [
-    "preset", "synthetic", "precision", "optim_state", "seed", "batch", "seq", "lr", "warmup", "schedule_steps", "min_lr_ratio",
-    "weight_decay", "clip", "beta1", "beta2", "eps", "val_fraction",
+    "preset",
+    "synthetic",
+    "precision",
+    "optim_state",
+    "seed",
+    "batch",
+    "seq",
+    "lr",
+    "warmup",
+    "schedule_steps",
+    "min_lr_ratio",
+    "weight_decay",
+    "clip",
+    "beta1",
+    "beta2",
+    "eps",
+    "val_fraction",
 ];
 
 #[derive(Args)]
@@ -143,13 +158,24 @@ fn config(args: &TrainArgs, hf: Option<&HfModel>) -> Result<TrainConfig> {
         None => Config::preset(&args.preset)?,
     };
     let d = match hf {
-        Some(m) => BatchShape { batch: 8, seq: m.config.max_seq.min(512) },
+        Some(m) => BatchShape {
+            batch: 8,
+            seq: m.config.max_seq.min(512),
+        },
         None => default_shape(&args.preset),
     };
-    let shape = BatchShape { batch: args.batch.unwrap_or(d.batch), seq: args.seq.unwrap_or(d.seq) };
+    let shape = BatchShape {
+        batch: args.batch.unwrap_or(d.batch),
+        seq: args.seq.unwrap_or(d.seq),
+    };
     shape.validate(&model)?;
     let total = args.schedule_steps.unwrap_or(args.steps);
-    let schedule = LrSchedule { peak: args.lr, warmup: args.warmup.unwrap_or(total / 10), total, min_ratio: args.min_lr_ratio };
+    let schedule = LrSchedule {
+        peak: args.lr,
+        warmup: args.warmup.unwrap_or(total / 10),
+        total,
+        min_ratio: args.min_lr_ratio,
+    };
     let optim = OptimConfig {
         state: OptimState::parse(&args.optim_state)?,
         schedule,
@@ -159,7 +185,13 @@ fn config(args: &TrainArgs, hf: Option<&HfModel>) -> Result<TrainConfig> {
         weight_decay: args.weight_decay,
         max_grad_norm: args.clip,
     };
-    Ok(TrainConfig { model, shape, precision: Precision::parse(&args.precision)?, optim, seed: args.seed })
+    Ok(TrainConfig {
+        model,
+        shape,
+        precision: Precision::parse(&args.precision)?,
+        optim,
+        seed: args.seed,
+    })
 }
 
 /// The checkpoint at `path`, checked; its errors name the file.
@@ -183,14 +215,18 @@ pub fn read_hf(dir: &Path) -> Result<HfModel> {
 /// Writes `bytes` to `path` through a temporary file beside it, so an
 /// existing checkpoint is never left half-written.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let named = |e: std::io::Error| Error::Checkpoint(format!("{}: cannot be written: {e}", path.display()));
+    let named = |e: std::io::Error| {
+        Error::Checkpoint(format!("{}: cannot be written: {e}", path.display()))
+    };
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".partial");
     let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path)).map_err(|e| {
-        std::fs::remove_file(&tmp).ok();
-        named(e)
-    })
+    std::fs::write(&tmp, bytes)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| {
+            std::fs::remove_file(&tmp).ok();
+            named(e)
+        })
 }
 
 pub async fn run(args: TrainArgs) -> Result<()> {
@@ -201,9 +237,13 @@ pub async fn run(args: TrainArgs) -> Result<()> {
         None => config(&args, hf.as_ref())?,
     };
     let shape = config.shape;
-    let data = dataset(&args, &config, resumed.as_ref(), hf.as_ref()).map_err(|e| match (e, &args.resume) {
-        (Error::Checkpoint(problem), Some(path)) => Error::Checkpoint(format!("{}: {problem}", path.display())),
-        (e, _) => e,
+    let data = dataset(&args, &config, resumed.as_ref(), hf.as_ref()).map_err(|e| {
+        match (e, &args.resume) {
+            (Error::Checkpoint(problem), Some(path)) => {
+                Error::Checkpoint(format!("{}: {problem}", path.display()))
+            }
+            (e, _) => e,
+        }
     })?;
     let gpu = Gpu::new(&args.device.options()).await?;
     let mut trainer = match (&resumed, &hf) {
@@ -214,7 +254,11 @@ pub async fn run(args: TrainArgs) -> Result<()> {
     let memory = trainer.memory()?;
     let preset = match &args.from_hf {
         Some(dir) => dir.to_str().unwrap_or("hf"),
-        None => PRESETS.iter().find(|p| Config::preset(p).is_ok_and(|m| m == config.model)).copied().unwrap_or("custom"),
+        None => PRESETS
+            .iter()
+            .find(|p| Config::preset(p).is_ok_and(|m| m == config.model))
+            .copied()
+            .unwrap_or("custom"),
     };
     let (precision, optim_state) = (config.precision.name(), config.optim.state.name());
     eprintln!(
@@ -228,36 +272,75 @@ pub async fn run(args: TrainArgs) -> Result<()> {
         data.set.validation_tokens()
     );
     let first = trainer.steps() + 1;
-    let end = first.checked_add(args.steps).ok_or_else(|| Error::Unsupported(format!("{} more steps after step {} overflow the step count", args.steps, first - 1)))? - 1;
+    let end = first.checked_add(args.steps).ok_or_else(|| {
+        Error::Unsupported(format!(
+            "{} more steps after step {} overflow the step count",
+            args.steps,
+            first - 1
+        ))
+    })? - 1;
     if let Some(path) = &args.resume {
         eprintln!("train: resuming {} at step {first}", path.display());
         let total = config.optim.schedule.total;
         if end > total {
-            eprintln!("train: the schedule ends at step {total}; steps after it train at the floor rate {:.2e}", config.optim.schedule.lr(end));
+            eprintln!(
+                "train: the schedule ends at step {total}; steps after it train at the floor rate {:.2e}",
+                config.optim.schedule.lr(end)
+            );
         }
     }
 
-    let validation: Vec<Batch> = data.set.validation_batches(shape.batch as usize).into_iter().filter(|b| b.inputs.len() == shape.rows() as usize).take(args.val_batches).collect();
-    let mut rng = SplitMix64(resumed.as_ref().map_or(config.seed ^ 0x5eed_da7a, |c| c.run.rng));
+    let validation: Vec<Batch> = data
+        .set
+        .validation_batches(shape.batch as usize)
+        .into_iter()
+        .filter(|b| b.inputs.len() == shape.rows() as usize)
+        .take(args.val_batches)
+        .collect();
+    let mut rng = SplitMix64(
+        resumed
+            .as_ref()
+            .map_or(config.seed ^ 0x5eed_da7a, |c| c.run.rng),
+    );
     let started = std::time::Instant::now();
     let mut last = None;
     let mut val_loss = None;
     for step in first..=end {
         let inspected = args.inspect_every > 0 && step % args.inspect_every == 0;
-        let before = if inspected { Some(trainer.model.read_weights(&gpu).await?) } else { None };
-        let done = trainer.step(&data.set.train_batch(&mut rng, shape.batch as usize)).await?;
+        let before = if inspected {
+            Some(trainer.model.read_weights(&gpu).await?)
+        } else {
+            None
+        };
+        let done = trainer
+            .step(&data.set.train_batch(&mut rng, shape.batch as usize))
+            .await?;
         if let Some(before) = before {
             let after = trainer.model.read_weights(&gpu).await?;
-            let HostState::Fp32 { v, .. } = trainer.adam.read_state(&gpu).await?.convert(OptimState::Fp32) else { unreachable!("converted to f32") };
+            let HostState::Fp32 { v, .. } = trainer
+                .adam
+                .read_state(&gpu)
+                .await?
+                .convert(OptimState::Fp32)
+            else {
+                unreachable!("converted to f32")
+            };
             let report = survival::inspect(&trainer.model.layout, &before, &after, &v);
             println!("{}", serde_json::json!({"step": step, "inspect": report}));
         }
         let flush = step == end || (args.val_every > 0 && step % args.val_every == 0);
-        let done = if flush { done.into_iter().chain(trainer.flush().await?).collect() } else { done };
+        let done = if flush {
+            done.into_iter().chain(trainer.flush().await?).collect()
+        } else {
+            done
+        };
         for s in done {
             println!("{}", json(&s)?);
             if s.step % 10 == 0 || s.step == 1 {
-                eprintln!("step {:>5}  loss {:.4}  grad norm {:.3}  lr {:.2e}  {:.0} tokens/s", s.step, s.loss, s.grad_norm, s.lr, s.tokens_per_s);
+                eprintln!(
+                    "step {:>5}  loss {:.4}  grad norm {:.3}  lr {:.2e}  {:.0} tokens/s",
+                    s.step, s.loss, s.grad_norm, s.lr, s.tokens_per_s
+                );
             }
             last = Some(s);
         }
@@ -270,9 +353,20 @@ pub async fn run(args: TrainArgs) -> Result<()> {
     }
     let seconds = started.elapsed().as_secs_f64();
     if let Some(path) = &args.out {
-        let bytes = checkpoint::save(&trainer, &RunState { rng: rng.0, ..data.run }).await?;
+        let bytes = checkpoint::save(
+            &trainer,
+            &RunState {
+                rng: rng.0,
+                ..data.run
+            },
+        )
+        .await?;
         write_atomically(path, &bytes)?;
-        eprintln!("train: step {end} saved to {} ({:.1} MiB)", path.display(), bytes.len() as f64 / (1 << 20) as f64);
+        eprintln!(
+            "train: step {end} saved to {} ({:.1} MiB)",
+            path.display(),
+            bytes.len() as f64 / (1 << 20) as f64
+        );
     }
     let summary = serde_json::json!({"summary": {
         "adapter": gpu.info.name,
@@ -302,18 +396,36 @@ fn json(s: &impl serde::Serialize) -> Result<String> {
 /// the model's vocabulary. Resumed, the checkpoint's: the same source,
 /// files (unless --corpus names others), tokenizer and held-out share, and
 /// refused unless the tokens are the ones it trained on.
-fn dataset(args: &TrainArgs, config: &TrainConfig, resumed: Option<&Checkpoint>, hf: Option<&HfModel>) -> Result<Data> {
+fn dataset(
+    args: &TrainArgs,
+    config: &TrainConfig,
+    resumed: Option<&Checkpoint>,
+    hf: Option<&HfModel>,
+) -> Result<Data> {
     let (seq, vocab) = (config.shape.seq as usize, config.model.vocab);
     let stored: Option<DataState> = resumed
         .map(|c| {
-            let unusable = || Error::Checkpoint("it does not say which data it trained on (not made by webtrain train?)".into());
-            serde_json::from_str(c.run.data.as_deref().ok_or_else(unusable)?).map_err(|_| unusable())
+            let unusable = || {
+                Error::Checkpoint(
+                    "it does not say which data it trained on (not made by webtrain train?)".into(),
+                )
+            };
+            serde_json::from_str(c.run.data.as_deref().ok_or_else(unusable)?)
+                .map_err(|_| unusable())
         })
         .transpose()?;
-    let synthetic = stored.as_ref().map_or(args.synthetic, |d| d.source == "synthetic");
-    let val_fraction = stored.as_ref().map_or(args.val_fraction, |d| d.val_fraction);
+    let synthetic = stored
+        .as_ref()
+        .map_or(args.synthetic, |d| d.source == "synthetic");
+    let val_fraction = stored
+        .as_ref()
+        .map_or(args.val_fraction, |d| d.val_fraction);
     let (tokens, files, tokenizer) = if synthetic {
-        (synthetic::markov_tokens(vocab, 1 << 20, config.seed), vec![], None)
+        (
+            synthetic::markov_tokens(vocab, 1 << 20, config.seed),
+            vec![],
+            None,
+        )
     } else {
         let files: Vec<PathBuf> = match &stored {
             Some(d) if args.corpus.is_empty() => d.files.iter().map(PathBuf::from).collect(),
@@ -330,21 +442,34 @@ fn dataset(args: &TrainArgs, config: &TrainConfig, resumed: Option<&Checkpoint>,
         let mut corpus = Corpus::default();
         for path in &files {
             let name = path.display().to_string();
-            let bytes = std::fs::read(path).map_err(|e| Error::Corpus { file: name.clone(), problem: format!("cannot be read: {e}") })?;
+            let bytes = std::fs::read(path).map_err(|e| Error::Corpus {
+                file: name.clone(),
+                problem: format!("cannot be read: {e}"),
+            })?;
             corpus.add(&name, &bytes)?;
         }
         let tokenizer = match (&args.tokenizer, resumed) {
             _ if hf.is_some() => {
                 let json = hf.and_then(|m| m.tokenizer_json.as_deref());
-                Tokenizer::from_json(json.ok_or_else(|| Error::Tokenizer("the --from-hf folder has no tokenizer.json to read the text with".into()))?)?
+                Tokenizer::from_json(json.ok_or_else(|| {
+                    Error::Tokenizer(
+                        "the --from-hf folder has no tokenizer.json to read the text with".into(),
+                    )
+                })?)?
             }
             (Some(path), _) => {
-                let json = std::fs::read_to_string(path).map_err(|e| Error::Tokenizer(format!("cannot read {}: {e}", path.display())))?;
+                let json = std::fs::read_to_string(path).map_err(|e| {
+                    Error::Tokenizer(format!("cannot read {}: {e}", path.display()))
+                })?;
                 let t = Tokenizer::from_json(&json)?;
-                resumed.map(|c| c.check_tokenizer(t.fingerprint())).transpose()?;
+                resumed
+                    .map(|c| c.check_tokenizer(t.fingerprint()))
+                    .transpose()?;
                 t
             }
-            (None, Some(c)) => c.run.tokenizer()?.ok_or_else(|| Error::Checkpoint("it trained on text but holds no tokenizer".into()))?,
+            (None, Some(c)) => c.run.tokenizer()?.ok_or_else(|| {
+                Error::Checkpoint("it trained on text but holds no tokenizer".into())
+            })?,
             (None, None) => {
                 let texts: Vec<&str> = corpus.files().map(|(_, t)| t).collect();
                 Tokenizer::train(&texts, vocab, |_| {})?
@@ -353,13 +478,22 @@ fn dataset(args: &TrainArgs, config: &TrainConfig, resumed: Option<&Checkpoint>,
         // a model may have more embedding rows than its tokenizer has tokens
         // (HF models pad them; a run fine-tuned from one is resumed so)
         if tokenizer.vocab_size() > vocab {
-            return Err(Error::Unsupported(format!("the tokenizer has {} tokens but the model's vocabulary is {vocab}", tokenizer.vocab_size())));
+            return Err(Error::Unsupported(format!(
+                "the tokenizer has {} tokens but the model's vocabulary is {vocab}",
+                tokenizer.vocab_size()
+            )));
         }
         let names = files.iter().map(|p| p.display().to_string()).collect();
         (corpus.tokenize(&tokenizer, seq)?, names, Some(tokenizer))
     };
     let source = if synthetic { "synthetic" } else { "corpus" };
-    let state = DataState { source: source.into(), files, val_fraction, tokens: tokens.len(), tokens_fingerprint: fingerprint(&tokens) };
+    let state = DataState {
+        source: source.into(),
+        files,
+        val_fraction,
+        tokens: tokens.len(),
+        tokens_fingerprint: fingerprint(&tokens),
+    };
     if let Some(d) = &stored {
         if (d.tokens, &d.tokens_fingerprint) != (state.tokens, &state.tokens_fingerprint) {
             return Err(Error::Checkpoint(format!(
@@ -368,12 +502,24 @@ fn dataset(args: &TrainArgs, config: &TrainConfig, resumed: Option<&Checkpoint>,
             )));
         }
     }
-    let run = RunState { rng: 0, tokenizer_json: tokenizer.map(|t| t.to_json()).transpose()?, data: Some(json(&state)?) };
-    Ok(Data { set: Dataset::new(tokens, seq, val_fraction)?, run })
+    let run = RunState {
+        rng: 0,
+        tokenizer_json: tokenizer.map(|t| t.to_json()).transpose()?,
+        data: Some(json(&state)?),
+    };
+    Ok(Data {
+        set: Dataset::new(tokens, seq, val_fraction)?,
+        run,
+    })
 }
 
 /// FNV-1a (64-bit) of the token ids: tells two token streams apart.
 fn fingerprint(tokens: &[u32]) -> String {
-    let hash = tokens.iter().flat_map(|t| t.to_le_bytes()).fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3));
+    let hash = tokens
+        .iter()
+        .flat_map(|t| t.to_le_bytes())
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+        });
     format!("{hash:016x}")
 }
