@@ -103,3 +103,36 @@ fn e4m3(x: f32) -> f32 {
     let q = min(round(a * inv_ulp) * ulp, E4M3_MAX);
     return bitcast<f32>(bitcast<u32>(q) | (bitcast<u32>(x) & 0x80000000u));
 }
+
+// The pipeline's numeric mode: NUMERICS is declared ahead of this file by
+// compose (shaders.rs), so a mode is a build of the same kernels.
+const EXACT: u32 = 0u;
+const SF16: u32 = 1u;   // Q1.15 round trips at the forward boundaries
+
+// Forward boundaries, one clamp counter each (kernels/boundary.rs `Site`).
+const SITE_EMBEDDING: u32 = 0u;
+const SITE_NORM: u32 = 1u;
+const SITE_PROJECTION: u32 = 2u;  // linear outputs: q|k|v, gate|up, logits
+const SITE_RESIDUAL: u32 = 3u;    // residual stream after o and down
+const SITE_SOFTMAX: u32 = 4u;     // attention probabilities
+const SITE_ATTENTION: u32 = 5u;   // attention output P·V
+const SITE_ACTIVATION: u32 = 6u;  // SwiGLU output
+const SITE_NONE: u32 = 0xffffffffu;  // not a boundary (backward products)
+
+// Values each boundary clamped, since the host last cleared them.
+@group(0) @binding(15) var<storage, read_write> boundary_counts: array<atomic<u32>>;
+
+// x as the mode stores it at boundary `site`: sf16 rounds it to Q1.15 and
+// counts it if clamped; other modes and SITE_NONE leave it as it is.
+fn boundary(x: f32, site: u32) -> f32 {
+    if (NUMERICS != SF16 || site == SITE_NONE) { return x; }
+    if (abs(x) > Q115_LIMIT) { atomicAdd(&boundary_counts[site], 1u); }
+    return q115(x);
+}
+
+// A matmul's output at boundary `site`: through the Q1.31 register first.
+fn matmul_boundary(x: f32, site: u32) -> f32 {
+    if (NUMERICS != SF16 || site == SITE_NONE) { return x; }
+    return boundary(q131(x), site);
+}
+

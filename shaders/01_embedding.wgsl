@@ -35,7 +35,7 @@ fn embed_lookup(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     let i = flat_id(wid, nwg, lidx);
     if (i >= params.tokens * params.d) { return; }
     let at = lookup_index(i);
-    out[i] = select(0.0, table[at.x], at.y == 1u);
+    out[i] = boundary(select(0.0, table[at.x], at.y == 1u), SITE_EMBEDDING);
 }
 
 @compute @workgroup_size(WG)
@@ -44,7 +44,7 @@ fn embed_lookup_w16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     let i = flat_id(wid, nwg, lidx);
     if (i >= params.tokens * params.d) { return; }
     let at = lookup_index(i);
-    out[i] = select(0.0, half_at(table_h[at.x >> 1u], at.x), at.y == 1u);
+    out[i] = boundary(select(0.0, half_at(table_h[at.x >> 1u], at.x), at.y == 1u), SITE_EMBEDDING);
 }
 
 // embed_backward_sorted: dtable[tokens[s]] += dout[s], non-finite values

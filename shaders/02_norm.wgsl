@@ -39,7 +39,7 @@ fn rmsnorm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     let base = row * params.d;
     let r = row_rrms(base, lidx);
     for (var i = lidx; i < params.d; i += WG) {
-        y[base + i] = x[base + i] * r * gain[i];
+        y[base + i] = boundary(x[base + i] * r * gain[i], SITE_NORM);
     }
     if (lidx == 0u) { rrms[row] = r; }
 }
@@ -52,7 +52,7 @@ fn rmsnorm_forward_w16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workg
     let base = row * params.d;
     let r = row_rrms(base, lidx);
     for (var i = lidx; i < params.d; i += WG) {
-        y[base + i] = x[base + i] * r * half_at(gain_h[i >> 1u], i);
+        y[base + i] = boundary(x[base + i] * r * half_at(gain_h[i >> 1u], i), SITE_NORM);
     }
     if (lidx == 0u) { rrms[row] = r; }
 }

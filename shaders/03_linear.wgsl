@@ -23,6 +23,7 @@ struct Params {
     b_row: u32,
     b_col: u32,
     c_row: u32,
+    site: u32,   // the forward boundary of this product's output, or SITE_NONE
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -97,7 +98,7 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
     for (var r = 0u; r < 4u; r++) {
         for (var s = 0u; s < 4u; s++) {
             let at = out_at(wid, lidx, r, s);
-            if (inside(at)) { c[at.x * params.c_row + at.y] = acc[r][s]; }
+            if (inside(at)) { c[at.x * params.c_row + at.y] = matmul_boundary(acc[r][s], params.site); }
         }
     }
 }
@@ -111,7 +112,8 @@ fn matmul_add(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
             let at = out_at(wid, lidx, r, s);
             if (inside(at)) {
                 let i = at.x * params.c_row + at.y;
-                c[i] = residual[i] + acc[r][s];
+                let product = matmul_boundary(acc[r][s], params.site);
+                c[i] = boundary(residual[i] + product, select(SITE_RESIDUAL, SITE_NONE, params.site == SITE_NONE));
             }
         }
     }

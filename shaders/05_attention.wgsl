@@ -22,6 +22,10 @@ const DC: u32 = 64u;      // head-dim columns per staged K or V chunk
 //   l = α·l + Σ_j p_j,  acc = α·acc + Σ_j p_j·v_j
 // o = acc / l and lse = m + log l at the end. Every sum runs in a fixed
 // order and the BK invocations of a row compute identical m and l.
+// In sf16 (NUMERICS) a first pass over the scores gives the final m and l,
+// so the second writes each probability normalized and rounded to Q1.15,
+// p_j = q115(exp(s_j − m) / l) (the SF16 document's softmax write-back),
+// with α = 1 and o = acc.
 var<workgroup> q_tile: array<f32, BQ * MAX_DH>;  // [BQ, Dh]
 var<workgroup> kv_tile: array<f32, BK * DC>;     // [BK, DC]
 var<workgroup> s_tile: array<f32, BQ * BK>;      // scores
@@ -39,6 +43,23 @@ fn stage_kv(from_k: bool, b: u32, key0: u32, kvh: u32, c0: u32, lidx: u32) {
         }
         kv_tile[e] = x;
     }
+}
+
+// Query r's scaled score against key j of the block at key0, NEG_BIG
+// where masked (causal, or past T). Holds barriers: call from uniform
+// control flow.
+fn block_score(b: u32, key0: u32, kvh: u32, r: u32, j: u32, t: u32, lidx: u32) -> f32 {
+    var s = 0.0;
+    for (var c0 = 0u; c0 < params.head_dim; c0 += DC) {
+        workgroupBarrier();  // the tile's last readers are done
+        stage_kv(true, b, key0, kvh, c0, lidx);
+        workgroupBarrier();
+        for (var d = 0u; d < min(DC, params.head_dim - c0); d++) {
+            s += q_tile[r * MAX_DH + c0 + d] * kv_tile[j * DC + d];
+        }
+    }
+    let key = key0 + j;
+    return select(NEG_BIG, s * params.scale, key <= t && key < params.seq_len);
 }
 
 @compute @workgroup_size(WG)
@@ -66,36 +87,48 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
         q_tile[e] = x;
     }
 
+    let sf16 = NUMERICS == SF16;
+    let key_end = min(t0 + BQ, t_len);  // keys past the block's last query are masked for every row
     var m = NEG_BIG;
     var l = 0.0;
-    var acc: array<f32, SLOTS>;
-    let key_end = min(t0 + BQ, t_len);  // keys past the block's last query are masked for every row
-    for (var key0 = 0u; key0 < key_end; key0 += BK) {
-        var s = 0.0;
-        for (var c0 = 0u; c0 < dh; c0 += DC) {
-            workgroupBarrier();  // the tile's last readers are done
-            stage_kv(true, b, key0, kvh, c0, lidx);
+    if (sf16) {
+        // sf16 rounds each normalized probability as it is written, so the
+        // row's final max and sum come first, from a pass over the scores
+        for (var key0 = 0u; key0 < key_end; key0 += BK) {
+            s_tile[lidx] = block_score(b, key0, kvh, r, j, t, lidx);
             workgroupBarrier();
-            for (var d = 0u; d < min(DC, dh - c0); d++) {
-                s += q_tile[r * MAX_DH + c0 + d] * kv_tile[j * DC + d];
+            var block_max = NEG_BIG;
+            for (var jj = 0u; jj < BK; jj++) { block_max = max(block_max, s_tile[r * BK + jj]); }
+            let m_new = max(m, block_max);
+            var p_sum = 0.0;
+            for (var jj = 0u; jj < BK; jj++) {
+                let sc = s_tile[r * BK + jj];
+                p_sum += select(0.0, exp(sc - m_new), sc > NEG_BIG);
             }
+            l = exp(m - m_new) * l + p_sum;
+            m = m_new;
+            workgroupBarrier();  // s_tile's readers are done
         }
-        let key = key0 + j;
-        let visible = key <= t && key < t_len;
-        let scaled = s * params.scale;
-        s_tile[lidx] = select(NEG_BIG, scaled, visible);
+    }
+    var acc: array<f32, SLOTS>;
+    for (var key0 = 0u; key0 < key_end; key0 += BK) {
+        let scaled = block_score(b, key0, kvh, r, j, t, lidx);
+        let visible = scaled > NEG_BIG;
+        s_tile[lidx] = scaled;
         workgroupBarrier();
         var block_max = NEG_BIG;
         for (var jj = 0u; jj < BK; jj++) { block_max = max(block_max, s_tile[r * BK + jj]); }
-        let m_new = max(m, block_max);
+        let m_new = select(max(m, block_max), m, sf16);
         let alpha = exp(m - m_new);
-        p_tile[lidx] = select(0.0, exp(scaled - m_new), visible);
+        var p = select(0.0, exp(scaled - m_new), visible);
+        if (sf16) { p = boundary(p / l, select(SITE_NONE, SITE_SOFTMAX, visible && t < t_len)); }
+        p_tile[lidx] = p;
         m = m_new;
         for (var c0 = 0u; c0 < dh; c0 += DC) {
             workgroupBarrier();
             stage_kv(false, b, key0, kvh, c0, lidx);
             workgroupBarrier();
-            if (c0 == 0u) {
+            if (c0 == 0u && !sf16) {
                 var p_sum = 0.0;
                 for (var jj = 0u; jj < BK; jj++) { p_sum += p_tile[r * BK + jj]; }
                 l = alpha * l + p_sum;
@@ -110,9 +143,9 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
     }
 
     if (t < t_len) {
-        let inv_l = 1.0 / l;  // l ≥ 1: the row's max contributes exp(0)
+        let inv_l = select(1.0 / l, 1.0, sf16);  // l ≥ 1: the row's max contributes exp(0)
         for (var i = 0u; i < dh / BK; i++) {
-            o[row * params.heads * dh + h * dh + j + BK * i] = acc[i] * inv_l;
+            o[row * params.heads * dh + h * dh + j + BK * i] = matmul_boundary(acc[i] * inv_l, SITE_ATTENTION);
         }
         if (j == 0u) { lse[row * params.heads + h] = m + log(l); }
     }

@@ -61,7 +61,7 @@ fn swiglu_forward_gu(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
     if (i >= params.n) { return; }
     let j = gate_at(i);
     let g = gu[j];
-    h[i] = g * sigmoid_pair(g).x * gu[j + params.ffn];
+    h[i] = boundary(g * sigmoid_pair(g).x * gu[j + params.ffn], SITE_ACTIVATION);
 }
 
 @group(0) @binding(1) var<storage, read> dh: array<f32>;          // [R, F]

@@ -127,6 +127,30 @@ impl fmt::Display for F16Storage {
     }
 }
 
+/// The numeric mode pipelines are built in (the precision modes of
+/// DESIGN.md §4 that change what kernels compute, not what they read).
+/// compose declares it as `const NUMERICS` ahead of 00_common.wgsl, whose
+/// `boundary` functions act on it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Numerics {
+    /// f32 arithmetic as written.
+    #[default]
+    Exact,
+    /// Q1.15 round trips at the forward boundaries, clamps counted.
+    Sf16,
+}
+
+impl Numerics {
+    /// The one-line header declaring the mode (codes as 00_common.wgsl's).
+    fn header(self) -> ShaderFile {
+        let source = match self {
+            Numerics::Exact => "const NUMERICS: u32 = 0u;\n",
+            Numerics::Sf16 => "const NUMERICS: u32 = 1u;\n",
+        };
+        ShaderFile { name: "(numerics)", source }
+    }
+}
+
 /// What pipelines are built from: a kernel file, after an optional prelude
 /// file that defines how it reads an input (03_linear's B in f32 or f16).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -151,13 +175,14 @@ pub struct Composed {
     parts: Vec<(&'static str, u32)>, // (file name, first line in `source`, 1-based)
 }
 
-pub fn compose(module: impl Into<Module>, storage: F16Storage) -> Composed {
+pub fn compose(module: impl Into<Module>, storage: F16Storage, numerics: Numerics) -> Composed {
     let module = module.into();
     let mut source = String::new();
     let mut parts = Vec::new();
     let mut line = 1;
     for part in [
         Some(storage.header()),
+        Some(numerics.header()),
         Some(COMMON),
         module.prelude,
         Some(module.file),
@@ -195,8 +220,8 @@ mod tests {
 
     #[test]
     fn only_the_native_header_enables_f16_and_it_comes_first() {
-        let native = compose(CAST, F16Storage::Native).source;
-        let packed = compose(CAST, F16Storage::Packed).source;
+        let native = compose(CAST, F16Storage::Native, Numerics::Exact).source;
+        let packed = compose(CAST, F16Storage::Packed, Numerics::Exact).source;
         let first_code_line = |s: &str| s.lines().find(|l| !l.starts_with("//")).map(str::to_owned);
         assert_eq!(first_code_line(&native).as_deref(), Some("enable f16;"));
         assert!(!packed.contains("enable f16"));
@@ -205,10 +230,11 @@ mod tests {
 
     #[test]
     fn locate_maps_composed_lines_back_to_files() {
-        let c = compose(INFRASTRUCTURE, F16Storage::Packed);
-        let header_lines = F16_PACKED.source.lines().count() as u32;
+        let c = compose(INFRASTRUCTURE, F16Storage::Packed, Numerics::Exact);
+        let header_lines = F16_PACKED.source.lines().count() as u32 + 1; // + the NUMERICS line
         let common_lines = COMMON.source.lines().count() as u32;
         assert_eq!(c.locate(1), "shaders/00_f16_packed.wgsl:1");
+        assert_eq!(c.locate(header_lines), "shaders/(numerics).wgsl:1");
         assert_eq!(c.locate(header_lines + 1), "shaders/00_common.wgsl:1");
         assert_eq!(
             c.locate(header_lines + common_lines + 3),

@@ -7,7 +7,11 @@
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
-use crate::shaders::F16Storage;
+use crate::shaders::{F16Storage, Numerics};
+
+/// Clamp counters in `Gpu::boundary_counts`: room for every forward
+/// boundary (`kernels::boundary::Site`).
+pub const BOUNDARY_COUNTERS: u64 = 8;
 
 /// How to pick the adapter and build pipelines.
 #[derive(Clone, Debug, Default)]
@@ -59,6 +63,10 @@ pub struct Gpu {
     pub caps: Capabilities,
     pub limits: wgpu::Limits,
     f16_storage: F16Storage,
+    numerics: Numerics,
+    /// The forward boundaries' clamp counters (`Site`), shared by every
+    /// handle of this device; kernels bind them through `Slot::BoundaryCounts`.
+    pub boundary_counts: wgpu::Buffer,
     health: Arc<Health>,
 }
 
@@ -109,6 +117,12 @@ impl Gpu {
         } else {
             F16Storage::Packed
         };
+        let boundary_counts = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("boundary_counts"),
+            size: 4 * BOUNDARY_COUNTERS,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
         Ok(Gpu {
             device,
             queue,
@@ -116,6 +130,8 @@ impl Gpu {
             caps,
             limits,
             f16_storage,
+            numerics: Numerics::Exact,
+            boundary_counts,
             health,
         })
     }
@@ -137,6 +153,16 @@ impl Gpu {
             f16_storage: storage,
             ..self.clone()
         })
+    }
+
+    /// The numeric mode pipelines built for this handle use.
+    pub fn numerics(&self) -> Numerics {
+        self.numerics
+    }
+
+    /// The same device, building pipelines in another numeric mode.
+    pub fn with_numerics(&self, numerics: Numerics) -> Gpu {
+        Gpu { numerics, ..self.clone() }
     }
 
     /// Fails if the device was lost or reported an error nobody caught.

@@ -10,7 +10,7 @@ mod report;
 mod timing;
 
 pub use buffers::{BufferRange, f16_bytes};
-pub use context::{Capabilities, Gpu, GpuOptions};
+pub use context::{BOUNDARY_COUNTERS, Capabilities, Gpu, GpuOptions};
 pub use dispatch::{Dispatch, Grid, WG, grid_1d, grid_groups};
 pub use pipeline::{Kernel, KernelDesc, Slot, build_kernels};
 pub use report::{AdapterReport, FeatureReport, LimitReport};

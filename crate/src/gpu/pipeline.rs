@@ -16,6 +16,22 @@ pub enum Slot {
     Read(u32),
     /// `var<storage, read_write>` output.
     ReadWrite(u32),
+    /// `boundary_counts` (00_common.wgsl, binding 15), the clamp counters of
+    /// the forward boundaries: bound by [`Kernel::dispatch`] itself, from
+    /// the device handle, so launchers pass no resource for it.
+    BoundaryCounts,
+}
+
+/// `boundary_counts`' binding in 00_common.wgsl.
+const BOUNDARY_COUNTS_BINDING: u32 = 15;
+
+impl Slot {
+    fn binding(self) -> u32 {
+        match self {
+            Slot::Uniform(b) | Slot::Read(b) | Slot::ReadWrite(b) => b,
+            Slot::BoundaryCounts => BOUNDARY_COUNTS_BINDING,
+        }
+    }
 }
 
 /// A kernel's entry point and its bindings, written out like a C header in
@@ -43,7 +59,7 @@ pub async fn build_kernels<const N: usize>(
     let storage = gpu.f16_storage();
     let module = module.into();
     let file = module.file;
-    let composed = compose(module, storage);
+    let composed = compose(module, storage, gpu.numerics());
     let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
     let module = gpu
         .device
@@ -81,11 +97,12 @@ fn build_one(gpu: &Gpu, module: &wgpu::ShaderModule, desc: KernelDesc) -> Kernel
         .slots
         .iter()
         .map(|slot| {
-            let (binding, ty) = match *slot {
-                Slot::Uniform(b) => (b, wgpu::BufferBindingType::Uniform),
-                Slot::Read(b) => (b, wgpu::BufferBindingType::Storage { read_only: true }),
-                Slot::ReadWrite(b) => (b, wgpu::BufferBindingType::Storage { read_only: false }),
+            let ty = match *slot {
+                Slot::Uniform(_) => wgpu::BufferBindingType::Uniform,
+                Slot::Read(_) => wgpu::BufferBindingType::Storage { read_only: true },
+                Slot::ReadWrite(_) | Slot::BoundaryCounts => wgpu::BufferBindingType::Storage { read_only: false },
             };
+            let binding = slot.binding();
             wgpu::BindGroupLayoutEntry {
                 binding,
                 visibility: wgpu::ShaderStages::COMPUTE,
@@ -130,34 +147,29 @@ fn build_one(gpu: &Gpu, module: &wgpu::ShaderModule, desc: KernelDesc) -> Kernel
 }
 
 impl Kernel {
-    /// Binds `resources` (one per slot, in slot order) for a dispatch of `grid`.
+    /// Binds `resources` (one per slot, in slot order, `BoundaryCounts`
+    /// left out) for a dispatch of `grid`.
     pub fn dispatch(
         &self,
         gpu: &Gpu,
         resources: &[wgpu::BindingResource<'_>],
         grid: Grid,
     ) -> Result<Dispatch> {
-        if resources.len() != self.slots.len() {
-            return Err(Error::shape(
-                self.entry,
-                "bindings",
-                self.slots.len(),
-                resources.len(),
-            ));
+        let given: Vec<Slot> = self.slots.iter().copied().filter(|s| *s != Slot::BoundaryCounts).collect();
+        if resources.len() != given.len() {
+            return Err(Error::shape(self.entry, "bindings", given.len(), resources.len()));
         }
-        let entries: Vec<wgpu::BindGroupEntry> = self
-            .slots
+        let mut entries: Vec<wgpu::BindGroupEntry> = given
             .iter()
             .zip(resources)
-            .map(|(slot, resource)| {
-                let (Slot::Uniform(binding) | Slot::Read(binding) | Slot::ReadWrite(binding)) =
-                    *slot;
-                wgpu::BindGroupEntry {
-                    binding,
-                    resource: resource.clone(),
-                }
-            })
+            .map(|(slot, resource)| wgpu::BindGroupEntry { binding: slot.binding(), resource: resource.clone() })
             .collect();
+        if given.len() < self.slots.len() {
+            entries.push(wgpu::BindGroupEntry {
+                binding: BOUNDARY_COUNTS_BINDING,
+                resource: gpu.boundary_counts.as_entire_binding(),
+            });
+        }
         let bind_group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some(self.entry),
             layout: &self.layout,

@@ -21,6 +21,7 @@ const SWIGLU_FORWARD_GU: KernelDesc = KernelDesc {
         Slot::Uniform(0),   // params
         Slot::Read(1),      // gu: [R, 2F] f32, gate | up per row
         Slot::ReadWrite(2), // h: [R, F] f32
+        Slot::BoundaryCounts,
     ],
 };
 const SWIGLU_BACKWARD_GU: KernelDesc = KernelDesc {

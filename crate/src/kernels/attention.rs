@@ -124,6 +124,7 @@ const FORWARD: KernelDesc = KernelDesc {
         Slot::Read(3),      // v: [B·T, v_stride] f32
         Slot::ReadWrite(4), // o: [B·T, H·Dh] f32
         Slot::ReadWrite(5), // lse: [B·T, H] f32, saved for backward
+        Slot::BoundaryCounts,
     ],
 };
 const DECODE: KernelDesc = KernelDesc {

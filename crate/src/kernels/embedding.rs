@@ -31,6 +31,7 @@ const LOOKUP_SLOTS: &[Slot] = &[
     Slot::Read(2),      // table: [V, D] f32, or table_h: [V, D] f16
     Slot::ReadWrite(3), // out: [S, D] f32
     Slot::ReadWrite(4), // bad_tokens: atomic u32, += tokens >= V
+    Slot::BoundaryCounts,
 ];
 const LOOKUP: KernelDesc = KernelDesc {
     entry: "embed_lookup",

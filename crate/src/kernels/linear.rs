@@ -4,6 +4,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::Weights;
+use super::boundary::{SITE_NONE, SITE_PROJECTION};
 use crate::error::{Error, Result};
 use crate::gpu::{BufferRange, Dispatch, Gpu, Grid, Kernel, KernelDesc, Slot, build_kernels};
 use crate::shaders::{LINEAR, LINEAR_B16, LINEAR_B32, Module};
@@ -44,6 +45,9 @@ struct Params {
     b_row: u32,
     b_col: u32,
     c_row: u32,
+    /// The output's forward boundary (`boundary::SITE_*`), or `SITE_NONE`.
+    site: u32,
+    _pad: [u32; 3],
 }
 
 const STORE: KernelDesc = KernelDesc {
@@ -53,6 +57,7 @@ const STORE: KernelDesc = KernelDesc {
         Slot::Read(1),      // a: A, strided
         Slot::Read(2),      // b: B, strided, f32 or f16 (prelude)
         Slot::ReadWrite(4), // c: [M, N]
+        Slot::BoundaryCounts,
     ],
 };
 const ADD: KernelDesc = KernelDesc {
@@ -63,11 +68,17 @@ const ADD: KernelDesc = KernelDesc {
         Slot::Read(2),      // b
         Slot::Read(3),      // residual: [M, N]
         Slot::ReadWrite(4), // c: [M, N]
+        Slot::BoundaryCounts,
     ],
 };
 const ACCUMULATE: KernelDesc = KernelDesc {
     entry: "matmul_accumulate",
-    slots: STORE.slots,
+    slots: &[
+        Slot::Uniform(0),   // params
+        Slot::Read(1),      // a
+        Slot::Read(2),      // b
+        Slot::ReadWrite(4), // c: [M, N], accumulated
+    ],
 };
 
 /// The three epilogues, built for one way of reading B.
@@ -134,6 +145,11 @@ impl Linear {
             b_row: 1,
             b_col: s.d_in,
             c_row: s.d_out,
+            site: match out {
+                Output::Accumulate(_) => SITE_NONE,
+                Output::Store(_) | Output::AddTo { .. } => SITE_PROJECTION,
+            },
+            _pad: [0; 3],
         };
         let v = self.variants(&w);
         let (x, w) = (x.binding(), w.range().binding());
@@ -186,6 +202,8 @@ impl Linear {
             b_row: s.d_in,
             b_col: 1,
             c_row: s.d_in,
+            site: SITE_NONE,
+            _pad: [0; 3],
         };
         launch(
             gpu,
@@ -218,6 +236,8 @@ impl Linear {
             b_row: s.d_in,
             b_col: 1,
             c_row: s.d_in,
+            site: SITE_NONE,
+            _pad: [0; 3],
         };
         launch(
             gpu,

@@ -5,6 +5,7 @@
 
 pub mod activation;
 pub mod attention;
+pub mod boundary;
 pub mod cast;
 pub mod embedding;
 pub mod infrastructure;

@@ -40,6 +40,7 @@ const FORWARD_SLOTS: &[Slot] = &[
     Slot::Read(2),      // gain: [D] f32, or gain_h: [D] f16
     Slot::ReadWrite(3), // y: [R, D] f32
     Slot::ReadWrite(4), // rrms: [R] f32, saved for backward
+    Slot::BoundaryCounts,
 ];
 const BACKWARD_SLOTS: &[Slot] = &[
     Slot::Uniform(0),   // params

@@ -24,6 +24,7 @@ use crate::gpu::{BufferRange, Dispatch, Gpu, f16_bytes};
 use crate::kernels::embedding::TokenRuns;
 use crate::kernels::rope::inv_freq;
 use crate::kernels::{Kernels, Weights};
+use crate::shaders::Numerics;
 
 /// Which weights the forward and the backward's dX products read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -34,6 +35,9 @@ pub enum Precision {
     /// Their f16 mirror, written by the fused AdamW update; f32 gradients,
     /// master weights and moments.
     F16,
+    /// The f32 master weights, with every forward boundary rounded to Q1.15
+    /// (the SF16 document); the backward is f32, straight through.
+    Sf16,
 }
 
 impl Precision {
@@ -41,11 +45,12 @@ impl Precision {
         match name {
             "fp32" => Ok(Precision::Fp32),
             "f16" => Ok(Precision::F16),
-            "sf16" | "fp8" => Err(Error::Unsupported(format!(
+            "sf16" => Ok(Precision::Sf16),
+            "fp8" => Err(Error::Unsupported(format!(
                 "precision {name} is a research mode that is not built yet"
             ))),
             _ => Err(Error::Unsupported(format!(
-                "unknown precision {name:?}: use fp32 or f16"
+                "unknown precision {name:?}: use fp32, f16 or sf16"
             ))),
         }
     }
@@ -54,6 +59,15 @@ impl Precision {
         match self {
             Precision::Fp32 => "fp32",
             Precision::F16 => "f16",
+            Precision::Sf16 => "sf16",
+        }
+    }
+
+    /// The numeric mode its kernels are built in.
+    pub fn numerics(&self) -> Numerics {
+        match self {
+            Precision::Fp32 | Precision::F16 => Numerics::Exact,
+            Precision::Sf16 => Numerics::Sf16,
         }
     }
 }
@@ -82,7 +96,7 @@ impl Params {
             ));
         }
         let mirror = match precision {
-            Precision::Fp32 => None,
+            Precision::Fp32 | Precision::Sf16 => None,
             Precision::F16 => Some(gpu.storage_buffer("mirror", f16_bytes(layout.total))?),
         };
         Ok(Params {

@@ -20,8 +20,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::data::Batch;
 use crate::error::{Error, Result};
-use crate::gpu::{Dispatch, Gpu};
+use crate::gpu::{BOUNDARY_COUNTERS, Dispatch, Gpu};
 use crate::kernels::Kernels;
+use crate::kernels::boundary::{self, Clamped};
+use crate::shaders::Numerics;
 use crate::model::{BatchShape, Config, Model, ParamLayout, Precision};
 use crate::optim::{Adam, OptimConfig, OptimState};
 use readback::Readback;
@@ -57,6 +59,9 @@ pub struct StepStats {
     pub out_of_range_targets: u32,
     pub bad_tokens: u32,
     pub tokens_per_s: f64,
+    /// sf16: the values each forward boundary clamped in this step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clamped: Option<Clamped>,
 }
 
 pub struct Trainer {
@@ -84,6 +89,7 @@ impl Trainer {
 
     /// A run starting from `weights` (`ParamLayout::total` values).
     pub async fn with_weights(gpu: &Gpu, config: TrainConfig, weights: &[f32]) -> Result<Trainer> {
+        let gpu = &gpu.with_numerics(config.precision.numerics());
         let k = Kernels::new(gpu).await?;
         let model = Model::new(
             gpu,
@@ -220,6 +226,7 @@ impl Trainer {
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("train_step"),
             });
+        boundary::clear(&self.gpu, &mut encoder);
         match timing {
             None => {
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -244,6 +251,7 @@ impl Trainer {
             }
         }
         let m = &self.model;
+        encoder.copy_buffer_to_buffer(&self.gpu.boundary_counts, 0, &record, 48, 4 * BOUNDARY_COUNTERS);
         encoder.copy_buffer_to_buffer(&m.acts.loss, 0, &record, 0, 16);
         encoder.copy_buffer_to_buffer(&self.adam.stats, 0, &record, 16, 16);
         encoder.copy_buffer_to_buffer(&m.inputs.bad_tokens, 0, &record, 32, 4);
@@ -291,6 +299,7 @@ impl Trainer {
             skipped,
             out_of_range_targets: r.loss.out_of_range,
             bad_tokens: r.bad_tokens,
+            clamped: (self.config.precision.numerics() != Numerics::Exact).then(|| Clamped::from_counters(&r.clamped)),
             tokens_per_s: if since > 0.0 {
                 steps as f64 * tokens / since
             } else {

@@ -10,14 +10,14 @@ use std::collections::VecDeque;
 use bytemuck::{Pod, Zeroable};
 
 use crate::error::{Error, Result};
-use crate::gpu::Gpu;
+use crate::gpu::{BOUNDARY_COUNTERS, Gpu};
 use crate::kernels::GradStats;
 use crate::kernels::loss::LossTotals;
 
 /// Steps in flight before the oldest one's stats are collected.
 pub const LAG: usize = 2;
 
-/// What one step leaves for the host, 48 bytes.
+/// What one step leaves for the host, 80 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct Record {
@@ -26,6 +26,8 @@ pub struct Record {
     /// Input tokens ≥ V seen since the model was made.
     pub bad_tokens: u32,
     _pad: [u32; 3],
+    /// The step's forward boundary clamps (`Gpu::boundary_counts`).
+    pub clamped: [u32; BOUNDARY_COUNTERS as usize],
 }
 
 struct Pending {
