@@ -82,4 +82,8 @@ gpu_tests! {
     decode::decoder_matches_forward_f16,
     decode::decoder_refuses_past_max_len_and_resets,
     decode::generate_streams_the_tokens_it_samples,
+    sf16::sf16_norm_and_swiglu_round_and_count,
+    sf16::sf16_embedding_rounds_and_counts,
+    sf16::sf16_linear_rounds_forward_outputs_only,
+    sf16::sf16_attention_rounds_probabilities_and_output,
 }

@@ -64,8 +64,8 @@ pub struct Gpu {
     pub limits: wgpu::Limits,
     f16_storage: F16Storage,
     numerics: Numerics,
-    /// The forward boundaries' clamp counters (`Site`), shared by every
-    /// handle of this device; kernels bind them through `Slot::BoundaryCounts`.
+    /// The forward boundaries' clamp counters (`kernels::boundary`), this
+    /// handle's own: kernels bind them through `Slot::BoundaryCounts`.
     pub boundary_counts: wgpu::Buffer,
     health: Arc<Health>,
 }
@@ -117,12 +117,7 @@ impl Gpu {
         } else {
             F16Storage::Packed
         };
-        let boundary_counts = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("boundary_counts"),
-            size: 4 * BOUNDARY_COUNTERS,
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        let boundary_counts = counters(&device);
         Ok(Gpu {
             device,
             queue,
@@ -160,9 +155,10 @@ impl Gpu {
         self.numerics
     }
 
-    /// The same device, building pipelines in another numeric mode.
+    /// The same device, building pipelines in another numeric mode, with
+    /// clamp counters of its own (handles used at once do not share them).
     pub fn with_numerics(&self, numerics: Numerics) -> Gpu {
-        Gpu { numerics, ..self.clone() }
+        Gpu { numerics, boundary_counts: counters(&self.device), ..self.clone() }
     }
 
     /// Fails if the device was lost or reported an error nobody caught.
@@ -183,6 +179,15 @@ impl Gpu {
     pub fn lost_reason(&self) -> Option<String> {
         lock(&self.health.lost).clone()
     }
+}
+
+fn counters(device: &wgpu::Device) -> wgpu::Buffer {
+    device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("boundary_counts"),
+        size: 4 * BOUNDARY_COUNTERS,
+        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    })
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -22,6 +22,7 @@ pub mod optimizer;
 pub mod parity;
 pub mod pipelines;
 pub mod rope;
+pub mod sf16;
 pub mod training;
 
 /// One list of bodies, three sets of tests: native f16 storage and packed
