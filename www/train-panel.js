@@ -71,10 +71,18 @@ export function record(stats, submittedNow = null) {
     $('stat-loss').textContent = Number.isFinite(last.loss) ? last.loss.toFixed(4) : String(last.loss);
     $('stat-lr').textContent = num(last.lr);
     $('stat-tps').textContent = count(last.tokens_per_s);
+    showClamped(last.clamped);
   }
   $('stat-step').textContent = count(submitted);
   $('stat-step').dataset.step = submitted;
   showTotals();
+}
+
+/// sf16: the values each forward boundary clamped to ±0.999 in the step.
+function showClamped(clamped) {
+  $('stat-clamped-row').hidden = !clamped;
+  if (!clamped) return;
+  $('stat-clamped').textContent = Object.entries(clamped).map(([site, n]) => `${site} ${count(n)}`).join(' · ');
 }
 
 function showTotals() {

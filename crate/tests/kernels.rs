@@ -86,4 +86,5 @@ gpu_tests! {
     sf16::sf16_embedding_rounds_and_counts,
     sf16::sf16_linear_rounds_forward_outputs_only,
     sf16::sf16_attention_rounds_probabilities_and_output,
+    training::sf16_training_reports_each_steps_clamps,
 }
