@@ -108,8 +108,10 @@ fn e4m3(x: f32) -> f32 {
 // compose (shaders.rs), so a mode is a build of the same kernels.
 const EXACT: u32 = 0u;
 const SF16: u32 = 1u;   // Q1.15 round trips at the forward boundaries
+const FP8: u32 = 2u;    // E4M3 GEMM inputs with fine-grained scales (03_linear.wgsl)
 
-// Forward boundaries, one clamp counter each (kernels/boundary.rs `Site`).
+// Forward boundaries, one clamp counter each, and fp8's two counters
+// (kernels/boundary.rs `Clamped`).
 const SITE_EMBEDDING: u32 = 0u;
 const SITE_NORM: u32 = 1u;
 const SITE_PROJECTION: u32 = 2u;  // linear outputs: q|k|v, gate|up, logits
@@ -117,6 +119,8 @@ const SITE_RESIDUAL: u32 = 3u;    // residual stream after o and down
 const SITE_SOFTMAX: u32 = 4u;     // attention probabilities
 const SITE_ATTENTION: u32 = 5u;   // attention output P·V
 const SITE_ACTIVATION: u32 = 6u;  // SwiGLU output
+const SITE_FP8_SATURATED: u32 = 7u;  // fp8: GEMM inputs beyond ±448 after scaling
+const SITE_FP8_FLUSHED: u32 = 8u;    // fp8: nonzero GEMM inputs rounded to 0
 const SITE_NONE: u32 = 0xffffffffu;  // not a boundary (backward products)
 
 // Values each boundary clamped, since the host last cleared them.

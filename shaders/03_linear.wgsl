@@ -24,6 +24,8 @@ struct Params {
     b_col: u32,
     c_row: u32,
     site: u32,   // the forward boundary of this product's output, or SITE_NONE
+    a_tile: u32, // fp8: rows of A sharing a scale (1), or 0: A stays wide
+    b_tile: u32, // fp8: columns of B sharing a scale (1, or 128 for weights), or 0
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -35,17 +37,108 @@ struct Params {
 var<workgroup> tile_a: array<f32, KSTEP * PAD>;  // [KSTEP][TILE]
 var<workgroup> tile_b: array<f32, KSTEP * PAD>;  // [KSTEP][TILE]
 
-// Stages one K slice of A and B into shared memory, zero past M, N, K.
+// fp8 (NUMERICS): GEMM inputs in E4M3, f32 accumulation. Each operand value
+// is rounded to E4M3 after division by its tile's power-of-two scale (the
+// smallest with amax/scale ≤ 448, as UE8M0 scales), and multiplied back:
+// exact in f32. A tile spans FP8_BLOCK values of K, and 1 row of A, or 1
+// (activations) or 128 (a weight's 128×128 block) columns of B. The
+// workgroup finds the scales of its rows and columns as it enters each
+// K block.
+const FP8_BLOCK: u32 = 128u;
+var<workgroup> fp8_partial: array<f32, WG>;
+var<workgroup> scale_a: array<f32, TILE>;  // this K block's scale per tile row
+var<workgroup> scale_b: array<f32, TILE>;  // ... per tile column
+
+// The smallest power of two s with amax / s ≤ 448: amax = m·2^e with
+// m in [1, 2) needs s = 2^(e−8) if m ≤ 1.75 (448 = 1.75·2^8), else 2^(e−7).
+fn fp8_scale(amax: f32) -> f32 {
+    if (amax == 0.0 || !is_finite(amax)) { return 1.0; }
+    let bits = bitcast<u32>(amax);
+    let e = max(i32((bits >> 23u) & 0xffu) - 127, -126);
+    let k = clamp(e - 8 + select(0, 1, (bits & 0x7fffffu) > 0x600000u), -126, 127);
+    return bitcast<f32>(u32(k + 127) << 23u);
+}
+
+// x through E4M3 at scale s; `count` adds it to the saturated or
+// flushed-to-zero totals when it is either.
+fn fp8_round(x: f32, s: f32, count: bool) -> f32 {
+    let scaled = x * (1.0 / s);
+    let q = e4m3(scaled);
+    if (count && abs(scaled) > E4M3_MAX) { atomicAdd(&boundary_counts[SITE_FP8_SATURATED], 1u); }
+    if (count && q == 0.0 && x != 0.0) { atomicAdd(&boundary_counts[SITE_FP8_FLUSHED], 1u); }
+    return q * s;
+}
+
+// |A(m0 + i, p)| or |B(p, j)| inside the matrices, 0 outside.
+fn abs_a(i: u32, p: u32) -> f32 {
+    if (i >= params.m || p >= params.k) { return 0.0; }
+    return abs(a[i * params.a_row + p * params.a_col]);
+}
+fn abs_b(p: u32, j: u32) -> f32 {
+    if (j >= params.n || p >= params.k) { return 0.0; }
+    return abs(load_b(p * params.b_row + j * params.b_col));
+}
+
+// scale_a and scale_b for the K block at kb. Invocation x takes a quarter
+// of the block for row (or column) x / 4; a weight block's 128 columns
+// are split over all of them. Holds barriers: uniform control flow only.
+fn fp8_block_scales(m0: u32, n0: u32, kb: u32, lidx: u32) {
+    let line = lidx / 4u;
+    let quarter = kb + (lidx % 4u) * (FP8_BLOCK / 4u);
+    var amax = 0.0;
+    for (var p = quarter; p < quarter + FP8_BLOCK / 4u; p++) { amax = max(amax, abs_a(m0 + line, p)); }
+    fp8_partial[lidx] = amax;
+    workgroupBarrier();
+    if (lidx < TILE) {
+        let q = 4u * lidx;
+        scale_a[lidx] = fp8_scale(max(max(fp8_partial[q], fp8_partial[q + 1u]), max(fp8_partial[q + 2u], fp8_partial[q + 3u])));
+    }
+    workgroupBarrier();
+    amax = 0.0;
+    if (params.b_tile == FP8_BLOCK) {
+        let col0 = n0 / FP8_BLOCK * FP8_BLOCK;  // the weight block holding the tile's columns
+        let p_fast = params.b_row == 1u;
+        for (var e = lidx; e < FP8_BLOCK * FP8_BLOCK; e += WG) {
+            let p = select(e / FP8_BLOCK, e % FP8_BLOCK, p_fast);
+            let j = select(e % FP8_BLOCK, e / FP8_BLOCK, p_fast);
+            amax = max(amax, abs_b(kb + p, col0 + j));
+        }
+    } else {
+        for (var p = quarter; p < quarter + FP8_BLOCK / 4u; p++) { amax = max(amax, abs_b(p, n0 + line)); }
+    }
+    fp8_partial[lidx] = amax;
+    workgroupBarrier();
+    if (lidx < TILE) {
+        var top = 0.0;
+        if (params.b_tile == FP8_BLOCK) {
+            for (var x = 0u; x < WG; x++) { top = max(top, fp8_partial[x]); }
+        } else {
+            let q = 4u * lidx;
+            top = max(max(fp8_partial[q], fp8_partial[q + 1u]), max(fp8_partial[q + 2u], fp8_partial[q + 3u]));
+        }
+        scale_b[lidx] = fp8_scale(top);
+    }
+    workgroupBarrier();
+}
+
+// Stages one K slice of A and B into shared memory, zero past M, N, K,
+// through E4M3 in fp8 (each value counted by one workgroup: the first
+// along the dimension that does not index it).
 // Consecutive invocations step whichever index is contiguous in memory.
-fn stage(m0: u32, n0: u32, k0: u32, lidx: u32) {
+fn stage(wid: vec3<u32>, k0: u32, lidx: u32) {
+    let m0 = wid.y * TILE;
+    let n0 = wid.x * TILE;
     let a_p_fast = params.a_col == 1u;
     let b_p_fast = params.b_row == 1u;
+    let fp8_a = NUMERICS == FP8 && params.a_tile != 0u;
+    let fp8_b = NUMERICS == FP8 && params.b_tile != 0u;
     for (var e = lidx; e < KSTEP * TILE; e += WG) {
         let pa = select(e / TILE, e % KSTEP, a_p_fast);
         let ia = select(e % TILE, e / KSTEP, a_p_fast);
         var va = 0.0;
         if (m0 + ia < params.m && k0 + pa < params.k) {
             va = a[(m0 + ia) * params.a_row + (k0 + pa) * params.a_col];
+            if (fp8_a) { va = fp8_round(va, scale_a[ia], wid.x == 0u); }
         }
         tile_a[pa * PAD + ia] = va;
 
@@ -54,6 +147,7 @@ fn stage(m0: u32, n0: u32, k0: u32, lidx: u32) {
         var vb = 0.0;
         if (n0 + jb < params.n && k0 + pb < params.k) {
             vb = load_b((k0 + pb) * params.b_row + (n0 + jb) * params.b_col);
+            if (fp8_b) { vb = fp8_round(vb, scale_b[jb], wid.y == 0u); }
         }
         tile_b[pb * PAD + jb] = vb;
     }
@@ -66,7 +160,8 @@ fn tile_product(wid: vec3<u32>, lidx: u32) -> array<vec4<f32>, 4> {
     let ty = lidx / 16u;
     var acc: array<vec4<f32>, 4>;
     for (var k0 = 0u; k0 < params.k; k0 += KSTEP) {
-        stage(wid.y * TILE, wid.x * TILE, k0, lidx);
+        if (NUMERICS == FP8 && k0 % FP8_BLOCK == 0u) { fp8_block_scales(wid.y * TILE, wid.x * TILE, k0, lidx); }
+        stage(wid, k0, lidx);
         workgroupBarrier();
         for (var p = 0u; p < KSTEP; p++) {
             let row = p * PAD;

@@ -27,6 +27,7 @@ gpu_tests! {
     linear::linear_forward_matches_reference,
     linear::linear_forward_epilogues,
     linear::linear_backward_matches_reference,
+    linear::linear_fp8_reads_e4m3_inputs,
     rope::rope_matches_reference,
     rope::rope_rotates_q_and_k_of_a_fused_row,
     rope::rope_is_accurate_at_far_positions_and_invertible,
@@ -87,4 +88,5 @@ gpu_tests! {
     sf16::sf16_linear_rounds_forward_outputs_only,
     sf16::sf16_attention_rounds_probabilities_and_output,
     training::sf16_training_reports_each_steps_clamps,
+    training::fp8_training_reports_each_steps_flushes,
 }

@@ -11,7 +11,7 @@ use crate::shaders::{F16Storage, Numerics};
 
 /// Clamp counters in `Gpu::boundary_counts`: room for every forward
 /// boundary (`kernels::boundary::Site`).
-pub const BOUNDARY_COUNTERS: u64 = 8;
+pub const BOUNDARY_COUNTERS: u64 = 16;
 
 /// How to pick the adapter and build pipelines.
 #[derive(Clone, Debug, Default)]

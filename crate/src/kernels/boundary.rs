@@ -1,6 +1,7 @@
-//! The forward boundaries of the `sf16` mode: where 00_common.wgsl's
-//! `boundary` rounds a stored value to Q1.15, each with a clamp counter in
-//! `Gpu::boundary_counts` (indices as its `SITE_*` constants).
+//! What the research modes count, in `Gpu::boundary_counts` (indices as
+//! 00_common.wgsl's `SITE_*`): per forward boundary of `sf16`, where its
+//! `boundary` rounds a stored value to Q1.15, the values clamped; for
+//! `fp8`, the linear layers' inputs that E4M3 saturated or flushed to 0.
 
 use crate::error::Result;
 use crate::gpu::{BOUNDARY_COUNTERS, Gpu};
@@ -25,20 +26,35 @@ pub struct Clamped {
     pub attention: u32,
     /// SwiGLU outputs
     pub activation: u32,
+    /// fp8: linear-layer inputs beyond ±448 after scaling, saturated
+    pub e4m3_saturated: u32,
+    /// fp8: nonzero linear-layer inputs that E4M3 rounded to 0
+    pub e4m3_flushed: u32,
 }
 
 /// Counters the kernels use: `Clamped`'s fields.
-pub const SITES: u64 = 7;
+pub const SITES: u64 = 9;
 const _: () = assert!(SITES <= BOUNDARY_COUNTERS);
 
 impl Clamped {
     /// From the counters as `Gpu::boundary_counts` holds them.
     pub fn from_counters(c: &[u32; BOUNDARY_COUNTERS as usize]) -> Clamped {
-        Clamped { embedding: c[0], norm: c[1], projection: c[2], residual: c[3], softmax: c[4], attention: c[5], activation: c[6] }
+        Clamped {
+            embedding: c[0],
+            norm: c[1],
+            projection: c[2],
+            residual: c[3],
+            softmax: c[4],
+            attention: c[5],
+            activation: c[6],
+            e4m3_saturated: c[7],
+            e4m3_flushed: c[8],
+        }
     }
 
     pub fn total(&self) -> u64 {
-        [self.embedding, self.norm, self.projection, self.residual, self.softmax, self.attention, self.activation].iter().map(|&c| c as u64).sum()
+        let all = [self.embedding, self.norm, self.projection, self.residual, self.softmax, self.attention, self.activation, self.e4m3_saturated, self.e4m3_flushed];
+        all.iter().map(|&c| c as u64).sum()
     }
 }
 

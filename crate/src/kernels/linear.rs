@@ -11,6 +11,10 @@ use crate::shaders::{LINEAR, LINEAR_B16, LINEAR_B32, Module};
 
 /// Output tile side: `TILE` in 03_linear.wgsl.
 const TILE: u32 = 64;
+/// fp8: a weight's scale covers this many columns (and rows) of it, an
+/// activation's one column (row) of this many values along K: `FP8_BLOCK`.
+const FP8_WEIGHT_TILE: u32 = 128;
+const FP8_ACTIVATION_TILE: u32 = 1;
 
 /// A linear layer `Y[rows, d_out] = X[rows, d_in] · W[d_out, d_in]ᵀ`.
 #[derive(Clone, Copy, Debug)]
@@ -47,7 +51,11 @@ struct Params {
     c_row: u32,
     /// The output's forward boundary (`boundary::SITE_*`), or `SITE_NONE`.
     site: u32,
-    _pad: [u32; 3],
+    /// fp8: rows of A sharing a scale (1), 0 for none.
+    a_tile: u32,
+    /// fp8: columns of B sharing a scale (1; `FP8_WEIGHT_TILE` for weights), 0 for none.
+    b_tile: u32,
+    _pad: u32,
 }
 
 const STORE: KernelDesc = KernelDesc {
@@ -78,6 +86,7 @@ const ACCUMULATE: KernelDesc = KernelDesc {
         Slot::Read(1),      // a
         Slot::Read(2),      // b
         Slot::ReadWrite(4), // c: [M, N], accumulated
+        Slot::BoundaryCounts,
     ],
 };
 
@@ -149,7 +158,9 @@ impl Linear {
                 Output::Accumulate(_) => SITE_NONE,
                 Output::Store(_) | Output::AddTo { .. } => SITE_PROJECTION,
             },
-            _pad: [0; 3],
+            a_tile: FP8_ACTIVATION_TILE,
+            b_tile: FP8_WEIGHT_TILE,
+            _pad: 0,
         };
         let v = self.variants(&w);
         let (x, w) = (x.binding(), w.range().binding());
@@ -203,7 +214,9 @@ impl Linear {
             b_col: 1,
             c_row: s.d_in,
             site: SITE_NONE,
-            _pad: [0; 3],
+            a_tile: FP8_ACTIVATION_TILE,
+            b_tile: FP8_WEIGHT_TILE,
+            _pad: 0,
         };
         launch(
             gpu,
@@ -237,7 +250,9 @@ impl Linear {
             b_col: 1,
             c_row: s.d_in,
             site: SITE_NONE,
-            _pad: [0; 3],
+            a_tile: FP8_ACTIVATION_TILE,
+            b_tile: FP8_ACTIVATION_TILE,
+            _pad: 0,
         };
         launch(
             gpu,

@@ -29,6 +29,7 @@ pub use optimizer::{Adam8bitBuffers, AdamBuffers, AdamHyper, AdamStep, GradStats
 pub use rope::{Rope, RopeShape};
 
 use crate::error::Result;
+use crate::shaders::Numerics;
 use crate::gpu::{BufferRange, Gpu, f16_bytes};
 
 /// Every kernel family, built once per device and storage mode (the browser
@@ -38,6 +39,9 @@ pub struct Kernels {
     pub embed: Embedding,
     pub norm: RmsNorm,
     pub linear: Linear,
+    /// The output head's products: `linear`, except in fp8, where the
+    /// precision map keeps the head wide.
+    pub head: Linear,
     pub rope: Rope,
     pub attn: Attention,
     pub act: Activation,
@@ -53,6 +57,10 @@ impl Kernels {
             embed: Embedding::new(gpu).await?,
             norm: RmsNorm::new(gpu).await?,
             linear: Linear::new(gpu).await?,
+            head: match gpu.numerics() {
+                Numerics::Fp8 => Linear::new(&gpu.with_numerics(Numerics::Exact)).await?,
+                _ => Linear::new(gpu).await?,
+            },
             rope: Rope::new(gpu).await?,
             attn: Attention::new(gpu).await?,
             act: Activation::new(gpu).await?,

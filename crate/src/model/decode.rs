@@ -350,7 +350,7 @@ impl Decoder {
             d_in: d,
             d_out: c.vocab,
         };
-        s.push(k.linear.forward(
+        s.push(k.head.forward(
             gpu,
             head,
             xn,

@@ -39,7 +39,7 @@ impl<'a> Net<'a> {
                 d_out: v as u32,
             };
             let (xnf, logits) = (range(&a.xnf, r0, n, d), range(&a.logits, 0, n, v));
-            s.push(k.linear.forward(
+            s.push(k.head.forward(
                 gpu,
                 shape,
                 xnf,
@@ -60,14 +60,14 @@ impl<'a> Net<'a> {
                     .cross_entropy_forward_backward(gpu, &ce, targets, logits, losses, lse)?,
             );
             if train {
-                s.push(k.linear.backward_input(
+                s.push(k.head.backward_input(
                     gpu,
                     shape,
                     logits,
                     self.w(Role::LmHead),
                     Output::Store(range(&a.dnorm, r0, n, d)),
                 )?);
-                s.push(k.linear.backward_weight(
+                s.push(k.head.backward_weight(
                     gpu,
                     shape,
                     logits,
@@ -121,7 +121,7 @@ impl super::Model {
                 offset: 0,
                 size: 4 * n * v,
             };
-            gpu.run(&[&k.linear.forward(gpu, shape, xnf, w, Output::Store(dst))?])
+            gpu.run(&[&k.head.forward(gpu, shape, xnf, w, Output::Store(dst))?])
                 .await?;
             logits.extend(gpu.read_back::<f32>(dst).await?);
             r0 += n;

@@ -85,6 +85,38 @@ pub fn e4m3_decode(b: u8) -> f32 {
     sign * magnitude
 }
 
+/// fp8's scale for a tile whose largest |value| is `amax`: the smallest
+/// power of two s with amax / s ≤ 448 (1 for an all-zero tile).
+pub fn fp8_scale(amax: f32) -> f32 {
+    if amax == 0.0 || !amax.is_finite() {
+        return 1.0;
+    }
+    let mut s = 2f32.powi((amax / E4M3_MAX).log2().floor() as i32 - 1);
+    while amax / s > E4M3_MAX {
+        s *= 2.0;
+    }
+    s
+}
+
+/// A row-major `[rows, cols]` matrix through E4M3 as fp8's GEMMs read it:
+/// one scale per `tile_rows × tile_cols` tile (tiles start at multiples of
+/// their sides); returns the values and how many nonzero ones became 0.
+pub fn fp8_tiles(x: &[f32], cols: usize, tile_rows: usize, tile_cols: usize) -> (Vec<f32>, u32) {
+    let rows = x.len() / cols;
+    let (mut out, mut flushed) = (vec![0.0; x.len()], 0);
+    for r0 in (0..rows).step_by(tile_rows) {
+        for c0 in (0..cols).step_by(tile_cols) {
+            let tile = || (r0..(r0 + tile_rows).min(rows)).flat_map(move |r| (c0..(c0 + tile_cols).min(cols)).map(move |c| r * cols + c));
+            let s = fp8_scale(tile().map(|i| x[i].abs()).fold(0.0, f32::max));
+            for i in tile() {
+                out[i] = e4m3(x[i] / s) * s;
+                flushed += (x[i] != 0.0 && out[i] == 0.0) as u32;
+            }
+        }
+    }
+    (out, flushed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,5 +229,15 @@ mod tests {
         let tie = 0.5 / 32768.0;
         let x = tie + 2f32.powi(-33);
         assert_eq!((q115(x), sf16_matmul(x)), (1.0 / 32768.0, 0.0));
+    }
+
+    #[test]
+    fn fp8_scale_is_the_smallest_power_of_two_that_fits() {
+        for amax in [448.0f32, 448.1, 1.0, 1.75 * 2f32.powi(-20), 1.76 * 2f32.powi(-20), 3e30, 1e-30] {
+            let s = fp8_scale(amax);
+            assert_eq!(s.to_bits() & 0x7f_ffff, 0, "{s} is a power of two");
+            assert!(amax / s <= E4M3_MAX && amax / (s / 2.0) > E4M3_MAX, "amax {amax}: scale {s}");
+        }
+        assert_eq!(fp8_scale(0.0), 1.0);
     }
 }

@@ -17,7 +17,7 @@ use crate::kernels::loss::LossTotals;
 /// Steps in flight before the oldest one's stats are collected.
 pub const LAG: usize = 2;
 
-/// What one step leaves for the host, 80 bytes.
+/// What one step leaves for the host, 112 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct Record {

@@ -52,7 +52,7 @@ async fn counted(gpu: &Gpu) -> Result<Clamped> {
 }
 
 fn reset(gpu: &Gpu) {
-    gpu.queue.write_buffer(&gpu.boundary_counts, 0, &[0; 32]);
+    gpu.queue.write_buffer(&gpu.boundary_counts, 0, &[0; 4 * webtrain::gpu::BOUNDARY_COUNTERS as usize]);
 }
 
 pub async fn sf16_norm_and_swiglu_round_and_count(gpu: &Gpu) -> Result<()> {
