@@ -141,8 +141,8 @@ struct AdamElement {
 }
 
 // Reads element i. Callers read every element they update before writing
-// any: the bindings might alias as far as the compiler knows, so a read
-// after a write waits for it.
+// any, so no read waits behind a write to a binding the compiler cannot
+// prove distinct.
 fn adamw_load(i: u32) -> AdamElement {
     return AdamElement(grads[i], weights[i], moment1[i], moment2[i]);
 }
@@ -160,12 +160,16 @@ fn adamw_store(i: u32, e: AdamElement) -> f32 {
     return w;
 }
 
+// Written as two guarded statements, not an early return and one call:
+// NVIDIA's Vulkan compiler made the latter half as fast (H100, base preset:
+// 2.99 ms against 1.49 ms per step, 0.49 against 0.99 of copy bandwidth).
 @compute @workgroup_size(WG)
 fn adamw_update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                 @builtin(local_invocation_index) lidx: u32) {
     let i = flat_id(wid, nwg, lidx);
-    if (i >= adam.n) { return; }
-    adamw_store(i, adamw_load(i));
+    var e = AdamElement(0.0, 0.0, 0.0, 0.0);
+    if (i < adam.n) { e = adamw_load(i); }
+    if (i < adam.n) { adamw_store(i, e); }
 }
 
 // Two elements per invocation, so each mirror word is written whole.

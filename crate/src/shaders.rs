@@ -151,7 +151,10 @@ impl Numerics {
             Numerics::Sf16 => "const NUMERICS: u32 = 1u;\n",
             Numerics::Fp8 => "const NUMERICS: u32 = 2u;\n",
         };
-        ShaderFile { name: "(numerics)", source }
+        ShaderFile {
+            name: "(numerics)",
+            source,
+        }
     }
 }
 

@@ -158,7 +158,11 @@ impl Gpu {
     /// The same device, building pipelines in another numeric mode, with
     /// clamp counters of its own (handles used at once do not share them).
     pub fn with_numerics(&self, numerics: Numerics) -> Gpu {
-        Gpu { numerics, boundary_counts: counters(&self.device), ..self.clone() }
+        Gpu {
+            numerics,
+            boundary_counts: counters(&self.device),
+            ..self.clone()
+        }
     }
 
     /// Fails if the device was lost or reported an error nobody caught.
@@ -185,7 +189,9 @@ fn counters(device: &wgpu::Device) -> wgpu::Buffer {
     device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("boundary_counts"),
         size: 4 * BOUNDARY_COUNTERS,
-        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+        usage: wgpu::BufferUsages::STORAGE
+            | wgpu::BufferUsages::COPY_SRC
+            | wgpu::BufferUsages::COPY_DST,
         mapped_at_creation: false,
     })
 }

@@ -100,7 +100,9 @@ fn build_one(gpu: &Gpu, module: &wgpu::ShaderModule, desc: KernelDesc) -> Kernel
             let ty = match *slot {
                 Slot::Uniform(_) => wgpu::BufferBindingType::Uniform,
                 Slot::Read(_) => wgpu::BufferBindingType::Storage { read_only: true },
-                Slot::ReadWrite(_) | Slot::BoundaryCounts => wgpu::BufferBindingType::Storage { read_only: false },
+                Slot::ReadWrite(_) | Slot::BoundaryCounts => {
+                    wgpu::BufferBindingType::Storage { read_only: false }
+                }
             };
             let binding = slot.binding();
             wgpu::BindGroupLayoutEntry {
@@ -155,14 +157,27 @@ impl Kernel {
         resources: &[wgpu::BindingResource<'_>],
         grid: Grid,
     ) -> Result<Dispatch> {
-        let given: Vec<Slot> = self.slots.iter().copied().filter(|s| *s != Slot::BoundaryCounts).collect();
+        let given: Vec<Slot> = self
+            .slots
+            .iter()
+            .copied()
+            .filter(|s| *s != Slot::BoundaryCounts)
+            .collect();
         if resources.len() != given.len() {
-            return Err(Error::shape(self.entry, "bindings", given.len(), resources.len()));
+            return Err(Error::shape(
+                self.entry,
+                "bindings",
+                given.len(),
+                resources.len(),
+            ));
         }
         let mut entries: Vec<wgpu::BindGroupEntry> = given
             .iter()
             .zip(resources)
-            .map(|(slot, resource)| wgpu::BindGroupEntry { binding: slot.binding(), resource: resource.clone() })
+            .map(|(slot, resource)| wgpu::BindGroupEntry {
+                binding: slot.binding(),
+                resource: resource.clone(),
+            })
             .collect();
         if given.len() < self.slots.len() {
             entries.push(wgpu::BindGroupEntry {

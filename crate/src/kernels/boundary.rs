@@ -53,7 +53,17 @@ impl Clamped {
     }
 
     pub fn total(&self) -> u64 {
-        let all = [self.embedding, self.norm, self.projection, self.residual, self.softmax, self.attention, self.activation, self.e4m3_saturated, self.e4m3_flushed];
+        let all = [
+            self.embedding,
+            self.norm,
+            self.projection,
+            self.residual,
+            self.softmax,
+            self.attention,
+            self.activation,
+            self.e4m3_saturated,
+            self.e4m3_flushed,
+        ];
         all.iter().map(|&c| c as u64).sum()
     }
 }

@@ -29,8 +29,8 @@ pub use optimizer::{Adam8bitBuffers, AdamBuffers, AdamHyper, AdamStep, GradStats
 pub use rope::{Rope, RopeShape};
 
 use crate::error::Result;
-use crate::shaders::Numerics;
 use crate::gpu::{BufferRange, Gpu, f16_bytes};
+use crate::shaders::Numerics;
 
 /// Every kernel family, built once per device and storage mode (the browser
 /// compiles pipelines synchronously: build them all before the first step).

@@ -39,13 +39,10 @@ impl<'a> Net<'a> {
                 d_out: v as u32,
             };
             let (xnf, logits) = (range(&a.xnf, r0, n, d), range(&a.logits, 0, n, v));
-            s.push(k.head.forward(
-                gpu,
-                shape,
-                xnf,
-                self.w(Role::LmHead),
-                Output::Store(logits),
-            )?);
+            s.push(
+                k.head
+                    .forward(gpu, shape, xnf, self.w(Role::LmHead), Output::Store(logits))?,
+            );
             let ce = CrossEntropy {
                 rows: n as u32,
                 ..mean
@@ -67,13 +64,10 @@ impl<'a> Net<'a> {
                     self.w(Role::LmHead),
                     Output::Store(range(&a.dnorm, r0, n, d)),
                 )?);
-                s.push(k.head.backward_weight(
-                    gpu,
-                    shape,
-                    logits,
-                    xnf,
-                    self.grad(Role::LmHead),
-                )?);
+                s.push(
+                    k.head
+                        .backward_weight(gpu, shape, logits, xnf, self.grad(Role::LmHead))?,
+                );
             }
             r0 += n;
         }

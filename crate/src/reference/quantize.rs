@@ -106,7 +106,10 @@ pub fn fp8_tiles(x: &[f32], cols: usize, tile_rows: usize, tile_cols: usize) -> 
     let (mut out, mut flushed) = (vec![0.0; x.len()], 0);
     for r0 in (0..rows).step_by(tile_rows) {
         for c0 in (0..cols).step_by(tile_cols) {
-            let tile = || (r0..(r0 + tile_rows).min(rows)).flat_map(move |r| (c0..(c0 + tile_cols).min(cols)).map(move |c| r * cols + c));
+            let tile = || {
+                (r0..(r0 + tile_rows).min(rows))
+                    .flat_map(move |r| (c0..(c0 + tile_cols).min(cols)).map(move |c| r * cols + c))
+            };
             let s = fp8_scale(tile().map(|i| x[i].abs()).fold(0.0, f32::max));
             for i in tile() {
                 out[i] = e4m3(x[i] / s) * s;
@@ -233,10 +236,21 @@ mod tests {
 
     #[test]
     fn fp8_scale_is_the_smallest_power_of_two_that_fits() {
-        for amax in [448.0f32, 448.1, 1.0, 1.75 * 2f32.powi(-20), 1.76 * 2f32.powi(-20), 3e30, 1e-30] {
+        for amax in [
+            448.0f32,
+            448.1,
+            1.0,
+            1.75 * 2f32.powi(-20),
+            1.76 * 2f32.powi(-20),
+            3e30,
+            1e-30,
+        ] {
             let s = fp8_scale(amax);
             assert_eq!(s.to_bits() & 0x7f_ffff, 0, "{s} is a power of two");
-            assert!(amax / s <= E4M3_MAX && amax / (s / 2.0) > E4M3_MAX, "amax {amax}: scale {s}");
+            assert!(
+                amax / s <= E4M3_MAX && amax / (s / 2.0) > E4M3_MAX,
+                "amax {amax}: scale {s}"
+            );
         }
         assert_eq!(fp8_scale(0.0), 1.0);
     }

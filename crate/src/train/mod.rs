@@ -23,9 +23,9 @@ use crate::error::{Error, Result};
 use crate::gpu::{BOUNDARY_COUNTERS, Dispatch, Gpu};
 use crate::kernels::Kernels;
 use crate::kernels::boundary::{self, Clamped};
-use crate::shaders::Numerics;
 use crate::model::{BatchShape, Config, Model, ParamLayout, Precision};
 use crate::optim::{Adam, OptimConfig, OptimState};
+use crate::shaders::Numerics;
 use readback::Readback;
 
 /// Steps the reported tokens/s is averaged over.
@@ -251,7 +251,13 @@ impl Trainer {
             }
         }
         let m = &self.model;
-        encoder.copy_buffer_to_buffer(&self.gpu.boundary_counts, 0, &record, 48, 4 * BOUNDARY_COUNTERS);
+        encoder.copy_buffer_to_buffer(
+            &self.gpu.boundary_counts,
+            0,
+            &record,
+            48,
+            4 * BOUNDARY_COUNTERS,
+        );
         encoder.copy_buffer_to_buffer(&m.acts.loss, 0, &record, 0, 16);
         encoder.copy_buffer_to_buffer(&self.adam.stats, 0, &record, 16, 16);
         encoder.copy_buffer_to_buffer(&m.inputs.bad_tokens, 0, &record, 32, 4);
@@ -299,7 +305,8 @@ impl Trainer {
             skipped,
             out_of_range_targets: r.loss.out_of_range,
             bad_tokens: r.bad_tokens,
-            clamped: (self.config.precision.numerics() != Numerics::Exact).then(|| Clamped::from_counters(&r.clamped)),
+            clamped: (self.config.precision.numerics() != Numerics::Exact)
+                .then(|| Clamped::from_counters(&r.clamped)),
             tokens_per_s: if since > 0.0 {
                 steps as f64 * tokens / since
             } else {

@@ -303,7 +303,9 @@ fn assert_product(what: &str, got: &[f32], a: &[f32], b_t: &[f32], k: usize) {
 
 fn transpose(x: &[f32], cols: usize) -> Vec<f32> {
     let rows = x.len() / cols;
-    (0..cols).flat_map(|c| (0..rows).map(move |r| x[r * cols + c])).collect()
+    (0..cols)
+        .flat_map(|c| (0..rows).map(move |r| x[r * cols + c]))
+        .collect()
 }
 
 /// fp8: each product reads its inputs as `reference::quantize::fp8_tiles`
@@ -317,43 +319,113 @@ pub async fn linear_fp8_reads_e4m3_inputs(gpu: &Gpu) -> Result<()> {
     use webtrain::reference::quantize::fp8_tiles;
     let gpu = &gpu.with_numerics(webtrain::shaders::Numerics::Fp8);
     let k = Linear::new(gpu).await?;
-    let s = LinearShape { rows: 67, d_in: 300, d_out: 200 };
+    let s = LinearShape {
+        rows: 67,
+        d_in: 300,
+        d_out: 200,
+    };
     let (rows, d_in, d_out) = (s.rows as usize, s.d_in as usize, s.d_out as usize);
     let mut r = rng(130);
     // rows of 5 decades, and every 97th value a millionth of its row's: below E4M3's reach beside the others
     let decades = |v: Vec<f32>, cols: usize| -> Vec<f32> {
-        v.iter().enumerate().map(|(i, x)| x * 10f32.powi((i / cols % 5) as i32 - 3) * if i % 97 == 0 { 1e-6 } else { 1.0 }).collect()
+        v.iter()
+            .enumerate()
+            .map(|(i, x)| {
+                x * 10f32.powi((i / cols % 5) as i32 - 3) * if i % 97 == 0 { 1e-6 } else { 1.0 }
+            })
+            .collect()
     };
     let x = decades(uniform(&mut r, rows * d_in, -1.0, 1.0), d_in);
     let w = decades(uniform(&mut r, d_out * d_in, -0.1, 0.1), d_in);
     let dy = decades(uniform(&mut r, rows * d_out, -1.0, 1.0), d_out);
-    let (xb, wb, dyb) = (gpu.upload("x", &x)?, gpu.upload("w", &w)?, gpu.upload("dy", &dy)?);
-    let (y, dx) = (gpu.storage_buffer("y", 4 * (rows * d_out) as u64)?, gpu.storage_buffer("dx", 4 * (rows * d_in) as u64)?);
+    let (xb, wb, dyb) = (
+        gpu.upload("x", &x)?,
+        gpu.upload("w", &w)?,
+        gpu.upload("dy", &dy)?,
+    );
+    let (y, dx) = (
+        gpu.storage_buffer("y", 4 * (rows * d_out) as u64)?,
+        gpu.storage_buffer("dx", 4 * (rows * d_in) as u64)?,
+    );
     let dw = gpu.upload("dw", &vec![0f32; d_out * d_in])?;
-    let reset = || gpu.queue.write_buffer(&gpu.boundary_counts, 0, &[0; 4 * webtrain::gpu::BOUNDARY_COUNTERS as usize]);
+    let reset = || {
+        gpu.queue.write_buffer(
+            &gpu.boundary_counts,
+            0,
+            &[0; 4 * webtrain::gpu::BOUNDARY_COUNTERS as usize],
+        )
+    };
 
     let (xq, x_flushed) = fp8_tiles(&x, d_in, 1, 128);
     let (wq, w_flushed) = fp8_tiles(&w, d_in, 128, 128);
     reset();
-    gpu.run(&[&k.forward(gpu, s, (&xb).into(), Weights::F32((&wb).into()), Output::Store((&y).into()))?]).await?;
-    assert_product("fp8 forward", &gpu.read_back::<f32>((&y).into()).await?, &xq, &wq, d_in);
+    gpu.run(&[&k.forward(
+        gpu,
+        s,
+        (&xb).into(),
+        Weights::F32((&wb).into()),
+        Output::Store((&y).into()),
+    )?])
+    .await?;
+    assert_product(
+        "fp8 forward",
+        &gpu.read_back::<f32>((&y).into()).await?,
+        &xq,
+        &wq,
+        d_in,
+    );
     let counted = boundary::read(gpu).await?;
-    assert!(x_flushed > 0, "the inputs flush nothing: the count is not tested");
-    assert_eq!((counted.e4m3_flushed, counted.e4m3_saturated), (x_flushed + w_flushed, 0), "forward flushes");
+    assert!(
+        x_flushed > 0,
+        "the inputs flush nothing: the count is not tested"
+    );
+    assert_eq!(
+        (counted.e4m3_flushed, counted.e4m3_saturated),
+        (x_flushed + w_flushed, 0),
+        "forward flushes"
+    );
 
     // dX = dY·W: dY in tiles along d_out, W in the same blocks
     let (dyq, dy_flushed) = fp8_tiles(&dy, d_out, 1, 128);
     reset();
-    gpu.run(&[&k.backward_input(gpu, s, (&dyb).into(), Weights::F32((&wb).into()), Output::Store((&dx).into()))?]).await?;
-    assert_product("fp8 dX", &gpu.read_back::<f32>((&dx).into()).await?, &dyq, &transpose(&wq, d_in), d_out);
-    assert_eq!(boundary::read(gpu).await?.e4m3_flushed, dy_flushed + w_flushed, "dX flushes");
+    gpu.run(&[&k.backward_input(
+        gpu,
+        s,
+        (&dyb).into(),
+        Weights::F32((&wb).into()),
+        Output::Store((&dx).into()),
+    )?])
+    .await?;
+    assert_product(
+        "fp8 dX",
+        &gpu.read_back::<f32>((&dx).into()).await?,
+        &dyq,
+        &transpose(&wq, d_in),
+        d_out,
+    );
+    assert_eq!(
+        boundary::read(gpu).await?.e4m3_flushed,
+        dy_flushed + w_flushed,
+        "dX flushes"
+    );
 
     // dW = dYᵀ·X: both along the batch's rows, 128 rows by 1 column
     let (dyq_t, dyt_flushed) = fp8_tiles(&dy, d_out, 128, 1);
     let (xq_t, xt_flushed) = fp8_tiles(&x, d_in, 128, 1);
     reset();
-    gpu.run(&[&k.backward_weight(gpu, s, (&dyb).into(), (&xb).into(), (&dw).into())?]).await?;
-    assert_product("fp8 dW", &gpu.read_back::<f32>((&dw).into()).await?, &transpose(&dyq_t, d_out), &transpose(&xq_t, d_in), rows);
-    assert_eq!(boundary::read(gpu).await?.e4m3_flushed, dyt_flushed + xt_flushed, "dW flushes");
+    gpu.run(&[&k.backward_weight(gpu, s, (&dyb).into(), (&xb).into(), (&dw).into())?])
+        .await?;
+    assert_product(
+        "fp8 dW",
+        &gpu.read_back::<f32>((&dw).into()).await?,
+        &transpose(&dyq_t, d_out),
+        &transpose(&xq_t, d_in),
+        rows,
+    );
+    assert_eq!(
+        boundary::read(gpu).await?.e4m3_flushed,
+        dyt_flushed + xt_flushed,
+        "dW flushes"
+    );
     Ok(())
 }

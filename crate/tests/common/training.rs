@@ -343,16 +343,36 @@ pub async fn sf16_training_reports_each_steps_clamps(gpu: &Gpu) -> Result<()> {
     let c = config(Precision::Sf16, OptimState::Fp32)?;
     let weights = ParamLayout::new(&c.model).initial_weights(c.seed);
     let (stats, _) = train(gpu, c.clone(), &weights).await?;
-    let (exact, _) = train(gpu, TrainConfig { precision: Precision::Fp32, ..c.clone() }, &weights).await?;
-    assert!(exact.iter().all(|s| s.clamped.is_none()), "fp32 reports no clamps");
-    assert_ne!(stats[0].loss, exact[0].loss, "sf16 rounds the first forward already");
+    let (exact, _) = train(
+        gpu,
+        TrainConfig {
+            precision: Precision::Fp32,
+            ..c.clone()
+        },
+        &weights,
+    )
+    .await?;
+    assert!(
+        exact.iter().all(|s| s.clamped.is_none()),
+        "fp32 reports no clamps"
+    );
+    assert_ne!(
+        stats[0].loss, exact[0].loss,
+        "sf16 rounds the first forward already"
+    );
     // a row's first token attends only to itself: p = 1 clamps to 0.999 in
     // every layer and head, every step
     let firsts = c.shape.batch * c.model.n_heads * c.model.n_layers;
     for s in &stats {
         let clamped = s.clamped.expect("sf16 reports clamps every step");
-        assert!(clamped.softmax >= firsts && clamped.softmax < 2 * firsts + c.shape.rows() * c.model.n_heads * c.model.n_layers / 2,
-            "step {}: {} softmax clamps, at least {firsts} and not a running total", s.step, clamped.softmax);
+        assert!(
+            clamped.softmax >= firsts
+                && clamped.softmax
+                    < 2 * firsts + c.shape.rows() * c.model.n_heads * c.model.n_layers / 2,
+            "step {}: {} softmax clamps, at least {firsts} and not a running total",
+            s.step,
+            clamped.softmax
+        );
         assert!(s.loss.is_finite());
     }
     Ok(())
@@ -365,15 +385,41 @@ pub async fn fp8_training_reports_each_steps_flushes(gpu: &Gpu) -> Result<()> {
     let c = config(Precision::Fp8, OptimState::Fp32)?;
     let weights = ParamLayout::new(&c.model).initial_weights(c.seed);
     let (stats, _) = train(gpu, c.clone(), &weights).await?;
-    let (exact, _) = train(gpu, TrainConfig { precision: Precision::Fp32, ..c.clone() }, &weights).await?;
-    assert_ne!(stats[0].loss, exact[0].loss, "fp8 rounds the first forward's inputs already");
+    let (exact, _) = train(
+        gpu,
+        TrainConfig {
+            precision: Precision::Fp32,
+            ..c.clone()
+        },
+        &weights,
+    )
+    .await?;
+    assert_ne!(
+        stats[0].loss, exact[0].loss,
+        "fp8 rounds the first forward's inputs already"
+    );
     for (s, e) in stats.iter().zip(&exact) {
         let counts = s.clamped.expect("fp8 reports its counts every step");
-        assert_eq!(counts.e4m3_saturated, 0, "step {}: a power-of-two scale leaves every tile within ±448", s.step);
-        assert_eq!(counts.total(), counts.e4m3_saturated as u64 + counts.e4m3_flushed as u64, "step {}: only fp8's counters move", s.step);
+        assert_eq!(
+            counts.e4m3_saturated, 0,
+            "step {}: a power-of-two scale leaves every tile within ±448",
+            s.step
+        );
+        assert_eq!(
+            counts.total(),
+            counts.e4m3_saturated as u64 + counts.e4m3_flushed as u64,
+            "step {}: only fp8's counters move",
+            s.step
+        );
         // E4M3 keeps 3 mantissa bits; measured gap to fp32 over these 20
         // steps at most 2.6e-3 (lavapipe), so 2e-2 still tells a broken mode
-        assert!((s.loss - e.loss).abs() < 2e-2, "step {}: fp8 loss {} vs fp32 {}", s.step, s.loss, e.loss);
+        assert!(
+            (s.loss - e.loss).abs() < 2e-2,
+            "step {}: fp8 loss {} vs fp32 {}",
+            s.step,
+            s.loss,
+            e.loss
+        );
     }
     Ok(())
 }
