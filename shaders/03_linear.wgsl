@@ -24,8 +24,7 @@ struct Params {
     b_col: u32,
     c_row: u32,
     site: u32,   // the forward boundary of this product's output, or SITE_NONE
-    a_tile: u32, // fp8: rows of A sharing a scale (1), or 0: A stays wide
-    b_tile: u32, // fp8: columns of B sharing a scale (1, or 128 for weights), or 0
+    b_tile: u32, // fp8: columns of B sharing a scale: 1, or FP8_BLOCK for weights
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -80,8 +79,9 @@ fn abs_b(p: u32, j: u32) -> f32 {
 }
 
 // scale_a and scale_b for the K block at kb. Invocation x takes a quarter
-// of the block for row (or column) x / 4; a weight block's 128 columns
-// are split over all of them. Holds barriers: uniform control flow only.
+// of the block for row (or column) x / 4 (WG = 4·TILE); a weight block's
+// 128 columns are split over all of them. Holds barriers: uniform control
+// flow only.
 fn fp8_block_scales(m0: u32, n0: u32, kb: u32, lidx: u32) {
     let line = lidx / 4u;
     let quarter = kb + (lidx % 4u) * (FP8_BLOCK / 4u);
@@ -130,15 +130,14 @@ fn stage(wid: vec3<u32>, k0: u32, lidx: u32) {
     let n0 = wid.x * TILE;
     let a_p_fast = params.a_col == 1u;
     let b_p_fast = params.b_row == 1u;
-    let fp8_a = NUMERICS == FP8 && params.a_tile != 0u;
-    let fp8_b = NUMERICS == FP8 && params.b_tile != 0u;
+    let fp8 = NUMERICS == FP8;
     for (var e = lidx; e < KSTEP * TILE; e += WG) {
         let pa = select(e / TILE, e % KSTEP, a_p_fast);
         let ia = select(e % TILE, e / KSTEP, a_p_fast);
         var va = 0.0;
         if (m0 + ia < params.m && k0 + pa < params.k) {
             va = a[(m0 + ia) * params.a_row + (k0 + pa) * params.a_col];
-            if (fp8_a) { va = fp8_round(va, scale_a[ia], wid.x == 0u); }
+            if (fp8) { va = fp8_round(va, scale_a[ia], wid.x == 0u); }
         }
         tile_a[pa * PAD + ia] = va;
 
@@ -147,7 +146,7 @@ fn stage(wid: vec3<u32>, k0: u32, lidx: u32) {
         var vb = 0.0;
         if (n0 + jb < params.n && k0 + pb < params.k) {
             vb = load_b((k0 + pb) * params.b_row + (n0 + jb) * params.b_col);
-            if (fp8_b) { vb = fp8_round(vb, scale_b[jb], wid.y == 0u); }
+            if (fp8) { vb = fp8_round(vb, scale_b[jb], wid.y == 0u); }
         }
         tile_b[pb * PAD + jb] = vb;
     }

@@ -29,7 +29,7 @@ const DC: u32 = 64u;      // head-dim columns per staged K or V chunk
 var<workgroup> q_tile: array<f32, BQ * MAX_DH>;  // [BQ, Dh]
 var<workgroup> kv_tile: array<f32, BK * DC>;     // [BK, DC]
 var<workgroup> s_tile: array<f32, BQ * BK>;      // scores
-var<workgroup> p_tile: array<f32, BQ * BK>;      // probabilities (unnormalized)
+var<workgroup> p_tile: array<f32, BQ * BK>;      // probabilities (unnormalized; sf16: normalized, rounded)
 
 // Stages columns c0.. of the key block's K (or V) rows; zero past T and Dh.
 fn stage_kv(from_k: bool, b: u32, key0: u32, kvh: u32, c0: u32, lidx: u32) {

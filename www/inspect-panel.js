@@ -96,6 +96,22 @@ function renderTensors(tensors) {
   }
 }
 
+/// Per layer: the attention probabilities against each format's smallest value (train::softmax_tail).
+function renderSoftmax(layers) {
+  const body = $('inspect-softmax').querySelector('tbody');
+  body.textContent = '';
+  for (const l of layers) {
+    body.append(el('tr', { dataset: { layer: String(l.layer) } }, [
+      el('td', { textContent: String(l.layer) }),
+      el('td', { textContent: count(l.probabilities) }),
+      el('td', { textContent: num(l.p_min) }),
+      percent(l.below_bf16, 'p_below_bf16'),
+      percent(l.below_f16, 'p_below_f16'),
+      percent(l.below_e4m3, 'p_below_e4m3'),
+    ]));
+  }
+}
+
 async function inspect() {
   const result = await busy('inspect', () => attempt($('inspect-error'), () => worker.call('train.inspect')));
   if (!result) return;
@@ -105,6 +121,7 @@ async function inspect() {
   renderKernels(result.kernels, result.kernels_error);
   renderMemory(result.memory);
   renderTensors(result.tensors);
+  renderSoftmax(result.softmax);
   $('inspect-result').hidden = false;
 }
 

@@ -78,7 +78,8 @@ export function record(stats, submittedNow = null) {
   showTotals();
 }
 
-/// sf16: the values each forward boundary clamped to ±0.999 in the step.
+/// sf16 and fp8: the step's counts (sf16's clamps to ±0.999 per boundary,
+/// fp8's E4M3 saturations and flushes to 0).
 function showClamped(clamped) {
   $('stat-clamped-row').hidden = !clamped;
   if (!clamped) return;

@@ -76,7 +76,11 @@ fn bench_times_whole_steps_per_mode() {
             ("fp32", "fp32"),
             ("fp32", "int8"),
             ("f16", "fp32"),
-            ("f16", "int8")
+            ("f16", "int8"),
+            ("sf16", "fp32"),
+            ("sf16", "int8"),
+            ("fp8", "fp32"),
+            ("fp8", "int8")
         ]
     );
     for l in &lines {

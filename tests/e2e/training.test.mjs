@@ -88,6 +88,18 @@ test('inspect shows every tensor, memory by kind, kernel times and update surviv
     assert.ok(f16 >= bf16 && bf16 >= e4m3, `${name}: lands in f16 ${f16} ≥ bf16 ${bf16} ≥ E4M3 ${e4m3}`);
   }
   assert.equal(measured, rows.length, 'the inspected step moved every tensor');
+
+  // attention probabilities per layer against each format's smallest value
+  const layers = await page.locator('#inspect-softmax tbody tr').evaluateAll((trs) => trs.map((tr) => ({
+    layer: tr.dataset.layer,
+    shares: [...tr.querySelectorAll('td[data-col]')].map((td) => Number(td.dataset.value)),
+  })));
+  assert.ok(layers.length >= 1, 'a row per layer');
+  for (const { layer, shares } of layers) {
+    assert.equal(shares.length, 3, `layer ${layer}: bf16, f16, E4M3`);
+    assert.ok(shares.every((s) => s >= 0 && s <= 1), `layer ${layer}: shares ${shares} in [0, 1]`);
+    assert.ok(shares[0] <= shares[1] && shares[1] <= shares[2], `layer ${layer}: below bf16 ≤ f16 ≤ E4M3 (${shares})`);
+  }
   await shot('inspect');
 });
 

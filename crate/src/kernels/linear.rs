@@ -51,11 +51,10 @@ struct Params {
     c_row: u32,
     /// The output's forward boundary (`boundary::SITE_*`), or `SITE_NONE`.
     site: u32,
-    /// fp8: rows of A sharing a scale (1), 0 for none.
-    a_tile: u32,
-    /// fp8: columns of B sharing a scale (1; `FP8_WEIGHT_TILE` for weights), 0 for none.
+    /// fp8: columns of B sharing a scale (1; `FP8_WEIGHT_TILE` for weights);
+    /// A's always 1 row.
     b_tile: u32,
-    _pad: u32,
+    _pad: [u32; 2],
 }
 
 const STORE: KernelDesc = KernelDesc {
@@ -158,9 +157,8 @@ impl Linear {
                 Output::Accumulate(_) => SITE_NONE,
                 Output::Store(_) | Output::AddTo { .. } => SITE_PROJECTION,
             },
-            a_tile: FP8_ACTIVATION_TILE,
             b_tile: FP8_WEIGHT_TILE,
-            _pad: 0,
+            _pad: [0; 2],
         };
         let v = self.variants(&w);
         let (x, w) = (x.binding(), w.range().binding());
@@ -214,9 +212,8 @@ impl Linear {
             b_col: 1,
             c_row: s.d_in,
             site: SITE_NONE,
-            a_tile: FP8_ACTIVATION_TILE,
             b_tile: FP8_WEIGHT_TILE,
-            _pad: 0,
+            _pad: [0; 2],
         };
         launch(
             gpu,
@@ -250,9 +247,8 @@ impl Linear {
             b_col: 1,
             c_row: s.d_in,
             site: SITE_NONE,
-            a_tile: FP8_ACTIVATION_TILE,
             b_tile: FP8_ACTIVATION_TILE,
-            _pad: 0,
+            _pad: [0; 2],
         };
         launch(
             gpu,

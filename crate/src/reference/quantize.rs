@@ -86,16 +86,17 @@ pub fn e4m3_decode(b: u8) -> f32 {
 }
 
 /// fp8's scale for a tile whose largest |value| is `amax`: the smallest
-/// power of two s with amax / s ≤ 448 (1 for an all-zero tile).
+/// power of two s ≥ 2^-126 with amax / s ≤ 448 (1 for an all-zero or
+/// non-finite tile). Found from amax's bits as 03_linear.wgsl does:
+/// amax = m·2^e with m in [1, 2) needs 2^(e−8) if m ≤ 1.75, else 2^(e−7).
 pub fn fp8_scale(amax: f32) -> f32 {
     if amax == 0.0 || !amax.is_finite() {
         return 1.0;
     }
-    let mut s = 2f32.powi((amax / E4M3_MAX).log2().floor() as i32 - 1);
-    while amax / s > E4M3_MAX {
-        s *= 2.0;
-    }
-    s
+    let bits = amax.to_bits();
+    let e = ((bits >> 23) as i32 - 127).max(-126);
+    let k = (e - 8 + i32::from(bits & 0x7f_ffff > 0x60_0000)).clamp(-126, 127);
+    f32::from_bits(((k + 127) as u32) << 23)
 }
 
 /// A row-major `[rows, cols]` matrix through E4M3 as fp8's GEMMs read it:
@@ -251,6 +252,10 @@ mod tests {
                 amax / s <= E4M3_MAX && amax / (s / 2.0) > E4M3_MAX,
                 "amax {amax}: scale {s}"
             );
+        }
+        // tiny tiles: the scale stops at f32's smallest normal, as on the GPU
+        for amax in [f32::MIN_POSITIVE, 1e-40, 1e-36] {
+            assert_eq!(fp8_scale(amax), f32::MIN_POSITIVE, "amax {amax}");
         }
         assert_eq!(fp8_scale(0.0), 1.0);
     }

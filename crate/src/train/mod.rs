@@ -9,6 +9,7 @@
 mod memory;
 mod profile;
 mod readback;
+pub mod softmax_tail;
 pub mod survival;
 pub mod synthetic;
 
@@ -59,7 +60,8 @@ pub struct StepStats {
     pub out_of_range_targets: u32,
     pub bad_tokens: u32,
     pub tokens_per_s: f64,
-    /// sf16: the values each forward boundary clamped in this step.
+    /// sf16 and fp8: this step's counts (sf16's clamps per boundary, fp8's
+    /// E4M3 saturations and flushes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clamped: Option<Clamped>,
 }
@@ -255,7 +257,7 @@ impl Trainer {
             &self.gpu.boundary_counts,
             0,
             &record,
-            48,
+            std::mem::offset_of!(Record, clamped) as u64,
             4 * BOUNDARY_COUNTERS,
         );
         encoder.copy_buffer_to_buffer(&m.acts.loss, 0, &record, 0, 16);

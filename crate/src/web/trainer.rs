@@ -632,6 +632,7 @@ struct Inspection {
     steps: Vec<train::StepStats>,
     kernels: Option<Vec<train::KernelTime>>,
     kernels_error: Option<String>,
+    softmax: Vec<train::softmax_tail::SoftmaxTail>,
 }
 
 async fn inspect(run: &mut Run) -> Result<JsValue, JsError> {
@@ -712,6 +713,9 @@ async fn inspect(run: &mut Run) -> Result<JsValue, JsError> {
         steps,
         kernels,
         kernels_error,
+        softmax: train::softmax_tail::read(&t.gpu, &t.model)
+            .await
+            .map_err(js_error)?,
     };
     run.inspected = Some((step, w));
     to_js(&inspection)

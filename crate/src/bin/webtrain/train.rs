@@ -14,7 +14,7 @@ use webtrain::hf::HfModel;
 use webtrain::model::{BatchShape, Config, PRESETS, Precision};
 use webtrain::optim::HostState;
 use webtrain::optim::{LrSchedule, OptimConfig, OptimState};
-use webtrain::train::{TrainConfig, Trainer, survival, synthetic};
+use webtrain::train::{TrainConfig, Trainer, softmax_tail, survival, synthetic};
 use webtrain::{Error, Gpu, Result};
 
 /// What a checkpoint's config fixes: not to be given with `--resume`.
@@ -326,7 +326,11 @@ pub async fn run(args: TrainArgs) -> Result<()> {
                 unreachable!("converted to f32")
             };
             let report = survival::inspect(&trainer.model.layout, &before, &after, &v);
-            println!("{}", serde_json::json!({"step": step, "inspect": report}));
+            let softmax = softmax_tail::read(&gpu, &trainer.model).await?;
+            println!(
+                "{}",
+                serde_json::json!({"step": step, "inspect": report, "softmax": softmax})
+            );
         }
         let flush = step == end || (args.val_every > 0 && step % args.val_every == 0);
         let done = if flush {
