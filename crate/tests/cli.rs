@@ -432,3 +432,51 @@ fn train_inspects_what_narrow_formats_would_lose() {
     assert_eq!(embed["tensor"], "embed_tokens");
     assert!(embed["e4m3"].as_f64().unwrap() < 0.5, "{embed}");
 }
+
+/// `webtrain inspect`: every step inspected; with it the attention
+/// probabilities' tails per layer, and in sf16 the step's clamp counts.
+#[test]
+fn inspect_reports_softmax_tails_and_sf16_clamps() {
+    let lines = run(&[
+        "inspect",
+        "--synthetic",
+        "--precision",
+        "sf16",
+        "--batch",
+        "2",
+        "--seq",
+        "16",
+        "--steps",
+        "2",
+    ]);
+    let inspected: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l.get("inspect").is_some())
+        .collect();
+    assert_eq!(inspected.len(), 2, "every step");
+    let layers = inspected[1]["softmax"].as_array().unwrap();
+    assert_eq!(layers.len(), 2, "a row per layer of the tiny preset");
+    for l in layers {
+        // 2 sequences of 16: each query row sees t + 1 keys, in 4 heads
+        assert_eq!(l["probabilities"], 2 * 4 * (16 * 17 / 2), "{l}");
+        let p_min = l["p_min"].as_f64().unwrap();
+        assert!(p_min > 0.0 && p_min <= 1.0 / 16.0, "{l}");
+        let share = |f: &str| l[f].as_f64().unwrap();
+        assert!(
+            share("below_bf16") <= share("below_f16") && share("below_f16") <= share("below_e4m3"),
+            "{l}"
+        );
+    }
+    let steps: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l.get("grad_norm").is_some())
+        .collect();
+    assert!(!steps.is_empty());
+    for s in steps {
+        // a sequence's first token attends only to itself: p = 1 clamps, per sequence, layer and head
+        assert!(
+            s["clamped"]["softmax"].as_u64().unwrap() >= 2 * 2 * 4,
+            "{s}"
+        );
+    }
+}

@@ -35,6 +35,10 @@ pub mod cli {
         Tokenizer(TokenizerArgs),
         /// Train a model: one JSON line per step, per validation, and a summary.
         Train(Box<crate::train::TrainArgs>),
+        /// `train` with every step inspected (unless --inspect-every says otherwise):
+        /// per tensor what bf16, f16 or E4M3 would lose, the attention probabilities'
+        /// tails, and sf16's / fp8's counters, e.g. `inspect --resume run.safetensors --steps 1`.
+        Inspect(Box<crate::train::TrainArgs>),
         /// Write a checkpoint as a Hugging Face Llama folder (transformers loads it).
         ExportHf(crate::hf::ExportArgs),
         /// The next-token loss of a Hugging Face Llama folder on a token sequence, as transformers computes it.
@@ -116,6 +120,7 @@ pub mod cli {
             Command::Info(args) => info(&args).await,
             Command::Tokenizer(args) => tokenizer(&args),
             Command::Train(args) => crate::train::run(*args).await,
+            Command::Inspect(args) => crate::train::run(args.inspecting()).await,
             Command::ExportHf(args) => crate::hf::export(&args),
             Command::Eval(args) => crate::hf::eval(&args).await,
             Command::Generate(args) => crate::hf::generate(&args).await,

@@ -120,6 +120,16 @@ pub struct TrainArgs {
     from_hf: Option<PathBuf>,
 }
 
+impl TrainArgs {
+    /// For `webtrain inspect`: every step inspected unless asked otherwise.
+    pub fn inspecting(mut self) -> Self {
+        if self.inspect_every == 0 {
+            self.inspect_every = 1;
+        }
+        self
+    }
+}
+
 /// What the checkpoint's `data` says about the token stream, so a resumed
 /// run draws its batches from the same one.
 #[derive(Serialize, Deserialize)]
