@@ -156,9 +156,21 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
 // One workgroup per (head, sequence). Keys go in blocks of WG, one per
 // invocation (a full Dh dot), with the same online softmax; for p·V,
 // invocation x owns column x % Dh of key subset x / Dh (WG / Dh subsets,
-// summed in order at the end). Deterministic; saves nothing.
+// summed in order at the end). Deterministic; saves nothing. In sf16, as
+// attention_forward: a first pass for the final max and sum, then each
+// probability normalized and rounded as it is written, the output rounded.
 var<workgroup> q_row: array<f32, MAX_DH>;
 var<workgroup> p_block: array<f32, WG>;
+
+// The new query's scaled score against cache row `key` of its sequence;
+// NEG_BIG past L.
+fn decode_score(b: u32, kvh: u32, key: u32) -> f32 {
+    if (key >= params.seq_len) { return NEG_BIG; }
+    let at = k_at(b * params.cache_len + key, kvh);
+    var dot = 0.0;
+    for (var d = 0u; d < params.head_dim; d++) { dot += q_row[d] * k[at + d]; }
+    return dot * params.scale;
+}
 
 @compute @workgroup_size(WG)
 fn attention_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -177,23 +189,29 @@ fn attention_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     if (lidx < dh) { q_row[lidx] = q[q_at(b, h) + lidx]; }
     workgroupBarrier();
 
+    let sf16 = NUMERICS == SF16;
     var m = NEG_BIG;
     var l = 0.0;
+    if (sf16) {
+        for (var key0 = 0u; key0 < len; key0 += WG) {
+            let s = decode_score(b, kvh, key0 + lidx);
+            let m_new = max(m, workgroup_max(s, lidx));
+            l = exp(m - m_new) * l + workgroup_sum(select(0.0, exp(s - m_new), s > NEG_BIG), lidx);
+            m = m_new;
+        }
+    }
     var acc = 0.0;
     for (var key0 = 0u; key0 < len; key0 += WG) {
-        let key = key0 + lidx;
-        var s = NEG_BIG;
-        if (key < len) {
-            let at = k_at(b * params.cache_len + key, kvh);
-            var dot = 0.0;
-            for (var d = 0u; d < dh; d++) { dot += q_row[d] * k[at + d]; }
-            s = dot * params.scale;
-        }
-        let m_new = max(m, workgroup_max(s, lidx));
+        let s = decode_score(b, kvh, key0 + lidx);
+        let visible = s > NEG_BIG;
+        var m_new = m;
+        if (!sf16) { m_new = max(m, workgroup_max(s, lidx)); }
         let alpha = exp(m - m_new);
-        let p = select(0.0, exp(s - m_new), key < len);
+        var p = select(0.0, exp(s - m_new), visible);
+        if (sf16) { p = boundary(p / l, select(SITE_NONE, SITE_SOFTMAX, visible)); }
         p_block[lidx] = p;
-        l = alpha * l + workgroup_sum(p, lidx);  // its barriers also publish p_block
+        let p_sum = workgroup_sum(p, lidx);  // its barriers also publish p_block
+        if (!sf16) { l = alpha * l + p_sum; }
         var pv = 0.0;
         if (subset < subsets) {
             for (var kk = subset; kk < min(WG, len - key0); kk += subsets) {
@@ -210,7 +228,7 @@ fn attention_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     if (lidx < dh) {
         var total = 0.0;
         for (var x = 0u; x < subsets; x++) { total += p_block[x * dh + lidx]; }
-        o[b * params.heads * dh + h * dh + lidx] = total / l;
+        o[b * params.heads * dh + h * dh + lidx] = matmul_boundary(select(total / l, total, sf16), SITE_ATTENTION);
     }
 }
 

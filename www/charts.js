@@ -1,7 +1,8 @@
 // Live charts (uPlot): loss with validation, gradient norm with the clip
-// scale, learning rate, tokens/s. Every run keeps its series; earlier runs
-// (an earlier model, or this one before a precision switch) are drawn
-// dashed and dimmed behind the current one, labelled with their mode.
+// scale, learning rate, tokens/s, and in sf16 / fp8 the step's counts per
+// site. Every run keeps its series; earlier runs (an earlier model, or
+// this one before a precision switch) are drawn dashed and dimmed behind
+// the current one, labelled with their mode.
 
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
@@ -33,7 +34,21 @@ const CHARTS = {
   },
   lr: { id: 'chart-lr', groups: [{ from: 'train', series: [{ key: 'lr', label: 'lr' }] }] },
   tps: { id: 'chart-tps', groups: [{ from: 'train', series: [{ key: 'tokens_per_s', label: 'tokens/s' }] }] },
+  // the current run's sites, a colour each; asinh: linear near 0, then
+  // logarithmic, for counts from 0 to millions
+  clamped: {
+    id: 'chart-clamped',
+    y: { distr: 4, asinh: 1, range: (u, min, max) => [0, Math.max(max, 1)] },
+    groups: [{ from: 'train', series: (run) => run.sites.map((site, i) => ({
+      key: `clamped.${site}`, label: site.replace('e4m3_', 'E4M3 '), current: true, color: PALETTE[i % PALETTE.length],
+    })) }],
+  },
 };
+
+/// The counts a mode makes (the step stats' `clamped` keys): sf16 clamps
+/// per boundary, fp8 E4M3 saturations and flushes.
+export const sitesOf = (precision, clamped) => Object.keys(clamped).filter((k) => k.startsWith('e4m3_') === (precision === 'fp8'));
+const seriesIn = (group, run) => (typeof group.series === 'function' ? group.series(run) : group.series);
 
 const KEYS = ['loss', 'grad_norm', 'clip_scale', 'lr', 'tokens_per_s'];
 
@@ -44,8 +59,9 @@ const plots = {};
 let pending = false;
 let lastDraw = 0;
 
-/// A new series for every chart; the previous current run becomes an overlay.
-export function startRun(label) {
+/// A new series for every chart; the previous current run becomes an
+/// overlay. `precision` picks the counts charted (sf16, fp8).
+export function startRun(label, precision) {
   // a run that drew nothing (switched again before a step) leaves no overlay
   const last = runs[runs.length - 1];
   if (last && last.train.step.length === 0 && last.val.step.length === 0) {
@@ -54,7 +70,7 @@ export function startRun(label) {
   }
   const train = { step: [] };
   for (const k of KEYS) train[k] = [];
-  runs.push({ n: nextRun, label: `#${nextRun} ${label}`, color: PALETTE[(nextRun - 1) % PALETTE.length], train, val: { step: [], loss: [] } });
+  runs.push({ n: nextRun, label: `#${nextRun} ${label}`, color: PALETTE[(nextRun - 1) % PALETTE.length], precision, sites: [], train, val: { step: [], loss: [] } });
   nextRun++;
   while (runs.length > MAX_RUNS) runs.shift();
   rebuildAll();
@@ -65,9 +81,15 @@ const finite = (x) => (Number.isFinite(x) ? x : null);
 export function addSteps(stats) {
   const run = runs[runs.length - 1];
   if (!run || stats.length === 0) return;
+  if (run.sites.length === 0 && stats[0].clamped) {
+    run.sites = sitesOf(run.precision, stats[0].clamped);
+    for (const site of run.sites) run.train[`clamped.${site}`] = run.train.step.map(() => null);
+    build('clamped');
+  }
   for (const s of stats) {
     run.train.step.push(s.step);
     for (const k of KEYS) run.train[k].push(finite(s[k]));
+    for (const site of run.sites) run.train[`clamped.${site}`].push(s.clamped?.[site] ?? null);
   }
   schedule();
 }
@@ -89,7 +111,7 @@ function seriesOf(def) {
   runs.forEach((run, i) => {
     const current = i === runs.length - 1;
     for (const g of def.groups) {
-      for (const s of g.series) {
+      for (const s of seriesIn(g, run)) {
         if (s.current && !current) continue;
         out.push({ run, group: g, s, current });
       }
@@ -104,7 +126,7 @@ function tables(def) {
     const current = i === runs.length - 1;
     for (const g of def.groups) {
       const table = run[g.from];
-      const keys = g.series.filter((s) => current || !s.current).map((s) => table[s.key]);
+      const keys = seriesIn(g, run).filter((s) => current || !s.current).map((s) => table[s.key]);
       if (keys.length > 0) t.push([table.step, ...keys]);
     }
   });
@@ -135,7 +157,7 @@ function options(name, def, width) {
   const axis = { stroke: muted, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 } };
   const series = [{ label: 'step' }];
   for (const { run, s, current } of seriesOf(def)) {
-    const color = current ? run.color : `${run.color}99`;
+    const color = current ? (s.color ?? run.color) : `${run.color}99`;
     series.push({
       label: `${run.label} ${s.label}`,
       stroke: color,
@@ -150,8 +172,11 @@ function options(name, def, width) {
   }
   // log loss: the data's own range, not whole decades
   const logRange = (u, min, max) => (min > 0 ? [min / 1.05, max * 1.05] : [min, max]);
-  const scales = { x: { time: false }, y: name === 'loss' && logLoss ? { distr: 3, log: 10, range: logRange } : {} };
-  const axes = [{ ...axis, incrs: STEP_TICKS }, { ...axis }];
+  const scales = { x: { time: false }, y: name === 'loss' && logLoss ? { distr: 3, log: 10, range: logRange } : (def.y ?? {}) };
+  // 3 significant digits: uPlot's default shows a learning rate of 3e-4 as 0;
+  // none below 0 (the asinh axis offers a −1 under its range's 0)
+  const values = (u, splits) => splits.map((v) => (v === null || v < 0 ? '' : Number(v.toPrecision(3)).toString()));
+  const axes = [{ ...axis, incrs: STEP_TICKS }, { ...axis, values, size: 56 }];
   if (name === 'loss' && logLoss) axes[1].splits = logSplits;
   if (name === 'grad') {
     scales.clip = { range: [0, 1.05] };
@@ -180,6 +205,13 @@ function mark(name) {
   const host = $(CHARTS[name].id);
   const run = runs[runs.length - 1];
   host.dataset.points = run ? run.train.step.length : 0;
+  if (name === 'clamped') {
+    host.closest('figure').hidden = !run || run.sites.length === 0;
+    host.dataset.sites = run ? run.sites.join(' ') : '';
+    const counted = run?.sites.map((site) => run.train[`clamped.${site}`]).flat().filter((n) => n !== null) ?? [];
+    host.dataset.points = run && run.sites.length > 0 ? counted.length / run.sites.length : 0;
+    host.dataset.total = counted.reduce((a, n) => a + n, 0);
+  }
   host.dataset.runs = runs.length;
   host.dataset.labels = runs.map((r) => r.label).join(' | ');
   if (name === 'loss' && run) {

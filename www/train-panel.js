@@ -44,7 +44,7 @@ export function adoptRun(info, { name = runName, continues = false } = {}) {
   if (!continues) totals = { skipped: 0, nonfinite: 0, badTokens: 0 };
   $('precision').value = info.config.precision;
   $('optim-state').value = info.config.optim.state;
-  charts.startRun(`${name} · ${runMode(info)}`);
+  charts.startRun(`${name} · ${runMode(info)}`, info.config.precision);
   update({ run: info, tokenizer: info.tokenizer });
   showTotals();
   $('stat-step').textContent = count(submitted);
@@ -71,7 +71,7 @@ export function record(stats, submittedNow = null) {
     $('stat-loss').textContent = Number.isFinite(last.loss) ? last.loss.toFixed(4) : String(last.loss);
     $('stat-lr').textContent = num(last.lr);
     $('stat-tps').textContent = count(last.tokens_per_s);
-    showClamped(last.clamped);
+    showClamped(last.clamped, state.run?.config.precision);
   }
   $('stat-step').textContent = count(submitted);
   $('stat-step').dataset.step = submitted;
@@ -80,10 +80,11 @@ export function record(stats, submittedNow = null) {
 
 /// sf16 and fp8: the step's counts (sf16's clamps to ±0.999 per boundary,
 /// fp8's E4M3 saturations and flushes to 0).
-function showClamped(clamped) {
+function showClamped(clamped, precision) {
   $('stat-clamped-row').hidden = !clamped;
   if (!clamped) return;
-  $('stat-clamped').textContent = Object.entries(clamped).map(([site, n]) => `${site} ${count(n)}`).join(' · ');
+  const sites = charts.sitesOf(precision, clamped);
+  $('stat-clamped').textContent = sites.map((site) => `${site.replace('e4m3_', '')} ${count(clamped[site])}`).join(' · ');
 }
 
 function showTotals() {

@@ -1,7 +1,7 @@
 // One session through the whole page: set up the tiny model on the
 // built-in corpus, train it and watch the loss fall, inspect it, switch
 // precision and optimizer state at a pause, generate, save, reload the page,
-// load the file and go on from its step. Screenshots of every panel land
+// load the file and go on from its step, then train in sf16 and fp8. Screenshots of every panel land
 // in test-results/. Requests whose Rust side is not there yet ("… is not
 // a function") skip their test, saying so.
 
@@ -199,6 +199,39 @@ test('an autosaved run is offered on the next visit and restores', async (t) => 
   assert.equal(restored, null);
   assert.equal(await stepCount(page), saved);
   assert.ok(await page.locator('#restore-offer').isHidden());
+});
+
+test('sf16 and fp8 chart their counts per step; an sf16 model generates', async () => {
+  if ((await page.locator('#train').getAttribute('data-phase')) === 'none') await createModel(page, { batch: 4, seq: 32 });
+  const clamped = (attr) => page.locator('#chart-clamped').getAttribute(`data-${attr}`);
+  const modes = [
+    ['sf16', 'embedding norm projection residual softmax attention activation'],
+    ['fp8', 'e4m3_saturated e4m3_flushed'],
+  ];
+  for (const [mode, sites] of modes) {
+    await page.selectOption('#precision', mode);
+    const switched = (m) => document.querySelector('#stat-mode').textContent.startsWith(m);
+    assert.equal(await waitOrError(page, switched, 'train-error', { timeout: 120_000, arg: mode }), null);
+    const before = await stepCount(page);
+    await trainUntil(page, before + 4);
+    assert.equal(await errorText(page, 'train-error'), null);
+    assert.ok(await page.locator('#chart-clamped').isVisible(), `${mode}: the counts chart shows`);
+    assert.equal(await clamped('sites'), sites);
+    assert.ok(Number(await clamped('points')) >= 3, `${mode}: a point per step`);
+    const shown = (await page.locator('#stat-clamped').textContent()).split(' · ').map((c) => c.split(' ')[0]);
+    assert.deepEqual(shown, sites.split(' ').map((site) => site.replace('e4m3_', '')), `${mode}: the last step's counts`);
+    if (mode === 'sf16') {
+      // every sequence's first token attends only to itself: p = 1 clamps
+      assert.ok(Number(await clamped('total')) > 0, 'sf16 clamps');
+      await page.fill('#prompt', 'The ');
+      await page.fill('#gen-length', '16');
+      await page.click('#generate-run');
+      const failed = await waitOrError(page, () => document.querySelector('#generate-output').dataset.state === 'done', 'generate-error');
+      assert.equal(failed, null);
+      assert.ok(Number(await page.locator('#generate-output').getAttribute('data-tokens')) > 0, 'sf16 generates');
+    }
+  }
+  await shot('train');
 });
 
 test('no uncaught errors', () => {

@@ -135,6 +135,7 @@ const DECODE: KernelDesc = KernelDesc {
         Slot::Read(2),      // k: [B·Lmax, k_stride] f32 cache
         Slot::Read(3),      // v: [B·Lmax, v_stride] f32 cache
         Slot::ReadWrite(4), // o: [B, H·Dh] f32
+        Slot::BoundaryCounts,
     ],
 };
 const KV_APPEND: KernelDesc = KernelDesc {

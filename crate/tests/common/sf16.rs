@@ -12,8 +12,8 @@
 use webtrain::kernels::attention::AttentionShape;
 use webtrain::kernels::boundary::{self, Clamped};
 use webtrain::kernels::{
-    Activation, Attention, Embedding, EmbeddingShape, Heads, Linear, LinearShape, NormShape,
-    Output, Qkv, RmsNorm, Weights,
+    Activation, Attention, DecodeShape, Embedding, EmbeddingShape, Heads, Linear, LinearShape,
+    NormShape, Output, Qkv, RmsNorm, Weights,
 };
 use webtrain::reference::quantize::{q115, q131, sf16_matmul};
 use webtrain::reference::{activation, attention, embedding, linear, norm};
@@ -282,109 +282,247 @@ pub async fn sf16_linear_rounds_forward_outputs_only(gpu: &Gpu) -> Result<()> {
     Ok(())
 }
 
-/// Probabilities normalized then rounded (softmax write-back), the output
-/// P·V rounded as a matmul's; lse as in the exact mode.
-pub async fn sf16_attention_rounds_probabilities_and_output(gpu: &Gpu) -> Result<()> {
-    let gpu = &gpu.with_numerics(Numerics::Sf16);
-    let s = AttentionShape {
-        batch: 2,
-        seq_len: 37,
-        heads: 4,
-        kv_heads: 2,
-        head_dim: 32,
-    };
+/// sf16 attention's inputs: large scores, so many rows put nearly all
+/// their weight on one key; and a first token's output is 0.999·v, so v
+/// beyond ±1 clamps.
+const ATTENTION: AttentionShape = AttentionShape {
+    batch: 2,
+    seq_len: 37,
+    heads: 4,
+    kv_heads: 2,
+    head_dim: 32,
+};
+
+struct AttentionInputs {
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+}
+
+fn attention_inputs() -> AttentionInputs {
+    let s = ATTENTION;
+    let rows = (s.batch * s.seq_len) as usize;
+    let (qw, kw) = (
+        (s.heads * s.head_dim) as usize,
+        (s.kv_heads * s.head_dim) as usize,
+    );
+    let mut r = rng(123);
+    AttentionInputs {
+        q: uniform(&mut r, rows * qw, -2.0, 2.0),
+        k: uniform(&mut r, rows * kw, -2.0, 2.0),
+        v: uniform(&mut r, rows * kw, -1.5, 1.5),
+    }
+}
+
+/// What sf16 attention may store, per row of `[B·T, H·Dh]`: o's reference
+/// rounds each probability as the kernels do, and a code that a kernel's
+/// f32 softmax rounds the other way moves o by ≤ 2^-15·|v|, so o may
+/// differ from it by up to a code per key (`tol_o`). `softmax[row]`: the
+/// row's probabilities (all heads) that clamp surely / possibly.
+struct Sf16Attention {
+    want_lse: Vec<f64>,
+    want_o: Vec<f64>,
+    tol_o: Vec<f64>,
+    softmax: Vec<(u32, u32)>,
+}
+
+fn sf16_attention_reference(x: &AttentionInputs) -> Sf16Attention {
+    let s = ATTENTION;
     let (rows, dh) = ((s.batch * s.seq_len) as usize, s.head_dim as usize);
     let (qw, kw) = (s.heads as usize * dh, s.kv_heads as usize * dh);
-    let mut r = rng(123);
-    // large scores: many rows put nearly all their weight on one key
-    let (q, k, v) = (
-        uniform(&mut r, rows * qw, -2.0, 2.0),
-        uniform(&mut r, rows * kw, -2.0, 2.0),
-        uniform(&mut r, rows * kw, -1.5, 1.5),
-    );
-    let (qb, kb, vb) = (
-        gpu.upload("q", &q)?,
-        gpu.upload("k", &k)?,
-        gpu.upload("v", &v)?,
-    );
-    let (o, lse) = (
-        gpu.storage_buffer("o", 4 * (rows * qw) as u64)?,
-        gpu.storage_buffer("lse", 4 * (rows * s.heads as usize) as u64)?,
-    );
-    let heads = |b, width| Heads {
-        data: b,
-        row_stride: width as u32,
-        col: 0,
-    };
-    let x = Qkv {
-        q: heads((&qb).into(), qw),
-        k: heads((&kb).into(), kw),
-        v: heads((&vb).into(), kw),
-    };
-    reset(gpu);
-    gpu.run(&[&Attention::new(gpu)
-        .await?
-        .forward(gpu, s, x, (&o).into(), (&lse).into())?])
-        .await?;
-    let (got_o, got_lse) = (
-        gpu.read_back::<f32>((&o).into()).await?,
-        gpu.read_back::<f32>((&lse).into()).await?,
-    );
-
-    let (q64, k64, v64) = (f64s(&q), f64s(&k), f64s(&v));
+    let (q64, k64, v64) = (f64s(&x.q), f64s(&x.k), f64s(&x.v));
     let (_, want_lse) = attention::forward(&s, &q64, &k64, &v64);
-    assert_close("lse in sf16", &got_lse, &want_lse, 2e-5, 2e-6);
-    // o's reference rounds each probability as the kernel does; a code that
-    // the kernel's f32 softmax rounds the other way moves o by ≤ 2^-15·|v|,
-    // so o may differ from it by up to a code per key
     let (tol_p, scale) = (1e-5, 1.0 / (dh as f64).sqrt());
-    let (mut softmax_clamps, mut want_o, mut tol_o) =
-        ((0, 0), vec![0.0; rows * qw], vec![0.0; rows * qw]);
+    let mut want = Sf16Attention {
+        want_o: vec![0.0; rows * qw],
+        tol_o: vec![0.0; rows * qw],
+        softmax: vec![(0, 0); rows],
+        want_lse,
+    };
     let group = (s.heads / s.kv_heads) as usize;
     for b in 0..s.batch as usize {
         for t in 0..s.seq_len as usize {
+            let row = b * s.seq_len as usize + t;
             for h in 0..s.heads as usize {
-                let row = b * s.seq_len as usize + t;
                 let qh = &q64[row * qw + h * dh..][..dh];
-                let key =
-                    |j: usize| &k64[(b * s.seq_len as usize + j) * kw + (h / group) * dh..][..dh];
-                let val =
-                    |j: usize| &v64[(b * s.seq_len as usize + j) * kw + (h / group) * dh..][..dh];
-                let scores: Vec<f64> = (0..=t)
-                    .map(|j| scale * qh.iter().zip(key(j)).map(|(a, c)| a * c).sum::<f64>())
-                    .collect();
-                let lse = want_lse[row * s.heads as usize + h];
-                for (j, sc) in scores.iter().enumerate() {
-                    let p = (sc - lse).exp();
-                    softmax_clamps.0 += (p - tol_p > Q115_LIMIT) as u32;
-                    softmax_clamps.1 += (p + tol_p > Q115_LIMIT) as u32;
+                let at = |j: usize| (b * s.seq_len as usize + j) * kw + (h / group) * dh;
+                let lse = want.want_lse[row * s.heads as usize + h];
+                for j in 0..=t {
+                    let score = scale
+                        * qh.iter()
+                            .zip(&k64[at(j)..][..dh])
+                            .map(|(a, c)| a * c)
+                            .sum::<f64>();
+                    let p = (score - lse).exp();
+                    want.softmax[row].0 += (p - tol_p > Q115_LIMIT) as u32;
+                    want.softmax[row].1 += (p + tol_p > Q115_LIMIT) as u32;
                     let pq = q115(p as f32) as f64;
-                    for (c, vv) in val(j).iter().enumerate() {
-                        want_o[row * qw + h * dh + c] += pq * vv;
-                        tol_o[row * qw + h * dh + c] += (tol_p + 2f64.powi(-15)) * vv.abs();
+                    for (c, vv) in v64[at(j)..][..dh].iter().enumerate() {
+                        want.want_o[row * qw + h * dh + c] += pq * vv;
+                        want.tol_o[row * qw + h * dh + c] += (tol_p + 2f64.powi(-15)) * vv.abs();
                     }
                 }
             }
         }
     }
-    let mut output_clamps = (0, 0);
-    for (i, (&g, &w)) in got_o.iter().zip(&want_o).enumerate() {
-        let (below, above) = (w - tol_o[i] - 1e-6, w + tol_o[i] + 1e-6);
-        output_clamps.0 += (below > Q115_LIMIT || above < -Q115_LIMIT) as u32;
-        output_clamps.1 += (above > Q115_LIMIT || below < -Q115_LIMIT) as u32;
+    want
+}
+
+/// Checks sf16 attention outputs `got` (row i of it is row `rows[i]` of the
+/// forward's `[B·T, H·Dh]`) against the reference; returns the output
+/// clamps certain and possible.
+fn assert_sf16_attention_o(
+    what: &str,
+    got: &[f32],
+    want: &Sf16Attention,
+    rows: &[usize],
+) -> (u32, u32) {
+    let qw = (ATTENTION.heads * ATTENTION.head_dim) as usize;
+    assert_eq!(got.len(), rows.len() * qw, "{what}: length");
+    let mut clamps = (0, 0);
+    for (i, &g) in got.iter().enumerate() {
+        let at = rows[i / qw] * qw + i % qw;
+        let (below, above) = (
+            want.want_o[at] - want.tol_o[at] - 1e-6,
+            want.want_o[at] + want.tol_o[at] + 1e-6,
+        );
+        clamps.0 += (below > Q115_LIMIT || above < -Q115_LIMIT) as u32;
+        clamps.1 += (above > Q115_LIMIT || below < -Q115_LIMIT) as u32;
         let (lo, hi) = (sf16_matmul(below as f32), sf16_matmul(above as f32));
         assert!(
             lo <= g && g <= hi,
-            "attention o sf16: element {i}: got {g}, want {lo} ..= {hi}"
+            "{what}: element {i}: got {g}, want {lo} ..= {hi}"
         );
         assert!(
             (g * 32768.0).fract() == 0.0,
-            "attention o sf16: element {i}: {g} is not a Q1.15 value"
+            "{what}: element {i}: {g} is not a Q1.15 value"
         );
     }
+    clamps
+}
+
+fn qkv_heads<'a>(q: &'a wgpu::Buffer, k: &'a wgpu::Buffer, v: &'a wgpu::Buffer) -> Qkv<'a> {
+    let s = ATTENTION;
+    let heads = |b: &'a wgpu::Buffer, n: u32| Heads {
+        data: b.into(),
+        row_stride: n * s.head_dim,
+        col: 0,
+    };
+    Qkv {
+        q: heads(q, s.heads),
+        k: heads(k, s.kv_heads),
+        v: heads(v, s.kv_heads),
+    }
+}
+
+/// Probabilities normalized then rounded (softmax write-back), the output
+/// P·V rounded as a matmul's; lse as in the exact mode.
+pub async fn sf16_attention_rounds_probabilities_and_output(gpu: &Gpu) -> Result<()> {
+    let gpu = &gpu.with_numerics(Numerics::Sf16);
+    let s = ATTENTION;
+    let rows = (s.batch * s.seq_len) as usize;
+    let x = attention_inputs();
+    let (qb, kb, vb) = (
+        gpu.upload("q", &x.q)?,
+        gpu.upload("k", &x.k)?,
+        gpu.upload("v", &x.v)?,
+    );
+    let (o, lse) = (
+        gpu.storage_buffer("o", 4 * (rows * (s.heads * s.head_dim) as usize) as u64)?,
+        gpu.storage_buffer("lse", 4 * (rows * s.heads as usize) as u64)?,
+    );
+    reset(gpu);
+    gpu.run(&[&Attention::new(gpu).await?.forward(
+        gpu,
+        s,
+        qkv_heads(&qb, &kb, &vb),
+        (&o).into(),
+        (&lse).into(),
+    )?])
+    .await?;
+    let (got_o, got_lse) = (
+        gpu.read_back::<f32>((&o).into()).await?,
+        gpu.read_back::<f32>((&lse).into()).await?,
+    );
+    let want = sf16_attention_reference(&x);
+    assert_close("lse in sf16", &got_lse, &want.want_lse, 2e-5, 2e-6);
+    let all: Vec<usize> = (0..rows).collect();
+    let output_clamps = assert_sf16_attention_o("attention o sf16", &got_o, &want, &all);
+    let softmax_clamps = want
+        .softmax
+        .iter()
+        .fold((0, 0), |a, c| (a.0 + c.0, a.1 + c.1));
     let c = counted(gpu).await?;
     assert_count("softmax clamps", c.softmax, softmax_clamps);
-    // a first token's output is 0.999·v: v beyond ±1 clamps
     assert_count("attention output clamps", c.attention, output_clamps);
+    Ok(())
+}
+
+/// Generation rounds as the training forward does: attention_decode of
+/// the new query at position L − 1 against cache rows 0..L stores what the
+/// forward may store at row L − 1, and counts its clamps.
+pub async fn sf16_decode_rounds_as_the_forward(gpu: &Gpu) -> Result<()> {
+    let gpu = &gpu.with_numerics(Numerics::Sf16);
+    let s = ATTENTION;
+    let (t, qw) = (s.seq_len as usize, (s.heads * s.head_dim) as usize);
+    let x = attention_inputs();
+    let want = sf16_attention_reference(&x);
+    // the caches hold the forward's k and v rows as they are: Lmax = T
+    let (kb, vb) = (gpu.upload("k_cache", &x.k)?, gpu.upload("v_cache", &x.v)?);
+    let attention = Attention::new(gpu).await?;
+    // L = 1: the one probability is 1 and clamps, per sequence and head
+    for len in [1, 2, 20, s.seq_len] {
+        let rows: Vec<usize> = (0..s.batch as usize)
+            .map(|b| b * t + len as usize - 1)
+            .collect();
+        let q_new: Vec<f32> = rows
+            .iter()
+            .flat_map(|&r| x.q[r * qw..][..qw].to_vec())
+            .collect();
+        let qb = gpu.upload("q", &q_new)?;
+        let o = gpu.storage_buffer("o", 4 * q_new.len() as u64)?;
+        let d = DecodeShape {
+            batch: s.batch,
+            len,
+            max_len: s.seq_len,
+            heads: s.heads,
+            kv_heads: s.kv_heads,
+            head_dim: s.head_dim,
+        };
+        reset(gpu);
+        gpu.run(&[&attention.decode(gpu, d, qkv_heads(&qb, &kb, &vb), (&o).into())?])
+            .await?;
+        let what = format!("attention decode sf16 L={len}");
+        let got = gpu.read_back::<f32>((&o).into()).await?;
+        let output_clamps = assert_sf16_attention_o(&what, &got, &want, &rows);
+        let softmax_clamps = rows.iter().fold((0, 0), |a, &r| {
+            (a.0 + want.softmax[r].0, a.1 + want.softmax[r].1)
+        });
+        let c = counted(gpu).await?;
+        if len == 1 {
+            assert_count(
+                &format!("{what}: softmax clamps"),
+                c.softmax,
+                softmax_clamps,
+            );
+            assert_count(
+                &format!("{what}: output clamps"),
+                c.attention,
+                output_clamps,
+            );
+        } else {
+            let within = |(certain, possible): (u32, u32), n: u32| certain <= n && n <= possible;
+            assert!(
+                within(softmax_clamps, c.softmax),
+                "{what}: {} softmax clamps, want {softmax_clamps:?}",
+                c.softmax
+            );
+            assert!(
+                within(output_clamps, c.attention),
+                "{what}: {} output clamps, want {output_clamps:?}",
+                c.attention
+            );
+        }
+    }
     Ok(())
 }
