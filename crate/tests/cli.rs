@@ -79,6 +79,8 @@ fn bench_times_whole_steps_per_mode() {
             ("f16", "int8"),
             ("sf16", "fp32"),
             ("sf16", "int8"),
+            ("sf16-wide-head", "fp32"),
+            ("sf16-wide-head", "int8"),
             ("fp8", "fp32"),
             ("fp8", "int8")
         ]

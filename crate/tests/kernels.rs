@@ -88,6 +88,7 @@ gpu_tests! {
     sf16::sf16_linear_rounds_forward_outputs_only,
     sf16::sf16_attention_rounds_probabilities_and_output,
     sf16::sf16_decode_rounds_as_the_forward,
+    sf16::sf16_wide_head_keeps_the_logits_exact,
     training::sf16_training_reports_each_steps_clamps,
     training::fp8_training_reports_each_steps_flushes,
 }

@@ -39,8 +39,8 @@ pub struct Kernels {
     pub embed: Embedding,
     pub norm: RmsNorm,
     pub linear: Linear,
-    /// The output head's products: `linear`, except in fp8, where the
-    /// precision map keeps the head wide.
+    /// The output head's products: `linear`, or built exact where the
+    /// head stays wide (fp8's precision map, sf16's wide-head variant).
     pub head: Linear,
     pub rope: Rope,
     pub attn: Attention,
@@ -51,15 +51,22 @@ pub struct Kernels {
 }
 
 impl Kernels {
+    /// In `gpu`'s numeric mode, the head wide in fp8.
     pub async fn new(gpu: &Gpu) -> Result<Self> {
+        Self::with_head(gpu, gpu.numerics() == Numerics::Fp8).await
+    }
+
+    /// In `gpu`'s numeric mode, the head's product exact if `wide_head`.
+    pub async fn with_head(gpu: &Gpu, wide_head: bool) -> Result<Self> {
         Ok(Kernels {
             infra: Infrastructure::new(gpu).await?,
             embed: Embedding::new(gpu).await?,
             norm: RmsNorm::new(gpu).await?,
             linear: Linear::new(gpu).await?,
-            head: match gpu.numerics() {
-                Numerics::Fp8 => Linear::new(&gpu.with_numerics(Numerics::Exact)).await?,
-                _ => Linear::new(gpu).await?,
+            head: if wide_head {
+                Linear::new(&gpu.with_numerics(Numerics::Exact)).await?
+            } else {
+                Linear::new(gpu).await?
             },
             rope: Rope::new(gpu).await?,
             attn: Attention::new(gpu).await?,

@@ -38,6 +38,10 @@ pub enum Precision {
     /// The f32 master weights, with every forward boundary rounded to Q1.15
     /// (the SF16 document); the backward is f32, straight through.
     Sf16,
+    /// `Sf16` with the output head's product kept wide: f32 logits, so the
+    /// softmax over the vocabulary is not held to logits in ±0.999.
+    #[serde(rename = "sf16-wide-head")]
+    Sf16WideHead,
     /// The f32 master weights; the linear layers' products take E4M3 inputs
     /// with fine-grained scales, forward and backward (DeepSeek-V3's FP8
     /// precision map: embeddings, head, norms, attention, loss stay wide).
@@ -45,16 +49,25 @@ pub enum Precision {
 }
 
 impl Precision {
+    pub const ALL: [Precision; 5] = [
+        Precision::Fp32,
+        Precision::F16,
+        Precision::Sf16,
+        Precision::Sf16WideHead,
+        Precision::Fp8,
+    ];
+
     pub fn parse(name: &str) -> Result<Precision> {
-        match name {
-            "fp32" => Ok(Precision::Fp32),
-            "f16" => Ok(Precision::F16),
-            "sf16" => Ok(Precision::Sf16),
-            "fp8" => Ok(Precision::Fp8),
-            _ => Err(Error::Unsupported(format!(
-                "unknown precision {name:?}: use fp32, f16, sf16 or fp8"
-            ))),
-        }
+        Precision::ALL
+            .into_iter()
+            .find(|p| p.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Precision::ALL.iter().map(|p| p.name()).collect();
+                Error::Unsupported(format!(
+                    "unknown precision {name:?}: use {}",
+                    names.join(", ")
+                ))
+            })
     }
 
     pub fn name(&self) -> &'static str {
@@ -62,6 +75,7 @@ impl Precision {
             Precision::Fp32 => "fp32",
             Precision::F16 => "f16",
             Precision::Sf16 => "sf16",
+            Precision::Sf16WideHead => "sf16-wide-head",
             Precision::Fp8 => "fp8",
         }
     }
@@ -70,9 +84,15 @@ impl Precision {
     pub fn numerics(&self) -> Numerics {
         match self {
             Precision::Fp32 | Precision::F16 => Numerics::Exact,
-            Precision::Sf16 => Numerics::Sf16,
+            Precision::Sf16 | Precision::Sf16WideHead => Numerics::Sf16,
             Precision::Fp8 => Numerics::Fp8,
         }
+    }
+
+    /// Whether the output head's product is built exact, outside the mode
+    /// (fp8's precision map keeps the head wide).
+    pub fn wide_head(&self) -> bool {
+        matches!(self, Precision::Sf16WideHead | Precision::Fp8)
     }
 }
 
@@ -100,7 +120,7 @@ impl Params {
             ));
         }
         let mirror = match precision {
-            Precision::Fp32 | Precision::Sf16 | Precision::Fp8 => None,
+            Precision::Fp32 | Precision::Sf16 | Precision::Sf16WideHead | Precision::Fp8 => None,
             Precision::F16 => Some(gpu.storage_buffer("mirror", f16_bytes(layout.total))?),
         };
         Ok(Params {

@@ -92,7 +92,7 @@ impl Trainer {
     /// A run starting from `weights` (`ParamLayout::total` values).
     pub async fn with_weights(gpu: &Gpu, config: TrainConfig, weights: &[f32]) -> Result<Trainer> {
         let gpu = &gpu.with_numerics(config.precision.numerics());
-        let k = Kernels::new(gpu).await?;
+        let k = Kernels::with_head(gpu, config.precision.wide_head()).await?;
         let model = Model::new(
             gpu,
             &k,

@@ -132,12 +132,7 @@ pub async fn plan_model(spec: JsValue) -> Result<JsValue, JsError> {
     let fits = train::check_limits(&c.model, c.shape, &gpu.limits);
     let binding = gpu.limits.max_storage_buffer_binding_size;
     let mut modes = Vec::new();
-    for precision in [
-        Precision::Fp32,
-        Precision::F16,
-        Precision::Sf16,
-        Precision::Fp8,
-    ] {
+    for precision in Precision::ALL {
         for state in [OptimState::Fp32, OptimState::Int8] {
             let memory = match Memory::of(&c.model, c.shape, precision, state, binding) {
                 Ok(m) => m,

@@ -12,9 +12,10 @@
 use webtrain::kernels::attention::AttentionShape;
 use webtrain::kernels::boundary::{self, Clamped};
 use webtrain::kernels::{
-    Activation, Attention, DecodeShape, Embedding, EmbeddingShape, Heads, Linear, LinearShape,
-    NormShape, Output, Qkv, RmsNorm, Weights,
+    Activation, Attention, DecodeShape, Embedding, EmbeddingShape, Heads, Kernels, Linear,
+    LinearShape, NormShape, Output, Qkv, RmsNorm, Weights,
 };
+use webtrain::model::Precision;
 use webtrain::reference::quantize::{q115, q131, sf16_matmul};
 use webtrain::reference::{activation, attention, embedding, linear, norm};
 use webtrain::shaders::Numerics;
@@ -524,5 +525,64 @@ pub async fn sf16_decode_rounds_as_the_forward(gpu: &Gpu) -> Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+/// sf16-wide-head: the trainer's kernels keep the output head's product
+/// exact (f32 logits beyond ±1, nothing counted) while every other product
+/// still rounds to Q1.15; plain sf16 rounds the head too.
+pub async fn sf16_wide_head_keeps_the_logits_exact(gpu: &Gpu) -> Result<()> {
+    let gpu = &gpu.with_numerics(Numerics::Sf16);
+    let s = LinearShape {
+        rows: 19,
+        d_in: 96,
+        d_out: 301,
+    };
+    let (rows, d_in, d_out) = (s.rows as usize, s.d_in as usize, s.d_out as usize);
+    let mut r = rng(124);
+    let (x, w) = (
+        uniform(&mut r, rows * d_in, -1.0, 1.0),
+        uniform(&mut r, d_out * d_in, -0.5, 0.5),
+    );
+    let (xb, wb) = (gpu.upload("x", &x)?, gpu.upload("w", &w)?);
+    let y = gpu.storage_buffer("y", 4 * (rows * d_out) as u64)?;
+    let want = linear::forward(&f64s(&x), &f64s(&w), d_in);
+    assert!(
+        want.iter().any(|v| v.abs() > 2.0),
+        "products beyond the clamp"
+    );
+    let product = |linear: &Linear| {
+        reset(gpu);
+        let out = Output::Store((&y).into());
+        linear.forward(gpu, s, (&xb).into(), Weights::F32((&wb).into()), out)
+    };
+    let tol = 1e-5; // |y| < 10 over 96 products; the exact kernel is within 2e-6
+
+    let wide = Kernels::with_head(gpu, Precision::Sf16WideHead.wide_head()).await?;
+    gpu.run(&[&product(&wide.head)?]).await?;
+    let logits = gpu.read_back::<f32>((&y).into()).await?;
+    assert_close("wide head's logits in sf16", &logits, &want, tol, 0.0);
+    assert_eq!(
+        counted(gpu).await?.total(),
+        0,
+        "the wide head counted clamps"
+    );
+    gpu.run(&[&product(&wide.linear)?]).await?;
+    let rounded = gpu.read_back::<f32>((&y).into()).await?;
+    let clamps = assert_rounded(
+        "projection beside a wide head",
+        &rounded,
+        &want,
+        tol,
+        |_, v| q131(v as f32) as f64,
+    );
+    assert_count("projection clamps", counted(gpu).await?.projection, clamps);
+
+    let narrow = Kernels::with_head(gpu, Precision::Sf16.wide_head()).await?;
+    gpu.run(&[&product(&narrow.head)?]).await?;
+    let rounded = gpu.read_back::<f32>((&y).into()).await?;
+    assert_rounded("sf16's head", &rounded, &want, tol, |_, v| {
+        q131(v as f32) as f64
+    });
     Ok(())
 }

@@ -337,7 +337,8 @@ pub async fn reconfigure_keeps_weights_and_converts_state(gpu: &Gpu) -> Result<(
 
 /// sf16 trains through its boundaries: each step reports that step's
 /// clamps (the counters restart every step) and a finite loss, and the run
-/// differs from fp32's from the first step. (Whether it learns as well is
+/// differs from fp32's from the first step; sf16-wide-head's first loss
+/// differs from both (its logits alone are not rounded). (Whether it learns as well is
 /// the study's question, docs/PRECISION.md: 20 steps here teach fp32 little.)
 pub async fn sf16_training_reports_each_steps_clamps(gpu: &Gpu) -> Result<()> {
     let c = config(Precision::Sf16, OptimState::Fp32)?;
@@ -359,6 +360,26 @@ pub async fn sf16_training_reports_each_steps_clamps(gpu: &Gpu) -> Result<()> {
     assert_ne!(
         stats[0].loss, exact[0].loss,
         "sf16 rounds the first forward already"
+    );
+    let (wide, _) = train(
+        gpu,
+        TrainConfig {
+            precision: Precision::Sf16WideHead,
+            ..c.clone()
+        },
+        &weights,
+    )
+    .await?;
+    assert!(
+        wide[0].loss != stats[0].loss && wide[0].loss != exact[0].loss,
+        "sf16-wide-head: the logits are not rounded, the rest is ({} vs sf16 {}, fp32 {})",
+        wide[0].loss,
+        stats[0].loss,
+        exact[0].loss
+    );
+    assert!(
+        wide.iter()
+            .all(|s| s.clamped.is_some_and(|c| c.softmax > 0))
     );
     // a row's first token attends only to itself: p = 1 clamps to 0.999 in
     // every layer and head, every step

@@ -66,12 +66,7 @@ pub async fn run(gpu: &Gpu, presets: &[String], reps: u32, copy_bw: f64) -> Resu
         "disp"
     );
     for preset in presets {
-        for precision in [
-            Precision::Fp32,
-            Precision::F16,
-            Precision::Sf16,
-            Precision::Fp8,
-        ] {
+        for precision in Precision::ALL {
             for state in [OptimState::Fp32, OptimState::Int8] {
                 let shape = shape_of(preset);
                 let config = TrainConfig {

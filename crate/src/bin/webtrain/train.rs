@@ -62,7 +62,7 @@ pub struct TrainArgs {
     /// --steps to stop early, save with --out and --resume later on the same schedule.
     #[arg(long)]
     schedule_steps: Option<u32>,
-    #[arg(long, default_value = "fp32", value_parser = ["fp32", "f16", "sf16", "fp8"])]
+    #[arg(long, default_value = "fp32", value_parser = ["fp32", "f16", "sf16", "sf16-wide-head", "fp8"])]
     precision: String,
     #[arg(long, default_value = "fp32", value_parser = ["fp32", "int8"])]
     optim_state: String,
