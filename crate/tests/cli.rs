@@ -391,6 +391,11 @@ fn export_hf_then_eval_and_fine_tune() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// The JSON lines that carry `key`.
+fn lines_with<'a>(lines: &'a [serde_json::Value], key: &str) -> Vec<&'a serde_json::Value> {
+    lines.iter().filter(|l| l.get(key).is_some()).collect()
+}
+
 /// `--inspect-every`: per tensor, the share of the step's updates that would
 /// land in bf16, f16 and E4M3 master weights (finer formats keep more), and
 /// the smallest second moment.
@@ -408,10 +413,7 @@ fn train_inspects_what_narrow_formats_would_lose() {
         "--inspect-every",
         "2",
     ]);
-    let inspected: Vec<&serde_json::Value> = lines
-        .iter()
-        .filter(|l| l.get("inspect").is_some())
-        .collect();
+    let inspected = lines_with(&lines, "inspect");
     assert_eq!(inspected.len(), 1);
     assert_eq!(inspected[0]["step"], 2);
     let tensors = inspected[0]["inspect"].as_array().unwrap();
@@ -451,10 +453,7 @@ fn inspect_reports_softmax_tails_and_sf16_clamps() {
         "--steps",
         "2",
     ]);
-    let inspected: Vec<&serde_json::Value> = lines
-        .iter()
-        .filter(|l| l.get("inspect").is_some())
-        .collect();
+    let inspected = lines_with(&lines, "inspect");
     assert_eq!(inspected.len(), 2, "every step");
     let layers = inspected[1]["softmax"].as_array().unwrap();
     assert_eq!(layers.len(), 2, "a row per layer of the tiny preset");
@@ -469,10 +468,7 @@ fn inspect_reports_softmax_tails_and_sf16_clamps() {
             "{l}"
         );
     }
-    let steps: Vec<&serde_json::Value> = lines
-        .iter()
-        .filter(|l| l.get("grad_norm").is_some())
-        .collect();
+    let steps = lines_with(&lines, "grad_norm");
     assert!(!steps.is_empty());
     for s in steps {
         // a sequence's first token attends only to itself: p = 1 clamps, per sequence, layer and head
