@@ -25,6 +25,8 @@ struct Params {
     c_row: u32,
     site: u32,   // the forward boundary of this product's output, or SITE_NONE
     b_tile: u32, // fp8: columns of B sharing a scale: 1, or FP8_BLOCK for weights
+    n_parts: vec2<u32>,  // fp8: where stacked weights' 2nd and 3rd parts begin along N (n if none)
+    k_parts: vec2<u32>,  // ... along K
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -40,9 +42,11 @@ var<workgroup> tile_b: array<f32, KSTEP * PAD>;  // [KSTEP][TILE]
 // is rounded to E4M3 after division by its tile's power-of-two scale (the
 // smallest with amax/scale ≤ 448, as UE8M0 scales), and multiplied back:
 // exact in f32. A tile spans FP8_BLOCK values of K, and 1 row of A, or 1
-// (activations) or 128 (a weight's 128×128 block) columns of B. The
-// workgroup finds the scales of its rows and columns as it enters each
-// K block.
+// (activations) or 128 (a weight's 128×128 block) columns of B. Blocks
+// start afresh where each of stacked weights begins ([W_q; W_k; W_v],
+// [W_gate; W_up]: params.n_parts or k_parts), so no scale spans two
+// tensors. The workgroup finds the scales of its rows and columns as it
+// enters each K block.
 const FP8_BLOCK: u32 = 128u;
 var<workgroup> fp8_partial: array<f32, WG>;
 var<workgroup> scale_a: array<f32, TILE>;  // this K block's scale per tile row
@@ -68,64 +72,79 @@ fn fp8_round(x: f32, s: f32, count: bool) -> f32 {
     return q * s;
 }
 
-// |A(m0 + i, p)| or |B(p, j)| inside the matrices, 0 outside.
-fn abs_a(i: u32, p: u32) -> f32 {
-    if (i >= params.m || p >= params.k) { return 0.0; }
+// The fp8 block holding index x of a dimension of length len whose
+// stacked parts begin at 0, parts.x and parts.y: [start, end), at most
+// FP8_BLOCK long, counted from its part's beginning.
+fn fp8_block(x: u32, parts: vec2<u32>, len: u32) -> vec2<u32> {
+    let part = select(select(0u, parts.x, x >= parts.x), parts.y, x >= parts.y);
+    let part_end = select(select(len, parts.y, x < parts.y), parts.x, x < parts.x);
+    let start = part + (x - part) / FP8_BLOCK * FP8_BLOCK;
+    return vec2<u32>(start, min(start + FP8_BLOCK, part_end));
+}
+
+// |A(i, p)| or |B(p, j)| inside the matrices and K block kb, 0 outside.
+fn abs_a(i: u32, p: u32, kb: vec2<u32>) -> f32 {
+    if (i >= params.m || p < kb.x || p >= kb.y) { return 0.0; }
     return abs(a[i * params.a_row + p * params.a_col]);
 }
-fn abs_b(p: u32, j: u32) -> f32 {
-    if (j >= params.n || p >= params.k) { return 0.0; }
+fn abs_b(p: u32, j: u32, kb: vec2<u32>) -> f32 {
+    if (j >= params.n || p < kb.x || p >= kb.y) { return 0.0; }
     return abs(load_b(p * params.b_row + j * params.b_col));
 }
 
-// scale_a and scale_b for the K block at kb. Invocation x takes a quarter
-// of the block for row (or column) x / 4 (WG = 4·TILE); a weight block's
-// 128 columns are split over all of them. Holds barriers: uniform control
-// flow only.
-fn fp8_block_scales(m0: u32, n0: u32, kb: u32, lidx: u32) {
+// The largest of 4 partial maxima, those of invocations 4·line to 4·line + 3.
+fn fp8_quad_max(line: u32) -> f32 {
+    let q = 4u * line;
+    return max(max(fp8_partial[q], fp8_partial[q + 1u]), max(fp8_partial[q + 2u], fp8_partial[q + 3u]));
+}
+
+// scale_a and scale_b for K block kb. Invocation x takes a quarter of the
+// block for row (or column) x / 4 (WG = 4·TILE); each weight block the
+// tile's columns touch is read by all of them. Holds barriers: uniform
+// control flow only.
+fn fp8_block_scales(m0: u32, n0: u32, kb: vec2<u32>, lidx: u32) {
     let line = lidx / 4u;
-    let quarter = kb + (lidx % 4u) * (FP8_BLOCK / 4u);
+    let quarter = kb.x + (lidx % 4u) * (FP8_BLOCK / 4u);
     var amax = 0.0;
-    for (var p = quarter; p < quarter + FP8_BLOCK / 4u; p++) { amax = max(amax, abs_a(m0 + line, p)); }
+    for (var p = quarter; p < quarter + FP8_BLOCK / 4u; p++) { amax = max(amax, abs_a(m0 + line, p, kb)); }
     fp8_partial[lidx] = amax;
     workgroupBarrier();
-    if (lidx < TILE) {
-        let q = 4u * lidx;
-        scale_a[lidx] = fp8_scale(max(max(fp8_partial[q], fp8_partial[q + 1u]), max(fp8_partial[q + 2u], fp8_partial[q + 3u])));
-    }
+    if (lidx < TILE) { scale_a[lidx] = fp8_scale(fp8_quad_max(lidx)); }
     workgroupBarrier();
-    amax = 0.0;
-    if (params.b_tile == FP8_BLOCK) {
-        let col0 = n0 / FP8_BLOCK * FP8_BLOCK;  // the weight block holding the tile's columns
-        let p_fast = params.b_row == 1u;
-        for (var e = lidx; e < FP8_BLOCK * FP8_BLOCK; e += WG) {
-            let p = select(e / FP8_BLOCK, e % FP8_BLOCK, p_fast);
-            let j = select(e % FP8_BLOCK, e / FP8_BLOCK, p_fast);
-            amax = max(amax, abs_b(kb + p, col0 + j));
-        }
-    } else {
-        for (var p = quarter; p < quarter + FP8_BLOCK / 4u; p++) { amax = max(amax, abs_b(p, n0 + line)); }
+    if (params.b_tile != FP8_BLOCK) {
+        amax = 0.0;
+        for (var p = quarter; p < quarter + FP8_BLOCK / 4u; p++) { amax = max(amax, abs_b(p, n0 + line, kb)); }
+        fp8_partial[lidx] = amax;
+        workgroupBarrier();
+        if (lidx < TILE) { scale_b[lidx] = fp8_scale(fp8_quad_max(lidx)); }
+        workgroupBarrier();
+        return;
     }
-    fp8_partial[lidx] = amax;
-    workgroupBarrier();
-    if (lidx < TILE) {
-        var top = 0.0;
-        if (params.b_tile == FP8_BLOCK) {
-            for (var x = 0u; x < WG; x++) { top = max(top, fp8_partial[x]); }
-        } else {
-            let q = 4u * lidx;
-            top = max(max(fp8_partial[q], fp8_partial[q + 1u]), max(fp8_partial[q + 2u], fp8_partial[q + 3u]));
+    // weight blocks: one, or more where stacked parts begin inside the tile
+    let p_fast = params.b_row == 1u;
+    let depth = kb.y - kb.x;
+    var cols = fp8_block(n0, params.n_parts, params.n);
+    loop {
+        let width = cols.y - cols.x;
+        amax = 0.0;
+        for (var e = lidx; e < depth * width; e += WG) {
+            let p = kb.x + select(e / width, e % depth, p_fast);
+            let j = cols.x + select(e % width, e / depth, p_fast);
+            amax = max(amax, abs_b(p, j, kb));
         }
-        scale_b[lidx] = fp8_scale(top);
+        let scale = fp8_scale(workgroup_max(amax, lidx));
+        if (lidx < TILE && n0 + lidx >= cols.x && n0 + lidx < cols.y) { scale_b[lidx] = scale; }
+        if (cols.y >= min(n0 + TILE, params.n)) { break; }
+        cols = fp8_block(cols.y, params.n_parts, params.n);
     }
     workgroupBarrier();
 }
 
-// Stages one K slice of A and B into shared memory, zero past M, N, K,
-// through E4M3 in fp8 (each value counted by one workgroup: the first
-// along the dimension that does not index it).
+// Stages the K slice [k0, k1) of A and B into shared memory, zero past M,
+// N and k1, through E4M3 in fp8 (each value counted by one workgroup: the
+// first along the dimension that does not index it).
 // Consecutive invocations step whichever index is contiguous in memory.
-fn stage(wid: vec3<u32>, k0: u32, lidx: u32) {
+fn stage(wid: vec3<u32>, k0: u32, k1: u32, lidx: u32) {
     let m0 = wid.y * TILE;
     let n0 = wid.x * TILE;
     let a_p_fast = params.a_col == 1u;
@@ -135,7 +154,7 @@ fn stage(wid: vec3<u32>, k0: u32, lidx: u32) {
         let pa = select(e / TILE, e % KSTEP, a_p_fast);
         let ia = select(e % TILE, e / KSTEP, a_p_fast);
         var va = 0.0;
-        if (m0 + ia < params.m && k0 + pa < params.k) {
+        if (m0 + ia < params.m && k0 + pa < k1) {
             va = a[(m0 + ia) * params.a_row + (k0 + pa) * params.a_col];
             if (fp8) { va = fp8_round(va, scale_a[ia], wid.x == 0u); }
         }
@@ -144,7 +163,7 @@ fn stage(wid: vec3<u32>, k0: u32, lidx: u32) {
         let pb = select(e / TILE, e % KSTEP, b_p_fast);
         let jb = select(e % TILE, e / KSTEP, b_p_fast);
         var vb = 0.0;
-        if (n0 + jb < params.n && k0 + pb < params.k) {
+        if (n0 + jb < params.n && k0 + pb < k1) {
             vb = load_b((k0 + pb) * params.b_row + (n0 + jb) * params.b_col);
             if (fp8) { vb = fp8_round(vb, scale_b[jb], wid.y == 0u); }
         }
@@ -158,9 +177,17 @@ fn tile_product(wid: vec3<u32>, lidx: u32) -> array<vec4<f32>, 4> {
     let tx = lidx % 16u;
     let ty = lidx / 16u;
     var acc: array<vec4<f32>, 4>;
-    for (var k0 = 0u; k0 < params.k; k0 += KSTEP) {
-        if (NUMERICS == FP8 && k0 % FP8_BLOCK == 0u) { fp8_block_scales(wid.y * TILE, wid.x * TILE, k0, lidx); }
-        stage(wid, k0, lidx);
+    var k0 = 0u;
+    loop {
+        if (k0 >= params.k) { break; }
+        var k1 = min(k0 + KSTEP, params.k);
+        if (NUMERICS == FP8) {
+            // a slice stays inside one K block: it ends early where a stacked part begins
+            let kb = fp8_block(k0, params.k_parts, params.k);
+            if (k0 == kb.x) { fp8_block_scales(wid.y * TILE, wid.x * TILE, kb, lidx); }
+            k1 = min(k1, kb.y);
+        }
+        stage(wid, k0, k1, lidx);
         workgroupBarrier();
         for (var p = 0u; p < KSTEP; p++) {
             let row = p * PAD;
@@ -172,6 +199,7 @@ fn tile_product(wid: vec3<u32>, lidx: u32) -> array<vec4<f32>, 4> {
             acc[3] += av.w * bv;
         }
         workgroupBarrier();
+        k0 = k1;
     }
     return acc;
 }

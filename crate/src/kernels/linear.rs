@@ -22,6 +22,58 @@ pub struct LinearShape {
     pub rows: u32,
     pub d_in: u32,
     pub d_out: u32,
+    /// Where the second and third of weights stacked along d_out begin
+    /// (`[W_q; W_k; W_v]`, `[W_gate; W_up]`), d_out where there are none:
+    /// fp8's weight blocks and gradient tiles start afresh at each.
+    pub parts: [u32; 2],
+}
+
+impl LinearShape {
+    /// One weight.
+    pub fn new(rows: u32, d_in: u32, d_out: u32) -> Self {
+        LinearShape {
+            rows,
+            d_in,
+            d_out,
+            parts: [d_out; 2],
+        }
+    }
+
+    /// Two or three weights of these heights stacked along d_out.
+    pub fn stacked(rows: u32, d_in: u32, heights: &[u32]) -> Result<Self> {
+        let (first, second, third) = match *heights {
+            [a, b] => (a, b, 0),
+            [a, b, c] => (a, b, c),
+            _ => {
+                return Err(Error::shape(
+                    "linear",
+                    "stacked weights",
+                    "2 or 3",
+                    heights.len(),
+                ));
+            }
+        };
+        let d_out = first + second + third;
+        Ok(LinearShape {
+            rows,
+            d_in,
+            d_out,
+            parts: [first, first + second],
+        })
+    }
+
+    fn check_parts(&self, op: &'static str) -> Result<()> {
+        let [p1, p2] = self.parts;
+        if p1 <= p2 && p2 <= self.d_out {
+            return Ok(());
+        }
+        Err(Error::shape(
+            op,
+            "parts",
+            format!("ascending, at most d_out {}", self.d_out),
+            format!("{:?}", self.parts),
+        ))
+    }
 }
 
 /// Where the forward's product goes.
@@ -54,6 +106,10 @@ struct Params {
     /// fp8: columns of B sharing a scale (1; `FP8_WEIGHT_TILE` for weights);
     /// A's always 1 row.
     b_tile: u32,
+    /// fp8: where stacked weights' parts begin along N and along K
+    /// (`LinearShape::parts` on the side that indexes d_out).
+    n_parts: [u32; 2],
+    k_parts: [u32; 2],
     _pad: [u32; 2],
 }
 
@@ -141,6 +197,7 @@ impl Linear {
         out: Output,
     ) -> Result<Dispatch> {
         let op = "linear_forward";
+        s.check_parts(op)?;
         let (rows, d_in, d_out) = (s.rows as u64, s.d_in as u64, s.d_out as u64);
         gpu.check_binding(op, "x", &x, 4 * rows * d_in)?;
         gpu.check_binding(op, "w", &w.range(), w.bytes(d_out * d_in))?;
@@ -158,6 +215,8 @@ impl Linear {
                 Output::Store(_) | Output::AddTo { .. } => SITE_PROJECTION,
             },
             b_tile: FP8_WEIGHT_TILE,
+            n_parts: s.parts,
+            k_parts: [s.d_in; 2],
             _pad: [0; 2],
         };
         let v = self.variants(&w);
@@ -190,6 +249,7 @@ impl Linear {
         dx: Output,
     ) -> Result<Dispatch> {
         let op = "linear_backward_input";
+        s.check_parts(op)?;
         let (rows, d_in, d_out) = (s.rows as u64, s.d_in as u64, s.d_out as u64);
         gpu.check_binding(op, "dy", &dy, 4 * rows * d_out)?;
         gpu.check_binding(op, "w", &w.range(), w.bytes(d_out * d_in))?;
@@ -213,6 +273,8 @@ impl Linear {
             c_row: s.d_in,
             site: SITE_NONE,
             b_tile: FP8_WEIGHT_TILE,
+            n_parts: [s.d_in; 2],
+            k_parts: s.parts,
             _pad: [0; 2],
         };
         launch(
@@ -248,6 +310,8 @@ impl Linear {
             c_row: s.d_in,
             site: SITE_NONE,
             b_tile: FP8_ACTIVATION_TILE,
+            n_parts: [s.d_in; 2],
+            k_parts: [s.rows; 2],
             _pad: [0; 2],
         };
         launch(

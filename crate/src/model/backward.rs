@@ -46,11 +46,7 @@ impl<'a> Net<'a> {
         for l in (0..c.n_layers).rev() {
             let x = &a.layers[l as usize];
             // down + residual: dx is d(x_out of this layer) = d(x_mid) through the residual
-            let down = LinearShape {
-                rows: r,
-                d_in: f,
-                d_out: d,
-            };
+            let down = LinearShape::new(r, f, d);
             s.push(k.linear.backward_input(
                 gpu,
                 down,
@@ -73,11 +69,7 @@ impl<'a> Net<'a> {
                 r,
                 f,
             )?);
-            let gate_up = LinearShape {
-                rows: r,
-                d_in: d,
-                d_out: 2 * f,
-            };
+            let gate_up = LinearShape::stacked(r, d, &[f, f])?;
             s.push(k.linear.backward_input(
                 gpu,
                 gate_up,
@@ -98,11 +90,7 @@ impl<'a> Net<'a> {
                 &norm_backward(&x.x_mid, Role::MlpNorm(l), &x.rrms2),
             )?);
             // o + residual: dx is now d(x_mid) = d(x) through the residual
-            let o = LinearShape {
-                rows: r,
-                d_in: att,
-                d_out: d,
-            };
+            let o = LinearShape::new(r, att, d);
             s.push(k.linear.backward_input(
                 gpu,
                 o,
@@ -143,11 +131,7 @@ impl<'a> Net<'a> {
                 (&m.inputs.inv_freq).into(),
                 (&a.dqkv).into(),
             )?);
-            let qkv = LinearShape {
-                rows: r,
-                d_in: d,
-                d_out: q,
-            };
+            let qkv = LinearShape::stacked(r, d, &c.qkv_heights())?;
             s.push(k.linear.backward_input(
                 gpu,
                 qkv,

@@ -71,6 +71,12 @@ impl Config {
         (self.n_heads + 2 * self.n_kv_heads) * self.head_dim()
     }
 
+    /// Heights of the weights stacked in `[W_q; W_k; W_v]`.
+    pub fn qkv_heights(&self) -> [u32; 3] {
+        let kv = self.n_kv_heads * self.head_dim();
+        [self.n_heads * self.head_dim(), kv, kv]
+    }
+
     /// Refuses shapes the kernels cannot run, with the reason.
     pub fn validate(&self) -> Result<()> {
         let bad = |what: &str| Err(Error::Unsupported(format!("model config: {what}")));

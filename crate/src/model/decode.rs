@@ -249,11 +249,7 @@ impl Decoder {
             )?);
             s.push(k.linear.forward(
                 gpu,
-                LinearShape {
-                    rows: b,
-                    d_in: d,
-                    d_out: q,
-                },
+                LinearShape::stacked(b, d, &c.qkv_heights())?,
                 xn,
                 net.w(Role::Qkv(l)),
                 Output::Store((&self.qkv).into()),
@@ -289,11 +285,7 @@ impl Decoder {
             };
             s.push(k.linear.forward(
                 gpu,
-                LinearShape {
-                    rows: b,
-                    d_in: a,
-                    d_out: d,
-                },
+                LinearShape::new(b, a, d),
                 (&self.attn).into(),
                 net.w(Role::Out(l)),
                 o,
@@ -308,11 +300,7 @@ impl Decoder {
             )?);
             s.push(k.linear.forward(
                 gpu,
-                LinearShape {
-                    rows: b,
-                    d_in: d,
-                    d_out: 2 * f,
-                },
+                LinearShape::stacked(b, d, &[f, f])?,
                 xn,
                 net.w(Role::GateUp(l)),
                 Output::Store((&self.gu).into()),
@@ -327,11 +315,7 @@ impl Decoder {
             };
             s.push(k.linear.forward(
                 gpu,
-                LinearShape {
-                    rows: b,
-                    d_in: f,
-                    d_out: d,
-                },
+                LinearShape::new(b, f, d),
                 (&self.act).into(),
                 net.w(Role::Down(l)),
                 down,
@@ -345,11 +329,7 @@ impl Decoder {
             xn,
             (&self.rrms).into(),
         )?);
-        let head = LinearShape {
-            rows: b,
-            d_in: d,
-            d_out: c.vocab,
-        };
+        let head = LinearShape::new(b, d, c.vocab);
         s.push(k.head.forward(
             gpu,
             head,

@@ -17,13 +17,7 @@ impl<'a> Net<'a> {
         let (gpu, k, m) = (self.gpu, self.k, self.m);
         let (c, a) = (&m.config, &m.acts);
         let dm = a.dims;
-        let (r, d, q, att, f) = (
-            dm.rows as u32,
-            c.d_model,
-            c.qkv_width(),
-            dm.attn as u32,
-            c.ffn,
-        );
+        let (r, d, att, f) = (dm.rows as u32, c.d_model, dm.attn as u32, c.ffn);
         let norm = self.norm_shape();
         let mut s = Vec::new();
 
@@ -57,11 +51,7 @@ impl<'a> Net<'a> {
             )?);
             s.push(k.linear.forward(
                 gpu,
-                LinearShape {
-                    rows: r,
-                    d_in: d,
-                    d_out: q,
-                },
+                LinearShape::stacked(r, d, &c.qkv_heights())?,
                 (&x.xn1).into(),
                 self.w(Role::Qkv(l)),
                 Output::Store((&x.qkv).into()),
@@ -85,11 +75,7 @@ impl<'a> Net<'a> {
             };
             s.push(k.linear.forward(
                 gpu,
-                LinearShape {
-                    rows: r,
-                    d_in: att,
-                    d_out: d,
-                },
+                LinearShape::new(r, att, d),
                 (&x.attn).into(),
                 self.w(Role::Out(l)),
                 o,
@@ -104,11 +90,7 @@ impl<'a> Net<'a> {
             )?);
             s.push(k.linear.forward(
                 gpu,
-                LinearShape {
-                    rows: r,
-                    d_in: d,
-                    d_out: 2 * f,
-                },
+                LinearShape::stacked(r, d, &[f, f])?,
                 (&x.xn2).into(),
                 self.w(Role::GateUp(l)),
                 Output::Store((&x.gu).into()),
@@ -123,11 +105,7 @@ impl<'a> Net<'a> {
             };
             s.push(k.linear.forward(
                 gpu,
-                LinearShape {
-                    rows: r,
-                    d_in: f,
-                    d_out: d,
-                },
+                LinearShape::new(r, f, d),
                 (&x.act).into(),
                 self.w(Role::Down(l)),
                 down,

@@ -33,11 +33,7 @@ impl<'a> Net<'a> {
         let mut r0 = 0;
         while r0 < rows {
             let n = dm.chunk_rows.min(rows - r0);
-            let shape = LinearShape {
-                rows: n as u32,
-                d_in: d as u32,
-                d_out: v as u32,
-            };
+            let shape = LinearShape::new(n as u32, d as u32, v as u32);
             let (xnf, logits) = (range(&a.xnf, r0, n, d), range(&a.logits, 0, n, v));
             s.push(
                 k.head
@@ -100,11 +96,7 @@ impl super::Model {
         let mut r0 = 0;
         while r0 < rows {
             let n = dm.chunk_rows.min(rows - r0);
-            let shape = LinearShape {
-                rows: n as u32,
-                d_in: d as u32,
-                d_out: v as u32,
-            };
+            let shape = LinearShape::new(n as u32, d as u32, v as u32);
             let xnf = BufferRange {
                 buffer: &self.acts.xnf,
                 offset: 4 * r0 * d,

@@ -3,6 +3,8 @@
 //! Every step is exact in f32 (products by powers of two, `round`), so the
 //! GPU and these agree bit for bit.
 
+use std::ops::Range;
+
 /// Q1.15's clamp, as the SF16 document's `Q115_OVERFLOW_THRESHOLD`.
 pub const Q115_LIMIT: f32 = 0.999;
 /// The largest finite E4M3 value (S.1111.110).
@@ -99,17 +101,39 @@ pub fn fp8_scale(amax: f32) -> f32 {
     f32::from_bits(((k + 127) as u32) << 23)
 }
 
+/// `[0, len)` in fp8's blocks: cut where each stacked part begins (`parts`,
+/// ascending: `[W_gate; W_up]` begins up at ffn), then into `side` values
+/// from each part's beginning, so that no block spans two tensors.
+pub fn fp8_blocks(len: usize, side: usize, parts: &[usize]) -> Vec<Range<usize>> {
+    let bounds: Vec<usize> = std::iter::once(0)
+        .chain(parts.iter().copied())
+        .chain(std::iter::once(len))
+        .collect();
+    bounds
+        .windows(2)
+        .flat_map(|part| {
+            (part[0]..part[1])
+                .step_by(side)
+                .map(move |b| b..(b + side).min(part[1]))
+        })
+        .collect()
+}
+
 /// A row-major `[rows, cols]` matrix through E4M3 as fp8's GEMMs read it:
-/// one scale per `tile_rows × tile_cols` tile (tiles start at multiples of
-/// their sides); returns the values and how many nonzero ones became 0.
-pub fn fp8_tiles(x: &[f32], cols: usize, tile_rows: usize, tile_cols: usize) -> (Vec<f32>, u32) {
-    let rows = x.len() / cols;
+/// one scale per tile, a block of `row_blocks` by one of `col_blocks`
+/// (`fp8_blocks`); returns the values and how many nonzero ones became 0.
+pub fn fp8_tiles(
+    x: &[f32],
+    cols: usize,
+    row_blocks: &[Range<usize>],
+    col_blocks: &[Range<usize>],
+) -> (Vec<f32>, u32) {
     let (mut out, mut flushed) = (vec![0.0; x.len()], 0);
-    for r0 in (0..rows).step_by(tile_rows) {
-        for c0 in (0..cols).step_by(tile_cols) {
+    for rb in row_blocks {
+        for cb in col_blocks {
             let tile = || {
-                (r0..(r0 + tile_rows).min(rows))
-                    .flat_map(move |r| (c0..(c0 + tile_cols).min(cols)).map(move |c| r * cols + c))
+                rb.clone()
+                    .flat_map(move |r| cb.clone().map(move |c| r * cols + c))
             };
             let s = fp8_scale(tile().map(|i| x[i].abs()).fold(0.0, f32::max));
             for i in tile() {
@@ -258,5 +282,22 @@ mod tests {
             assert_eq!(fp8_scale(amax), f32::MIN_POSITIVE, "amax {amax}");
         }
         assert_eq!(fp8_scale(0.0), 1.0);
+    }
+
+    #[test]
+    fn fp8_blocks_start_afresh_in_each_stacked_part() {
+        let starts = |b: Vec<Range<usize>>| b.iter().map(|r| r.start).collect::<Vec<_>>();
+        assert_eq!(starts(fp8_blocks(300, 128, &[])), [0, 128, 256]);
+        assert_eq!(fp8_blocks(300, 128, &[]).last(), Some(&(256..300)));
+        // [W_gate; W_up] of the small preset: up's first block begins at 688, not 640
+        let gu = fp8_blocks(2 * 688, 128, &[688]);
+        assert_eq!(
+            starts(gu.clone()),
+            [0, 128, 256, 384, 512, 640, 688, 816, 944, 1072, 1200, 1328]
+        );
+        assert_eq!((gu[5].end, gu[11].end), (688, 1376));
+        // an empty third part adds no block
+        assert_eq!(fp8_blocks(20, 8, &[5, 20]), [0..5, 5..13, 13..20]);
+        assert_eq!(starts(fp8_blocks(5, 1, &[])), [0, 1, 2, 3, 4]);
     }
 }

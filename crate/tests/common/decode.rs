@@ -145,11 +145,7 @@ async fn training_logits(
             .collect::<Vec<_>>(),
     )
     .await?;
-    let shape = LinearShape {
-        rows: model.shape.rows(),
-        d_in: model.config.d_model,
-        d_out: model.config.vocab,
-    };
+    let shape = LinearShape::new(model.shape.rows(), model.config.d_model, model.config.vocab);
     let logits = gpu.storage_buffer("logits", 4 * shape.rows as u64 * shape.d_out as u64)?;
     let w = forward_weights(model, Role::LmHead);
     gpu.run(&[&k.linear.forward(

@@ -34,7 +34,7 @@ pub async fn linear_forward_matches_reference(gpu: &Gpu) -> Result<()> {
     let k = Linear::new(gpu).await?;
     let mut r = rng(60);
     for &(rows, d_in, d_out) in FORWARD_SHAPES {
-        let s = LinearShape { rows, d_in, d_out };
+        let s = LinearShape::new(rows, d_in, d_out);
         let x = uniform(&mut r, (rows * d_in) as usize, -1.0, 1.0);
         let w = uniform(&mut r, (d_out * d_in) as usize, -1.0, 1.0);
         let wh: Vec<f16> = w.iter().map(|&v| f16::from_f32(v)).collect();
@@ -106,11 +106,7 @@ pub async fn linear_forward_epilogues(gpu: &Gpu) -> Result<()> {
     let k = Linear::new(gpu).await?;
     let mut r = rng(61);
     let (rows, d_in, ffn) = (77u32, 130u32, 333u32);
-    let s = LinearShape {
-        rows,
-        d_in,
-        d_out: 2 * ffn,
-    };
+    let s = LinearShape::stacked(rows, d_in, &[ffn, ffn])?;
     let x = uniform(&mut r, (rows * d_in) as usize, -1.0, 1.0);
     let w = uniform(&mut r, (2 * ffn * d_in) as usize, -1.0, 1.0);
     let prior = uniform(&mut r, (rows * 2 * ffn) as usize, -1.0, 1.0);
@@ -193,7 +189,7 @@ pub async fn linear_backward_matches_reference(gpu: &Gpu) -> Result<()> {
     let k = Linear::new(gpu).await?;
     let mut r = rng(62);
     for &(rows, d_in, d_out) in &[(129u32, 1000u32, 384u32), (4097, 257, 3), (5, 64, 4096)] {
-        let s = LinearShape { rows, d_in, d_out };
+        let s = LinearShape::new(rows, d_in, d_out);
         let x = uniform(&mut r, (rows * d_in) as usize, -1.0, 1.0);
         let w = uniform(&mut r, (d_out * d_in) as usize, -1.0, 1.0);
         let dy = uniform(&mut r, (rows * d_out) as usize, -1.0, 1.0);
@@ -310,22 +306,27 @@ fn transpose(x: &[f32], cols: usize) -> Vec<f32> {
 
 /// fp8: each product reads its inputs as `reference::quantize::fp8_tiles`
 /// makes them — activations and gradients in tiles of 128 along the shared
-/// dimension, weights in 128×128 blocks — and counts the values E4M3
-/// flushed to zero once each. Rows span 5 decades, so each tile's scale
-/// matters; shapes straddle the 128-blocks. The products are compared at
-/// f32 accumulation's bound: the quantized inputs must be the same bits.
+/// dimension, weights in 128×128 blocks, both starting afresh where each
+/// of stacked weights begins — and counts the values E4M3 flushed to zero
+/// once each. Rows span 5 decades and stacked parts 4.5, so each tile's
+/// scale matters; shapes straddle the 128-blocks, and the parts (90, 37,
+/// 73) put three blocks in one 64-column output tile and begin off the
+/// 16-value K slices.
+/// The products are compared at f32 accumulation's bound: the quantized
+/// inputs must be the same bits.
 pub async fn linear_fp8_reads_e4m3_inputs(gpu: &Gpu) -> Result<()> {
-    use webtrain::kernels::boundary;
-    use webtrain::reference::quantize::fp8_tiles;
     let gpu = &gpu.with_numerics(webtrain::shaders::Numerics::Fp8);
     let k = Linear::new(gpu).await?;
-    let s = LinearShape {
-        rows: 67,
-        d_in: 300,
-        d_out: 200,
-    };
+    check_fp8_products(gpu, &k, LinearShape::new(67, 300, 200), 130).await?;
+    check_fp8_products(gpu, &k, LinearShape::stacked(67, 300, &[90, 37, 73])?, 131).await
+}
+
+async fn check_fp8_products(gpu: &Gpu, k: &Linear, s: LinearShape, seed: u64) -> Result<()> {
+    use webtrain::kernels::boundary;
+    use webtrain::reference::quantize::{fp8_blocks, fp8_tiles};
     let (rows, d_in, d_out) = (s.rows as usize, s.d_in as usize, s.d_out as usize);
-    let mut r = rng(130);
+    let parts = s.parts.map(|p| p as usize);
+    let mut r = rng(seed);
     // rows of 5 decades, and every 97th value a millionth of its row's: below E4M3's reach beside the others
     let decades = |v: Vec<f32>, cols: usize| -> Vec<f32> {
         v.iter()
@@ -335,9 +336,19 @@ pub async fn linear_fp8_reads_e4m3_inputs(gpu: &Gpu) -> Result<()> {
             })
             .collect()
     };
+    // stacked parts of their own size (as q, k and v differ): a scale spanning two would flush the smaller
+    let part_size = |j: usize| [1.0, 1e-3, 30.0][parts.iter().filter(|&&p| j >= p).count()];
     let x = decades(uniform(&mut r, rows * d_in, -1.0, 1.0), d_in);
-    let w = decades(uniform(&mut r, d_out * d_in, -0.1, 0.1), d_in);
-    let dy = decades(uniform(&mut r, rows * d_out, -1.0, 1.0), d_out);
+    let w: Vec<f32> = decades(uniform(&mut r, d_out * d_in, -0.1, 0.1), d_in)
+        .iter()
+        .enumerate()
+        .map(|(i, v)| v * part_size(i / d_in))
+        .collect();
+    let dy: Vec<f32> = decades(uniform(&mut r, rows * d_out, -1.0, 1.0), d_out)
+        .iter()
+        .enumerate()
+        .map(|(i, v)| v * part_size(i % d_out))
+        .collect();
     let (xb, wb, dyb) = (
         gpu.upload("x", &x)?,
         gpu.upload("w", &w)?,
@@ -355,9 +366,14 @@ pub async fn linear_fp8_reads_e4m3_inputs(gpu: &Gpu) -> Result<()> {
             &[0; 4 * webtrain::gpu::BOUNDARY_COUNTERS as usize],
         )
     };
+    let what = |product: &str| format!("fp8 {product} of {s:?}");
+    // tiles of 1 row or column, of 128 along d_in, of 128 along d_out cut at the parts
+    let (rows_1, rows_128) = (fp8_blocks(rows, 1, &[]), fp8_blocks(rows, 128, &[]));
+    let (in_1, in_128) = (fp8_blocks(d_in, 1, &[]), fp8_blocks(d_in, 128, &[]));
+    let (out_1, out_128) = (fp8_blocks(d_out, 1, &[]), fp8_blocks(d_out, 128, &parts));
 
-    let (xq, x_flushed) = fp8_tiles(&x, d_in, 1, 128);
-    let (wq, w_flushed) = fp8_tiles(&w, d_in, 128, 128);
+    let (xq, x_flushed) = fp8_tiles(&x, d_in, &rows_1, &in_128);
+    let (wq, w_flushed) = fp8_tiles(&w, d_in, &out_128, &in_128);
     reset();
     gpu.run(&[&k.forward(
         gpu,
@@ -368,7 +384,7 @@ pub async fn linear_fp8_reads_e4m3_inputs(gpu: &Gpu) -> Result<()> {
     )?])
     .await?;
     assert_product(
-        "fp8 forward",
+        &what("forward"),
         &gpu.read_back::<f32>((&y).into()).await?,
         &xq,
         &wq,
@@ -382,11 +398,12 @@ pub async fn linear_fp8_reads_e4m3_inputs(gpu: &Gpu) -> Result<()> {
     assert_eq!(
         (counted.e4m3_flushed, counted.e4m3_saturated),
         (x_flushed + w_flushed, 0),
-        "forward flushes"
+        "{}: flushes",
+        what("forward")
     );
 
     // dX = dY·W: dY in tiles along d_out, W in the same blocks
-    let (dyq, dy_flushed) = fp8_tiles(&dy, d_out, 1, 128);
+    let (dyq, dy_flushed) = fp8_tiles(&dy, d_out, &rows_1, &out_128);
     reset();
     gpu.run(&[&k.backward_input(
         gpu,
@@ -397,7 +414,7 @@ pub async fn linear_fp8_reads_e4m3_inputs(gpu: &Gpu) -> Result<()> {
     )?])
     .await?;
     assert_product(
-        "fp8 dX",
+        &what("dX"),
         &gpu.read_back::<f32>((&dx).into()).await?,
         &dyq,
         &transpose(&wq, d_in),
@@ -406,17 +423,18 @@ pub async fn linear_fp8_reads_e4m3_inputs(gpu: &Gpu) -> Result<()> {
     assert_eq!(
         boundary::read(gpu).await?.e4m3_flushed,
         dy_flushed + w_flushed,
-        "dX flushes"
+        "{}: flushes",
+        what("dX")
     );
 
     // dW = dYᵀ·X: both along the batch's rows, 128 rows by 1 column
-    let (dyq_t, dyt_flushed) = fp8_tiles(&dy, d_out, 128, 1);
-    let (xq_t, xt_flushed) = fp8_tiles(&x, d_in, 128, 1);
+    let (dyq_t, dyt_flushed) = fp8_tiles(&dy, d_out, &rows_128, &out_1);
+    let (xq_t, xt_flushed) = fp8_tiles(&x, d_in, &rows_128, &in_1);
     reset();
     gpu.run(&[&k.backward_weight(gpu, s, (&dyb).into(), (&xb).into(), (&dw).into())?])
         .await?;
     assert_product(
-        "fp8 dW",
+        &what("dW"),
         &gpu.read_back::<f32>((&dw).into()).await?,
         &transpose(&dyq_t, d_out),
         &transpose(&xq_t, d_in),
@@ -425,7 +443,8 @@ pub async fn linear_fp8_reads_e4m3_inputs(gpu: &Gpu) -> Result<()> {
     assert_eq!(
         boundary::read(gpu).await?.e4m3_flushed,
         dyt_flushed + xt_flushed,
-        "dW flushes"
+        "{}: flushes",
+        what("dW")
     );
     Ok(())
 }

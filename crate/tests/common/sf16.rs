@@ -190,11 +190,7 @@ pub async fn sf16_embedding_rounds_and_counts(gpu: &Gpu) -> Result<()> {
 /// projections); the backward's products, through the same entry point, do not.
 pub async fn sf16_linear_rounds_forward_outputs_only(gpu: &Gpu) -> Result<()> {
     let gpu = &gpu.with_numerics(Numerics::Sf16);
-    let s = LinearShape {
-        rows: 67,
-        d_in: 130,
-        d_out: 90,
-    };
+    let s = LinearShape::new(67, 130, 90);
     let (rows, d_in, d_out) = (s.rows as usize, s.d_in as usize, s.d_out as usize);
     let mut r = rng(122);
     let (x, w) = (
@@ -533,11 +529,7 @@ pub async fn sf16_decode_rounds_as_the_forward(gpu: &Gpu) -> Result<()> {
 /// still rounds to Q1.15; plain sf16 rounds the head too.
 pub async fn sf16_wide_head_keeps_the_logits_exact(gpu: &Gpu) -> Result<()> {
     let gpu = &gpu.with_numerics(Numerics::Sf16);
-    let s = LinearShape {
-        rows: 19,
-        d_in: 96,
-        d_out: 301,
-    };
+    let s = LinearShape::new(19, 96, 301);
     let (rows, d_in, d_out) = (s.rows as usize, s.d_in as usize, s.d_out as usize);
     let mut r = rng(124);
     let (x, w) = (

@@ -177,7 +177,7 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
         ("down +res", s.ffn, s.d),
         ("lm_head", s.d, s.vocab),
     ] {
-        let shape = LinearShape { rows, d_in, d_out };
+        let shape = LinearShape::new(rows, d_in, d_out);
         let dims = format!("{rows}x{d_in}->{d_out}");
         let flops = 2.0 * r * d_in as f64 * d_out as f64;
         let bytes = 4.0 * (r * d_in as f64 + (d_out * d_in) as f64 + r * d_out as f64);
