@@ -66,15 +66,15 @@ impl Config {
         self.d_model / self.n_heads
     }
 
-    /// Width of the fused `[q | k | v]` projection: (H + 2·Hkv)·Dh.
-    pub fn qkv_width(&self) -> u32 {
-        (self.n_heads + 2 * self.n_kv_heads) * self.head_dim()
-    }
-
-    /// Heights of the weights stacked in `[W_q; W_k; W_v]`.
+    /// Heights of the weights stacked in `[W_q; W_k; W_v]`: H·Dh, Hkv·Dh, Hkv·Dh.
     pub fn qkv_heights(&self) -> [u32; 3] {
         let kv = self.n_kv_heads * self.head_dim();
         [self.n_heads * self.head_dim(), kv, kv]
+    }
+
+    /// Width of the fused `[q | k | v]` projection: (H + 2·Hkv)·Dh.
+    pub fn qkv_width(&self) -> u32 {
+        self.qkv_heights().iter().sum()
     }
 
     /// Refuses shapes the kernels cannot run, with the reason.
