@@ -35,6 +35,7 @@ pub const NORM: ShaderFile = shader_file!("02_norm");
 pub const LINEAR_B32: ShaderFile = shader_file!("03_linear_b32");
 pub const LINEAR_B16: ShaderFile = shader_file!("03_linear_b16");
 pub const LINEAR: ShaderFile = shader_file!("03_linear");
+pub const LINEAR_FP8: ShaderFile = shader_file!("03_linear_fp8");
 pub const ROPE: ShaderFile = shader_file!("04_rope");
 pub const ATTENTION_COMMON: ShaderFile = shader_file!("05_attention_common");
 pub const ATTENTION: ShaderFile = shader_file!("05_attention");
@@ -58,13 +59,10 @@ pub const KERNEL_MODULES: &[Module] = &[
         prelude: None,
         file: NORM,
     },
+    // 03_linear.wgsl needs a variant's constants: its kernels compile per variant (kernels::linear)
     Module {
-        prelude: Some(LINEAR_B32),
-        file: LINEAR,
-    },
-    Module {
-        prelude: Some(LINEAR_B16),
-        file: LINEAR,
+        prelude: None,
+        file: LINEAR_FP8,
     },
     Module {
         prelude: None,
@@ -183,26 +181,43 @@ pub struct Composed {
 }
 
 pub fn compose(module: impl Into<Module>, storage: F16Storage, numerics: Numerics) -> Composed {
+    compose_variant(module, storage, numerics, "")
+}
+
+/// `compose`, with `constants` (WGSL `const` declarations choosing a
+/// variant of the file, e.g. 03_linear's layout and tile sizes) ahead of
+/// the prelude.
+pub fn compose_variant(
+    module: impl Into<Module>,
+    storage: F16Storage,
+    numerics: Numerics,
+    constants: &str,
+) -> Composed {
     let module = module.into();
     let mut source = String::new();
     let mut parts = Vec::new();
     let mut line = 1;
-    for part in [
-        Some(storage.header()),
-        Some(numerics.header()),
-        Some(COMMON),
-        module.prelude,
-        Some(module.file),
+    let variant = ShaderFile {
+        name: "(variant)",
+        source: "",
+    };
+    for (part, text) in [
+        Some((storage.header(), storage.header().source)),
+        Some((numerics.header(), numerics.header().source)),
+        Some((COMMON, COMMON.source)),
+        (!constants.is_empty()).then_some((variant, constants)),
+        module.prelude.map(|p| (p, p.source)),
+        Some((module.file, module.file.source)),
     ]
     .into_iter()
     .flatten()
     {
         parts.push((part.name, line));
-        source.push_str(part.source);
-        if !part.source.ends_with('\n') {
+        source.push_str(text);
+        if !text.ends_with('\n') {
             source.push('\n');
         }
-        line += part.source.lines().count() as u32;
+        line += text.lines().count() as u32;
     }
     Composed { source, parts }
 }

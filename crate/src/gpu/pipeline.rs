@@ -5,7 +5,7 @@
 use super::Gpu;
 use super::dispatch::{Dispatch, Grid};
 use crate::error::{Error, Result};
-use crate::shaders::{Module, compose};
+use crate::shaders::{Module, compose_variant};
 
 /// One binding of a kernel, in the order of its `@binding` numbers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,10 +56,21 @@ pub async fn build_kernels<const N: usize>(
     module: impl Into<Module>,
     descs: [KernelDesc; N],
 ) -> Result<[Kernel; N]> {
+    build_variant_kernels(gpu, module, "", descs).await
+}
+
+/// `build_kernels` of one variant of a file: `constants` declared ahead of
+/// it (`shaders::compose_variant`).
+pub async fn build_variant_kernels<const N: usize>(
+    gpu: &Gpu,
+    module: impl Into<Module>,
+    constants: &str,
+    descs: [KernelDesc; N],
+) -> Result<[Kernel; N]> {
     let storage = gpu.f16_storage();
     let module = module.into();
     let file = module.file;
-    let composed = compose(module, storage, gpu.numerics());
+    let composed = compose_variant(module, storage, gpu.numerics(), constants);
     let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
     let module = gpu
         .device

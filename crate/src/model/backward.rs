@@ -47,14 +47,14 @@ impl<'a> Net<'a> {
             let x = &a.layers[l as usize];
             // down + residual: dx is d(x_out of this layer) = d(x_mid) through the residual
             let down = LinearShape::new(r, f, d);
-            s.push(k.linear.backward_input(
+            s.extend(k.linear.backward_input(
                 gpu,
                 down,
                 (&a.dx).into(),
                 self.w(Role::Down(l)),
                 Output::Store((&a.dact).into()),
             )?);
-            s.push(k.linear.backward_weight(
+            s.extend(k.linear.backward_weight(
                 gpu,
                 down,
                 (&a.dx).into(),
@@ -70,14 +70,14 @@ impl<'a> Net<'a> {
                 f,
             )?);
             let gate_up = LinearShape::stacked(r, d, &[f, f])?;
-            s.push(k.linear.backward_input(
+            s.extend(k.linear.backward_input(
                 gpu,
                 gate_up,
                 (&a.dgu).into(),
                 self.w(Role::GateUp(l)),
                 Output::Store((&a.dnorm).into()),
             )?);
-            s.push(k.linear.backward_weight(
+            s.extend(k.linear.backward_weight(
                 gpu,
                 gate_up,
                 (&a.dgu).into(),
@@ -91,14 +91,14 @@ impl<'a> Net<'a> {
             )?);
             // o + residual: dx is now d(x_mid) = d(x) through the residual
             let o = LinearShape::new(r, att, d);
-            s.push(k.linear.backward_input(
+            s.extend(k.linear.backward_input(
                 gpu,
                 o,
                 (&a.dx).into(),
                 self.w(Role::Out(l)),
                 Output::Store((&a.dattn).into()),
             )?);
-            s.push(k.linear.backward_weight(
+            s.extend(k.linear.backward_weight(
                 gpu,
                 o,
                 (&a.dx).into(),
@@ -132,14 +132,14 @@ impl<'a> Net<'a> {
                 (&a.dqkv).into(),
             )?);
             let qkv = LinearShape::stacked(r, d, &c.qkv_heights())?;
-            s.push(k.linear.backward_input(
+            s.extend(k.linear.backward_input(
                 gpu,
                 qkv,
                 (&a.dqkv).into(),
                 self.w(Role::Qkv(l)),
                 Output::Store((&a.dnorm).into()),
             )?);
-            s.push(k.linear.backward_weight(
+            s.extend(k.linear.backward_weight(
                 gpu,
                 qkv,
                 (&a.dqkv).into(),

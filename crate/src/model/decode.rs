@@ -247,7 +247,7 @@ impl Decoder {
                 xn,
                 (&self.rrms).into(),
             )?);
-            s.push(k.linear.forward(
+            s.extend(k.linear.forward(
                 gpu,
                 LinearShape::stacked(b, d, &c.qkv_heights())?,
                 xn,
@@ -283,7 +283,7 @@ impl Decoder {
                 residual: x,
                 y: x_mid,
             };
-            s.push(k.linear.forward(
+            s.extend(k.linear.forward(
                 gpu,
                 LinearShape::new(b, a, d),
                 (&self.attn).into(),
@@ -298,7 +298,7 @@ impl Decoder {
                 xn,
                 (&self.rrms).into(),
             )?);
-            s.push(k.linear.forward(
+            s.extend(k.linear.forward(
                 gpu,
                 LinearShape::stacked(b, d, &[f, f])?,
                 xn,
@@ -313,7 +313,7 @@ impl Decoder {
                 residual: x_mid,
                 y: x,
             };
-            s.push(k.linear.forward(
+            s.extend(k.linear.forward(
                 gpu,
                 LinearShape::new(b, f, d),
                 (&self.act).into(),
@@ -330,7 +330,7 @@ impl Decoder {
             (&self.rrms).into(),
         )?);
         let head = LinearShape::new(b, d, c.vocab);
-        s.push(k.head.forward(
+        s.extend(k.head.forward(
             gpu,
             head,
             xn,

@@ -49,7 +49,7 @@ impl<'a> Net<'a> {
                 (&x.xn1).into(),
                 (&x.rrms1).into(),
             )?);
-            s.push(k.linear.forward(
+            s.extend(k.linear.forward(
                 gpu,
                 LinearShape::stacked(r, d, &c.qkv_heights())?,
                 (&x.xn1).into(),
@@ -73,7 +73,7 @@ impl<'a> Net<'a> {
                 residual: (&x.x).into(),
                 y: (&x.x_mid).into(),
             };
-            s.push(k.linear.forward(
+            s.extend(k.linear.forward(
                 gpu,
                 LinearShape::new(r, att, d),
                 (&x.attn).into(),
@@ -88,7 +88,7 @@ impl<'a> Net<'a> {
                 (&x.xn2).into(),
                 (&x.rrms2).into(),
             )?);
-            s.push(k.linear.forward(
+            s.extend(k.linear.forward(
                 gpu,
                 LinearShape::stacked(r, d, &[f, f])?,
                 (&x.xn2).into(),
@@ -103,7 +103,7 @@ impl<'a> Net<'a> {
                 residual: (&x.x_mid).into(),
                 y: out.into(),
             };
-            s.push(k.linear.forward(
+            s.extend(k.linear.forward(
                 gpu,
                 LinearShape::new(r, f, d),
                 (&x.act).into(),

@@ -35,10 +35,13 @@ impl<'a> Net<'a> {
             let n = dm.chunk_rows.min(rows - r0);
             let shape = LinearShape::new(n as u32, d as u32, v as u32);
             let (xnf, logits) = (range(&a.xnf, r0, n, d), range(&a.logits, 0, n, v));
-            s.push(
-                k.head
-                    .forward(gpu, shape, xnf, self.w(Role::LmHead), Output::Store(logits))?,
-            );
+            s.extend(k.head.forward(
+                gpu,
+                shape,
+                xnf,
+                self.w(Role::LmHead),
+                Output::Store(logits),
+            )?);
             let ce = CrossEntropy {
                 rows: n as u32,
                 ..mean
@@ -53,17 +56,20 @@ impl<'a> Net<'a> {
                     .cross_entropy_forward_backward(gpu, &ce, targets, logits, losses, lse)?,
             );
             if train {
-                s.push(k.head.backward_input(
+                s.extend(k.head.backward_input(
                     gpu,
                     shape,
                     logits,
                     self.w(Role::LmHead),
                     Output::Store(range(&a.dnorm, r0, n, d)),
                 )?);
-                s.push(
-                    k.head
-                        .backward_weight(gpu, shape, logits, xnf, self.grad(Role::LmHead))?,
-                );
+                s.extend(k.head.backward_weight(
+                    gpu,
+                    shape,
+                    logits,
+                    xnf,
+                    self.grad(Role::LmHead),
+                )?);
             }
             r0 += n;
         }
@@ -107,8 +113,8 @@ impl super::Model {
                 offset: 0,
                 size: 4 * n * v,
             };
-            gpu.run(&[&k.head.forward(gpu, shape, xnf, w, Output::Store(dst))?])
-                .await?;
+            let d = k.head.forward(gpu, shape, xnf, w, Output::Store(dst))?;
+            gpu.run(&d.iter().collect::<Vec<_>>()).await?;
             logits.extend(gpu.read_back::<f32>(dst).await?);
             r0 += n;
         }

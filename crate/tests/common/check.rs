@@ -172,3 +172,8 @@ pub fn assert_close_to_scale(what: &str, got: &[f32], want: &[f64], tol: f64) {
     }
     assert_within(what, got, want, &vec![tol * scale; want.len()]);
 }
+
+/// The dispatches of a launcher that returns several, as `Gpu::run` takes them.
+pub fn refs(d: &[webtrain::gpu::Dispatch]) -> Vec<&webtrain::gpu::Dispatch> {
+    d.iter().collect()
+}

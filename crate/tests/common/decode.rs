@@ -14,7 +14,7 @@ use webtrain::reference::attention as reference;
 use webtrain::reference::model as reference_model;
 use webtrain::{Gpu, Result};
 
-use super::check::{assert_close_to_scale, assert_identical, rng, uniform};
+use super::check::{assert_close_to_scale, assert_identical, refs, rng, uniform};
 use super::model::{tokens, weights};
 
 /// Two sequences of an awkward length (not a multiple of 16 or 64).
@@ -148,13 +148,13 @@ async fn training_logits(
     let shape = LinearShape::new(model.shape.rows(), model.config.d_model, model.config.vocab);
     let logits = gpu.storage_buffer("logits", 4 * shape.rows as u64 * shape.d_out as u64)?;
     let w = forward_weights(model, Role::LmHead);
-    gpu.run(&[&k.linear.forward(
+    gpu.run(&refs(&k.linear.forward(
         gpu,
         shape,
         (&model.acts.xnf).into(),
         w,
         Output::Store((&logits).into()),
-    )?])
+    )?))
     .await?;
     gpu.read_back((&logits).into()).await
 }

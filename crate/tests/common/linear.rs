@@ -2,11 +2,12 @@
 
 use half::f16;
 use rand::Rng;
+use webtrain::kernels::linear::{Layout, TileVariant};
 use webtrain::kernels::{Linear, LinearShape, Output, Weights};
 use webtrain::reference::linear as reference;
 use webtrain::{Gpu, Result};
 
-use super::check::{assert_within, rng, uniform};
+use super::check::{assert_identical, assert_within, refs, rng, uniform};
 
 fn f64s(v: &[f32]) -> Vec<f64> {
     v.iter().map(|&x| x as f64).collect()
@@ -68,8 +69,14 @@ pub async fn linear_forward_matches_reference(gpu: &Gpu) -> Result<()> {
                 wh.iter().map(|h| h.to_f64()).collect(),
             ),
         ] {
-            gpu.run(&[&k.forward(gpu, s, (&xb).into(), weights, Output::Store((&y).into()))?])
-                .await?;
+            gpu.run(&refs(&k.forward(
+                gpu,
+                s,
+                (&xb).into(),
+                weights,
+                Output::Store((&y).into()),
+            )?))
+            .await?;
             let got: Vec<f32> = gpu.read_back((&y).into()).await?;
             let x64 = f64s(&x);
             let want: Vec<f64> = picks
@@ -141,8 +148,14 @@ pub async fn linear_forward_epilogues(gpu: &Gpu) -> Result<()> {
         residual: (&res).into(),
         y: (&y).into(),
     };
-    gpu.run(&[&k.forward(gpu, s, (&xb).into(), Weights::F32((&wb).into()), out)?])
-        .await?;
+    gpu.run(&refs(&k.forward(
+        gpu,
+        s,
+        (&xb).into(),
+        Weights::F32((&wb).into()),
+        out,
+    )?))
+    .await?;
     assert_within(
         "linear + residual",
         &gpu.read_back::<f32>((&y).into()).await?,
@@ -151,13 +164,13 @@ pub async fn linear_forward_epilogues(gpu: &Gpu) -> Result<()> {
     );
 
     let acc = gpu.upload("acc", &prior)?;
-    gpu.run(&[&k.forward(
+    gpu.run(&refs(&k.forward(
         gpu,
         s,
         (&xb).into(),
         Weights::F32((&wb).into()),
         Output::Accumulate((&acc).into()),
-    )?])
+    )?))
     .await?;
     assert_within(
         "linear +=",
@@ -167,13 +180,13 @@ pub async fn linear_forward_epilogues(gpu: &Gpu) -> Result<()> {
     );
 
     let gu = gpu.upload("gu", &prior)?; // stored over, not added to
-    gpu.run(&[&k.forward(
+    gpu.run(&refs(&k.forward(
         gpu,
         s,
         (&xb).into(),
         Weights::F32((&wb).into()),
         Output::Store((&gu).into()),
-    )?])
+    )?))
     .await?;
     assert_within(
         "linear gate|up",
@@ -222,17 +235,15 @@ pub async fn linear_backward_matches_reference(gpu: &Gpu) -> Result<()> {
             gpu.upload("dy", &dy)?,
         );
         let (dxb, dwb) = (gpu.upload("dx", &dx0)?, gpu.upload("dw", &dw0)?);
-        gpu.run(&[
-            &k.backward_input(
-                gpu,
-                s,
-                (&dyb).into(),
-                Weights::F32((&wb).into()),
-                Output::Accumulate((&dxb).into()),
-            )?,
-            &k.backward_weight(gpu, s, (&dyb).into(), (&xb).into(), (&dwb).into())?,
-        ])
-        .await?;
+        let mut products = k.backward_input(
+            gpu,
+            s,
+            (&dyb).into(),
+            Weights::F32((&wb).into()),
+            Output::Accumulate((&dxb).into()),
+        )?;
+        products.extend(k.backward_weight(gpu, s, (&dyb).into(), (&xb).into(), (&dwb).into())?);
+        gpu.run(&refs(&products)).await?;
         let tol_dx: Vec<f64> = dx_abs
             .iter()
             .map(|&a| bound(d_out as usize + 1, a))
@@ -258,13 +269,13 @@ pub async fn linear_backward_matches_reference(gpu: &Gpu) -> Result<()> {
         let wh: Vec<f16> = w.iter().map(|&v| f16::from_f32(v)).collect();
         let hb = gpu.upload("w_h", &wh)?;
         let dxh = gpu.upload("dx", &dx0)?;
-        gpu.run(&[&k.backward_input(
+        gpu.run(&refs(&k.backward_input(
             gpu,
             s,
             (&dyb).into(),
             Weights::F16((&hb).into()),
             Output::Store((&dxh).into()),
-        )?])
+        )?))
         .await?;
         let mut want_dxh = vec![0.0; x.len()];
         reference::backward_input(
@@ -279,6 +290,122 @@ pub async fn linear_backward_matches_reference(gpu: &Gpu) -> Result<()> {
             &want_dxh,
             &tol_dx,
         );
+    }
+    Ok(())
+}
+
+/// Every tile variant the tuner may choose, in each layout and B storage,
+/// against the CPU twin on shapes off every tile: M, N and K not multiples
+/// of any tile or slice, K shorter than one slice, one row, stacked parts.
+/// Every variant sums each output's products in the same order, so each
+/// must also give the first variant's bits exactly.
+pub async fn linear_variants_match_reference_and_each_other(gpu: &Gpu) -> Result<()> {
+    let variants: Vec<TileVariant> = TileVariant::ALL
+        .into_iter()
+        .filter(|v| Layout::ALL.iter().all(|&l| v.fits(&gpu.limits, l)))
+        .collect();
+    assert!(
+        variants.len() >= 2,
+        "fewer than two variants fit: {variants:?}"
+    );
+    let mut r = rng(63);
+    for (rows, d_in, heights) in [
+        (131u32, 257u32, &[67u32][..]),
+        (1, 70, &[5]),
+        (45, 5, &[3]),
+        (200, 130, &[40, 29, 60]),
+    ] {
+        let s = if heights.len() == 1 {
+            LinearShape::new(rows, d_in, heights[0])
+        } else {
+            LinearShape::stacked(rows, d_in, heights)?
+        };
+        let (m, d_out) = (rows as usize, s.d_out as usize);
+        let x = uniform(&mut r, m * d_in as usize, -1.0, 1.0);
+        let w = uniform(&mut r, d_out * d_in as usize, -1.0, 1.0);
+        let wh: Vec<f16> = w.iter().map(|&v| f16::from_f32(v)).collect();
+        let w16: Vec<f32> = wh.iter().map(|h| h.to_f32()).collect();
+        let dy = uniform(&mut r, m * d_out, -1.0, 1.0);
+        let dw0 = uniform(&mut r, w.len(), -1.0, 1.0);
+        let (xb, wb, hb, dyb) = (
+            gpu.upload("x", &x)?,
+            gpu.upload("w", &w)?,
+            gpu.upload("w_h", &wh)?,
+            gpu.upload("dy", &dy)?,
+        );
+        let mut first: Option<Vec<Vec<f32>>> = None;
+        for &v in &variants {
+            let k = Linear::with_variant(gpu, v).await?;
+            let (y, y16) = (
+                gpu.storage_buffer("y", 4 * (m * d_out) as u64)?,
+                gpu.storage_buffer("y16", 4 * (m * d_out) as u64)?,
+            );
+            let (dx, dx16) = (
+                gpu.storage_buffer("dx", 4 * x.len() as u64)?,
+                gpu.storage_buffer("dx16", 4 * x.len() as u64)?,
+            );
+            let dw = gpu.upload("dw", &dw0)?;
+            let (w32, w16b) = (Weights::F32((&wb).into()), Weights::F16((&hb).into()));
+            let mut d = k.forward(gpu, s, (&xb).into(), w32, Output::Store((&y).into()))?;
+            d.extend(k.forward(gpu, s, (&xb).into(), w16b, Output::Store((&y16).into()))?);
+            d.extend(k.backward_input(gpu, s, (&dyb).into(), w32, Output::Store((&dx).into()))?);
+            d.extend(k.backward_input(
+                gpu,
+                s,
+                (&dyb).into(),
+                w16b,
+                Output::Store((&dx16).into()),
+            )?);
+            d.extend(k.backward_weight(gpu, s, (&dyb).into(), (&xb).into(), (&dw).into())?);
+            gpu.run(&refs(&d)).await?;
+            let mut got = Vec::new();
+            for b in [&y, &y16, &dx, &dx16, &dw] {
+                got.push(gpu.read_back::<f32>(b.into()).await?);
+            }
+            let what = |p: &str| format!("{p} of {s:?} in variant {}", v.name());
+            assert_product(&what("forward"), &got[0], &x, &w, d_in as usize);
+            assert_product(
+                &what("forward, f16 weights"),
+                &got[1],
+                &x,
+                &w16,
+                d_in as usize,
+            );
+            assert_product(
+                &what("dX"),
+                &got[2],
+                &dy,
+                &transpose(&w, d_in as usize),
+                d_out,
+            );
+            assert_product(
+                &what("dX, f16 weights"),
+                &got[3],
+                &dy,
+                &transpose(&w16, d_in as usize),
+                d_out,
+            );
+            // dW onto its prior values: each output's terms, the prior one of them
+            let (mut dw_want, mut dw_abs) = (f64s(&dw0), vec![1.0; dw0.len()]);
+            reference::backward_weight(&f64s(&dy), &f64s(&x), d_in as usize, &mut dw_want);
+            let abs = |v: &[f32]| v.iter().map(|a| a.abs() as f64).collect::<Vec<_>>();
+            reference::backward_weight(&abs(&dy), &abs(&x), d_in as usize, &mut dw_abs);
+            let tol: Vec<f64> = dw_abs.iter().map(|&a| bound(m + 1, a)).collect();
+            assert_within(&what("dW"), &got[4], &dw_want, &tol);
+            match &first {
+                None => first = Some(got),
+                Some(f) => {
+                    for (i, (a, b)) in got.iter().zip(f).enumerate() {
+                        let name = ["forward", "forward f16", "dX", "dX f16", "dW"][i];
+                        assert_identical(
+                            &format!("{} against {}", what(name), variants[0].name()),
+                            a,
+                            b,
+                        );
+                    }
+                }
+            }
+        }
     }
     Ok(())
 }
@@ -375,13 +502,13 @@ async fn check_fp8_products(gpu: &Gpu, k: &Linear, s: LinearShape, seed: u64) ->
     let (xq, x_flushed) = fp8_tiles(&x, d_in, &rows_1, &in_128);
     let (wq, w_flushed) = fp8_tiles(&w, d_in, &out_128, &in_128);
     reset();
-    gpu.run(&[&k.forward(
+    gpu.run(&refs(&k.forward(
         gpu,
         s,
         (&xb).into(),
         Weights::F32((&wb).into()),
         Output::Store((&y).into()),
-    )?])
+    )?))
     .await?;
     assert_product(
         &what("forward"),
@@ -405,13 +532,13 @@ async fn check_fp8_products(gpu: &Gpu, k: &Linear, s: LinearShape, seed: u64) ->
     // dX = dY·W: dY in tiles along d_out, W in the same blocks
     let (dyq, dy_flushed) = fp8_tiles(&dy, d_out, &rows_1, &out_128);
     reset();
-    gpu.run(&[&k.backward_input(
+    gpu.run(&refs(&k.backward_input(
         gpu,
         s,
         (&dyb).into(),
         Weights::F32((&wb).into()),
         Output::Store((&dx).into()),
-    )?])
+    )?))
     .await?;
     assert_product(
         &what("dX"),
@@ -431,8 +558,14 @@ async fn check_fp8_products(gpu: &Gpu, k: &Linear, s: LinearShape, seed: u64) ->
     let (dyq_t, dyt_flushed) = fp8_tiles(&dy, d_out, &rows_128, &out_1);
     let (xq_t, xt_flushed) = fp8_tiles(&x, d_in, &rows_128, &in_1);
     reset();
-    gpu.run(&[&k.backward_weight(gpu, s, (&dyb).into(), (&xb).into(), (&dw).into())?])
-        .await?;
+    gpu.run(&refs(&k.backward_weight(
+        gpu,
+        s,
+        (&dyb).into(),
+        (&xb).into(),
+        (&dw).into(),
+    )?))
+    .await?;
     assert_product(
         &what("dW"),
         &gpu.read_back::<f32>((&dw).into()).await?,

@@ -21,7 +21,7 @@ use webtrain::reference::{activation, attention, embedding, linear, norm};
 use webtrain::shaders::Numerics;
 use webtrain::{Gpu, Result};
 
-use super::check::{assert_close, rng, uniform};
+use super::check::{assert_close, refs, rng, uniform};
 
 const Q115_LIMIT: f64 = 0.999;
 
@@ -212,13 +212,13 @@ pub async fn sf16_linear_rounds_forward_outputs_only(gpu: &Gpu) -> Result<()> {
     let tol = 1e-5; // |y| < 3 over 130 products; the exact kernel is within 1e-6
 
     reset(gpu);
-    gpu.run(&[&k.forward(
+    gpu.run(&refs(&k.forward(
         gpu,
         s,
         (&xb).into(),
         Weights::F32((&wb).into()),
         Output::Store((&y).into()),
-    )?])
+    )?))
     .await?;
     let clamps = assert_rounded(
         "projection sf16",
@@ -234,8 +234,14 @@ pub async fn sf16_linear_rounds_forward_outputs_only(gpu: &Gpu) -> Result<()> {
         residual: (&rb).into(),
         y: (&y_res).into(),
     };
-    gpu.run(&[&k.forward(gpu, s, (&xb).into(), Weights::F32((&wb).into()), add)?])
-        .await?;
+    gpu.run(&refs(&k.forward(
+        gpu,
+        s,
+        (&xb).into(),
+        Weights::F32((&wb).into()),
+        add,
+    )?))
+    .await?;
     let got = gpu.read_back::<f32>((&y_res).into()).await?;
     let clamps = assert_rounded("residual sf16", &got, &want, tol, |i, v| {
         (res[i] + sf16_matmul(v as f32)) as f64
@@ -254,13 +260,13 @@ pub async fn sf16_linear_rounds_forward_outputs_only(gpu: &Gpu) -> Result<()> {
         gpu.upload("dy", &dy)?,
         gpu.storage_buffer("dx", 4 * (rows * d_in) as u64)?,
     );
-    gpu.run(&[&k.backward_input(
+    gpu.run(&refs(&k.backward_input(
         gpu,
         s,
         (&dyb).into(),
         Weights::F32((&wb).into()),
         Output::Store((&dx).into()),
-    )?])
+    )?))
     .await?;
     let mut want_dx = vec![0.0; rows * d_in];
     linear::backward_input(&f64s(&dy), &f64s(&w), d_in, &mut want_dx);
@@ -551,7 +557,7 @@ pub async fn sf16_wide_head_keeps_the_logits_exact(gpu: &Gpu) -> Result<()> {
     let tol = 1e-5; // |y| < 10 over 96 products; the exact kernel is within 2e-6
 
     let wide = Kernels::with_head(gpu, Precision::Sf16WideHead.wide_head()).await?;
-    gpu.run(&[&product(&wide.head)?]).await?;
+    gpu.run(&refs(&product(&wide.head)?)).await?;
     let logits = gpu.read_back::<f32>((&y).into()).await?;
     assert_close("wide head's logits in sf16", &logits, &want, tol, 0.0);
     assert_eq!(
@@ -559,7 +565,7 @@ pub async fn sf16_wide_head_keeps_the_logits_exact(gpu: &Gpu) -> Result<()> {
         0,
         "the wide head counted clamps"
     );
-    gpu.run(&[&product(&wide.linear)?]).await?;
+    gpu.run(&refs(&product(&wide.linear)?)).await?;
     let rounded = gpu.read_back::<f32>((&y).into()).await?;
     let clamps = assert_rounded(
         "projection beside a wide head",
@@ -571,7 +577,7 @@ pub async fn sf16_wide_head_keeps_the_logits_exact(gpu: &Gpu) -> Result<()> {
     assert_count("projection clamps", counted(gpu).await?.projection, clamps);
 
     let narrow = Kernels::with_head(gpu, Precision::Sf16.wide_head()).await?;
-    gpu.run(&[&product(&narrow.head)?]).await?;
+    gpu.run(&refs(&product(&narrow.head)?)).await?;
     let rounded = gpu.read_back::<f32>((&y).into()).await?;
     assert_rounded("sf16's head", &rounded, &want, tol, |_, v| {
         q131(v as f32) as f64

@@ -181,11 +181,11 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
         let dims = format!("{rows}x{d_in}->{d_out}");
         let flops = 2.0 * r * d_in as f64 * d_out as f64;
         let bytes = 4.0 * (r * d_in as f64 + (d_out * d_in) as f64 + r * d_out as f64);
-        let case = move |bytes: f64, d: Dispatch| Case {
+        let case = move |bytes: f64, d: Vec<Dispatch>| Case {
             shape: dims.clone(),
             flops,
             bytes,
-            dispatches: vec![d],
+            dispatches: d,
         };
         let c = case.clone();
         out.push((

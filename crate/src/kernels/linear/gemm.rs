@@ -1,0 +1,294 @@
+//! The GEMM of 03_linear.wgsl: its layouts and tile variants, each a module
+//! composed with the variant's constants, and one launch per product.
+
+use bytemuck::{Pod, Zeroable};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::gpu::{Dispatch, Gpu, Grid, Kernel, KernelDesc, Slot, build_variant_kernels};
+use crate::shaders::{LINEAR, LINEAR_B16, LINEAR_B32, Module};
+
+/// Which operand is contiguous along K: one compiled layout per product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Layout {
+    /// `Y = X·Wᵀ`: A and B both K-contiguous.
+    Forward,
+    /// `dX = dY·W`: A K-contiguous, B N-contiguous.
+    Dx,
+    /// `dW += dYᵀ·X`: A M-contiguous, B N-contiguous.
+    Dw,
+}
+
+impl Layout {
+    pub const ALL: [Layout; 3] = [Layout::Forward, Layout::Dx, Layout::Dw];
+
+    fn a_k_fast(self) -> bool {
+        self != Layout::Dw
+    }
+
+    fn b_k_fast(self) -> bool {
+        self == Layout::Forward
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::Forward => "forward",
+            Layout::Dx => "dx",
+            Layout::Dw => "dw",
+        }
+    }
+}
+
+/// A workgroup tile `tm × tn` over K slices of `tk`, each invocation owning
+/// `rm × rn` outputs. Every variant sums each output's products in the
+/// same order (fma, ascending K), so all give bit-identical results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TileVariant {
+    pub tm: u32,
+    pub tn: u32,
+    pub tk: u32,
+    pub rm: u32,
+    pub rn: u32,
+}
+
+const fn tile(tm: u32, tn: u32, tk: u32, rm: u32, rn: u32) -> TileVariant {
+    TileVariant { tm, tn, tk, rm, rn }
+}
+
+impl TileVariant {
+    /// Every variant the tuner may choose (kernels/linear/tune.rs), each
+    /// tested against the CPU twin.
+    pub const ALL: [TileVariant; 6] = [
+        tile(128, 128, 8, 8, 8),
+        tile(128, 128, 16, 8, 8),
+        tile(128, 64, 8, 8, 4),
+        tile(64, 128, 8, 4, 8),
+        tile(64, 64, 16, 4, 4),
+        tile(64, 64, 8, 8, 8),
+    ];
+
+    /// `128x128x8/8x8`: tile, K slice, micro-tile.
+    pub fn name(&self) -> String {
+        format!(
+            "{}x{}x{}/{}x{}",
+            self.tm, self.tn, self.tk, self.rm, self.rn
+        )
+    }
+
+    pub fn parse(name: &str) -> Option<TileVariant> {
+        TileVariant::ALL.into_iter().find(|v| v.name() == name)
+    }
+
+    pub fn invocations(&self) -> u32 {
+        (self.tm / self.rm) * (self.tn / self.rn)
+    }
+
+    /// Words added to a staged row that is stored transposed (K-contiguous
+    /// operand): 4 puts the rows of one store on other banks.
+    fn pads(&self, layout: Layout) -> (u32, u32) {
+        let pad = |transposed: bool| if transposed { 4 } else { 0 };
+        (pad(layout.a_k_fast()), pad(layout.b_k_fast()))
+    }
+
+    /// Workgroup memory of the staged tiles.
+    pub fn workgroup_bytes(&self, layout: Layout) -> u32 {
+        let (pa, pb) = self.pads(layout);
+        4 * self.tk * (self.tm + pa + self.tn + pb)
+    }
+
+    /// Whether the adapter's limits allow this variant in `layout`.
+    pub fn fits(&self, limits: &wgpu::Limits, layout: Layout) -> bool {
+        self.invocations() <= limits.max_compute_invocations_per_workgroup
+            && self.invocations() <= limits.max_compute_workgroup_size_x
+            && self.workgroup_bytes(layout) <= limits.max_compute_workgroup_storage_size
+    }
+
+    /// The WGSL constants that make 03_linear.wgsl this variant in `layout`.
+    fn constants(&self, layout: Layout) -> String {
+        let (pa, pb) = self.pads(layout);
+        format!(
+            "const A_K_FAST: bool = {};\nconst B_K_FAST: bool = {};\n\
+             const TM: u32 = {}u;\nconst TN: u32 = {}u;\nconst TK: u32 = {}u;\n\
+             const RM: u32 = {}u;\nconst RN: u32 = {}u;\n\
+             const PAD_A: u32 = {pa}u;\nconst PAD_B: u32 = {pb}u;\n",
+            layout.a_k_fast(),
+            layout.b_k_fast(),
+            self.tm,
+            self.tn,
+            self.tk,
+            self.rm,
+            self.rn
+        )
+    }
+}
+
+/// How B is stored: f32, or the f16 mirror (either storage mode).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BStorage {
+    F32,
+    F16,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub(super) struct Params {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    /// Leading dimensions: the stride of A's, B's and C's slow index.
+    pub lda: u32,
+    pub ldb: u32,
+    pub ldc: u32,
+    /// The output's forward boundary (`boundary::SITE_*`), or `SITE_NONE`.
+    pub site: u32,
+    pub _pad: u32,
+}
+
+const STORE: KernelDesc = KernelDesc {
+    entry: "matmul",
+    slots: &[
+        Slot::Uniform(0),   // params
+        Slot::Read(1),      // a: A
+        Slot::Read(2),      // b: B, f32 or f16 (prelude)
+        Slot::ReadWrite(4), // c: [M, N]
+        Slot::BoundaryCounts,
+    ],
+};
+const ADD: KernelDesc = KernelDesc {
+    entry: "matmul_add",
+    slots: &[
+        Slot::Uniform(0),   // params
+        Slot::Read(1),      // a
+        Slot::Read(2),      // b
+        Slot::Read(3),      // residual: [M, N]
+        Slot::ReadWrite(4), // c: [M, N]
+        Slot::BoundaryCounts,
+    ],
+};
+const ACCUMULATE: KernelDesc = KernelDesc {
+    entry: "matmul_accumulate",
+    slots: &[
+        Slot::Uniform(0),   // params
+        Slot::Read(1),      // a
+        Slot::Read(2),      // b
+        Slot::ReadWrite(4), // c: [M, N], accumulated
+        Slot::BoundaryCounts,
+    ],
+};
+
+/// What a product does with C.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Epilogue {
+    Store,
+    Add,
+    Accumulate,
+}
+
+/// One variant in one layout and B storage: the epilogues that layout uses
+/// (forward all three, dX store and accumulate, dW accumulate).
+pub(super) struct GemmModule {
+    pub variant: TileVariant,
+    pub layout: Layout,
+    pub b: BStorage,
+    store: Option<Kernel>,
+    add: Option<Kernel>,
+    accumulate: Option<Kernel>,
+}
+
+impl GemmModule {
+    pub async fn new(
+        gpu: &Gpu,
+        variant: TileVariant,
+        layout: Layout,
+        b: BStorage,
+    ) -> Result<GemmModule> {
+        if !variant.fits(&gpu.limits, layout) {
+            return Err(Error::Limit {
+                op: "linear",
+                what: format!(
+                    "GEMM variant {} ({} invocations, {} B of workgroup memory)",
+                    variant.name(),
+                    variant.invocations(),
+                    variant.workgroup_bytes(layout)
+                ),
+                needed: variant.workgroup_bytes(layout) as u64,
+                limit: gpu.limits.max_compute_workgroup_storage_size as u64,
+            });
+        }
+        let module = Module {
+            prelude: Some(match b {
+                BStorage::F32 => LINEAR_B32,
+                BStorage::F16 => LINEAR_B16,
+            }),
+            file: LINEAR,
+        };
+        let constants = variant.constants(layout);
+        let (store, add, accumulate) = match layout {
+            Layout::Forward => {
+                let [s, a, c] =
+                    build_variant_kernels(gpu, module, &constants, [STORE, ADD, ACCUMULATE])
+                        .await?;
+                (Some(s), Some(a), Some(c))
+            }
+            Layout::Dx => {
+                let [s, c] =
+                    build_variant_kernels(gpu, module, &constants, [STORE, ACCUMULATE]).await?;
+                (Some(s), None, Some(c))
+            }
+            Layout::Dw => {
+                let [c] = build_variant_kernels(gpu, module, &constants, [ACCUMULATE]).await?;
+                (None, None, Some(c))
+            }
+        };
+        Ok(GemmModule {
+            variant,
+            layout,
+            b,
+            store,
+            add,
+            accumulate,
+        })
+    }
+
+    /// One dispatch over the tiles of C, params first, then the buffers the
+    /// epilogue's kernel binds.
+    pub fn launch(
+        &self,
+        gpu: &Gpu,
+        epilogue: Epilogue,
+        p: Params,
+        buffers: &[wgpu::BindingResource],
+    ) -> Result<Dispatch> {
+        let kernel = match epilogue {
+            Epilogue::Store => &self.store,
+            Epilogue::Add => &self.add,
+            Epilogue::Accumulate => &self.accumulate,
+        };
+        let kernel = kernel.as_ref().ok_or_else(|| {
+            Error::Unsupported(format!(
+                "linear: no {epilogue:?} epilogue in the {} layout",
+                self.layout.name()
+            ))
+        })?;
+        let v = self.variant;
+        let grid = Grid {
+            x: p.n.div_ceil(v.tn).max(1),
+            y: p.m.div_ceil(v.tm).max(1),
+        };
+        let max = gpu.limits.max_compute_workgroups_per_dimension;
+        if grid.x > max || grid.y > max {
+            return Err(Error::Limit {
+                op: kernel.entry,
+                what: "tiles per dimension".into(),
+                needed: grid.x.max(grid.y) as u64,
+                limit: max as u64,
+            });
+        }
+        let params = gpu.uniform(kernel.entry, &p);
+        let bindings: Vec<wgpu::BindingResource> = std::iter::once(params.as_entire_binding())
+            .chain(buffers.iter().cloned())
+            .collect();
+        kernel.dispatch(gpu, &bindings, grid)
+    }
+}

@@ -1,0 +1,386 @@
+//! Launchers for 03_linear.wgsl: the forward of a linear layer (with its
+//! fused epilogues) and both backward products, each one GEMM in its own
+//! compiled layout (`gemm`), in the tile variant chosen for its shape on
+//! this adapter (`tune`); in fp8, each operand through E4M3 first (`fp8`).
+
+mod fp8;
+mod gemm;
+pub mod tune;
+
+use std::collections::HashMap;
+
+pub use fp8::FP8_BLOCK;
+pub use gemm::{BStorage, Layout, TileVariant};
+pub use tune::GemmKey;
+
+use super::Weights;
+use super::boundary::{SITE_NONE, SITE_PROJECTION};
+use crate::error::{Error, Result};
+use crate::gpu::{BufferRange, Dispatch, Gpu};
+use crate::shaders::Numerics;
+use fp8::{Fp8, Operand, Side, Tiles};
+use gemm::{Epilogue, GemmModule, Params};
+
+/// A linear layer `Y[rows, d_out] = X[rows, d_in] · W[d_out, d_in]ᵀ`.
+#[derive(Clone, Copy, Debug)]
+pub struct LinearShape {
+    pub rows: u32,
+    pub d_in: u32,
+    pub d_out: u32,
+    /// Where the second and third of weights stacked along d_out begin
+    /// (`[W_q; W_k; W_v]`, `[W_gate; W_up]`), d_out where there are none:
+    /// fp8's weight blocks and gradient tiles start afresh at each.
+    pub parts: [u32; 2],
+}
+
+impl LinearShape {
+    /// One weight.
+    pub fn new(rows: u32, d_in: u32, d_out: u32) -> Self {
+        LinearShape {
+            rows,
+            d_in,
+            d_out,
+            parts: [d_out; 2],
+        }
+    }
+
+    /// Two or three weights of these heights stacked along d_out.
+    pub fn stacked(rows: u32, d_in: u32, heights: &[u32]) -> Result<Self> {
+        let (first, second, third) = match *heights {
+            [a, b] => (a, b, 0),
+            [a, b, c] => (a, b, c),
+            _ => {
+                return Err(Error::shape(
+                    "linear",
+                    "stacked weights",
+                    "2 or 3",
+                    heights.len(),
+                ));
+            }
+        };
+        let d_out = first + second + third;
+        Ok(LinearShape {
+            rows,
+            d_in,
+            d_out,
+            parts: [first, first + second],
+        })
+    }
+
+    fn check_parts(&self, op: &'static str) -> Result<()> {
+        let [p1, p2] = self.parts;
+        if p1 <= p2 && p2 <= self.d_out {
+            return Ok(());
+        }
+        Err(Error::shape(
+            op,
+            "parts",
+            format!("ascending, at most d_out {}", self.d_out),
+            format!("{:?}", self.parts),
+        ))
+    }
+}
+
+/// Where the forward's product goes.
+pub enum Output<'a> {
+    /// `Y = X·Wᵀ`; gate and up together as one `[rows, 2·ffn]` `[gate | up]`
+    /// from the stacked `[W_gate; W_up]`, which `swiglu_*_gu` read.
+    Store(BufferRange<'a>),
+    /// `Y = R + X·Wᵀ`: a projection joining the residual stream.
+    AddTo {
+        residual: BufferRange<'a>,
+        y: BufferRange<'a>,
+    },
+    /// `Y += X·Wᵀ`
+    Accumulate(BufferRange<'a>),
+}
+
+/// The GEMM modules built on one device, and which serves each shape.
+pub struct Linear {
+    /// Built variants, each in every layout and B storage it serves.
+    modules: Vec<GemmModule>,
+    /// The variant for a shape the tuner timed or a kernel config pinned;
+    /// other shapes take `fallback`.
+    picks: HashMap<GemmKey, TileVariant>,
+    fallback: TileVariant,
+    /// fp8 numerics: the pre-pass that puts operands through E4M3.
+    fp8: Option<Fp8>,
+}
+
+/// Every (layout, B storage) a product can take: dW reads f32 activations.
+const MODULES: [(Layout, BStorage); 5] = [
+    (Layout::Forward, BStorage::F32),
+    (Layout::Forward, BStorage::F16),
+    (Layout::Dx, BStorage::F32),
+    (Layout::Dx, BStorage::F16),
+    (Layout::Dw, BStorage::F32),
+];
+
+impl Linear {
+    /// The adapter's picks (`tune::picks`), others by the adapter's rule.
+    pub async fn new(gpu: &Gpu) -> Result<Self> {
+        Self::with_picks(gpu, tune::rule(gpu), tune::picks(gpu)).await
+    }
+
+    /// Every product in `variant` (tests pin their variant this way).
+    pub async fn with_variant(gpu: &Gpu, variant: TileVariant) -> Result<Self> {
+        Self::with_picks(gpu, variant, HashMap::new()).await
+    }
+
+    /// `fallback` for every shape but those `picks` names.
+    pub async fn with_picks(
+        gpu: &Gpu,
+        fallback: TileVariant,
+        picks: HashMap<GemmKey, TileVariant>,
+    ) -> Result<Self> {
+        let mut variants = vec![fallback];
+        for v in picks.values() {
+            if !variants.contains(v) {
+                variants.push(*v);
+            }
+        }
+        let mut modules = Vec::new();
+        for v in variants {
+            for (layout, b) in MODULES {
+                modules.push(GemmModule::new(gpu, v, layout, b).await?);
+            }
+        }
+        let fp8 = match gpu.numerics() {
+            Numerics::Fp8 => Some(Fp8::new(gpu).await?),
+            Numerics::Exact | Numerics::Sf16 => None,
+        };
+        Ok(Linear {
+            modules,
+            picks,
+            fallback,
+            fp8,
+        })
+    }
+
+    /// The variant that serves `key`.
+    pub fn variant(&self, key: &GemmKey) -> TileVariant {
+        self.picks.get(key).copied().unwrap_or(self.fallback)
+    }
+
+    fn module(&self, key: GemmKey) -> &GemmModule {
+        let v = self.variant(&key);
+        let built = |m: &&GemmModule| m.layout == key.layout && m.b == key.b;
+        self.modules
+            .iter()
+            .filter(built)
+            .find(|m| m.variant == v)
+            .or_else(|| self.modules.iter().filter(built).next())
+            .expect("every layout and B storage is built for the fallback")
+    }
+
+    /// `X·Wᵀ` into `out`.
+    pub fn forward(
+        &self,
+        gpu: &Gpu,
+        s: LinearShape,
+        x: BufferRange,
+        w: Weights,
+        out: Output,
+    ) -> Result<Vec<Dispatch>> {
+        let op = "linear_forward";
+        s.check_parts(op)?;
+        let (rows, d_in, d_out) = (s.rows as u64, s.d_in as u64, s.d_out as u64);
+        gpu.check_binding(op, "x", &x, 4 * rows * d_in)?;
+        gpu.check_binding(op, "w", &w.range(), w.bytes(d_out * d_in))?;
+        let mut d = Vec::new();
+        let quantized = self.fp8_operands(
+            gpu,
+            &mut d,
+            (x, Tiles::Rows, Operand::plain(s.rows, s.d_in)),
+            &w,
+            s,
+        )?;
+        let (x, w) = match &quantized {
+            Some((xq, wq)) => (xq.into(), Weights::F32(wq.into())),
+            None => (x, w),
+        };
+        let key = GemmKey::new(Layout::Forward, storage(&w), s.rows, s.d_out, s.d_in);
+        let p = Params {
+            m: s.rows,
+            n: s.d_out,
+            k: s.d_in,
+            lda: s.d_in,
+            ldb: s.d_in,
+            ldc: s.d_out,
+            site: match out {
+                Output::Accumulate(_) => SITE_NONE,
+                Output::Store(_) | Output::AddTo { .. } => SITE_PROJECTION,
+            },
+            _pad: 0,
+        };
+        let module = self.module(key);
+        let (x, w) = (x.binding(), w.range().binding());
+        d.push(match out {
+            Output::Store(y) => {
+                gpu.check_binding(op, "y", &y, 4 * rows * d_out)?;
+                module.launch(gpu, Epilogue::Store, p, &[x, w, y.binding()])?
+            }
+            Output::AddTo { residual, y } => {
+                gpu.check_binding(op, "residual", &residual, 4 * rows * d_out)?;
+                gpu.check_binding(op, "y", &y, 4 * rows * d_out)?;
+                module.launch(
+                    gpu,
+                    Epilogue::Add,
+                    p,
+                    &[x, w, residual.binding(), y.binding()],
+                )?
+            }
+            Output::Accumulate(y) => {
+                gpu.check_binding(op, "y", &y, 4 * rows * d_out)?;
+                module.launch(gpu, Epilogue::Accumulate, p, &[x, w, y.binding()])?
+            }
+        });
+        Ok(d)
+    }
+
+    /// `dX = dY·W` (`Output::Store`) or `dX += dY·W` (`Output::Accumulate`),
+    /// with the weights the forward used.
+    pub fn backward_input(
+        &self,
+        gpu: &Gpu,
+        s: LinearShape,
+        dy: BufferRange,
+        w: Weights,
+        dx: Output,
+    ) -> Result<Vec<Dispatch>> {
+        let op = "linear_backward_input";
+        s.check_parts(op)?;
+        let (rows, d_in, d_out) = (s.rows as u64, s.d_in as u64, s.d_out as u64);
+        gpu.check_binding(op, "dy", &dy, 4 * rows * d_out)?;
+        gpu.check_binding(op, "w", &w.range(), w.bytes(d_out * d_in))?;
+        let (epilogue, dx) = match dx {
+            Output::Store(dx) => (Epilogue::Store, dx),
+            Output::Accumulate(dx) => (Epilogue::Accumulate, dx),
+            Output::AddTo { .. } => {
+                return Err(Error::shape(op, "dx", "Store or Accumulate", "AddTo"));
+            }
+        };
+        gpu.check_binding(op, "dx", &dx, 4 * rows * d_in)?;
+        let mut d = Vec::new();
+        let dy_operand = Operand {
+            col_parts: s.parts,
+            ..Operand::plain(s.rows, s.d_out)
+        };
+        let quantized = self.fp8_operands(gpu, &mut d, (dy, Tiles::Rows, dy_operand), &w, s)?;
+        let (dy, w) = match &quantized {
+            Some((dyq, wq)) => (dyq.into(), Weights::F32(wq.into())),
+            None => (dy, w),
+        };
+        let key = GemmKey::new(Layout::Dx, storage(&w), s.rows, s.d_in, s.d_out);
+        let p = Params {
+            m: s.rows,
+            n: s.d_in,
+            k: s.d_out,
+            lda: s.d_out,
+            ldb: s.d_in,
+            ldc: s.d_in,
+            site: SITE_NONE,
+            _pad: 0,
+        };
+        d.push(self.module(key).launch(
+            gpu,
+            epilogue,
+            p,
+            &[dy.binding(), w.range().binding(), dx.binding()],
+        )?);
+        Ok(d)
+    }
+
+    /// `dW += dYᵀ·X`
+    pub fn backward_weight(
+        &self,
+        gpu: &Gpu,
+        s: LinearShape,
+        dy: BufferRange,
+        x: BufferRange,
+        dw: BufferRange,
+    ) -> Result<Vec<Dispatch>> {
+        let op = "linear_backward_weight";
+        let (rows, d_in, d_out) = (s.rows as u64, s.d_in as u64, s.d_out as u64);
+        gpu.check_binding(op, "dy", &dy, 4 * rows * d_out)?;
+        gpu.check_binding(op, "x", &x, 4 * rows * d_in)?;
+        gpu.check_binding(op, "dw", &dw, 4 * d_out * d_in)?;
+        let mut d = Vec::new();
+        // fp8: both along the batch's rows, 128 rows by 1 column
+        let quantized = match &self.fp8 {
+            None => None,
+            Some(f) => {
+                let (dyq, xq) = (
+                    f.scratch(gpu, Side::A, 4 * rows * d_out)?,
+                    f.scratch(gpu, Side::B, 4 * rows * d_in)?,
+                );
+                let (dy_o, x_o) = (
+                    Operand::plain(s.rows, s.d_out),
+                    Operand::plain(s.rows, s.d_in),
+                );
+                d.push(f.quantize(gpu, Tiles::Columns, dy_o, dy, (&dyq).into())?);
+                d.push(f.quantize(gpu, Tiles::Columns, x_o, x, (&xq).into())?);
+                Some((dyq, xq))
+            }
+        };
+        let (dy, x) = match &quantized {
+            Some((dyq, xq)) => (dyq.into(), xq.into()),
+            None => (dy, x),
+        };
+        let key = GemmKey::new(Layout::Dw, BStorage::F32, s.d_out, s.d_in, s.rows);
+        let p = Params {
+            m: s.d_out,
+            n: s.d_in,
+            k: s.rows,
+            lda: s.d_out,
+            ldb: s.d_in,
+            ldc: s.d_in,
+            site: SITE_NONE,
+            _pad: 0,
+        };
+        d.push(self.module(key).launch(
+            gpu,
+            Epilogue::Accumulate,
+            p,
+            &[dy.binding(), x.binding(), dw.binding()],
+        )?);
+        Ok(d)
+    }
+
+    /// In fp8, the activation operand `x` through E4M3 in `tiles` and the
+    /// weights in 128×128 blocks, each into its scratch (pre-passes pushed
+    /// onto `d`); `None` in other modes.
+    fn fp8_operands(
+        &self,
+        gpu: &Gpu,
+        d: &mut Vec<Dispatch>,
+        (x, tiles, shape): (BufferRange, Tiles, Operand),
+        w: &Weights,
+        s: LinearShape,
+    ) -> Result<Option<(wgpu::Buffer, wgpu::Buffer)>> {
+        let Some(f) = &self.fp8 else {
+            return Ok(None);
+        };
+        let Weights::F32(w32) = *w else {
+            return Err(Error::Unsupported(
+                "fp8 products read f32 weights, not the f16 mirror".into(),
+            ));
+        };
+        let xq = f.scratch(gpu, Side::A, 4 * shape.rows as u64 * shape.cols as u64)?;
+        let wq = f.scratch(gpu, Side::B, 4 * s.d_out as u64 * s.d_in as u64)?;
+        d.push(f.quantize(gpu, tiles, shape, x, (&xq).into())?);
+        let blocks = Operand {
+            row_parts: s.parts,
+            ..Operand::plain(s.d_out, s.d_in)
+        };
+        d.push(f.quantize(gpu, Tiles::Blocks, blocks, w32, (&wq).into())?);
+        Ok(Some((xq, wq)))
+    }
+}
+
+fn storage(w: &Weights) -> BStorage {
+    match w {
+        Weights::F32(_) => BStorage::F32,
+        Weights::F16(_) => BStorage::F16,
+    }
+}
