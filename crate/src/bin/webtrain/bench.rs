@@ -590,3 +590,82 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
     ));
     out
 }
+
+/// `--what variants`: every GEMM of the sizes' model in every tile variant
+/// that fits the adapter, the fastest marked: what the tuner chooses from.
+pub async fn variants(gpu: &Gpu, sizes: &[&Sizes], reps: u32, only: Option<&str>) -> Result<()> {
+    use webtrain::kernels::linear::tune::{GemmKey, Operands, time_variant};
+    use webtrain::kernels::linear::{BStorage, Layout, TileVariant};
+    let peak = fp32_peak(&gpu.info.name);
+    eprintln!(
+        "{:<6} {:<22} {:<20} {:<16} {:>9} {:>9} {:>7}",
+        "sizes", "product", "M x N x K", "variant", "ms", "GFLOP/s", "%peak"
+    );
+    for s in sizes {
+        let rows = s.batch * s.seq;
+        let hd = s.heads * s.head_dim;
+        for (layer, d_in, d_out) in [
+            ("q|k|v", s.d, 3 * hd),
+            ("o", hd, s.d),
+            ("gate|up", s.d, 2 * s.ffn),
+            ("down", s.ffn, s.d),
+            ("lm_head", s.d, s.vocab),
+        ] {
+            for (layout, b) in [
+                (Layout::Forward, BStorage::F32),
+                (Layout::Forward, BStorage::F16),
+                (Layout::Dx, BStorage::F32),
+                (Layout::Dw, BStorage::F32),
+            ] {
+                let key = match layout {
+                    Layout::Forward => GemmKey::new(layout, b, rows, d_out, d_in),
+                    Layout::Dx => GemmKey::new(layout, b, rows, d_in, d_out),
+                    Layout::Dw => GemmKey::new(layout, b, d_out, d_in, rows),
+                };
+                let name = format!(
+                    "{layer} {}{}",
+                    layout.name(),
+                    if b == BStorage::F16 { " f16" } else { "" }
+                );
+                if only.is_some_and(|o| !name.contains(o)) {
+                    continue;
+                }
+                let ops = match Operands::new(gpu, key) {
+                    Ok(ops) => ops,
+                    Err(e) => {
+                        eprintln!("{:<6} {name:<22} skipped: {e}", s.name);
+                        continue;
+                    }
+                };
+                let flops = 2.0 * key.m as f64 * key.n as f64 * key.k as f64;
+                let mut times = Vec::new();
+                for v in TileVariant::ALL {
+                    if v.fits(&gpu.limits, layout) {
+                        times.push((v, time_variant(gpu, v, &ops, reps).await?));
+                    }
+                }
+                let best = times.iter().map(|t| t.1).fold(f64::INFINITY, f64::min);
+                for (v, secs) in times {
+                    let gflop_s = flops / secs / 1e9;
+                    let row = serde_json::json!({
+                        "sizes": s.name, "product": name, "m": key.m, "n": key.n, "k": key.k,
+                        "variant": v.name(), "ms": secs * 1e3, "gflop_s": gflop_s,
+                        "of_fp32_peak": peak.map(|p| gflop_s * 1e9 / p), "fastest": secs == best,
+                    });
+                    eprintln!(
+                        "{:<6} {name:<22} {:<20} {:<16} {:>9.3} {:>9.1} {:>7} {}",
+                        s.name,
+                        format!("{}x{}x{}", key.m, key.n, key.k),
+                        v.name(),
+                        secs * 1e3,
+                        gflop_s,
+                        peak.map_or("-".into(), |p| format!("{:.1}", 100.0 * gflop_s * 1e9 / p)),
+                        if secs == best { "*" } else { "" }
+                    );
+                    println!("{row}");
+                }
+            }
+        }
+    }
+    Ok(())
+}

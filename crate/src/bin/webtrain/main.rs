@@ -67,8 +67,9 @@ pub mod cli {
         /// Which sizes: seed (d 768, batch 8 × 512), tiny, or all.
         #[arg(long, default_value = "all", value_parser = ["seed", "tiny", "all"])]
         sizes: String,
-        /// What to time: every kernel, whole training steps per preset, or both.
-        #[arg(long, default_value = "all", value_parser = ["kernels", "steps", "all"])]
+        /// What to time: every kernel, whole training steps per preset, or
+        /// both; or every GEMM in every tile variant (what the tuner picks from).
+        #[arg(long, default_value = "all", value_parser = ["kernels", "steps", "all", "variants"])]
         what: String,
         /// Presets whose training steps to time (base needs a real GPU).
         #[arg(long, value_delimiter = ',', default_value = "tiny,small")]
@@ -138,6 +139,10 @@ pub mod cli {
                     gpu.info.name,
                     copy_bw / 1e9
                 );
+                if args.what == "variants" {
+                    return crate::bench::variants(&gpu, &sizes, args.reps, args.only.as_deref())
+                        .await;
+                }
                 if args.what != "steps" {
                     crate::bench::run(&gpu, &k, copy_bw, &sizes, args.reps, args.only.as_deref())
                         .await?;
