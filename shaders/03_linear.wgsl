@@ -14,23 +14,28 @@
 //   dW       dW += dYᵀ·X   M=out  N=in  K=rows  A=dYᵀ (M fast)  B=X (N fast)
 // load_b comes from the prelude (03_linear_b32 or 03_linear_b16).
 //
-// Invocation (tx, ty) owns RM rows × RN columns as 4×4 blocks: rows
-// g·4·NY + 4·ty + r and columns g·4·NX + 4·tx + c, so its reads of the
-// staged tiles are vec4s that neighbouring invocations take from
+// Invocation (tx, ty) owns RM rows × RN columns as up to 2×2 blocks of
+// 4×4: rows g·4·NY + 4·ty + r and columns h·4·NX + 4·tx + c, so its reads
+// of the staged tiles are vec4s that neighbouring invocations take from
 // neighbouring words (or the same word: a broadcast), and its stores cover
 // 4 consecutive columns. Every output sums its K products with fma in
 // ascending K from 0, and nothing else: every variant gives the same bits.
+// Registers are named variables, never indexed arrays: a compiler that
+// cannot prove an index constant moves an array to memory (on the H100 the
+// indexed form ran 10× slower).
 
 const NX: u32 = TN / RN;   // invocations along N
 const NY: u32 = TM / RM;   // ... along M
 const NT: u32 = NX * NY;   // invocations per workgroup
-const GM: u32 = RM / 4u;   // 4-row blocks per invocation
-const GN: u32 = RN / 4u;   // 4-column blocks per invocation
+const GM: u32 = RM / 4u;   // 4-row blocks per invocation: 1 or 2
+const GN: u32 = RN / 4u;   // 4-column blocks per invocation: 1 or 2
 const SA: u32 = (TM + PAD_A) / 4u;  // vec4s per staged row of A (one k)
 const SB: u32 = (TN + PAD_B) / 4u;
-// 4-value quads each invocation stages per slice, rounded up
-const QA: u32 = (TM * TK / 4u + NT - 1u) / NT;
-const QB: u32 = (TN * TK / 4u + NT - 1u) / NT;
+const QUADS_A: u32 = TM * TK / 4u;  // 4-value quads of a slice of A
+const QUADS_B: u32 = TN * TK / 4u;
+// quads each invocation stages per slice, rounded up: 1 or 2
+const QA: u32 = (QUADS_A + NT - 1u) / NT;
+const QB: u32 = (QUADS_B + NT - 1u) / NT;
 
 struct Params {
     m: u32,
@@ -51,10 +56,18 @@ struct Params {
 var<workgroup> tile_a: array<vec4<f32>, TK * SA>;  // [TK][TM + PAD_A], k-major
 var<workgroup> tile_b: array<vec4<f32>, TK * SB>;  // [TK][TN + PAD_B]
 
-// A slice's values on their way from memory to the tiles: quad q of this
-// invocation is the slice's quad lidx + q·NT.
-var<private> staged_a: array<vec4<f32>, QA>;
-var<private> staged_b: array<vec4<f32>, QB>;
+// The next slice on its way from memory to the tiles: quads lidx and
+// lidx + NT of A's and of B's.
+var<private> next_a0: vec4<f32>;
+var<private> next_a1: vec4<f32>;
+var<private> next_b0: vec4<f32>;
+var<private> next_b1: vec4<f32>;
+
+// The micro-tile: acc_gh[r] is row r of block (g, h), 4 columns.
+var<private> acc00: mat4x4<f32>;
+var<private> acc01: mat4x4<f32>;
+var<private> acc10: mat4x4<f32>;
+var<private> acc11: mat4x4<f32>;
 
 // 4 consecutive values of a from index i, the lanes of `ok` only (0 elsewhere).
 fn load_a4(i: u32, ok: vec4<bool>) -> vec4<f32> {
@@ -66,6 +79,7 @@ fn load_a4(i: u32, ok: vec4<bool>) -> vec4<f32> {
 // values of K in one row; an M-fast quad, 4 rows at one k.
 fn fetch_a(q: u32, m0: u32, k0: u32, k1: u32) -> vec4<f32> {
     let lane = vec4<u32>(0u, 1u, 2u, 3u);
+    if (q >= QUADS_A) { return vec4<f32>(0.0); }
     if (A_K_FAST) {
         let i = m0 + q / (TK / 4u);
         let p = k0 + 4u * (q % (TK / 4u));
@@ -78,6 +92,7 @@ fn fetch_a(q: u32, m0: u32, k0: u32, k1: u32) -> vec4<f32> {
 
 fn fetch_b(q: u32, n0: u32, k0: u32, k1: u32) -> vec4<f32> {
     let lane = vec4<u32>(0u, 1u, 2u, 3u);
+    if (q >= QUADS_B) { return vec4<f32>(0.0); }
     if (B_K_FAST) {
         let j = n0 + q / (TK / 4u);
         let p = k0 + 4u * (q % (TK / 4u));
@@ -92,65 +107,79 @@ fn fetch_b(q: u32, n0: u32, k0: u32, k1: u32) -> vec4<f32> {
 
 fn fetch(wid: vec3<u32>, lidx: u32, k0: u32) {
     let k1 = min(k0 + TK, params.k);
-    for (var q = 0u; q < QA; q++) {
-        let e = lidx + q * NT;
-        if (e < TM * TK / 4u) { staged_a[q] = fetch_a(e, wid.y * TM, k0, k1); }
-    }
-    for (var q = 0u; q < QB; q++) {
-        let e = lidx + q * NT;
-        if (e < TN * TK / 4u) { staged_b[q] = fetch_b(e, wid.x * TN, k0, k1); }
+    next_a0 = fetch_a(lidx, wid.y * TM, k0, k1);
+    next_b0 = fetch_b(lidx, wid.x * TN, k0, k1);
+    if (QA > 1u) { next_a1 = fetch_a(lidx + NT, wid.y * TM, k0, k1); }
+    if (QB > 1u) { next_b1 = fetch_b(lidx + NT, wid.x * TN, k0, k1); }
+}
+
+// Quad q of a slice into its k-major tile: a K-fast quad spreads over four
+// staged rows, an M- or N-fast quad is one vec4.
+fn stage_a(q: u32, v: vec4<f32>) {
+    if (q >= QUADS_A) { return; }
+    if (A_K_FAST) {
+        let i = q / (TK / 4u);
+        let at = 4u * (q % (TK / 4u)) * SA + i / 4u;
+        tile_a[at][i % 4u] = v.x;
+        tile_a[at + SA][i % 4u] = v.y;
+        tile_a[at + 2u * SA][i % 4u] = v.z;
+        tile_a[at + 3u * SA][i % 4u] = v.w;
+    } else {
+        tile_a[(q / (TM / 4u)) * SA + q % (TM / 4u)] = v;
     }
 }
 
-// Writes a fetched slice into the k-major tiles: K-fast quads spread over
-// four staged rows, M- or N-fast quads are one vec4.
+fn stage_b(q: u32, v: vec4<f32>) {
+    if (q >= QUADS_B) { return; }
+    if (B_K_FAST) {
+        let j = q / (TK / 4u);
+        let at = 4u * (q % (TK / 4u)) * SB + j / 4u;
+        tile_b[at][j % 4u] = v.x;
+        tile_b[at + SB][j % 4u] = v.y;
+        tile_b[at + 2u * SB][j % 4u] = v.z;
+        tile_b[at + 3u * SB][j % 4u] = v.w;
+    } else {
+        tile_b[(q / (TN / 4u)) * SB + q % (TN / 4u)] = v;
+    }
+}
+
 fn stage(lidx: u32) {
-    for (var q = 0u; q < QA; q++) {
-        let e = lidx + q * NT;
-        if (e >= TM * TK / 4u) { break; }
-        if (A_K_FAST) {
-            let i = e / (TK / 4u);
-            let p = 4u * (e % (TK / 4u));
-            for (var t = 0u; t < 4u; t++) { tile_a[(p + t) * SA + i / 4u][i % 4u] = staged_a[q][t]; }
-        } else {
-            tile_a[(e / (TM / 4u)) * SA + e % (TM / 4u)] = staged_a[q];
-        }
-    }
-    for (var q = 0u; q < QB; q++) {
-        let e = lidx + q * NT;
-        if (e >= TN * TK / 4u) { break; }
-        if (B_K_FAST) {
-            let j = e / (TK / 4u);
-            let p = 4u * (e % (TK / 4u));
-            for (var t = 0u; t < 4u; t++) { tile_b[(p + t) * SB + j / 4u][j % 4u] = staged_b[q][t]; }
-        } else {
-            tile_b[(e / (TN / 4u)) * SB + e % (TN / 4u)] = staged_b[q];
-        }
-    }
+    stage_a(lidx, next_a0);
+    stage_b(lidx, next_b0);
+    if (QA > 1u) { stage_a(lidx + NT, next_a1); }
+    if (QB > 1u) { stage_b(lidx + NT, next_b1); }
 }
 
-// acc[(4·g + r)·GN + h] holds row (g, r) and columns (h, 0..4) of the micro-tile.
-var<private> acc: array<vec4<f32>, RM * GN>;
+// m + a·bᵀ, row by row: the products of one k in a 4×4 block.
+fn outer_fma(m: mat4x4<f32>, a: vec4<f32>, b: vec4<f32>) -> mat4x4<f32> {
+    return mat4x4<f32>(
+        fma(vec4<f32>(a.x), b, m[0]),
+        fma(vec4<f32>(a.y), b, m[1]),
+        fma(vec4<f32>(a.z), b, m[2]),
+        fma(vec4<f32>(a.w), b, m[3]));
+}
 
 // The products of staged row k, added in.
 fn multiply_row(k: u32, tx: u32, ty: u32) {
-    var av: array<vec4<f32>, GM>;
-    var bv: array<vec4<f32>, GN>;
-    for (var g = 0u; g < GM; g++) { av[g] = tile_a[k * SA + g * NY + ty]; }
-    for (var h = 0u; h < GN; h++) { bv[h] = tile_b[k * SB + h * NX + tx]; }
-    for (var g = 0u; g < GM; g++) {
-        for (var r = 0u; r < 4u; r++) {
-            for (var h = 0u; h < GN; h++) {
-                let x = (4u * g + r) * GN + h;
-                acc[x] = fma(vec4<f32>(av[g][r]), bv[h], acc[x]);
-            }
+    let a0 = tile_a[k * SA + ty];
+    let b0 = tile_b[k * SB + tx];
+    acc00 = outer_fma(acc00, a0, b0);
+    if (GN > 1u) {
+        let b1 = tile_b[k * SB + NX + tx];
+        acc01 = outer_fma(acc01, a0, b1);
+        if (GM > 1u) {
+            let a1 = tile_a[k * SA + NY + ty];
+            acc10 = outer_fma(acc10, a1, b0);
+            acc11 = outer_fma(acc11, a1, b1);
         }
+    } else if (GM > 1u) {
+        acc10 = outer_fma(acc10, tile_a[k * SA + NY + ty], b0);
     }
 }
 
-// The workgroup's tile of A·B into acc. The next slice is fetched into
-// registers while this one is multiplied, so one barrier pair serves a
-// slice. Contains barriers: call from uniform control flow.
+// The workgroup's tile of A·B into the acc blocks. The next slice is
+// fetched into registers while this one is multiplied, so one barrier
+// pair serves a slice. Contains barriers: call from uniform control flow.
 fn tile_product(wid: vec3<u32>, lidx: u32) {
     let tx = lidx % NX;
     let ty = lidx / NX;
@@ -169,7 +198,17 @@ fn tile_product(wid: vec3<u32>, lidx: u32) {
     }
 }
 
-// Row and column of micro-tile entry (g, r), (h, col) of this invocation.
+// Block (g, h) of the micro-tile.
+fn block(g: u32, h: u32) -> mat4x4<f32> {
+    if (g == 0u) {
+        if (h == 0u) { return acc00; }
+        return acc01;
+    }
+    if (h == 0u) { return acc10; }
+    return acc11;
+}
+
+// Where entry (g, r), (h, col) of this invocation's micro-tile goes.
 fn out_row(wid: vec3<u32>, lidx: u32, g: u32, r: u32) -> u32 {
     return wid.y * TM + g * 4u * NY + 4u * (lidx / NX) + r;
 }
@@ -182,14 +221,14 @@ fn out_col(wid: vec3<u32>, lidx: u32, h: u32, col: u32) -> u32 {
 fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lidx: u32) {
     tile_product(wid, lidx);
     for (var g = 0u; g < GM; g++) {
-        for (var r = 0u; r < 4u; r++) {
-            let i = out_row(wid, lidx, g, r);
-            if (i >= params.m) { continue; }
-            for (var h = 0u; h < GN; h++) {
+        for (var h = 0u; h < GN; h++) {
+            let m = block(g, h);
+            for (var r = 0u; r < 4u; r++) {
+                let i = out_row(wid, lidx, g, r);
                 for (var col = 0u; col < 4u; col++) {
                     let j = out_col(wid, lidx, h, col);
-                    if (j < params.n) {
-                        c[i * params.ldc + j] = matmul_boundary(acc[(4u * g + r) * GN + h][col], params.site);
+                    if (i < params.m && j < params.n) {
+                        c[i * params.ldc + j] = matmul_boundary(m[r][col], params.site);
                     }
                 }
             }
@@ -203,15 +242,15 @@ fn matmul_add(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
     tile_product(wid, lidx);
     let residual_site = select(SITE_RESIDUAL, SITE_NONE, params.site == SITE_NONE);
     for (var g = 0u; g < GM; g++) {
-        for (var r = 0u; r < 4u; r++) {
-            let i = out_row(wid, lidx, g, r);
-            if (i >= params.m) { continue; }
-            for (var h = 0u; h < GN; h++) {
+        for (var h = 0u; h < GN; h++) {
+            let m = block(g, h);
+            for (var r = 0u; r < 4u; r++) {
+                let i = out_row(wid, lidx, g, r);
                 for (var col = 0u; col < 4u; col++) {
                     let j = out_col(wid, lidx, h, col);
-                    if (j < params.n) {
+                    if (i < params.m && j < params.n) {
                         let at = i * params.ldc + j;
-                        let product = matmul_boundary(acc[(4u * g + r) * GN + h][col], params.site);
+                        let product = matmul_boundary(m[r][col], params.site);
                         c[at] = boundary(residual[at] + product, residual_site);
                     }
                 }
@@ -225,13 +264,13 @@ fn matmul_add(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
 fn matmul_accumulate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lidx: u32) {
     tile_product(wid, lidx);
     for (var g = 0u; g < GM; g++) {
-        for (var r = 0u; r < 4u; r++) {
-            let i = out_row(wid, lidx, g, r);
-            if (i >= params.m) { continue; }
-            for (var h = 0u; h < GN; h++) {
+        for (var h = 0u; h < GN; h++) {
+            let m = block(g, h);
+            for (var r = 0u; r < 4u; r++) {
+                let i = out_row(wid, lidx, g, r);
                 for (var col = 0u; col < 4u; col++) {
                     let j = out_col(wid, lidx, h, col);
-                    if (j < params.n) { c[i * params.ldc + j] += acc[(4u * g + r) * GN + h][col]; }
+                    if (i < params.m && j < params.n) { c[i * params.ldc + j] += m[r][col]; }
                 }
             }
         }
