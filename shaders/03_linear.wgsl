@@ -56,18 +56,13 @@ struct Params {
 var<workgroup> tile_a: array<vec4<f32>, TK * SA>;  // [TK][TM + PAD_A], k-major
 var<workgroup> tile_b: array<vec4<f32>, TK * SB>;  // [TK][TN + PAD_B]
 
-// The next slice on its way from memory to the tiles: quads lidx and
-// lidx + NT of A's and of B's.
-var<private> next_a0: vec4<f32>;
-var<private> next_a1: vec4<f32>;
-var<private> next_b0: vec4<f32>;
-var<private> next_b1: vec4<f32>;
-
-// The micro-tile: acc_gh[r] is row r of block (g, h), 4 columns.
-var<private> acc00: mat4x4<f32>;
-var<private> acc01: mat4x4<f32>;
-var<private> acc10: mat4x4<f32>;
-var<private> acc11: mat4x4<f32>;
+// The micro-tile: b_gh[r] is row r of block (g, h), 4 columns.
+struct Micro {
+    b00: mat4x4<f32>,
+    b01: mat4x4<f32>,
+    b10: mat4x4<f32>,
+    b11: mat4x4<f32>,
+}
 
 // 4 consecutive values of a from index i, the lanes of `ok` only (0 elsewhere).
 fn load_a4(i: u32, ok: vec4<bool>) -> vec4<f32> {
@@ -105,14 +100,6 @@ fn fetch_b(q: u32, n0: u32, k0: u32, k1: u32) -> vec4<f32> {
                   (vec4<u32>(j) + lane < vec4<u32>(params.n)) & vec4<bool>(p < k1));
 }
 
-fn fetch(wid: vec3<u32>, lidx: u32, k0: u32) {
-    let k1 = min(k0 + TK, params.k);
-    next_a0 = fetch_a(lidx, wid.y * TM, k0, k1);
-    next_b0 = fetch_b(lidx, wid.x * TN, k0, k1);
-    if (QA > 1u) { next_a1 = fetch_a(lidx + NT, wid.y * TM, k0, k1); }
-    if (QB > 1u) { next_b1 = fetch_b(lidx + NT, wid.x * TN, k0, k1); }
-}
-
 // Quad q of a slice into its k-major tile: a K-fast quad spreads over four
 // staged rows, an M- or N-fast quad is one vec4.
 fn stage_a(q: u32, v: vec4<f32>) {
@@ -143,13 +130,6 @@ fn stage_b(q: u32, v: vec4<f32>) {
     }
 }
 
-fn stage(lidx: u32) {
-    stage_a(lidx, next_a0);
-    stage_b(lidx, next_b0);
-    if (QA > 1u) { stage_a(lidx + NT, next_a1); }
-    if (QB > 1u) { stage_b(lidx + NT, next_b1); }
-}
-
 // m + a·bᵀ, row by row: the products of one k in a 4×4 block.
 fn outer_fma(m: mat4x4<f32>, a: vec4<f32>, b: vec4<f32>) -> mat4x4<f32> {
     return mat4x4<f32>(
@@ -159,53 +139,77 @@ fn outer_fma(m: mat4x4<f32>, a: vec4<f32>, b: vec4<f32>) -> mat4x4<f32> {
         fma(vec4<f32>(a.w), b, m[3]));
 }
 
-// The products of staged row k, added in.
-fn multiply_row(k: u32, tx: u32, ty: u32) {
+// acc plus the products of staged row k.
+fn multiply_k(acc: Micro, k: u32, tx: u32, ty: u32) -> Micro {
+    var m = acc;
     let a0 = tile_a[k * SA + ty];
     let b0 = tile_b[k * SB + tx];
-    acc00 = outer_fma(acc00, a0, b0);
+    m.b00 = outer_fma(m.b00, a0, b0);
     if (GN > 1u) {
         let b1 = tile_b[k * SB + NX + tx];
-        acc01 = outer_fma(acc01, a0, b1);
+        m.b01 = outer_fma(m.b01, a0, b1);
         if (GM > 1u) {
             let a1 = tile_a[k * SA + NY + ty];
-            acc10 = outer_fma(acc10, a1, b0);
-            acc11 = outer_fma(acc11, a1, b1);
+            m.b10 = outer_fma(m.b10, a1, b0);
+            m.b11 = outer_fma(m.b11, a1, b1);
         }
     } else if (GM > 1u) {
-        acc10 = outer_fma(acc10, tile_a[k * SA + NY + ty], b0);
+        m.b10 = outer_fma(m.b10, tile_a[k * SA + NY + ty], b0);
     }
+    return m;
 }
 
-// The workgroup's tile of A·B into the acc blocks. The next slice is
-// fetched into registers while this one is multiplied, so one barrier
-// pair serves a slice. Contains barriers: call from uniform control flow.
-fn tile_product(wid: vec3<u32>, lidx: u32) {
+// The workgroup's tile of A·B, this invocation's micro-tile of it. The
+// next slice is fetched into registers while this one is multiplied, so
+// one barrier pair serves a slice. Registers are local variables and
+// values, never module-scope: drivers keep those in registers. Contains
+// barriers: call from uniform control flow.
+fn tile_product(wid: vec3<u32>, lidx: u32) -> Micro {
     let tx = lidx % NX;
     let ty = lidx / NX;
-    fetch(wid, lidx, 0u);
+    let m0 = wid.y * TM;
+    let n0 = wid.x * TN;
+    var acc: Micro;
+    // the next slice: quads lidx and lidx + NT of A's and of B's
+    var a_next0 = fetch_a(lidx, m0, 0u, min(TK, params.k));
+    var b_next0 = fetch_b(lidx, n0, 0u, min(TK, params.k));
+    var a_next1: vec4<f32>;
+    var b_next1: vec4<f32>;
+    if (QA > 1u) { a_next1 = fetch_a(lidx + NT, m0, 0u, min(TK, params.k)); }
+    if (QB > 1u) { b_next1 = fetch_b(lidx + NT, n0, 0u, min(TK, params.k)); }
     for (var k0 = 0u; k0 < params.k; k0 += TK) {
-        stage(lidx);
+        stage_a(lidx, a_next0);
+        stage_b(lidx, b_next0);
+        if (QA > 1u) { stage_a(lidx + NT, a_next1); }
+        if (QB > 1u) { stage_b(lidx + NT, b_next1); }
         workgroupBarrier();
-        if (k0 + TK < params.k) { fetch(wid, lidx, k0 + TK); }
-        let count = min(TK, params.k - k0);
-        if (count == TK) {
-            for (var k = 0u; k < TK; k++) { multiply_row(k, tx, ty); }
+        let k1 = k0 + TK;
+        if (k1 < params.k) {
+            let k2 = min(k1 + TK, params.k);
+            a_next0 = fetch_a(lidx, m0, k1, k2);
+            b_next0 = fetch_b(lidx, n0, k1, k2);
+            if (QA > 1u) { a_next1 = fetch_a(lidx + NT, m0, k1, k2); }
+            if (QB > 1u) { b_next1 = fetch_b(lidx + NT, n0, k1, k2); }
+        }
+        let count = params.k - k0;
+        if (count >= TK) {
+            for (var k = 0u; k < TK; k++) { acc = multiply_k(acc, k, tx, ty); }
         } else {
-            for (var k = 0u; k < count; k++) { multiply_row(k, tx, ty); }  // the last, short slice
+            for (var k = 0u; k < count; k++) { acc = multiply_k(acc, k, tx, ty); }  // the last, short slice
         }
         workgroupBarrier();
     }
+    return acc;
 }
 
 // Block (g, h) of the micro-tile.
-fn block(g: u32, h: u32) -> mat4x4<f32> {
+fn block(acc: Micro, g: u32, h: u32) -> mat4x4<f32> {
     if (g == 0u) {
-        if (h == 0u) { return acc00; }
-        return acc01;
+        if (h == 0u) { return acc.b00; }
+        return acc.b01;
     }
-    if (h == 0u) { return acc10; }
-    return acc11;
+    if (h == 0u) { return acc.b10; }
+    return acc.b11;
 }
 
 // Where entry (g, r), (h, col) of this invocation's micro-tile goes.
@@ -219,10 +223,10 @@ fn out_col(wid: vec3<u32>, lidx: u32, h: u32, col: u32) -> u32 {
 // C = A·B
 @compute @workgroup_size(NT)
 fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lidx: u32) {
-    tile_product(wid, lidx);
+    let acc = tile_product(wid, lidx);
     for (var g = 0u; g < GM; g++) {
         for (var h = 0u; h < GN; h++) {
-            let m = block(g, h);
+            let m = block(acc, g, h);
             for (var r = 0u; r < 4u; r++) {
                 let i = out_row(wid, lidx, g, r);
                 for (var col = 0u; col < 4u; col++) {
@@ -239,11 +243,11 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
 // C = R + A·B: a projection added to the residual stream.
 @compute @workgroup_size(NT)
 fn matmul_add(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lidx: u32) {
-    tile_product(wid, lidx);
+    let acc = tile_product(wid, lidx);
     let residual_site = select(SITE_RESIDUAL, SITE_NONE, params.site == SITE_NONE);
     for (var g = 0u; g < GM; g++) {
         for (var h = 0u; h < GN; h++) {
-            let m = block(g, h);
+            let m = block(acc, g, h);
             for (var r = 0u; r < 4u; r++) {
                 let i = out_row(wid, lidx, g, r);
                 for (var col = 0u; col < 4u; col++) {
@@ -262,10 +266,10 @@ fn matmul_add(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
 // C += A·B: gradients, which accumulate.
 @compute @workgroup_size(NT)
 fn matmul_accumulate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lidx: u32) {
-    tile_product(wid, lidx);
+    let acc = tile_product(wid, lidx);
     for (var g = 0u; g < GM; g++) {
         for (var h = 0u; h < GN; h++) {
-            let m = block(g, h);
+            let m = block(acc, g, h);
             for (var r = 0u; r < 4u; r++) {
                 let i = out_row(wid, lidx, g, r);
                 for (var col = 0u; col < 4u; col++) {

@@ -6,6 +6,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use super::KernelConfig;
 use crate::error::{Error, Result};
 use crate::shaders::{F16Storage, Numerics};
 
@@ -21,6 +22,10 @@ pub struct GpuOptions {
     pub adapter: Option<String>,
     /// Build f16 kernels in packed mode even where `shader-f16` exists.
     pub force_packed_f16: bool,
+    /// GEMM variants to use (`KernelConfig::pinned_from_json`), or a
+    /// config cached earlier (the page's storage); natively, else the
+    /// cache file's entry for this adapter.
+    pub kernel_config: Option<KernelConfig>,
 }
 
 impl GpuOptions {
@@ -30,6 +35,7 @@ impl GpuOptions {
         GpuOptions {
             adapter: var("WEBTRAIN_ADAPTER"),
             force_packed_f16: var("WEBTRAIN_F16").is_some_and(|v| v.eq_ignore_ascii_case("packed")),
+            kernel_config: None,
         }
     }
 }
@@ -68,6 +74,9 @@ pub struct Gpu {
     /// handle's own: kernels bind them through `Slot::BoundaryCounts`.
     pub boundary_counts: wgpu::Buffer,
     health: Arc<Health>,
+    /// The GEMM variants chosen on this adapter (kernels::linear::tune),
+    /// shared by every handle of the device.
+    pub kernels: Arc<Mutex<KernelConfig>>,
 }
 
 impl Gpu {
@@ -118,6 +127,9 @@ impl Gpu {
             F16Storage::Packed
         };
         let boundary_counts = counters(&device);
+        let kernels = Arc::new(Mutex::new(
+            options.kernel_config.clone().unwrap_or_default(),
+        ));
         Ok(Gpu {
             device,
             queue,
@@ -128,7 +140,23 @@ impl Gpu {
             numerics: Numerics::Exact,
             boundary_counts,
             health,
+            kernels,
         })
+    }
+
+    /// Whether this is a CPU rasterizer (lavapipe, SwiftShader): its
+    /// timings say nothing of a GPU, so kernels are chosen by rule.
+    pub fn is_software(&self) -> bool {
+        let name = self.info.name.to_lowercase();
+        self.info.device_type == wgpu::DeviceType::Cpu
+            || ["llvmpipe", "lavapipe", "swiftshader"]
+                .iter()
+                .any(|s| name.contains(s))
+    }
+
+    /// The kernel choices made on this device so far (a copy).
+    pub fn kernel_config(&self) -> KernelConfig {
+        lock(&self.kernels).clone()
     }
 
     /// The storage mode pipelines built for this handle use.

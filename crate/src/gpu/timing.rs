@@ -59,4 +59,17 @@ impl Gpu {
             ticks[1].saturating_sub(ticks[0]) as f64 * self.queue.get_timestamp_period() as f64;
         Ok(ns * 1e-9 / reps.max(1) as f64)
     }
+
+    /// Keeps the GPU busy with `dispatches` for `seconds` of GPU time: GPUs
+    /// idle at a fraction of their clocks (an H100 at 345 of 1980 MHz) and
+    /// take a while to ramp up, which short timings would otherwise catch
+    /// (they read up to 5× slow on the H100). Needs `caps.timestamps`.
+    pub async fn warm_up(&self, dispatches: &[&Dispatch], seconds: f64) -> Result<()> {
+        let (mut busy, mut rounds) = (0.0, 1);
+        while busy < seconds {
+            busy += self.time_dispatches(dispatches, rounds).await? * rounds as f64;
+            rounds = (rounds * 2).min(64);
+        }
+        Ok(())
+    }
 }

@@ -22,6 +22,7 @@ pub use layout::{Chunk, ParamLayout, Role, Span, Tensor};
 use crate::error::{Error, Result};
 use crate::gpu::{BufferRange, Dispatch, Gpu, f16_bytes};
 use crate::kernels::embedding::TokenRuns;
+use crate::kernels::linear::{BStorage, GemmKey, Layout};
 use crate::kernels::rope::inv_freq;
 use crate::kernels::{Kernels, Weights};
 use crate::shaders::Numerics;
@@ -212,6 +213,39 @@ impl Model {
             model.backward,
         ) = (forward, head_train, head_eval, backward);
         Ok(model)
+    }
+
+    /// Every product shape a step of this model runs (the layers' and the
+    /// head's, forward, dX and dW): what the GEMM tuner chooses variants for
+    /// before the model is built.
+    pub fn gemm_keys(
+        config: &Config,
+        shape: BatchShape,
+        precision: Precision,
+        max_binding: u64,
+    ) -> Result<Vec<GemmKey>> {
+        let dims = Dims::new(config, shape, max_binding)?;
+        let (r, d, f) = (shape.rows(), config.d_model, config.ffn);
+        let att = dims.attn as u32;
+        let chunks = [dims.chunk_rows as u32, r % dims.chunk_rows as u32];
+        let w = match precision {
+            Precision::F16 => BStorage::F16,
+            _ => BStorage::F32,
+        };
+        let mut keys = Vec::new();
+        let mut linear = |rows: u32, d_in: u32, d_out: u32, w: BStorage| {
+            keys.push(GemmKey::new(Layout::Forward, w, rows, d_out, d_in));
+            keys.push(GemmKey::new(Layout::Dx, w, rows, d_in, d_out));
+            keys.push(GemmKey::new(Layout::Dw, BStorage::F32, d_out, d_in, rows));
+        };
+        linear(r, d, config.qkv_width(), w);
+        linear(r, att, d, w);
+        linear(r, d, 2 * f, w);
+        linear(r, f, d, w);
+        for rows in chunks.into_iter().filter(|&n| n > 0) {
+            linear(rows, d, config.vocab, w);
+        }
+        Ok(keys)
     }
 
     fn net<'a>(&'a self, gpu: &'a Gpu, k: &'a Kernels) -> Net<'a> {

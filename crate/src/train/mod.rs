@@ -92,6 +92,13 @@ impl Trainer {
     /// A run starting from `weights` (`ParamLayout::total` values).
     pub async fn with_weights(gpu: &Gpu, config: TrainConfig, weights: &[f32]) -> Result<Trainer> {
         let gpu = &gpu.with_numerics(config.precision.numerics());
+        let keys = Model::gemm_keys(
+            &config.model,
+            config.shape,
+            config.precision,
+            gpu.limits.max_storage_buffer_binding_size,
+        )?;
+        crate::kernels::linear::tune::prepare(gpu, &keys).await?;
         let k = Kernels::with_head(gpu, config.precision.wide_head()).await?;
         let model = Model::new(
             gpu,

@@ -5,6 +5,8 @@
 use serde::Serialize;
 use webtrain::gpu::Dispatch;
 use webtrain::kernels::embedding::TokenRuns;
+use webtrain::kernels::linear::tune::GemmKey;
+use webtrain::kernels::linear::{BStorage, Layout};
 use webtrain::kernels::loss::{CrossEntropy, IGNORE_INDEX};
 use webtrain::kernels::rope::inv_freq;
 use webtrain::kernels::*;
@@ -33,6 +35,18 @@ pub const SEED: Sizes = Sizes {
     heads: 12,
     head_dim: 64,
 };
+/// The small preset at its benchmark batch, 8 × 256 (4 heads of 64 in
+/// the kernels; the model's GQA 4:2 makes its q|k|v narrower).
+pub const SMALL: Sizes = Sizes {
+    name: "small",
+    batch: 8,
+    seq: 256,
+    d: 256,
+    ffn: 688,
+    vocab: 4096,
+    heads: 4,
+    head_dim: 64,
+};
 /// The tiny preset at its benchmark batch, 8 × 64.
 pub const TINY: Sizes = Sizes {
     name: "tiny",
@@ -57,6 +71,9 @@ fn fp32_peak(adapter: &str) -> Option<f64> {
 struct Row {
     sizes: &'static str,
     kernel: String,
+    /// The GEMM's tile variant (tuned or by rule); none for other kernels.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    variant: Option<String>,
     shape: String,
     ms: f64,
     gflop_s: Option<f64>,
@@ -66,6 +83,7 @@ struct Row {
 }
 
 struct Case {
+    variant: Option<String>,
     shape: String,
     flops: f64,
     bytes: f64,
@@ -82,8 +100,8 @@ pub async fn run(
 ) -> Result<()> {
     let peak = fp32_peak(&gpu.info.name);
     eprintln!(
-        "{:<6} {:<24} {:<22} {:>9} {:>9} {:>8} {:>7} {:>7}",
-        "sizes", "kernel", "shape", "ms", "GFLOP/s", "GB/s", "%peak", "%copy"
+        "{:<6} {:<24} {:<15} {:<22} {:>9} {:>9} {:>8} {:>7} {:>7}",
+        "sizes", "kernel", "variant", "shape", "ms", "GFLOP/s", "GB/s", "%peak", "%copy"
     );
     for s in sizes {
         for (name, build) in cases(gpu, k, s) {
@@ -98,12 +116,13 @@ pub async fn run(
                 }
             };
             let refs: Vec<&Dispatch> = case.dispatches.iter().collect();
-            gpu.time_dispatches(&refs, 1).await?; // warm-up
+            gpu.warm_up(&refs, 0.05).await?;
             let secs = gpu.time_dispatches(&refs, reps).await?;
             let gflop_s = (case.flops > 0.0).then(|| case.flops / secs / 1e9);
             let row = Row {
                 sizes: s.name,
                 kernel: name,
+                variant: case.variant,
                 shape: case.shape,
                 ms: secs * 1e3,
                 gflop_s,
@@ -113,9 +132,10 @@ pub async fn run(
             };
             let pct = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.1}", 100.0 * v));
             eprintln!(
-                "{:<6} {:<24} {:<22} {:>9.3} {:>9} {:>8.1} {:>7} {:>7.1}",
+                "{:<6} {:<24} {:<15} {:<22} {:>9.3} {:>9} {:>8.1} {:>7} {:>7.1}",
                 row.sizes,
                 row.kernel,
+                row.variant.as_deref().unwrap_or("-"),
                 row.shape,
                 row.ms,
                 row.gflop_s.map_or("-".into(), |g| format!("{g:.1}")),
@@ -154,6 +174,39 @@ pub async fn copy_bandwidth(gpu: &Gpu, k: &Kernels, reps: u32) -> Result<f64> {
 
 type Build<'a> = Box<dyn FnOnce() -> Result<Case> + 'a>;
 
+/// The products of one linear layer: forward, dX, dW (f32 weights), forward (f16).
+fn linear_keys(rows: u32, d_in: u32, d_out: u32) -> [GemmKey; 4] {
+    [
+        GemmKey::new(Layout::Forward, BStorage::F32, rows, d_out, d_in),
+        GemmKey::new(Layout::Dx, BStorage::F32, rows, d_in, d_out),
+        GemmKey::new(Layout::Dw, BStorage::F32, d_out, d_in, rows),
+        GemmKey::new(Layout::Forward, BStorage::F16, rows, d_out, d_in),
+    ]
+}
+
+/// The linear layers of a model of sizes `s`: (name, d_in, d_out).
+fn linear_layers(s: &Sizes) -> [(&'static str, u32, u32); 5] {
+    let hd = s.heads * s.head_dim;
+    [
+        ("q|k|v", s.d, 3 * hd),
+        ("o", hd, s.d),
+        ("gate|up", s.d, 2 * s.ffn),
+        ("down", s.ffn, s.d),
+        ("lm_head", s.d, s.vocab),
+    ]
+}
+
+/// Every product the kernel table times, for the tuner to choose first.
+pub fn gemm_keys(sizes: &[&Sizes]) -> Vec<GemmKey> {
+    sizes
+        .iter()
+        .flat_map(|s| {
+            linear_layers(s).map(|(_, d_in, d_out)| linear_keys(s.batch * s.seq, d_in, d_out))
+        })
+        .flatten()
+        .collect()
+}
+
 /// Every kernel at sizes `s`, each built only when asked for, so a case
 /// that does not fit the adapter is skipped without stopping the others.
 fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'a>)> {
@@ -170,18 +223,21 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
     let mut out: Vec<(String, Build<'a>)> = Vec::new();
 
     let hd = s.heads * s.head_dim;
-    for (layer, d_in, d_out) in [
-        ("q|k|v", s.d, 3 * hd),
-        ("o +res", hd, s.d),
-        ("gate|up", s.d, 2 * s.ffn),
-        ("down +res", s.ffn, s.d),
-        ("lm_head", s.d, s.vocab),
-    ] {
+    for (layer, d_in, d_out) in linear_layers(s) {
+        let adds_residual = matches!(layer, "o" | "down");
+        let label = if adds_residual {
+            format!("{layer} +res")
+        } else {
+            layer.to_string()
+        };
         let shape = LinearShape::new(rows, d_in, d_out);
         let dims = format!("{rows}x{d_in}->{d_out}");
         let flops = 2.0 * r * d_in as f64 * d_out as f64;
         let bytes = 4.0 * (r * d_in as f64 + (d_out * d_in) as f64 + r * d_out as f64);
-        let case = move |bytes: f64, d: Vec<Dispatch>| Case {
+        let keys = linear_keys(rows, d_in, d_out);
+        let variant = move |i: usize| Some(k.linear.variant(&keys[i]).name());
+        let case = move |bytes: f64, d: Vec<Dispatch>, v: Option<String>| Case {
+            variant: v,
             shape: dims.clone(),
             flops,
             bytes,
@@ -189,7 +245,7 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
         };
         let c = case.clone();
         out.push((
-            format!("linear {layer}"),
+            format!("linear {label}"),
             Box::new(move || {
                 let (x, w, y) = (
                     buf("x", rows * d_in)?,
@@ -197,8 +253,8 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
                     buf("y", rows * d_out)?,
                 );
                 let (x, wf) = ((&x).into(), Weights::F32((&w).into()));
-                let d = match layer {
-                    "o +res" | "down +res" => {
+                let d = match adds_residual {
+                    true => {
                         let res = buf("residual", rows * d_out)?;
                         k.linear.forward(
                             gpu,
@@ -212,11 +268,11 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
                         )?
                     }
                     // gate|up as the model runs it: stacked [W_gate; W_up] into one [rows, 2·ffn]
-                    _ => k
+                    false => k
                         .linear
                         .forward(gpu, shape, x, wf, Output::Store((&y).into()))?,
                 };
-                Ok(c(bytes, d))
+                Ok(c(bytes, d, variant(0)))
             }),
         ));
         if layer != "gate|up" && layer != "lm_head" {
@@ -238,7 +294,7 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
                     Weights::F16((&wh).into()),
                     Output::Store((&y).into()),
                 )?;
-                Ok(c(bytes - 2.0 * (d_out * d_in) as f64, d))
+                Ok(c(bytes - 2.0 * (d_out * d_in) as f64, d, variant(3)))
             }),
         ));
         let c = case.clone();
@@ -257,7 +313,7 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
                     Weights::F32((&w).into()),
                     Output::Accumulate((&dx).into()),
                 )?;
-                Ok(c(bytes + 4.0 * r * d_in as f64, d))
+                Ok(c(bytes + 4.0 * r * d_in as f64, d, variant(1)))
             }),
         ));
         out.push((
@@ -275,7 +331,7 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
                     (&x).into(),
                     (&dw).into(),
                 )?;
-                Ok(case(bytes + 4.0 * (d_out * d_in) as f64, d))
+                Ok(case(bytes + 4.0 * (d_out * d_in) as f64, d, variant(2)))
             }),
         ));
     }
@@ -305,6 +361,7 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
                 (&rr).into(),
             )?;
             Ok(Case {
+                variant: None,
                 shape: dims,
                 flops: 0.0,
                 bytes: 8.0 * r * s.d as f64,
@@ -336,6 +393,7 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
                 scratch: (&scratch).into(),
             };
             Ok(Case {
+                variant: None,
                 shape: norm_dims,
                 flops: 0.0,
                 bytes: 24.0 * r * s.d as f64,
@@ -363,6 +421,7 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
             );
             let d = k.rope.forward(gpu, rope, (&f).into(), (&qk).into())?;
             Ok(Case {
+                variant: None,
                 shape: format!("{rows}x{width}"),
                 flops: 0.0,
                 bytes: 8.0 * r * width as f64,
@@ -408,6 +467,7 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
                 (&lse).into(),
             )?;
             Ok(Case {
+                variant: None,
                 shape: dims,
                 flops: 4.0 * pairs,
                 bytes: io,
@@ -454,6 +514,7 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
                 delta: (&delta).into(),
             };
             Ok(Case {
+                variant: None,
                 shape: attn_dims,
                 flops: 10.0 * pairs,
                 bytes: 2.0 * io,
@@ -475,6 +536,7 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
                 .act
                 .swiglu_forward_gu(gpu, (&gu).into(), (&h).into(), rows, s.ffn)?;
             Ok(Case {
+                variant: None,
                 shape: dims,
                 flops: 0.0,
                 bytes: 12.0 * n as f64,
@@ -495,6 +557,7 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
                 s.ffn,
             )?;
             Ok(Case {
+                variant: None,
                 shape: ffn_dims,
                 flops: 0.0,
                 bytes: 20.0 * n as f64,
@@ -524,6 +587,7 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
                 (&lse).into(),
             )?;
             Ok(Case {
+                variant: None,
                 shape: format!("{rows}x{}", s.vocab),
                 flops: 0.0,
                 bytes: 8.0 * r * s.vocab as f64,
@@ -557,6 +621,7 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
                 (&bad).into(),
             )?;
             Ok(Case {
+                variant: None,
                 shape: dims,
                 flops: 0.0,
                 bytes: 8.0 * r * s.d as f64,
@@ -581,6 +646,7 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
                 (&table).into(),
             )?;
             Ok(Case {
+                variant: None,
                 shape: embed_dims,
                 flops: 0.0,
                 bytes: 12.0 * r * s.d as f64,
@@ -593,35 +659,18 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
 
 /// `--what variants`: every GEMM of the sizes' model in every tile variant
 /// that fits the adapter, the fastest marked: what the tuner chooses from.
-pub async fn variants(gpu: &Gpu, sizes: &[&Sizes], reps: u32, only: Option<&str>) -> Result<()> {
-    use webtrain::kernels::linear::tune::{GemmKey, Operands, time_variant};
-    use webtrain::kernels::linear::{BStorage, Layout, TileVariant};
+pub async fn variants(gpu: &Gpu, sizes: &[&Sizes], only: Option<&str>) -> Result<()> {
+    use webtrain::kernels::linear::TileVariant;
+    use webtrain::kernels::linear::tune::{Operands, time_variants};
     let peak = fp32_peak(&gpu.info.name);
     eprintln!(
         "{:<6} {:<22} {:<20} {:<16} {:>9} {:>9} {:>7}",
         "sizes", "product", "M x N x K", "variant", "ms", "GFLOP/s", "%peak"
     );
     for s in sizes {
-        let rows = s.batch * s.seq;
-        let hd = s.heads * s.head_dim;
-        for (layer, d_in, d_out) in [
-            ("q|k|v", s.d, 3 * hd),
-            ("o", hd, s.d),
-            ("gate|up", s.d, 2 * s.ffn),
-            ("down", s.ffn, s.d),
-            ("lm_head", s.d, s.vocab),
-        ] {
-            for (layout, b) in [
-                (Layout::Forward, BStorage::F32),
-                (Layout::Forward, BStorage::F16),
-                (Layout::Dx, BStorage::F32),
-                (Layout::Dw, BStorage::F32),
-            ] {
-                let key = match layout {
-                    Layout::Forward => GemmKey::new(layout, b, rows, d_out, d_in),
-                    Layout::Dx => GemmKey::new(layout, b, rows, d_in, d_out),
-                    Layout::Dw => GemmKey::new(layout, b, d_out, d_in, rows),
-                };
+        for (layer, d_in, d_out) in linear_layers(s) {
+            for key in linear_keys(s.batch * s.seq, d_in, d_out) {
+                let (layout, b) = (key.layout, key.b);
                 let name = format!(
                     "{layer} {}{}",
                     layout.name(),
@@ -638,12 +687,15 @@ pub async fn variants(gpu: &Gpu, sizes: &[&Sizes], reps: u32, only: Option<&str>
                     }
                 };
                 let flops = 2.0 * key.m as f64 * key.n as f64 * key.k as f64;
-                let mut times = Vec::new();
-                for v in TileVariant::ALL {
-                    if v.fits(&gpu.limits, layout) {
-                        times.push((v, time_variant(gpu, v, &ops, reps).await?));
-                    }
-                }
+                let fitting: Vec<TileVariant> = TileVariant::ALL
+                    .into_iter()
+                    .filter(|v| v.fits(&gpu.limits, layout))
+                    .collect();
+                let times: Vec<(TileVariant, f64)> = fitting
+                    .iter()
+                    .copied()
+                    .zip(time_variants(gpu, &fitting, &ops).await?)
+                    .collect();
                 let best = times.iter().map(|t| t.1).fold(f64::INFINITY, f64::min);
                 for (v, secs) in times {
                     let gflop_s = flops / secs / 1e9;

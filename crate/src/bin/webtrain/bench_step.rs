@@ -101,7 +101,7 @@ pub async fn run(gpu: &Gpu, presets: &[String], reps: u32, copy_bw: f64) -> Resu
                 .into_iter()
                 .flatten()
                 .collect();
-                gpu.time_dispatches(&step, 1).await?; // warm-up
+                gpu.warm_up(&step, 0.2).await?;
                 let step_s = gpu.time_dispatches(&step, reps).await?;
                 let adam_s = adamw_seconds(gpu, &trainer, reps).await?;
                 let memory = trainer.memory()?;
@@ -182,7 +182,7 @@ async fn adamw_seconds(gpu: &Gpu, trainer: &Trainer, reps: u32) -> Result<f64> {
         .copied()
         .chain(&trainer.adam.dispatches)
         .collect();
-    gpu.time_dispatches(&with_adam, 1).await?; // warm-up
+    gpu.warm_up(&with_adam, 0.05).await?;
     let restore_s = gpu.time_dispatches(&restore, reps).await?;
     let total_s = gpu.time_dispatches(&with_adam, reps).await?;
     // GradStats {norm, clip_scale, nonfinite, skip}: a skipped step only zeroes gradients

@@ -157,7 +157,7 @@ pub async fn eval(args: &EvalArgs) -> Result<()> {
             model.config.max_seq
         )));
     }
-    let gpu = Gpu::new(&args.device.options()).await?;
+    let gpu = Gpu::new(&args.device.options()?).await?;
     let k = Kernels::new(&gpu).await?;
     let shape = BatchShape {
         batch: 1,
@@ -232,7 +232,7 @@ pub async fn generate(args: &GenerateArgs) -> Result<()> {
             "the prompt is empty: give some text to continue".into(),
         ));
     }
-    let gpu = Gpu::new(&args.device.options()).await?;
+    let gpu = Gpu::new(&args.device.options()?).await?;
     let k = Kernels::new(&gpu).await?;
     let m = Model::new(
         &gpu,

@@ -27,8 +27,8 @@ pub mod cli {
 
     #[derive(Subcommand)]
     enum Command {
-        /// Report the adapter, its backend, features and limits.
-        Info(DeviceArgs),
+        /// Report the adapter, its backend, features and limits, and the GEMM variants chosen on it.
+        Info(InfoArgs),
         /// Time every kernel at the seed's and the tiny preset's shapes.
         Bench(BenchArgs),
         /// Train a byte-level BPE tokenizer on text files; write tokenizer.json.
@@ -64,8 +64,8 @@ pub mod cli {
     struct BenchArgs {
         #[command(flatten)]
         device: DeviceArgs,
-        /// Which sizes: seed (d 768, batch 8 × 512), tiny, or all.
-        #[arg(long, default_value = "all", value_parser = ["seed", "tiny", "all"])]
+        /// Which sizes: seed (d 768, batch 8 × 512), small, tiny, or all.
+        #[arg(long, default_value = "all", value_parser = ["seed", "small", "tiny", "all"])]
         sizes: String,
         /// What to time: every kernel, whole training steps per preset, or
         /// both; or every GEMM in every tile variant (what the tuner picks from).
@@ -83,6 +83,16 @@ pub mod cli {
     }
 
     #[derive(Args)]
+    struct InfoArgs {
+        #[command(flatten)]
+        device: DeviceArgs,
+        /// Print the GEMM variants chosen on this adapter as a kernel config
+        /// (JSON, for --kernel-config) instead of the report.
+        #[arg(long)]
+        kernels: bool,
+    }
+
+    #[derive(Args)]
     pub struct DeviceArgs {
         /// Use the first adapter whose name contains this (default: $WEBTRAIN_ADAPTER, else the fastest kind).
         #[arg(long)]
@@ -90,18 +100,35 @@ pub mod cli {
         /// Build f16 kernels packed even where shader-f16 exists (default: $WEBTRAIN_F16).
         #[arg(long, value_parser = ["native", "packed"])]
         f16: Option<String>,
+        /// Use the GEMM variants of this kernel config (`webtrain info --kernels`
+        /// writes one) instead of tuning or the cache: reproducible runs.
+        #[arg(long, value_name = "FILE")]
+        kernel_config: Option<std::path::PathBuf>,
     }
 
     impl DeviceArgs {
-        pub fn options(&self) -> GpuOptions {
+        pub fn options(&self) -> webtrain::Result<GpuOptions> {
             let env = GpuOptions::from_env();
-            GpuOptions {
+            let kernel_config = match &self.kernel_config {
+                None => None,
+                Some(path) => {
+                    let text = std::fs::read_to_string(path).map_err(|e| {
+                        webtrain::Error::Unsupported(format!(
+                            "cannot read the kernel config {}: {e}",
+                            path.display()
+                        ))
+                    })?;
+                    Some(webtrain::gpu::KernelConfig::pinned_from_json(&text)?)
+                }
+            };
+            Ok(GpuOptions {
                 adapter: self.adapter.clone().or(env.adapter),
                 force_packed_f16: self
                     .f16
                     .as_deref()
                     .map_or(env.force_packed_f16, |f| f == "packed"),
-            }
+                kernel_config,
+            })
         }
     }
 
@@ -126,12 +153,19 @@ pub mod cli {
             Command::Eval(args) => crate::hf::eval(&args).await,
             Command::Generate(args) => crate::hf::generate(&args).await,
             Command::Bench(args) => {
-                let gpu = Gpu::new(&args.device.options()).await?;
+                let gpu = Gpu::new(&args.device.options()?).await?;
                 let sizes: Vec<&crate::bench::Sizes> = match args.sizes.as_str() {
                     "seed" => vec![&crate::bench::SEED],
                     "tiny" => vec![&crate::bench::TINY],
-                    _ => vec![&crate::bench::TINY, &crate::bench::SEED],
+                    "small" => vec![&crate::bench::SMALL],
+                    _ => vec![
+                        &crate::bench::TINY,
+                        &crate::bench::SMALL,
+                        &crate::bench::SEED,
+                    ],
                 };
+                webtrain::kernels::linear::tune::prepare(&gpu, &crate::bench::gemm_keys(&sizes))
+                    .await?;
                 let k = webtrain::kernels::Kernels::new(&gpu).await?;
                 let copy_bw = crate::bench::copy_bandwidth(&gpu, &k, args.reps).await?;
                 eprintln!(
@@ -140,8 +174,7 @@ pub mod cli {
                     copy_bw / 1e9
                 );
                 if args.what == "variants" {
-                    return crate::bench::variants(&gpu, &sizes, args.reps, args.only.as_deref())
-                        .await;
+                    return crate::bench::variants(&gpu, &sizes, args.only.as_deref()).await;
                 }
                 if args.what != "steps" {
                     crate::bench::run(&gpu, &k, copy_bw, &sizes, args.reps, args.only.as_deref())
@@ -184,8 +217,14 @@ pub mod cli {
         Ok(())
     }
 
-    async fn info(args: &DeviceArgs) -> webtrain::Result<()> {
-        let gpu = Gpu::new(&args.options()).await?;
+    async fn info(args: &InfoArgs) -> webtrain::Result<()> {
+        let gpu = Gpu::new(&args.device.options()?).await?;
+        webtrain::kernels::linear::tune::prepare(&gpu, &[]).await?;
+        let config = gpu.kernel_config();
+        if args.kernels {
+            println!("{}", config.to_json());
+            return Ok(());
+        }
         let r = gpu.report();
         let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
         eprintln!(
@@ -208,6 +247,16 @@ pub mod cli {
             mib(r.limits.max_storage_buffer_binding_size),
             r.limits.max_storage_buffers_per_shader_stage,
             r.limits.max_compute_workgroup_storage_size
+        );
+        eprintln!(
+            "gemm     {} shape(s) {}, others {}",
+            config.picks.len(),
+            if config.pinned {
+                "pinned by --kernel-config"
+            } else {
+                "timed on this adapter (cached)"
+            },
+            webtrain::kernels::linear::tune::rule(&gpu).name()
         );
         let line =
             serde_json::to_string(&r).map_err(|e| webtrain::Error::Unsupported(e.to_string()))?;

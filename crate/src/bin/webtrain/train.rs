@@ -255,7 +255,7 @@ pub async fn run(args: TrainArgs) -> Result<()> {
             (e, _) => e,
         }
     })?;
-    let gpu = Gpu::new(&args.device.options()).await?;
+    let gpu = Gpu::new(&args.device.options()?).await?;
     let mut trainer = match (&resumed, &hf) {
         (Some(c), _) => c.restore(&gpu).await?,
         (None, Some(m)) => Trainer::with_weights(&gpu, config.clone(), &m.weights).await?,

@@ -59,9 +59,10 @@ const fn tile(tm: u32, tn: u32, tk: u32, rm: u32, rn: u32) -> TileVariant {
 impl TileVariant {
     /// Every variant the tuner may choose (kernels/linear/tune.rs), each
     /// tested against the CPU twin.
+    /// The first that fits an adapter serves shapes nobody timed (`tune::rule`).
     pub const ALL: [TileVariant; 6] = [
-        tile(128, 128, 8, 8, 8),
         tile(128, 128, 16, 8, 8),
+        tile(128, 128, 8, 8, 8),
         tile(128, 64, 8, 8, 4),
         tile(64, 128, 8, 4, 8),
         tile(64, 64, 16, 4, 4),
@@ -128,6 +129,15 @@ impl TileVariant {
 pub enum BStorage {
     F32,
     F16,
+}
+
+impl BStorage {
+    pub fn name(self) -> &'static str {
+        match self {
+            BStorage::F32 => "f32",
+            BStorage::F16 => "f16",
+        }
+    }
 }
 
 #[repr(C)]
@@ -203,6 +213,26 @@ impl GemmModule {
         layout: Layout,
         b: BStorage,
     ) -> Result<GemmModule> {
+        Self::build(gpu, variant, layout, b, false).await
+    }
+
+    /// Only the accumulate epilogue: what the tuner times.
+    pub async fn accumulate_only(
+        gpu: &Gpu,
+        variant: TileVariant,
+        layout: Layout,
+        b: BStorage,
+    ) -> Result<GemmModule> {
+        Self::build(gpu, variant, layout, b, true).await
+    }
+
+    async fn build(
+        gpu: &Gpu,
+        variant: TileVariant,
+        layout: Layout,
+        b: BStorage,
+        accumulate_only: bool,
+    ) -> Result<GemmModule> {
         if !variant.fits(&gpu.limits, layout) {
             return Err(Error::Limit {
                 op: "linear",
@@ -225,6 +255,10 @@ impl GemmModule {
         };
         let constants = variant.constants(layout);
         let (store, add, accumulate) = match layout {
+            _ if accumulate_only => {
+                let [c] = build_variant_kernels(gpu, module, &constants, [ACCUMULATE]).await?;
+                (None, None, Some(c))
+            }
             Layout::Forward => {
                 let [s, a, c] =
                     build_variant_kernels(gpu, module, &constants, [STORE, ADD, ACCUMULATE])

@@ -4,8 +4,9 @@ use std::collections::HashMap;
 
 use super::gemm::{BStorage, Epilogue, GemmModule, Layout, Params, TileVariant};
 use crate::error::Result;
-use crate::gpu::Gpu;
+use crate::gpu::{Dispatch, GemmPick, Gpu, KernelConfig};
 use crate::kernels::boundary::SITE_NONE;
+use crate::shaders::{COMMON, LINEAR, LINEAR_B16, LINEAR_B32};
 
 /// A product's shape as the tuner keys it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -32,9 +33,165 @@ pub fn rule(gpu: &Gpu) -> TileVariant {
         .unwrap_or(TileVariant::ALL[TileVariant::ALL.len() - 1])
 }
 
-/// The picks known for this adapter.
-pub fn picks(_gpu: &Gpu) -> HashMap<GemmKey, TileVariant> {
-    HashMap::new()
+/// FNV-1a of the GEMM's sources and the variant list: what a choice was
+/// timed with.
+pub fn shader_hash() -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let names: Vec<String> = TileVariant::ALL.iter().map(|v| v.name()).collect();
+    for text in [
+        COMMON.source,
+        LINEAR_B32.source,
+        LINEAR_B16.source,
+        LINEAR.source,
+    ]
+    .into_iter()
+    .chain(names.iter().map(|n| n.as_str()))
+    {
+        for b in text.bytes() {
+            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("{h:016x}")
+}
+
+impl GemmKey {
+    fn pick(&self, variant: TileVariant, ms: Option<f64>) -> GemmPick {
+        GemmPick {
+            layout: self.layout.name().into(),
+            b: self.b.name().into(),
+            m: self.m,
+            n: self.n,
+            k: self.k,
+            variant: variant.name(),
+            ms,
+        }
+    }
+
+    fn of(pick: &GemmPick) -> Option<(GemmKey, TileVariant)> {
+        let layout = Layout::ALL.into_iter().find(|l| l.name() == pick.layout)?;
+        let b = [BStorage::F32, BStorage::F16]
+            .into_iter()
+            .find(|b| b.name() == pick.b)?;
+        let key = GemmKey::new(layout, b, pick.m, pick.n, pick.k);
+        Some((key, TileVariant::parse(&pick.variant)?))
+    }
+}
+
+/// The device's choices that fit it: variant per product shape.
+pub fn picks(gpu: &Gpu) -> HashMap<GemmKey, TileVariant> {
+    gpu.kernel_config()
+        .picks
+        .iter()
+        .filter_map(GemmKey::of)
+        .filter(|(key, v)| v.fits(&gpu.limits, key.layout))
+        .collect()
+}
+
+/// Chooses a variant for each of `keys` that has none yet: from the cache
+/// natively, else by timing every variant that fits, once per adapter —
+/// unless the config is pinned, the adapter is a CPU rasterizer or has no
+/// timestamps (then `rule` serves). Every variant sums in the same order,
+/// so the choice changes speed, never a run's numbers.
+pub async fn prepare(gpu: &Gpu, keys: &[GemmKey]) -> Result<()> {
+    let mut config = gpu.kernel_config();
+    if config.pinned {
+        return Ok(());
+    }
+    let (adapter, driver, shaders) = (
+        gpu.info.name.clone(),
+        gpu.info.driver.clone(),
+        shader_hash(),
+    );
+    if (&config.adapter, &config.driver, &config.shaders) != (&adapter, &driver, &shaders) {
+        #[cfg(not(target_arch = "wasm32"))]
+        let cached = crate::gpu::kernel_config::cache::load(&adapter, &driver, &shaders);
+        #[cfg(target_arch = "wasm32")]
+        let cached = None;
+        config = cached.unwrap_or(KernelConfig {
+            adapter,
+            driver,
+            shaders,
+            picks: Vec::new(),
+            pinned: false,
+        });
+    }
+    let known: Vec<GemmKey> = config
+        .picks
+        .iter()
+        .filter_map(GemmKey::of)
+        .map(|(k, _)| k)
+        .collect();
+    let mut missing: Vec<GemmKey> = Vec::new();
+    for key in keys {
+        if !known.contains(key) && !missing.contains(key) {
+            missing.push(*key);
+        }
+    }
+    if !missing.is_empty() && !gpu.is_software() && gpu.caps.timestamps {
+        for (key, variant, secs) in time_all(gpu, &missing).await? {
+            config.picks.push(key.pick(variant, Some(secs * 1e3)));
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        let _ = crate::gpu::kernel_config::cache::store(&config); // unwritable: the next run times again
+    }
+    *gpu.kernels.lock().unwrap_or_else(|p| p.into_inner()) = config;
+    Ok(())
+}
+
+/// Every key timed in every variant that fits: each (layout, B storage)'s
+/// modules are compiled once and shared by its keys, and the GPU is warmed
+/// up once. Returns each key's fastest variant and its seconds.
+async fn time_all(gpu: &Gpu, keys: &[GemmKey]) -> Result<Vec<(GemmKey, TileVariant, f64)>> {
+    let mut modules: Vec<GemmModule> = Vec::new();
+    for key in keys {
+        for v in TileVariant::ALL {
+            let built = modules
+                .iter()
+                .any(|m| m.variant == v && m.layout == key.layout && m.b == key.b);
+            if v.fits(&gpu.limits, key.layout) && !built {
+                modules.push(GemmModule::accumulate_only(gpu, v, key.layout, key.b).await?);
+            }
+        }
+    }
+    let mut chosen = Vec::new();
+    let mut warm = false;
+    for &key in keys {
+        let ops = Operands::new(gpu, key)?;
+        let candidates: Vec<&GemmModule> = modules
+            .iter()
+            .filter(|m| m.layout == key.layout && m.b == key.b)
+            .collect();
+        let dispatches = candidates
+            .iter()
+            .map(|m| ops.dispatch(gpu, m))
+            .collect::<Result<Vec<_>>>()?;
+        if !warm {
+            gpu.warm_up(&dispatches.iter().collect::<Vec<_>>(), WARM_UP)
+                .await?;
+            warm = true;
+        }
+        let times = time_each(gpu, &dispatches).await?;
+        let best = (0..times.len())
+            .min_by(|&a, &b| times[a].total_cmp(&times[b]))
+            .expect("every layout has a variant that fits");
+        chosen.push((key, candidates[best].variant, times[best]));
+    }
+    Ok(chosen)
+}
+
+/// Seconds the tuner and the bench keep the GPU busy before timing.
+const WARM_UP: f64 = 0.1;
+
+/// Each dispatch's GPU seconds: the mean over enough repetitions to fill
+/// about 2 ms (Chrome rounds timestamps to 100 µs), at least 3.
+async fn time_each(gpu: &Gpu, dispatches: &[Dispatch]) -> Result<Vec<f64>> {
+    let mut times = Vec::new();
+    for d in dispatches {
+        let once = gpu.time_dispatches(&[d], 1).await?;
+        let reps = (2e-3 / once.max(1e-6)).clamp(3.0, 50.0) as u32;
+        times.push(gpu.time_dispatches(&[d], reps).await?);
+    }
+    Ok(times)
 }
 
 /// Random operands of one product's shape, reused for every variant timed.
@@ -77,42 +234,49 @@ impl Operands {
     }
 }
 
-/// GPU seconds of one product of `ops`' shape in `variant`: the mean of
-/// `reps` after a warm-up. Needs timestamp queries.
-pub async fn time_variant(
+impl Operands {
+    /// `C += A·B` of these operands in `module`'s variant.
+    fn dispatch(&self, gpu: &Gpu, module: &GemmModule) -> Result<Dispatch> {
+        let key = self.key;
+        let (m, n, k) = (key.m, key.n, key.k);
+        let (lda, ldb) = match key.layout {
+            Layout::Forward => (k, k),
+            Layout::Dx => (k, n),
+            Layout::Dw => (m, n),
+        };
+        let p = Params {
+            m,
+            n,
+            k,
+            lda,
+            ldb,
+            ldc: n,
+            site: SITE_NONE,
+            _pad: 0,
+        };
+        let buffers = [
+            self.a.as_entire_binding(),
+            self.b.as_entire_binding(),
+            self.c.as_entire_binding(),
+        ];
+        module.launch(gpu, Epilogue::Accumulate, p, &buffers)
+    }
+}
+
+/// GPU seconds of one product of `ops`' shape in each of `variants` (the
+/// bench's table of what the tuner chooses from), timed as the tuner does.
+pub async fn time_variants(
     gpu: &Gpu,
-    variant: TileVariant,
+    variants: &[TileVariant],
     ops: &Operands,
-    reps: u32,
-) -> Result<f64> {
+) -> Result<Vec<f64>> {
     let key = ops.key;
-    let module = GemmModule::new(gpu, variant, key.layout, key.b).await?;
-    let (m, n, k) = (key.m, key.n, key.k);
-    let (lda, ldb) = match key.layout {
-        Layout::Forward => (k, k),
-        Layout::Dx => (k, n),
-        Layout::Dw => (m, n),
-    };
-    let p = Params {
-        m,
-        n,
-        k,
-        lda,
-        ldb,
-        ldc: n,
-        site: SITE_NONE,
-        _pad: 0,
-    };
-    let d = module.launch(
-        gpu,
-        Epilogue::Accumulate,
-        p,
-        &[
-            ops.a.as_entire_binding(),
-            ops.b.as_entire_binding(),
-            ops.c.as_entire_binding(),
-        ],
-    )?;
-    gpu.time_dispatches(&[&d], 1).await?;
-    gpu.time_dispatches(&[&d], reps).await
+    let mut dispatches = Vec::new();
+    for &v in variants {
+        let module = GemmModule::accumulate_only(gpu, v, key.layout, key.b).await?;
+        dispatches.push(ops.dispatch(gpu, &module)?);
+    }
+    gpu.warm_up(&dispatches.iter().collect::<Vec<_>>(), WARM_UP)
+        .await?;
+    time_each(gpu, &dispatches).await
 }
