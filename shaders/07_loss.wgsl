@@ -28,13 +28,56 @@ fn counts(t: u32) -> bool {
 // m = max z, s = Σ exp(z − m), lse = m + log s, p = softmax(z):
 //   loss = (1−ε)(lse − z_t) + ε(lse − mean z) + β·lse²
 //   dz_j = grad_scale·((1 + 2β·lse)·p_j − (1−ε)·[j = t] − ε/V)
-// Terms are formed from z − m (≤ 0), so logits of any size are safe and
-// lse − z_t keeps its digits when both are large. Element j is read and
-// written only by invocation j % WG, so the in-place write needs no barrier.
+// Two passes over the row, 12 bytes per logit: the first finds m, s and
+// Σ(z − m) online (each invocation keeps its own running maximum and
+// rescales its sums when it grows; one tree then merges the invocations'),
+// the second writes dz over z. Terms are formed from z − m (≤ 0), so
+// logits of any size are safe and lse − z_t keeps its digits when both are
+// large. Element j is read and written only by invocation j % WG, so the
+// in-place write needs no barrier.
 @group(0) @binding(1) var<storage, read> targets: array<u32>;         // [R]
 @group(0) @binding(2) var<storage, read_write> logits: array<f32>;    // [R, V], becomes dlogits
 @group(0) @binding(3) var<storage, read_write> losses: array<f32>;    // [R]
 @group(0) @binding(4) var<storage, read_write> lse_out: array<f32>;   // [R], saved
+
+// One invocation's running summary of its logits: the maximum m, Σ exp(z − m),
+// Σ (z − m) and how many.
+struct Running {
+    m: f32,
+    s: f32,
+    shifted: f32,
+    n: f32,
+}
+
+// a and b as one: both sums moved to the larger maximum. An empty summary
+// (n = 0) has m = −F32_MAX and moves nothing.
+fn merge(a: Running, b: Running) -> Running {
+    let m = max(a.m, b.m);
+    return Running(m, moved_s(a, m) + moved_s(b, m), moved_shifted(a, m) + moved_shifted(b, m), a.n + b.n);
+}
+
+// r's sums, moved to maximum m ≥ r.m (0 for an empty summary, whose m − r.m may overflow).
+fn moved_s(r: Running, m: f32) -> f32 {
+    return select(0.0, r.s * exp(r.m - m), r.n > 0.0);
+}
+fn moved_shifted(r: Running, m: f32) -> f32 {
+    return select(0.0, r.shifted + r.n * (r.m - m), r.n > 0.0);
+}
+
+var<workgroup> summaries: array<Running, WG>;
+
+// Every invocation's summary merged in a fixed tree, to each of them.
+fn workgroup_merge(mine: Running, lidx: u32) -> Running {
+    summaries[lidx] = mine;
+    workgroupBarrier();
+    for (var step = WG / 2u; step > 0u; step >>= 1u) {
+        if (lidx < step) { summaries[lidx] = merge(summaries[lidx], summaries[lidx + step]); }
+        workgroupBarrier();
+    }
+    let all = summaries[0];
+    workgroupBarrier();
+    return all;
+}
 
 @compute @workgroup_size(WG)
 fn cross_entropy_forward_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -44,22 +87,24 @@ fn cross_entropy_forward_backward(@builtin(workgroup_id) wid: vec3<u32>, @builti
     let v = params.vocab;
     let base = row * v;
 
-    var local_max = -F32_MAX;
+    var mine = Running(-F32_MAX, 0.0, 0.0, 0.0);
     for (var j = lidx; j < v; j += WG) {
-        local_max = max(local_max, logits[base + j]);
+        let z = logits[base + j];
+        if (z > mine.m) {
+            // rescale to the new maximum (the first value sets it)
+            mine.s = moved_s(mine, z);
+            mine.shifted = moved_shifted(mine, z);
+            mine.m = z;
+        }
+        mine.s += exp(z - mine.m);
+        mine.shifted += z - mine.m;
+        mine.n += 1.0;
     }
-    let m = workgroup_max(local_max, lidx);
-
-    var local_exp = 0.0;
-    var local_shifted = 0.0;  // Σ (z − m), for mean z
-    for (var j = lidx; j < v; j += WG) {
-        let d = logits[base + j] - m;
-        local_exp += exp(d);
-        local_shifted += d;
-    }
-    let s = workgroup_sum(local_exp, lidx);  // ≥ 1: the max contributes exp(0)
+    let all = workgroup_merge(mine, lidx);
+    let m = all.m;
+    let s = all.s;  // ≥ 1: the max contributes exp(0)
     let log_s = log(s);
-    let mean_shifted = workgroup_sum(local_shifted, lidx) / f32(v);
+    let mean_shifted = all.shifted / f32(v);
     let lse = m + log_s;
 
     let t = targets[row];

@@ -1,5 +1,6 @@
 //! Launchers for 02_norm.wgsl: RMSNorm forward (f32 or f16 gain) and its
-//! backward (dx accumulated; dgain by a deterministic two-stage reduction).
+//! backward (dx accumulated and dgain's partials in one dispatch, then a
+//! fixed-order finish: deterministic).
 
 use bytemuck::{Pod, Zeroable};
 
@@ -8,8 +9,8 @@ use crate::error::Result;
 use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_kernels};
 use crate::shaders::NORM;
 
-/// Rows per dgain partial: `DGAIN_ROWS` in 02_norm.wgsl.
-const DGAIN_ROWS: u64 = 32;
+/// Rows per workgroup, and so per dgain partial: `ROWS` in 02_norm.wgsl.
+const ROWS: u64 = 8;
 
 #[derive(Clone, Copy, Debug)]
 pub struct NormShape {
@@ -21,7 +22,7 @@ pub struct NormShape {
 impl NormShape {
     /// Bytes of the scratch `backward` needs for the dgain partials.
     pub fn backward_scratch_bytes(&self) -> u64 {
-        4 * (self.rows as u64).div_ceil(DGAIN_ROWS) * self.d as u64
+        4 * (self.rows as u64).div_ceil(ROWS) * self.d as u64
     }
 }
 
@@ -49,6 +50,7 @@ const BACKWARD_SLOTS: &[Slot] = &[
     Slot::Read(3),      // rrms_saved: [R] f32
     Slot::Read(4),      // dy: [R, D] f32
     Slot::ReadWrite(5), // dx: [R, D] f32, accumulated
+    Slot::ReadWrite(6), // partials: [⌈R/8⌉, D] f32 scratch, dgain's
 ];
 const FORWARD: KernelDesc = KernelDesc {
     entry: "rmsnorm_forward",
@@ -66,21 +68,11 @@ const BACKWARD_W16: KernelDesc = KernelDesc {
     entry: "rmsnorm_backward_w16",
     slots: BACKWARD_SLOTS,
 };
-const DGAIN_PARTIAL: KernelDesc = KernelDesc {
-    entry: "rmsnorm_dgain_partial",
-    slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(1),      // x: [R, D] f32
-        Slot::Read(3),      // rrms_saved: [R] f32
-        Slot::Read(4),      // dy: [R, D] f32
-        Slot::ReadWrite(5), // partials: [⌈R/32⌉, D] f32 scratch
-    ],
-};
 const DGAIN_FINISH: KernelDesc = KernelDesc {
     entry: "rmsnorm_dgain_finish",
     slots: &[
         Slot::Uniform(0),   // params
-        Slot::Read(1),      // partials_in: [⌈R/32⌉, D] f32
+        Slot::Read(1),      // partials_in: [⌈R/8⌉, D] f32
         Slot::ReadWrite(2), // dgain: [D] f32, accumulated
     ],
 };
@@ -104,30 +96,15 @@ pub struct RmsNorm {
     forward_w16: Kernel,
     backward: Kernel,
     backward_w16: Kernel,
-    dgain_partial: Kernel,
     dgain_finish: Kernel,
 }
 
 impl RmsNorm {
     pub async fn new(gpu: &Gpu) -> Result<Self> {
-        let [
-            forward,
-            forward_w16,
-            backward,
-            backward_w16,
-            dgain_partial,
-            dgain_finish,
-        ] = build_kernels(
+        let [forward, forward_w16, backward, backward_w16, dgain_finish] = build_kernels(
             gpu,
             NORM,
-            [
-                FORWARD,
-                FORWARD_W16,
-                BACKWARD,
-                BACKWARD_W16,
-                DGAIN_PARTIAL,
-                DGAIN_FINISH,
-            ],
+            [FORWARD, FORWARD_W16, BACKWARD, BACKWARD_W16, DGAIN_FINISH],
         )
         .await?;
         Ok(RmsNorm {
@@ -135,7 +112,6 @@ impl RmsNorm {
             forward_w16,
             backward,
             backward_w16,
-            dgain_partial,
             dgain_finish,
         })
     }
@@ -168,11 +144,11 @@ impl RmsNorm {
             y.binding(),
             rrms.binding(),
         ];
-        kernel.dispatch(gpu, &bindings, gpu.grid_groups(op, r)?)
+        kernel.dispatch(gpu, &bindings, gpu.grid_groups(op, r.div_ceil(ROWS))?)
     }
 
-    /// dx and dgain, in three dispatches to record in order.
-    pub fn backward(&self, gpu: &Gpu, shape: NormShape, b: &NormBackward) -> Result<[Dispatch; 3]> {
+    /// dx and dgain, in two dispatches to record in order.
+    pub fn backward(&self, gpu: &Gpu, shape: NormShape, b: &NormBackward) -> Result<[Dispatch; 2]> {
         let op = "rmsnorm_backward";
         let (r, d) = (shape.rows as u64, shape.d as u64);
         gpu.check_binding(op, "x", &b.x, 4 * r * d)?;
@@ -188,7 +164,7 @@ impl RmsNorm {
         };
         let params = gpu.uniform(op, &params(shape));
         let p = || params.as_entire_binding();
-        let dx = kernel.dispatch(
+        let dx_and_partials = kernel.dispatch(
             gpu,
             &[
                 p(),
@@ -197,26 +173,16 @@ impl RmsNorm {
                 b.rrms.binding(),
                 b.dy.binding(),
                 b.dx.binding(),
-            ],
-            gpu.grid_groups(op, r)?,
-        )?;
-        let partial = self.dgain_partial.dispatch(
-            gpu,
-            &[
-                p(),
-                b.x.binding(),
-                b.rrms.binding(),
-                b.dy.binding(),
                 b.scratch.binding(),
             ],
-            gpu.grid_1d(op, r.div_ceil(DGAIN_ROWS) * d)?,
+            gpu.grid_groups(op, r.div_ceil(ROWS))?,
         )?;
         let finish = self.dgain_finish.dispatch(
             gpu,
             &[p(), b.scratch.binding(), b.dgain.binding()],
             gpu.grid_1d(op, d)?,
         )?;
-        Ok([dx, partial, finish])
+        Ok([dx_and_partials, finish])
     }
 }
 

@@ -364,7 +364,8 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
                 variant: None,
                 shape: dims,
                 flops: 0.0,
-                bytes: 8.0 * r * s.d as f64,
+                // x read twice (its sum of squares, then y), y written
+                bytes: 12.0 * r * s.d as f64,
                 dispatches: vec![d],
             })
         }),
@@ -396,7 +397,11 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
                 variant: None,
                 shape: norm_dims,
                 flops: 0.0,
-                bytes: 24.0 * r * s.d as f64,
+                // x and dy read twice (the row sums, then the columns), dx read and
+                // written; the dgain partials written and read back, dgain updated
+                bytes: 24.0 * r * s.d as f64
+                    + 2.0 * norm.backward_scratch_bytes() as f64
+                    + 8.0 * s.d as f64,
                 dispatches: k.norm.backward(gpu, norm, &b)?.into(),
             })
         }),
@@ -590,7 +595,8 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
                 variant: None,
                 shape: format!("{rows}x{}", s.vocab),
                 flops: 0.0,
-                bytes: 8.0 * r * s.vocab as f64,
+                // logits read twice (online max and sums, then dlogits), written once
+                bytes: 12.0 * r * s.vocab as f64,
                 dispatches: vec![d],
             })
         }),

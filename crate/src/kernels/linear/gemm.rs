@@ -326,3 +326,29 @@ impl GemmModule {
         kernel.dispatch(gpu, &bindings, grid)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What 03_linear.wgsl assumes of a variant: micro-tiles of one or two
+    /// 4×4 blocks each way, K slices of whole quads, at most two staged
+    /// quads per invocation and operand, the tile a whole number of micro-tiles.
+    #[test]
+    fn every_variant_is_one_the_shader_can_build() {
+        for v in TileVariant::ALL {
+            assert!([4, 8].contains(&v.rm) && [4, 8].contains(&v.rn), "{v:?}");
+            assert!(
+                v.tk % 4 == 0 && v.tm % v.rm == 0 && v.tn % v.rn == 0,
+                "{v:?}"
+            );
+            let nt = v.invocations();
+            assert!(nt <= 256, "{v:?}: {nt} invocations");
+            assert!(
+                v.tm * v.tk / 4 <= 2 * nt && v.tn * v.tk / 4 <= 2 * nt,
+                "{v:?}"
+            );
+            assert_eq!(TileVariant::parse(&v.name()), Some(v));
+        }
+    }
+}

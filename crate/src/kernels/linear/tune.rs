@@ -179,8 +179,9 @@ async fn time_all(gpu: &Gpu, keys: &[GemmKey]) -> Result<Vec<(GemmKey, TileVaria
     Ok(chosen)
 }
 
-/// Seconds the tuner and the bench keep the GPU busy before timing.
-const WARM_UP: f64 = 0.1;
+/// Seconds the tuner and the bench keep the GPU busy before timing (0.1
+/// s left the H100's first timings up to 5× slow).
+const WARM_UP: f64 = 0.4;
 
 /// Each dispatch's GPU seconds: the mean over enough repetitions to fill
 /// about 2 ms (Chrome rounds timestamps to 100 µs), at least 3.
