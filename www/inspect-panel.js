@@ -43,6 +43,31 @@ function renderKernels(kernels, error) {
   }
 }
 
+/// The tile variant each GEMM shape runs in (the tuner's choice, timed once
+/// per adapter, or a pinned kernel config) — variants differ in speed only.
+function renderGemm({ config, pinned }) {
+  const body = $('inspect-gemm').querySelector('tbody');
+  body.textContent = '';
+  for (const p of config.picks) {
+    body.append(el('tr', { dataset: { layout: p.layout } }, [
+      el('td', { textContent: p.layout }), el('td', { textContent: `${p.m} × ${p.n} × ${p.k}` }),
+      el('td', { textContent: p.b }), el('td', { textContent: p.variant }),
+      el('td', { textContent: p.ms == null ? '—' : num(p.ms) }),
+    ]));
+  }
+  $('inspect-gemm-note').textContent = (pinned
+    ? 'Pinned: these variants are used as they are. '
+    : `Chosen by timing each variant once on ${config.adapter || 'this adapter'} (kept in this site's storage). `)
+    + 'Shapes not listed use the adapter\'s default. Every variant sums in the same order: the choice changes speed, never the numbers.';
+  $('inspect-gemm-unpin').disabled = !pinned;
+  $('inspect-gemm-save').href = URL.createObjectURL(new Blob([JSON.stringify(config, null, 2)], { type: 'application/json' }));
+}
+
+async function gemm(type, payload) {
+  const kernels = await attempt($('inspect-error'), () => worker.call(type, payload));
+  if (kernels) renderGemm(kernels);
+}
+
 function renderMemory(memory) {
   const body = $('inspect-memory').querySelector('tbody');
   body.textContent = '';
@@ -119,6 +144,7 @@ async function inspect() {
   $('inspect-status').textContent = `At step ${count(result.step)} (the timed step counts as a training step). `
     + 'update / weight is ‖Δw‖ / ‖w‖ per step since the previous inspection.';
   renderKernels(result.kernels, result.kernels_error);
+  await gemm('kernels.get');
   renderMemory(result.memory);
   renderTensors(result.tensors);
   renderSoftmax(result.softmax);
@@ -128,5 +154,11 @@ async function inspect() {
 export function initInspect(w) {
   worker = w;
   $('inspect-run').addEventListener('click', inspect);
+  $('inspect-gemm-unpin').addEventListener('click', () => gemm('kernels.unpin'));
+  $('inspect-gemm-pin').addEventListener('change', async (e) => {
+    const [file] = e.target.files;
+    if (file) await gemm('kernels.pin', { json: await file.text() });
+    e.target.value = '';
+  });
   subscribe((s) => { $('inspect-run').disabled = !s.run || s.busy.has('inspect') || s.busy.has('load'); });
 }

@@ -23,16 +23,21 @@
 //   checkpoint.autosave             {step} after writing it to origin-private storage
 //   checkpoint.stored               {step, bytes, saved_at} or null
 //   checkpoint.restore              run info, from origin-private storage
+//   kernels.get                     {config, pinned}: the GEMM variants chosen on this adapter
+//   kernels.pin {json}              {config, pinned}: use this kernel config as it is (a run's reproducible speed)
+//   kernels.unpin                   {config, pinned}: tune (or reuse what was tuned) again
 //
 // spec: {preset, model?, batch, seq, precision, optimState, lr, warmup,
 //        steps, minLrRatio?, weightDecay?, clip?, seed?, valFraction?}
 
 import { zipSync } from 'fflate';
-import init, { adapterInfo, planModel, Data, Trainer } from '../pkg/webtrain.js';
+import init, { adapterInfo, kernelConfig, planModel, setKernelConfig, Data, Trainer } from '../pkg/webtrain.js';
 
 const ready = init();
 const AUTOSAVE = 'autosave.safetensors';
 const AUTOSAVE_STEP = 'autosave.json'; // {step}, so the offer can name it without reading the file
+// The GEMM variants the tuner chose (a KernelConfig), and whether the user pinned them.
+const KERNELS = 'kernels.json'; // {config, pinned}
 
 let data = null;
 let trainer = null;
@@ -58,6 +63,40 @@ async function writeFile(handle, contents) {
   await writable.close();
 }
 
+async function storedKernels() {
+  try {
+    return JSON.parse(await (await (await autosaveFile(false, KERNELS)).getFile()).text());
+  } catch {
+    return null; // nothing stored yet
+  }
+}
+
+// Before a model is made: what earlier page loads chose on this adapter
+// (the tuner ignores a config timed on another adapter, driver or kernels).
+let kernelsGiven = false;
+async function giveKernels() {
+  if (kernelsGiven) return;
+  kernelsGiven = true;
+  const stored = await storedKernels();
+  if (stored) await setKernelConfig(JSON.stringify(stored.config), stored.pinned);
+}
+
+// After: what the device chose, for the next page load.
+async function keepKernels(pinned) {
+  pinned ??= (await storedKernels())?.pinned ?? false;
+  const kept = { config: JSON.parse(await kernelConfig()), pinned };
+  await writeFile(await autosaveFile(true, KERNELS), JSON.stringify(kept));
+  return kept;
+}
+
+// A model made with the device's kernel choices given first and kept after.
+async function withKernels(make) {
+  await giveKernels();
+  const made = await make();
+  await keepKernels();
+  return made;
+}
+
 const handlers = {
   adapter: () => adapterInfo(),
 
@@ -78,7 +117,7 @@ const handlers = {
   'model.plan': ({ spec }) => planModel(spec),
 
   'train.create': async ({ spec }) => {
-    const next = await Trainer.create(spec, corpus());
+    const next = await withKernels(() => Trainer.create(spec, corpus()));
     trainer?.free();
     trainer = next;
     return trainer.info();
@@ -106,7 +145,7 @@ const handlers = {
   'checkpoint.load': async ({ bytes }) => {
     // a fresh page has no text yet: most runs train on the built-in corpus
     if (corpus().files().length === 0) await handlers['corpus.builtin']();
-    const next = await Trainer.load(new Uint8Array(bytes), corpus());
+    const next = await withKernels(() => Trainer.load(new Uint8Array(bytes), corpus()));
     trainer?.free();
     trainer = next;
     return trainer.info();
@@ -130,6 +169,15 @@ const handlers = {
   'checkpoint.restore': async () => {
     const file = await (await autosaveFile(false)).getFile();
     return handlers['checkpoint.load']({ bytes: await file.arrayBuffer() });
+  },
+  'kernels.get': async () => { await giveKernels(); return keepKernels(); },
+  'kernels.pin': async ({ json }) => {
+    await setKernelConfig(json, true);
+    return keepKernels(true);
+  },
+  'kernels.unpin': async () => {
+    await setKernelConfig(await kernelConfig(), false);
+    return keepKernels(false);
   },
 };
 

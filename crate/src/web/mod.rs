@@ -46,6 +46,31 @@ pub async fn adapter_info() -> Result<JsValue, JsError> {
     to_js(&gpu().await.map_err(js_error)?.report())
 }
 
+/// The GEMM variants chosen on this device (`KernelConfig`), as JSON: the
+/// worker keeps it in origin-private storage so the next page load need not
+/// time them again.
+#[wasm_bindgen(js_name = kernelConfig)]
+pub async fn kernel_config() -> Result<String, JsError> {
+    Ok(gpu().await.map_err(js_error)?.kernel_config().to_json())
+}
+
+/// Gives the device a kernel config saved earlier (`pinned`: the user's,
+/// used as it is; else a cache that the tuner checks and extends).
+#[wasm_bindgen(js_name = setKernelConfig)]
+pub async fn set_kernel_config(json: String, pinned: bool) -> Result<(), JsError> {
+    let config = if pinned {
+        crate::gpu::KernelConfig::pinned_from_json(&json).map_err(js_error)?
+    } else {
+        let mut c: crate::gpu::KernelConfig = serde_json::from_str(&json)
+            .map_err(|e| JsError::new(&format!("kernel config: {e}")))?;
+        c.pinned = false;
+        c
+    };
+    let gpu = gpu().await.map_err(js_error)?;
+    *gpu.kernels.lock().unwrap_or_else(|p| p.into_inner()) = config;
+    Ok(())
+}
+
 fn to_js<T: serde::Serialize + ?Sized>(value: &T) -> Result<JsValue, JsError> {
     value
         .serialize(&serde_wasm_bindgen::Serializer::json_compatible())

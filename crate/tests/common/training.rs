@@ -370,11 +370,14 @@ pub async fn sf16_training_reports_each_steps_clamps(gpu: &Gpu) -> Result<()> {
         &weights,
     )
     .await?;
+    // rounding the logits to 2^-15 moves a first loss by about an f32 ulp,
+    // which may round away: the runs must part within their steps
+    let losses = |run: &[StepStats]| run.iter().map(|s| s.loss).collect::<Vec<_>>();
     assert!(
-        wide[0].loss != stats[0].loss && wide[0].loss != exact[0].loss,
-        "sf16-wide-head: the logits are not rounded, the rest is ({} vs sf16 {}, fp32 {})",
-        wide[0].loss,
-        stats[0].loss,
+        losses(&wide) != losses(&stats) && wide[0].loss != exact[0].loss,
+        "sf16-wide-head: the logits are not rounded, the rest is ({:?} vs sf16 {:?}, fp32 {})",
+        losses(&wide),
+        losses(&stats),
         exact[0].loss
     );
     assert!(

@@ -51,7 +51,14 @@ pub fn shape_of(preset: &str) -> BatchShape {
     }
 }
 
-pub async fn run(gpu: &Gpu, presets: &[String], reps: u32, copy_bw: f64) -> Result<()> {
+/// Which steps to time: every preset × precision × optimizer state listed.
+pub struct Runs<'a> {
+    pub presets: &'a [String],
+    pub precisions: &'a [Precision],
+    pub states: &'a [OptimState],
+}
+
+pub async fn run(gpu: &Gpu, runs: &Runs<'_>, reps: u32, copy_bw: f64) -> Result<()> {
     eprintln!(
         "{:<6} {:<5} {:<5} {:>10} {:>10} {:>12} {:>10} {:>9} {:>7} {:>6}",
         "preset",
@@ -65,9 +72,9 @@ pub async fn run(gpu: &Gpu, presets: &[String], reps: u32, copy_bw: f64) -> Resu
         "%copy",
         "disp"
     );
-    for preset in presets {
-        for precision in Precision::ALL {
-            for state in [OptimState::Fp32, OptimState::Int8] {
+    for preset in runs.presets {
+        for &precision in runs.precisions {
+            for &state in runs.states {
                 let shape = shape_of(preset);
                 let config = TrainConfig {
                     model: Config::preset(preset)?,
@@ -101,7 +108,7 @@ pub async fn run(gpu: &Gpu, presets: &[String], reps: u32, copy_bw: f64) -> Resu
                 .into_iter()
                 .flatten()
                 .collect();
-                gpu.warm_up(&step, 0.2).await?;
+                gpu.warm_up(&step, 0.5).await?;
                 let step_s = gpu.time_dispatches(&step, reps).await?;
                 let adam_s = adamw_seconds(gpu, &trainer, reps).await?;
                 let memory = trainer.memory()?;

@@ -12,6 +12,7 @@ mod train;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod cli {
     use clap::{Args, Parser, Subcommand};
+    use webtrain::optim::OptimState;
     use webtrain::{Gpu, GpuOptions};
 
     #[derive(Parser)]
@@ -74,6 +75,12 @@ pub mod cli {
         /// Presets whose training steps to time (base needs a real GPU).
         #[arg(long, value_delimiter = ',', default_value = "tiny,small")]
         presets: Vec<String>,
+        /// Precisions whose steps to time (default: every one), e.g. fp32,fp8.
+        #[arg(long, value_delimiter = ',')]
+        precisions: Vec<String>,
+        /// Optimizer states whose steps to time (default: both), e.g. fp32.
+        #[arg(long, value_delimiter = ',')]
+        states: Vec<String>,
         /// Repetitions timed per kernel (after one warm-up).
         #[arg(long, default_value_t = 10)]
         reps: u32,
@@ -181,7 +188,28 @@ pub mod cli {
                         .await?;
                 }
                 if args.what != "kernels" {
-                    crate::bench_step::run(&gpu, &args.presets, args.reps, copy_bw).await?;
+                    let precisions = match args.precisions.is_empty() {
+                        true => webtrain::model::Precision::ALL.to_vec(),
+                        false => args
+                            .precisions
+                            .iter()
+                            .map(|p| webtrain::model::Precision::parse(p))
+                            .collect::<webtrain::Result<_>>()?,
+                    };
+                    let states = match args.states.is_empty() {
+                        true => vec![OptimState::Fp32, OptimState::Int8],
+                        false => args
+                            .states
+                            .iter()
+                            .map(|s| OptimState::parse(s))
+                            .collect::<webtrain::Result<_>>()?,
+                    };
+                    let runs = crate::bench_step::Runs {
+                        presets: &args.presets,
+                        precisions: &precisions,
+                        states: &states,
+                    };
+                    crate::bench_step::run(&gpu, &runs, args.reps, copy_bw).await?;
                 }
                 Ok(())
             }

@@ -281,3 +281,50 @@ pub async fn time_variants(
         .await?;
     time_each(gpu, &dispatches).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pick_reads_back_as_its_key_and_variant() {
+        for v in TileVariant::ALL {
+            for key in [
+                GemmKey::new(Layout::Forward, BStorage::F16, 4096, 2304, 768),
+                GemmKey::new(Layout::Dw, BStorage::F32, 301, 64, 512),
+            ] {
+                assert_eq!(GemmKey::of(&key.pick(v, Some(1.5))), Some((key, v)));
+            }
+        }
+        let mut unknown =
+            GemmKey::new(Layout::Dx, BStorage::F32, 1, 2, 3).pick(TileVariant::ALL[0], None);
+        unknown.variant = "96x96x8/6x6".into();
+        assert_eq!(
+            GemmKey::of(&unknown),
+            None,
+            "a variant this build lacks is ignored"
+        );
+    }
+
+    #[test]
+    fn a_pinned_config_round_trips_through_json() {
+        let key = GemmKey::new(Layout::Forward, BStorage::F32, 512, 192, 64);
+        let config = KernelConfig {
+            adapter: "test".into(),
+            driver: "1".into(),
+            shaders: shader_hash(),
+            picks: vec![key.pick(TileVariant::ALL[2], None)],
+            pinned: false,
+        };
+        let pinned = KernelConfig::pinned_from_json(&config.to_json()).unwrap();
+        assert!(pinned.pinned);
+        assert_eq!(pinned.picks, config.picks);
+        assert!(KernelConfig::pinned_from_json("{\"adapter\": 3}").is_err());
+    }
+
+    #[test]
+    fn the_shader_hash_names_the_sources_and_variants() {
+        assert_eq!(shader_hash(), shader_hash());
+        assert_eq!(shader_hash().len(), 16);
+    }
+}
