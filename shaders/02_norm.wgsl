@@ -91,8 +91,8 @@ fn rmsnorm_forward_w16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workg
 // First each row's coefficient (LANES invocations per row), then each
 // column over the block's rows (invocations across the columns: its rows
 // were just read, so the second read comes from cache).
-// rmsnorm_dgain_finish then adds the B partials of each column in order:
-// no float atomics, the same inputs give the same bits every run.
+// rmsnorm_dgain_finish then adds the B partials of each column in a fixed
+// order: no float atomics, the same inputs give the same bits every run.
 // Uses the gain the forward used (the f16 mirror in mixed precision).
 @group(0) @binding(3) var<storage, read> rrms_saved: array<f32>;      // [R]
 @group(0) @binding(4) var<storage, read> dy: array<f32>;              // [R, D]
@@ -115,17 +115,27 @@ fn publish_coefficients(row: u32, partial_dot: f32, lidx: u32) {
 }
 
 // Column i of the block's rows: dx updated, the dgain partial written.
+// Every load comes first (rows past R read row R − 1 and are not written):
+// a load after a store to dx may not move above it, so interleaving them
+// waited out a memory latency per row (the H100 took 0.13 ms, not 0.07).
 fn backward_column(block: u32, i: u32, g: f32) {
+    let first = block * ROWS;
+    var d_y: array<f32, ROWS>;
+    var x_i: array<f32, ROWS>;
+    var prior: array<f32, ROWS>;
+    for (var k = 0u; k < ROWS; k++) {
+        let at = min(first + k, params.rows - 1u) * params.d + i;
+        d_y[k] = dy[at];
+        x_i[k] = x[at];
+        prior[k] = dx[at];
+    }
     var partial = 0.0;
     for (var k = 0u; k < ROWS; k++) {
-        let row = block * ROWS + k;
-        if (row >= params.rows) { break; }
-        let at = row * params.d + i;
-        let r = block_rrms[k];
-        let d_y = dy[at];
-        let x_i = x[at];
-        dx[at] += r * g * d_y - block_coefficient[k] * x_i;
-        partial += d_y * x_i * r;
+        if (first + k < params.rows) {
+            let r = block_rrms[k];
+            dx[(first + k) * params.d + i] = prior[k] + (r * g * d_y[k] - block_coefficient[k] * x_i[k]);
+            partial += d_y[k] * x_i[k] * r;
+        }
     }
     partials[block * params.d + i] = partial;
 }
@@ -167,13 +177,27 @@ fn rmsnorm_backward_w16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_work
 @group(0) @binding(1) var<storage, read> partials_in: array<f32>;      // [B, D]
 @group(0) @binding(2) var<storage, read_write> dgain: array<f32>;      // [D], accumulated
 
+// Invocations that share one column's B partials: each adds every
+// FINISH_LANES-th in order, then a fixed tree adds theirs. (One invocation
+// per column, adding B in a chain of dependent loads, took 0.13 ms of the
+// H100's 0.14 at B = 512.)
+const FINISH_LANES: u32 = 64u;
+
 @compute @workgroup_size(WG)
 fn rmsnorm_dgain_finish(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                         @builtin(local_invocation_index) lidx: u32) {
-    let i = flat_id(wid, nwg, lidx);
-    if (i >= params.d) { return; }
+    let i = flat_group(wid, nwg) * (WG / FINISH_LANES) + lidx / FINISH_LANES;
+    let lane = lidx % FINISH_LANES;
     let blocks = (params.rows + ROWS - 1u) / ROWS;
     var sum = 0.0;
-    for (var b = 0u; b < blocks; b++) { sum += partials_in[b * params.d + i]; }
-    dgain[i] += sum;
+    if (i < params.d) {
+        for (var b = lane; b < blocks; b += FINISH_LANES) { sum += partials_in[b * params.d + i]; }
+    }
+    lane_sums[lidx] = sum;
+    workgroupBarrier();
+    for (var s = FINISH_LANES / 2u; s > 0u; s >>= 1u) {
+        if (lane < s) { lane_sums[lidx] += lane_sums[lidx + s]; }
+        workgroupBarrier();
+    }
+    if (lane == 0u && i < params.d) { dgain[i] += lane_sums[lidx]; }
 }

@@ -11,6 +11,8 @@ use crate::shaders::NORM;
 
 /// Rows per workgroup, and so per dgain partial: `ROWS` in 02_norm.wgsl.
 const ROWS: u64 = 8;
+/// Columns per workgroup of the dgain finish: `WG / FINISH_LANES`.
+const FINISH_COLUMNS: u64 = 4;
 
 #[derive(Clone, Copy, Debug)]
 pub struct NormShape {
@@ -180,7 +182,7 @@ impl RmsNorm {
         let finish = self.dgain_finish.dispatch(
             gpu,
             &[p(), b.scratch.binding(), b.dgain.binding()],
-            gpu.grid_1d(op, d)?,
+            gpu.grid_groups(op, d.div_ceil(FINISH_COLUMNS))?,
         )?;
         Ok([dx_and_partials, finish])
     }

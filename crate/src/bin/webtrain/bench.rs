@@ -168,7 +168,7 @@ pub async fn copy_bandwidth(gpu: &Gpu, k: &Kernels, reps: u32) -> Result<f64> {
     let d = k
         .infra
         .copy_words(gpu, (&x).into(), (&y).into(), words as u32)?;
-    gpu.time_dispatches(&[&d], 1).await?;
+    gpu.warm_up(&[&d], 0.2).await?;
     Ok(32.0 * words as f64 / gpu.time_dispatches(&[&d], reps).await?)
 }
 
