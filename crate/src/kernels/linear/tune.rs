@@ -97,11 +97,9 @@ pub async fn prepare(gpu: &Gpu, keys: &[GemmKey]) -> Result<()> {
     if config.pinned {
         return Ok(());
     }
-    let (adapter, driver, shaders) = (
-        gpu.info.name.clone(),
-        gpu.info.driver.clone(),
-        shader_hash(),
-    );
+    let (adapter, shaders) = (gpu.info.name.clone(), shader_hash());
+    // the driver's name and version: a new driver may compile other code
+    let driver = format!("{} {}", gpu.info.driver, gpu.info.driver_info);
     if (&config.adapter, &config.driver, &config.shaders) != (&adapter, &driver, &shaders) {
         #[cfg(not(target_arch = "wasm32"))]
         let cached = crate::gpu::kernel_config::cache::load(&adapter, &driver, &shaders);
