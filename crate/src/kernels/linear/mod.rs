@@ -162,15 +162,20 @@ impl Linear {
         self.picks.get(key).copied().unwrap_or(self.fallback)
     }
 
-    fn module(&self, key: GemmKey) -> &GemmModule {
+    /// The module of `key`'s variant (every layout and B storage is built
+    /// for each variant `Linear` holds).
+    fn module(&self, key: GemmKey) -> Result<&GemmModule> {
         let v = self.variant(&key);
-        let built = |m: &&GemmModule| m.layout == key.layout && m.b == key.b;
         self.modules
             .iter()
-            .filter(built)
-            .find(|m| m.variant == v)
-            .or_else(|| self.modules.iter().filter(built).next())
-            .expect("every layout and B storage is built for the fallback")
+            .find(|m| m.variant == v && m.layout == key.layout && m.b == key.b)
+            .ok_or_else(|| {
+                Error::Unsupported(format!(
+                    "linear: variant {} of the {} layout was not built",
+                    v.name(),
+                    key.layout.name()
+                ))
+            })
     }
 
     /// `X·Wᵀ` into `out`.
@@ -213,7 +218,7 @@ impl Linear {
             },
             _pad: 0,
         };
-        let module = self.module(key);
+        let module = self.module(key)?;
         let (x, w) = (x.binding(), w.range().binding());
         d.push(match out {
             Output::Store(y) => {
@@ -282,7 +287,7 @@ impl Linear {
             site: SITE_NONE,
             _pad: 0,
         };
-        d.push(self.module(key).launch(
+        d.push(self.module(key)?.launch(
             gpu,
             epilogue,
             p,
@@ -338,7 +343,7 @@ impl Linear {
             site: SITE_NONE,
             _pad: 0,
         };
-        d.push(self.module(key).launch(
+        d.push(self.module(key)?.launch(
             gpu,
             Epilogue::Accumulate,
             p,
