@@ -28,6 +28,7 @@ gpu_tests! {
     linear::linear_forward_epilogues,
     linear::linear_backward_matches_reference,
     linear::linear_variants_match_reference_and_each_other,
+    linear::linear_uses_the_pinned_variant,
     linear::linear_fp8_reads_e4m3_inputs,
     rope::rope_matches_reference,
     rope::rope_rotates_q_and_k_of_a_fused_row,

@@ -410,6 +410,73 @@ pub async fn linear_variants_match_reference_and_each_other(gpu: &Gpu) -> Result
     Ok(())
 }
 
+/// A pinned kernel config is used as it is: its shape runs the pinned
+/// variant, nothing is timed or replaced, other shapes take the rule's, and
+/// the pinned product still computes right. Its own device: the shared
+/// one's choices belong to the tests running beside it.
+pub async fn linear_uses_the_pinned_variant(_shared: &Gpu) -> Result<()> {
+    use webtrain::gpu::{GemmPick, KernelConfig};
+    use webtrain::kernels::linear::BStorage;
+    use webtrain::kernels::linear::tune::{self, GemmKey};
+    let (rows, d_in, d_out) = (37u32, 11u32, 29u32);
+    let key = GemmKey::new(Layout::Forward, BStorage::F32, rows, d_out, d_in);
+    let pinned = TileVariant::ALL[TileVariant::ALL.len() - 1];
+    let config = KernelConfig {
+        adapter: "any".into(),
+        driver: "any".into(),
+        shaders: "any".into(),
+        picks: vec![GemmPick {
+            layout: "forward".into(),
+            b: "f32".into(),
+            m: rows,
+            n: d_out,
+            k: d_in,
+            variant: pinned.name(),
+            ms: None,
+        }],
+        pinned: true,
+    };
+    let options = webtrain::GpuOptions {
+        kernel_config: Some(config.clone()),
+        ..webtrain::GpuOptions::from_env()
+    };
+    let gpu = &Gpu::new(&options).await?;
+    tune::prepare(gpu, &[key]).await?;
+    assert_eq!(gpu.kernel_config(), config, "a pinned config was changed");
+    let k = Linear::new(gpu).await?;
+    assert_ne!(
+        pinned,
+        tune::rule(gpu),
+        "the test must pin another variant than the rule's"
+    );
+    assert_eq!(k.variant(&key), pinned);
+    let other = GemmKey::new(Layout::Dx, BStorage::F32, rows, d_in, d_out);
+    assert_eq!(k.variant(&other), tune::rule(gpu));
+
+    let mut r = rng(64);
+    let s = LinearShape::new(rows, d_in, d_out);
+    let x = uniform(&mut r, (rows * d_in) as usize, -1.0, 1.0);
+    let w = uniform(&mut r, (d_out * d_in) as usize, -1.0, 1.0);
+    let (xb, wb) = (gpu.upload("x", &x)?, gpu.upload("w", &w)?);
+    let y = gpu.storage_buffer("y", 4 * (rows * d_out) as u64)?;
+    let d = k.forward(
+        gpu,
+        s,
+        (&xb).into(),
+        Weights::F32((&wb).into()),
+        Output::Store((&y).into()),
+    )?;
+    gpu.run(&refs(&d)).await?;
+    assert_product(
+        "forward in the pinned variant",
+        &gpu.read_back::<f32>((&y).into()).await?,
+        &x,
+        &w,
+        d_in as usize,
+    );
+    Ok(())
+}
+
 /// Every value of one product against the reference on the given operands.
 fn assert_product(what: &str, got: &[f32], a: &[f32], b_t: &[f32], k: usize) {
     let (a64, b64) = (f64s(a), f64s(b_t));

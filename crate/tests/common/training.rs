@@ -161,11 +161,15 @@ async fn tracks_reference(gpu: &Gpu, precision: Precision, state: OptimState) ->
     // 3.6e-4·lr with f32 state, 6e-3·lr with int8; worst single value
     // 0.45·lr (f32 state), 1.46·lr (int8, lavapipe) and 2.9·lr (int8,
     // SwiftShader), all in embed_tokens, whose 256-value blocks mix the
-    // rows of frequent and rare tokens.
+    // rows of frequent and rare tokens. A tensor's mean moves further where
+    // a block's scale code flips, which shifts every update of its 256
+    // values: with the RMSNorm sums in their 2026-11-25 order, a 64-value
+    // norm gain on SwiftShader measured 2.5e-2·lr (worst value 0.08·lr),
+    // 6e-3·lr before; the bound is twice that.
     let lr = c.optim.schedule.peak;
     let (mean_bound, worst_bound) = match state {
         OptimState::Fp32 => (2e-3 * lr, lr),
-        OptimState::Int8 => (2e-2 * lr, 10.0 * lr),
+        OptimState::Int8 => (5e-2 * lr, 10.0 * lr),
     };
     for t in &layout.tensors {
         let r = t.offset as usize..(t.offset + t.len()) as usize;
