@@ -154,6 +154,10 @@ async fn time_all(gpu: &Gpu, keys: &[GemmKey]) -> Result<Vec<(GemmKey, TileVaria
     let mut chosen = Vec::new();
     let mut warm = false;
     for &key in keys {
+        let largest = 4 * key.m.max(key.n) as u64 * key.k.max(key.n) as u64;
+        if largest > gpu.limits.max_storage_buffer_binding_size {
+            continue; // cannot be bound here: such a product fails with the reason when built
+        }
         let ops = Operands::new(gpu, key)?;
         let candidates: Vec<&GemmModule> = modules
             .iter()
