@@ -10,7 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 mkdir -p test-results
-export WASM_BINDGEN_TEST_TIMEOUT="${WASM_BINDGEN_TEST_TIMEOUT:-600}"  # SwiftShader is slow
+export WASM_BINDGEN_TEST_TIMEOUT="${WASM_BINDGEN_TEST_TIMEOUT:-1200}"  # the whole Chrome run, SwiftShader is slow (about 10 min)
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"                # quiets Mesa's WSI
 
 summary=()

@@ -308,6 +308,11 @@ pub async fn linear_variants_match_reference_and_each_other(gpu: &Gpu) -> Result
         variants.len() >= 2,
         "fewer than two variants fit: {variants:?}"
     );
+    // each variant compiled once (SwiftShader compiles slowly)
+    let mut built = Vec::new();
+    for &v in &variants {
+        built.push((v, Linear::with_variant(gpu, v).await?));
+    }
     let mut r = rng(63);
     for (rows, d_in, heights) in [
         (131u32, 257u32, &[67u32][..]),
@@ -334,8 +339,7 @@ pub async fn linear_variants_match_reference_and_each_other(gpu: &Gpu) -> Result
             gpu.upload("dy", &dy)?,
         );
         let mut first: Option<Vec<Vec<f32>>> = None;
-        for &v in &variants {
-            let k = Linear::with_variant(gpu, v).await?;
+        for (v, k) in &built {
             let (y, y16) = (
                 gpu.storage_buffer("y", 4 * (m * d_out) as u64)?,
                 gpu.storage_buffer("y16", 4 * (m * d_out) as u64)?,
