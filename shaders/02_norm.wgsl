@@ -115,27 +115,17 @@ fn publish_coefficients(row: u32, partial_dot: f32, lidx: u32) {
 }
 
 // Column i of the block's rows: dx updated, the dgain partial written.
-// Every load comes first (rows past R read row R − 1 and are not written):
-// a load after a store to dx may not move above it, so interleaving them
-// waited out a memory latency per row (the H100 took 0.13 ms, not 0.07).
 fn backward_column(block: u32, i: u32, g: f32) {
-    let first = block * ROWS;
-    var d_y: array<f32, ROWS>;
-    var x_i: array<f32, ROWS>;
-    var prior: array<f32, ROWS>;
-    for (var k = 0u; k < ROWS; k++) {
-        let at = min(first + k, params.rows - 1u) * params.d + i;
-        d_y[k] = dy[at];
-        x_i[k] = x[at];
-        prior[k] = dx[at];
-    }
     var partial = 0.0;
     for (var k = 0u; k < ROWS; k++) {
-        if (first + k < params.rows) {
-            let r = block_rrms[k];
-            dx[(first + k) * params.d + i] = prior[k] + (r * g * d_y[k] - block_coefficient[k] * x_i[k]);
-            partial += d_y[k] * x_i[k] * r;
-        }
+        let row = block * ROWS + k;
+        if (row >= params.rows) { break; }
+        let at = row * params.d + i;
+        let r = block_rrms[k];
+        let d_y = dy[at];
+        let x_i = x[at];
+        dx[at] += r * g * d_y - block_coefficient[k] * x_i;
+        partial += d_y * x_i * r;
     }
     partials[block * params.d + i] = partial;
 }

@@ -22,7 +22,7 @@ pub use layout::{Chunk, ParamLayout, Role, Span, Tensor};
 use crate::error::{Error, Result};
 use crate::gpu::{BufferRange, Dispatch, Gpu, f16_bytes};
 use crate::kernels::embedding::TokenRuns;
-use crate::kernels::linear::{BStorage, GemmKey, Layout};
+use crate::kernels::linear::{BStorage, GemmKey};
 use crate::kernels::rope::inv_freq;
 use crate::kernels::{Kernels, Weights};
 use crate::shaders::Numerics;
@@ -232,19 +232,19 @@ impl Model {
             Precision::F16 => BStorage::F16,
             _ => BStorage::F32,
         };
-        let mut keys = Vec::new();
-        let mut linear = |rows: u32, d_in: u32, d_out: u32, w: BStorage| {
-            keys.push(GemmKey::new(Layout::Forward, w, rows, d_out, d_in));
-            keys.push(GemmKey::new(Layout::Dx, w, rows, d_in, d_out));
-            keys.push(GemmKey::new(Layout::Dw, BStorage::F32, d_out, d_in, rows));
-        };
-        linear(r, d, config.qkv_width(), w);
-        linear(r, att, d, w);
-        linear(r, d, 2 * f, w);
-        linear(r, f, d, w);
+        let mut layers = vec![
+            (r, d, config.qkv_width()),
+            (r, att, d),
+            (r, d, 2 * f),
+            (r, f, d),
+        ];
         for rows in chunks.into_iter().filter(|&n| n > 0) {
-            linear(rows, d, config.vocab, w);
+            layers.push((rows, d, config.vocab));
         }
+        let keys = layers
+            .into_iter()
+            .flat_map(|(rows, d_in, d_out)| GemmKey::of_linear(rows, d_in, d_out, w))
+            .collect();
         Ok(keys)
     }
 

@@ -421,7 +421,8 @@ pub async fn linear_variants_match_reference_and_each_other(gpu: &Gpu) -> Result
 pub async fn linear_uses_the_pinned_variant(_shared: &Gpu) -> Result<()> {
     use webtrain::gpu::{GemmPick, KernelConfig};
     use webtrain::kernels::linear::BStorage;
-    use webtrain::kernels::linear::tune::{self, GemmKey};
+    use webtrain::kernels::linear::GemmKey;
+    use webtrain::kernels::linear::tune;
     let (rows, d_in, d_out) = (37u32, 11u32, 29u32);
     let key = GemmKey::new(Layout::Forward, BStorage::F32, rows, d_out, d_in);
     let pinned = TileVariant::ALL[TileVariant::ALL.len() - 1];

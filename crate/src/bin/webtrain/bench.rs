@@ -5,8 +5,7 @@
 use serde::Serialize;
 use webtrain::gpu::Dispatch;
 use webtrain::kernels::embedding::TokenRuns;
-use webtrain::kernels::linear::tune::GemmKey;
-use webtrain::kernels::linear::{BStorage, Layout};
+use webtrain::kernels::linear::{BStorage, GemmKey};
 use webtrain::kernels::loss::{CrossEntropy, IGNORE_INDEX};
 use webtrain::kernels::rope::inv_freq;
 use webtrain::kernels::*;
@@ -176,12 +175,9 @@ type Build<'a> = Box<dyn FnOnce() -> Result<Case> + 'a>;
 
 /// The products of one linear layer: forward, dX, dW (f32 weights), forward (f16).
 fn linear_keys(rows: u32, d_in: u32, d_out: u32) -> [GemmKey; 4] {
-    [
-        GemmKey::new(Layout::Forward, BStorage::F32, rows, d_out, d_in),
-        GemmKey::new(Layout::Dx, BStorage::F32, rows, d_in, d_out),
-        GemmKey::new(Layout::Dw, BStorage::F32, d_out, d_in, rows),
-        GemmKey::new(Layout::Forward, BStorage::F16, rows, d_out, d_in),
-    ]
+    let [forward, dx, dw] = GemmKey::of_linear(rows, d_in, d_out, BStorage::F32);
+    let [forward_f16, ..] = GemmKey::of_linear(rows, d_in, d_out, BStorage::F16);
+    [forward, dx, dw, forward_f16]
 }
 
 /// The linear layers of a model of sizes `s`: (name, d_in, d_out).

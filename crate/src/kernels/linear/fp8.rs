@@ -11,7 +11,7 @@ use crate::shaders::LINEAR_FP8;
 
 /// fp8's tile side: a scale covers 128 values along K, or a weight's
 /// 128×128 block: `FP8_BLOCK`.
-pub const FP8_BLOCK: u32 = 128;
+const FP8_BLOCK: u32 = 128;
 
 /// How an operand's values share scales.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -140,6 +140,33 @@ impl BStorage {
     }
 }
 
+/// A product's shape, and what the tuner keys a variant by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GemmKey {
+    pub layout: Layout,
+    pub b: BStorage,
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+}
+
+impl GemmKey {
+    pub fn new(layout: Layout, b: BStorage, m: u32, n: u32, k: u32) -> GemmKey {
+        GemmKey { layout, b, m, n, k }
+    }
+
+    /// The products of a linear layer `[rows, d_in] → [rows, d_out]` whose
+    /// weights are stored as `w`: forward, dX (both read the weights) and
+    /// dW (reads f32 activations).
+    pub fn of_linear(rows: u32, d_in: u32, d_out: u32, w: BStorage) -> [GemmKey; 3] {
+        [
+            GemmKey::new(Layout::Forward, w, rows, d_out, d_in),
+            GemmKey::new(Layout::Dx, w, rows, d_in, d_out),
+            GemmKey::new(Layout::Dw, BStorage::F32, d_out, d_in, rows),
+        ]
+    }
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub(super) struct Params {
@@ -153,6 +180,29 @@ pub(super) struct Params {
     /// The output's forward boundary (`boundary::SITE_*`), or `SITE_NONE`.
     pub site: u32,
     pub _pad: u32,
+}
+
+impl Params {
+    /// `key`'s product over dense operands, its output at boundary `site`:
+    /// the leading dimensions follow from the layout.
+    pub fn of(key: &GemmKey, site: u32) -> Params {
+        let (m, n, k) = (key.m, key.n, key.k);
+        let (lda, ldb) = match key.layout {
+            Layout::Forward => (k, k),
+            Layout::Dx => (k, n),
+            Layout::Dw => (m, n),
+        };
+        Params {
+            m,
+            n,
+            k,
+            lda,
+            ldb,
+            ldc: n,
+            site,
+            _pad: 0,
+        }
+    }
 }
 
 const STORE: KernelDesc = KernelDesc {

@@ -9,9 +9,7 @@ pub mod tune;
 
 use std::collections::HashMap;
 
-pub use fp8::FP8_BLOCK;
-pub use gemm::{BStorage, Layout, TileVariant};
-pub use tune::GemmKey;
+pub use gemm::{BStorage, GemmKey, Layout, TileVariant};
 
 use super::Weights;
 use super::boundary::{SITE_NONE, SITE_PROJECTION};
@@ -205,19 +203,11 @@ impl Linear {
             None => (x, w),
         };
         let key = GemmKey::new(Layout::Forward, storage(&w), s.rows, s.d_out, s.d_in);
-        let p = Params {
-            m: s.rows,
-            n: s.d_out,
-            k: s.d_in,
-            lda: s.d_in,
-            ldb: s.d_in,
-            ldc: s.d_out,
-            site: match out {
-                Output::Accumulate(_) => SITE_NONE,
-                Output::Store(_) | Output::AddTo { .. } => SITE_PROJECTION,
-            },
-            _pad: 0,
+        let site = match out {
+            Output::Accumulate(_) => SITE_NONE,
+            Output::Store(_) | Output::AddTo { .. } => SITE_PROJECTION,
         };
+        let p = Params::of(&key, site);
         let module = self.module(key)?;
         let (x, w) = (x.binding(), w.range().binding());
         d.push(match out {
@@ -277,16 +267,7 @@ impl Linear {
             None => (dy, w),
         };
         let key = GemmKey::new(Layout::Dx, storage(&w), s.rows, s.d_in, s.d_out);
-        let p = Params {
-            m: s.rows,
-            n: s.d_in,
-            k: s.d_out,
-            lda: s.d_out,
-            ldb: s.d_in,
-            ldc: s.d_in,
-            site: SITE_NONE,
-            _pad: 0,
-        };
+        let p = Params::of(&key, SITE_NONE);
         d.push(self.module(key)?.launch(
             gpu,
             epilogue,
@@ -333,16 +314,7 @@ impl Linear {
             None => (dy, x),
         };
         let key = GemmKey::new(Layout::Dw, BStorage::F32, s.d_out, s.d_in, s.rows);
-        let p = Params {
-            m: s.d_out,
-            n: s.d_in,
-            k: s.rows,
-            lda: s.d_out,
-            ldb: s.d_in,
-            ldc: s.d_in,
-            site: SITE_NONE,
-            _pad: 0,
-        };
+        let p = Params::of(&key, SITE_NONE);
         d.push(self.module(key)?.launch(
             gpu,
             Epilogue::Accumulate,

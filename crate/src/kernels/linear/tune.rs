@@ -2,27 +2,11 @@
 
 use std::collections::HashMap;
 
-use super::gemm::{BStorage, Epilogue, GemmModule, Layout, Params, TileVariant};
+use super::gemm::{BStorage, Epilogue, GemmKey, GemmModule, Layout, Params, TileVariant};
 use crate::error::Result;
 use crate::gpu::{Dispatch, GemmPick, Gpu, KernelConfig};
 use crate::kernels::boundary::SITE_NONE;
 use crate::shaders::{COMMON, LINEAR, LINEAR_B16, LINEAR_B32};
-
-/// A product's shape as the tuner keys it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct GemmKey {
-    pub layout: Layout,
-    pub b: BStorage,
-    pub m: u32,
-    pub n: u32,
-    pub k: u32,
-}
-
-impl GemmKey {
-    pub fn new(layout: Layout, b: BStorage, m: u32, n: u32, k: u32) -> GemmKey {
-        GemmKey { layout, b, m, n, k }
-    }
-}
 
 /// The variant for shapes nobody timed: the first of `TileVariant::ALL`
 /// that fits the adapter in every layout.
@@ -209,13 +193,13 @@ impl Operands {
     pub fn new(gpu: &Gpu, key: GemmKey) -> Result<Operands> {
         let (m, n, k) = (key.m as u64, key.n as u64, key.k as u64);
         // random values: all-zero traffic can run faster than real data
-        let random = |label: &str, words: u64| {
+        let random = |label: &str, words: u64, halves: bool| {
             let mut rng = crate::data::SplitMix64(words);
             let data: Vec<u32> = (0..words)
                 .map(|_| {
                     // f32 in [1, 2), or two f16 in [1, 2)
                     let r = rng.next_u64();
-                    if label == "b" && key.b == BStorage::F16 {
+                    if halves {
                         0x3c00_3c00 | (r as u32 & 0x03ff_03ff)
                     } else {
                         0x3f80_0000 | (r as u32 >> 9)
@@ -230,9 +214,9 @@ impl Operands {
         };
         Ok(Operands {
             key,
-            a: random("a", m * k)?,
-            b: random("b", b_words)?,
-            c: random("c", m * n)?,
+            a: random("a", m * k, false)?,
+            b: random("b", b_words, key.b == BStorage::F16)?,
+            c: random("c", m * n, false)?,
         })
     }
 }
@@ -240,23 +224,7 @@ impl Operands {
 impl Operands {
     /// `C += A·B` of these operands in `module`'s variant.
     fn dispatch(&self, gpu: &Gpu, module: &GemmModule) -> Result<Dispatch> {
-        let key = self.key;
-        let (m, n, k) = (key.m, key.n, key.k);
-        let (lda, ldb) = match key.layout {
-            Layout::Forward => (k, k),
-            Layout::Dx => (k, n),
-            Layout::Dw => (m, n),
-        };
-        let p = Params {
-            m,
-            n,
-            k,
-            lda,
-            ldb,
-            ldc: n,
-            site: SITE_NONE,
-            _pad: 0,
-        };
+        let p = Params::of(&self.key, SITE_NONE);
         let buffers = [
             self.a.as_entire_binding(),
             self.b.as_entire_binding(),
