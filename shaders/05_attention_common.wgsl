@@ -1,22 +1,30 @@
 // What 05_attention.wgsl and 10_backward_attention.wgsl share, composed
-// ahead of each (the module's prelude): block sizes, the params (one struct
-// for every attention kernel, as kernels/attention.rs writes it), the q, k,
-// v views and their indexing. Legend in 05_attention.wgsl.
+// ahead of each (the module's prelude): the params (one struct for every
+// attention kernel, as kernels/attention.rs writes it), the q, k, v views
+// and a register row. Legend in 05_attention.wgsl.
+//
+// A module is built per head dim: kernels/attention.rs declares ahead of
+// this file DH (the head dim) and TILE (rows of each streamed K|V or Q|dO
+// tile, sized to the adapter's workgroup memory). The file itself declares
+// COLS, the head-dim columns one invocation keeps in registers (16, 32 or
+// 64); LANES = DH / COLS invocations share a row.
 
-const BQ: u32 = 16u;      // query rows per block
-const BK: u32 = 16u;      // keys per block (= BQ); WG = BQ·BK: invocation (r, j) = (lidx / BK, lidx % BK)
-const MAX_DH: u32 = 128u;
-const SLOTS: u32 = MAX_DH / BK;  // head-dim columns per invocation: d = j + BK·i
-const NEG_BIG: f32 = -1e30;      // masked score and the max before any key: finite, exp gives 0
+const DH4: u32 = DH / 4u;
+const LANES: u32 = DH / COLS;
+const COLS4: u32 = COLS / 4u;
+const CHUNKS: u32 = COLS / 16u;   // a Row's mat4x4 chunks in use
+const ROW_WG: u32 = 64u;          // invocations of the row kernels
+const ROWS: u32 = ROW_WG / LANES; // rows (queries or keys) per workgroup
+const NEG_BIG: f32 = -1e30;       // the max before any key: finite, exp gives 0
 
 struct Params {
     batch: u32,       // B
     seq_len: u32,     // T (decode: L, the cache length including the new token)
     heads: u32,       // H
     kv_heads: u32,    // Hkv
-    head_dim: u32,    // Dh
+    head_dim: u32,    // Dh (= DH)
     scale: f32,       // 1 / sqrt(Dh)
-    q_stride: u32,
+    q_stride: u32,    // strides and columns in floats, multiples of 4
     q_col: u32,
     k_stride: u32,
     k_col: u32,
@@ -28,13 +36,120 @@ struct Params {
     dk_col: u32,
     dv_col: u32,
     cache_len: u32,   // decode: Lmax, rows per sequence of the cache
+    group_heads: u32, // query-major kernels: heads of one kv group per workgroup (Gw)
+    block_rows: u32,  // query-major kernels: queries per head per workgroup (ROWS / Gw)
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> q: array<f32>;  // [B·T, q_stride]
-@group(0) @binding(2) var<storage, read> k: array<f32>;  // [B·T, k_stride] (decode: [B·Lmax, k_stride])
-@group(0) @binding(3) var<storage, read> v: array<f32>;  // [B·T, v_stride] (decode: [B·Lmax, v_stride])
+@group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;  // [B·T, q_stride]
+@group(0) @binding(2) var<storage, read> k: array<vec4<f32>>;  // [B·T, k_stride] (decode: [B·Lmax, k_stride])
+@group(0) @binding(3) var<storage, read> v: array<vec4<f32>>;  // [B·T, v_stride] (decode: [B·Lmax, v_stride])
 
-fn q_at(row: u32, h: u32) -> u32 { return row * params.q_stride + params.q_col + h * params.head_dim; }
-fn k_at(row: u32, kvh: u32) -> u32 { return row * params.k_stride + params.k_col + kvh * params.head_dim; }
-fn v_at(row: u32, kvh: u32) -> u32 { return row * params.v_stride + params.v_col + kvh * params.head_dim; }
+// vec4 index of head h's first column in row `row`
+fn q_at(row: u32, h: u32) -> u32 { return (row * params.q_stride + params.q_col) / 4u + h * DH4; }
+fn k_at(row: u32, kvh: u32) -> u32 { return (row * params.k_stride + params.k_col) / 4u + kvh * DH4; }
+fn v_at(row: u32, kvh: u32) -> u32 { return (row * params.v_stride + params.v_col) / 4u + kvh * DH4; }
+// o, dO: [rows, H·Dh]
+fn o_at(row: u32, h: u32) -> u32 { return (row * params.heads + h) * DH4; }
+
+// COLS columns of a row in registers, as named 4×4 chunks (indexed arrays
+// of registers are spilled to memory by some GPU compilers); chunks past
+// CHUNKS stay zero and are never touched.
+struct Row {
+    c0: mat4x4<f32>,
+    c1: mat4x4<f32>,
+    c2: mat4x4<f32>,
+    c3: mat4x4<f32>,
+}
+
+fn dot16(a: mat4x4<f32>, b: mat4x4<f32>) -> f32 {
+    return dot(a[0], b[0]) + dot(a[1], b[1]) + dot(a[2], b[2]) + dot(a[3], b[3]);
+}
+
+fn row_scaled(x: Row, a: f32) -> Row {
+    var r = x;
+    r.c0 = a * x.c0;
+    if (CHUNKS > 1u) { r.c1 = a * x.c1; }
+    if (CHUNKS > 2u) { r.c2 = a * x.c2; r.c3 = a * x.c3; }
+    return r;
+}
+
+// a·x + y
+fn row_axpy(a: f32, x: Row, y: Row) -> Row {
+    var r = y;
+    r.c0 = a * x.c0 + y.c0;
+    if (CHUNKS > 1u) { r.c1 = a * x.c1 + y.c1; }
+    if (CHUNKS > 2u) { r.c2 = a * x.c2 + y.c2; r.c3 = a * x.c3 + y.c3; }
+    return r;
+}
+
+fn row_dot(x: Row, y: Row) -> f32 {
+    var s = dot16(x.c0, y.c0);
+    if (CHUNKS > 1u) { s += dot16(x.c1, y.c1); }
+    if (CHUNKS > 2u) { s += dot16(x.c2, y.c2) + dot16(x.c3, y.c3); }
+    return s;
+}
+
+// COLS columns of a storage row from vec4 index `at` (q, k, v, o or dO).
+fn chunk_q(at: u32) -> mat4x4<f32> { return mat4x4<f32>(q[at], q[at + 1u], q[at + 2u], q[at + 3u]); }
+fn row_q(at: u32) -> Row {
+    var r: Row;
+    r.c0 = chunk_q(at);
+    if (CHUNKS > 1u) { r.c1 = chunk_q(at + 4u); }
+    if (CHUNKS > 2u) { r.c2 = chunk_q(at + 8u); r.c3 = chunk_q(at + 12u); }
+    return r;
+}
+fn chunk_k(at: u32) -> mat4x4<f32> { return mat4x4<f32>(k[at], k[at + 1u], k[at + 2u], k[at + 3u]); }
+fn row_k(at: u32) -> Row {
+    var r: Row;
+    r.c0 = chunk_k(at);
+    if (CHUNKS > 1u) { r.c1 = chunk_k(at + 4u); }
+    if (CHUNKS > 2u) { r.c2 = chunk_k(at + 8u); r.c3 = chunk_k(at + 12u); }
+    return r;
+}
+fn chunk_v(at: u32) -> mat4x4<f32> { return mat4x4<f32>(v[at], v[at + 1u], v[at + 2u], v[at + 3u]); }
+fn row_v(at: u32) -> Row {
+    var r: Row;
+    r.c0 = chunk_v(at);
+    if (CHUNKS > 1u) { r.c1 = chunk_v(at + 4u); }
+    if (CHUNKS > 2u) { r.c2 = chunk_v(at + 8u); r.c3 = chunk_v(at + 12u); }
+    return r;
+}
+
+// Where a query-major workgroup's invocation sits: workgroups go over
+// (query block, head chunk, sequence); slot lidx / LANES is query qi of
+// head h, lane lidx % LANES owns columns lane·COLS.. of it. The Gw heads of
+// a chunk share one kv head, so they share each staged K|V tile.
+struct QuerySlot {
+    b: u32,
+    h: u32,
+    kvh: u32,
+    t0: u32,     // the block's first query
+    t: u32,      // this slot's query
+    lane: u32,
+    live: bool,  // a real (head, query): the others stage tiles and stay idle
+}
+
+fn query_slot(g: u32, lidx: u32) -> QuerySlot {
+    let bq = params.block_rows;
+    let blocks = (params.seq_len + bq - 1u) / bq;
+    let chunks = params.heads / params.group_heads;  // head chunks over all kv heads
+    var s: QuerySlot;
+    s.t0 = (g % blocks) * bq;
+    let chunk = (g / blocks) % chunks;
+    s.b = g / (blocks * chunks);
+    let slot = lidx / LANES;
+    s.lane = lidx % LANES;
+    let hg = slot / bq;
+    s.h = chunk * params.group_heads + min(hg, params.group_heads - 1u);
+    s.kvh = s.h / (params.heads / params.kv_heads);
+    s.t = s.t0 + slot % bq;
+    s.live = hg < params.group_heads && s.t < params.seq_len;
+    return s;
+}
+
+// Keys of the tile at key0 that query t sees (causal): 0 when all are later.
+fn visible_keys(t: u32, key0: u32, live: bool) -> u32 {
+    if (!live || t < key0) { return 0u; }
+    return min(TILE, t + 1u - key0);
+}

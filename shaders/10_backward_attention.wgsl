@@ -1,216 +1,234 @@
-// Backward of 05_attention.wgsl's attention_forward, without float atomics:
-// a query-major pass writes dQ (and Δ), then a key-major pass writes dK and
-// dV, every sum in a fixed order, so gradients are bit-identical run to run.
-// Legend as in 05_attention.wgsl. With P = exp(s − lse) recomputed from the
-// saved lse, and Δ_t = dO_t·O_t:
+// Backward of 05_attention.wgsl's attention_forward (the FlashAttention-2
+// split), without float atomics: a query-major pass writes dQ (and Δ), then
+// a key-major pass writes dK and dV, every sum in a fixed order, so
+// gradients are bit-identical run to run. Legend as in 05_attention.wgsl.
+// With P = exp(s − lse) recomputed from the saved lse, and Δ_t = dO_t·O_t:
 //   dP = dO·Vᵀ,  dS = P∘(dP − Δ),  dQ = scale·dS·K,  dK = scale·dSᵀ·Q,  dV = Pᵀ·dO
 // Gradients are written, not accumulated (each q/k/v feeds only attention).
 // dQ has q's layout (dq_stride, dq_col); dK and dV are column ranges of one
 // buffer (dkv_stride, dk_col, dv_col), e.g. the k and v parts of a fused
 // [dq | dk | dv] gradient, since one dispatch may bind a buffer writable once.
+// Each invocation keeps up to 32 columns of each of its rows in registers
+// (the key-major pass holds four: k, v, dK, dV).
 
-const DC: u32 = 32u;      // head-dim columns per staged chunk: four [16, DC] tiles
+const COLS: u32 = min(DH, 32u);
 
-@group(0) @binding(4) var<storage, read> o: array<f32>;      // [B·T, H·Dh], the forward's output
-@group(0) @binding(5) var<storage, read> d_o: array<f32>;    // [B·T, H·Dh]
-@group(0) @binding(6) var<storage, read> lse: array<f32>;    // [B·T, H], saved by the forward
+@group(0) @binding(4) var<storage, read> o: array<vec4<f32>>;    // [B·T, H·Dh], the forward's output
+@group(0) @binding(5) var<storage, read> d_o: array<vec4<f32>>;  // [B·T, H·Dh]
+@group(0) @binding(6) var<storage, read> lse: array<f32>;        // [B·T, H], saved by the forward
 
-fn o_at(row: u32, h: u32) -> u32 { return (row * params.heads + h) * params.head_dim; }
+// The streamed tile: K|V rows (dQ pass) or Q|dO rows (dK/dV pass), and
+// each lane's parts of the scores and of dP for every row of it.
+var<workgroup> tile_a: array<vec4<f32>, TILE * DH4>;
+var<workgroup> tile_b: array<vec4<f32>, TILE * DH4>;
+var<workgroup> score_part: array<f32, TILE * ROW_WG>;
+var<workgroup> dp_part: array<f32, TILE * ROW_WG>;
+var<workgroup> tile_lse: array<f32, TILE>;    // dK/dV pass: the Q rows' lse and Δ
+var<workgroup> tile_delta: array<f32, TILE>;
 
-// Columns c0 .. c0 + DC of a block's query rows (q, dO) and/or key rows
-// (k, v), zero past T and Dh.
-var<workgroup> q_tile: array<f32, BQ * DC>;
-var<workgroup> do_tile: array<f32, BQ * DC>;
-var<workgroup> k_tile: array<f32, BK * DC>;
-var<workgroup> v_tile: array<f32, BK * DC>;
-var<workgroup> p_tile: array<f32, BQ * BK>;
-var<workgroup> ds_tile: array<f32, BQ * BK>;
+fn tile_chunk(from_a: bool, at: u32) -> mat4x4<f32> {
+    if (from_a) { return mat4x4<f32>(tile_a[at], tile_a[at + 1u], tile_a[at + 2u], tile_a[at + 3u]); }
+    return mat4x4<f32>(tile_b[at], tile_b[at + 1u], tile_b[at + 2u], tile_b[at + 3u]);
+}
 
-fn stage(b: u32, t0: u32, h: u32, key0: u32, kvh: u32, c0: u32, queries: bool, keys: bool, lidx: u32) {
-    let t_len = params.seq_len;
-    for (var e = lidx; e < BQ * DC; e += WG) {
-        let i = e / DC;
-        let d = c0 + e % DC;
-        let inside = d < params.head_dim;
-        if (queries) {
-            let row = b * t_len + t0 + i;
-            var x = 0.0;
-            var y = 0.0;
-            if (inside && t0 + i < t_len) {
-                x = q[q_at(row, h) + d];
-                y = d_o[o_at(row, h) + d];
-            }
-            q_tile[e] = x;
-            do_tile[e] = y;
-        }
-        if (keys) {
-            let row = b * t_len + key0 + i;
-            var x = 0.0;
-            var y = 0.0;
-            if (inside && key0 + i < t_len) {
-                x = k[k_at(row, kvh) + d];
-                y = v[v_at(row, kvh) + d];
-            }
-            k_tile[e] = x;
-            v_tile[e] = y;
-        }
+// This lane's COLS columns of tile row j.
+fn tile_row(from_a: bool, j: u32, lane: u32) -> Row {
+    let at = j * DH4 + lane * COLS4;
+    var r: Row;
+    r.c0 = tile_chunk(from_a, at);
+    if (CHUNKS > 1u) { r.c1 = tile_chunk(from_a, at + 4u); }
+    if (CHUNKS > 2u) { r.c2 = tile_chunk(from_a, at + 8u); r.c3 = tile_chunk(from_a, at + 12u); }
+    return r;
+}
+
+fn chunk_o(from_o: bool, at: u32) -> mat4x4<f32> {
+    if (from_o) { return mat4x4<f32>(o[at], o[at + 1u], o[at + 2u], o[at + 3u]); }
+    return mat4x4<f32>(d_o[at], d_o[at + 1u], d_o[at + 2u], d_o[at + 3u]);
+}
+
+// COLS columns of o or dO from vec4 index `at`.
+fn row_o(from_o: bool, at: u32) -> Row {
+    var r: Row;
+    r.c0 = chunk_o(from_o, at);
+    if (CHUNKS > 1u) { r.c1 = chunk_o(from_o, at + 4u); }
+    if (CHUNKS > 2u) { r.c2 = chunk_o(from_o, at + 8u); r.c3 = chunk_o(from_o, at + 12u); }
+    return r;
+}
+
+// Rows i0 .. n of the tile: each lane's parts of a·tile_a[i] and b·tile_b[i].
+fn dot_parts(a: Row, b: Row, i0: u32, n: u32, lane: u32, lidx: u32) {
+    for (var i = i0; i < n; i++) {
+        score_part[i * ROW_WG + lidx] = row_dot(a, tile_row(true, i, lane));
+        dp_part[i * ROW_WG + lidx] = row_dot(b, tile_row(false, i, lane));
     }
 }
 
-// attention_backward_dq: one workgroup per (query block, head, sequence);
-// invocation (r, j) = query r, key j of each key block, then columns
-// d = j + BK·i of dQ_r. Also writes Δ [B·T, H] for the key-major pass.
-@group(0) @binding(7) var<storage, read_write> dq: array<f32>;     // [B·T, dq_stride]
-@group(0) @binding(8) var<storage, read_write> delta: array<f32>;  // [B·T, H]
+// The row's lane parts of tile row i, in order.
+fn lanes_sum(scores: bool, i: u32, lidx: u32) -> f32 {
+    let first = i * ROW_WG + lidx - lidx % LANES;
+    var s = 0.0;
+    for (var l = 0u; l < LANES; l++) {
+        if (scores) { s += score_part[first + l]; } else { s += dp_part[first + l]; }
+    }
+    return s;
+}
 
-@compute @workgroup_size(WG)
+// attention_backward_dq: workgroups as attention_forward's (query slots of
+// LANES invocations, Gw heads sharing each K|V tile). Per visible key j,
+// in order: dQ += dS_j·k_j. Also writes Δ [B·T, H] for the key-major pass.
+@group(0) @binding(7) var<storage, read_write> dq: array<vec4<f32>>;  // [B·T, dq_stride]
+@group(0) @binding(8) var<storage, read_write> delta: array<f32>;     // [B·T, H]
+
+fn store_dq(at: u32, x: mat4x4<f32>) {
+    for (var c = 0u; c < 4u; c++) { dq[at + c] = x[c]; }
+}
+
+@compute @workgroup_size(ROW_WG)
 fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                          @builtin(local_invocation_index) lidx: u32) {
     let t_len = params.seq_len;
-    let dh = params.head_dim;
-    let blocks = (t_len + BQ - 1u) / BQ;
+    let bq = params.block_rows;
     let g = flat_group(wid, nwg);
-    if (g >= blocks * params.heads * params.batch) { return; }  // uniform
-    let t0 = (g % blocks) * BQ;
-    let h = (g / blocks) % params.heads;
-    let b = g / (blocks * params.heads);
-    let kvh = h / (params.heads / params.kv_heads);
-    let r = lidx / BK;
-    let j = lidx % BK;
-    let t = t0 + r;
-    let row = b * t_len + t;
-
-    // Δ_t = dO_t·O_t: BK partial sums per row, added in order by every lane
+    if (g >= (t_len + bq - 1u) / bq * (params.heads / params.group_heads) * params.batch) { return; }  // uniform
+    let s = query_slot(g, lidx);
+    let row = s.b * t_len + s.t;
+    let col = s.lane * COLS4;
+    var qr: Row;
+    var dor: Row;
     var part = 0.0;
-    if (t < t_len) {
-        for (var i = 0u; i < dh / BK; i++) {
-            let at = o_at(row, h) + j + BK * i;
-            part += d_o[at] * o[at];
-        }
-    }
-    ds_tile[lidx] = part;
-    workgroupBarrier();
-    var delta_t = 0.0;
-    for (var jj = 0u; jj < BK; jj++) { delta_t += ds_tile[r * BK + jj]; }
     var lse_t = 0.0;
-    if (t < t_len) {
-        lse_t = lse[row * params.heads + h];
-        if (j == 0u) { delta[row * params.heads + h] = delta_t; }
+    if (s.live) {
+        qr = row_q(q_at(row, s.h) + col);
+        dor = row_o(false, o_at(row, s.h) + col);
+        part = row_dot(dor, row_o(true, o_at(row, s.h) + col));
+        lse_t = lse[row * params.heads + s.h];
+    }
+    // Δ_t = dO_t·O_t: the row's lane parts, in order
+    score_part[lidx] = part;
+    workgroupBarrier();
+    let delta_t = lanes_sum(true, 0u, lidx);
+    if (s.live && s.lane == 0u) { delta[row * params.heads + s.h] = delta_t; }
+
+    var acc: Row;
+    let key_end = min(s.t0 + bq, t_len);
+    for (var key0 = 0u; key0 < key_end; key0 += TILE) {
+        workgroupBarrier();  // the last tile's (and Δ's) readers are done
+        for (var e = lidx; e < TILE * DH4; e += ROW_WG) {
+            let key = key0 + e / DH4;
+            let c = e % DH4;
+            var x = vec4<f32>(0.0);
+            var y = vec4<f32>(0.0);
+            if (key < t_len) {
+                x = k[k_at(s.b * t_len + key, s.kvh) + c];
+                y = v[v_at(s.b * t_len + key, s.kvh) + c];
+            }
+            tile_a[e] = x;
+            tile_b[e] = y;
+        }
+        workgroupBarrier();
+        let n = visible_keys(s.t, key0, s.live);
+        dot_parts(qr, dor, 0u, n, s.lane, lidx);
+        if (LANES > 1u) { workgroupBarrier(); }
+        for (var j = 0u; j < n; j++) {
+            let p = exp(lanes_sum(true, j, lidx) * params.scale - lse_t);
+            let ds = p * (lanes_sum(false, j, lidx) - delta_t);
+            acc = row_axpy(ds, tile_row(true, j, s.lane), acc);
+        }
     }
 
-    var acc: array<f32, SLOTS>;
-    let key_end = min(t0 + BQ, t_len);
-    for (var key0 = 0u; key0 < key_end; key0 += BK) {
-        var s = 0.0;
-        var dp = 0.0;
-        for (var c0 = 0u; c0 < dh; c0 += DC) {
-            workgroupBarrier();
-            stage(b, t0, h, key0, kvh, c0, true, true, lidx);
-            workgroupBarrier();
-            for (var d = 0u; d < min(DC, dh - c0); d++) {
-                s += q_tile[r * DC + d] * k_tile[j * DC + d];
-                dp += do_tile[r * DC + d] * v_tile[j * DC + d];
-            }
-        }
-        let key = key0 + j;
-        let visible = key <= t && t < t_len;
-        let p = exp(select(NEG_BIG, s * params.scale - lse_t, visible));
-        ds_tile[lidx] = p * (dp - delta_t);
-        for (var c0 = 0u; c0 < dh; c0 += DC) {
-            workgroupBarrier();
-            stage(b, t0, h, key0, kvh, c0, false, true, lidx);
-            workgroupBarrier();
-            for (var i = c0 / BK; i < min(c0 + DC, dh) / BK; i++) {
-                let dl = j + BK * i - c0;
-                var sum = 0.0;
-                for (var jj = 0u; jj < BK; jj++) { sum += ds_tile[r * BK + jj] * k_tile[jj * DC + dl]; }
-                acc[i] += sum;
-            }
-        }
-    }
-
-    if (t < t_len) {
-        for (var i = 0u; i < dh / BK; i++) {
-            dq[row * params.dq_stride + params.dq_col + h * dh + j + BK * i] = params.scale * acc[i];
-        }
+    if (s.live) {
+        let at = (row * params.dq_stride + params.dq_col) / 4u + s.h * DH4 + col;
+        let out = row_scaled(acc, params.scale);
+        store_dq(at, out.c0);
+        if (CHUNKS > 1u) { store_dq(at + 4u, out.c1); }
     }
 }
 
-// attention_backward_dkv: one workgroup per (key block, kv head, sequence);
-// invocation (r, j) = key r, query j of each query block, then columns
-// d = j + BK·i of dK_r and dV_r. Loops over the G query heads of the kv
-// head, then over the query blocks at or after the key block, in order.
-@group(0) @binding(7) var<storage, read> delta_in: array<f32>;     // [B·T, H], from attention_backward_dq
-@group(0) @binding(8) var<storage, read_write> dkv: array<f32>;    // [B·T, dkv_stride]
+// attention_backward_dkv: one workgroup per (block of ROWS keys, kv head,
+// sequence); slot lidx / LANES owns key `key` with its k, v, dK and dV
+// columns in registers, while Q|dO tiles of the G query heads of the kv
+// head stream in, heads in order, then queries from the block's first key
+// on, in order: dV += P·dO_t, dK += dS·q_t.
+@group(0) @binding(7) var<storage, read> delta_in: array<f32>;      // [B·T, H], from attention_backward_dq
+@group(0) @binding(8) var<storage, read_write> dkv: array<vec4<f32>>;  // [B·T, dkv_stride]
 
-@compute @workgroup_size(WG)
+fn store_dkv(at: u32, x: Row) {
+    for (var c = 0u; c < 4u; c++) {
+        dkv[at + c] = x.c0[c];
+        if (CHUNKS > 1u) { dkv[at + 4u + c] = x.c1[c]; }
+    }
+}
+
+@compute @workgroup_size(ROW_WG)
 fn attention_backward_dkv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                           @builtin(local_invocation_index) lidx: u32) {
     let t_len = params.seq_len;
-    let dh = params.head_dim;
-    let blocks = (t_len + BK - 1u) / BK;
+    let blocks = (t_len + ROWS - 1u) / ROWS;
     let g = flat_group(wid, nwg);
     if (g >= blocks * params.kv_heads * params.batch) { return; }  // uniform
-    let key0 = (g % blocks) * BK;
+    let key0 = (g % blocks) * ROWS;
     let kvh = (g / blocks) % params.kv_heads;
     let b = g / (blocks * params.kv_heads);
     let group = params.heads / params.kv_heads;
-    let r = lidx / BK;
-    let j = lidx % BK;
-    let key = key0 + r;
+    let lane = lidx % LANES;
+    let col = lane * COLS4;
+    let key = key0 + lidx / LANES;
+    let live = key < t_len;
+    let krow = b * t_len + key;
+    var kr: Row;
+    var vr: Row;
+    if (live) {
+        kr = row_k(k_at(krow, kvh) + col);
+        vr = row_v(v_at(krow, kvh) + col);
+    }
 
-    var acc_k: array<f32, SLOTS>;
-    var acc_v: array<f32, SLOTS>;
+    var dk: Row;
+    var dv: Row;
     for (var h = kvh * group; h < (kvh + 1u) * group; h++) {
-        for (var t0 = key0; t0 < t_len; t0 += BQ) {
-            let t = t0 + j;
-            let row = b * t_len + t;
-            var lse_t = 0.0;
-            var delta_t = 0.0;
-            if (t < t_len) {
-                lse_t = lse[row * params.heads + h];
-                delta_t = delta_in[row * params.heads + h];
-            }
-            var s = 0.0;
-            var dp = 0.0;
-            for (var c0 = 0u; c0 < dh; c0 += DC) {
-                workgroupBarrier();
-                stage(b, t0, h, key0, kvh, c0, true, true, lidx);
-                workgroupBarrier();
-                for (var d = 0u; d < min(DC, dh - c0); d++) {
-                    s += k_tile[r * DC + d] * q_tile[j * DC + d];
-                    dp += v_tile[r * DC + d] * do_tile[j * DC + d];
+        for (var t0 = key0; t0 < t_len; t0 += TILE) {
+            workgroupBarrier();  // the last tile's readers are done
+            for (var e = lidx; e < TILE * DH4; e += ROW_WG) {
+                let t = t0 + e / DH4;
+                let c = e % DH4;
+                var x = vec4<f32>(0.0);
+                var y = vec4<f32>(0.0);
+                if (t < t_len) {
+                    x = q[q_at(b * t_len + t, h) + c];
+                    y = d_o[o_at(b * t_len + t, h) + c];
                 }
+                tile_a[e] = x;
+                tile_b[e] = y;
             }
-            let visible = key <= t && t < t_len;
-            let p = exp(select(NEG_BIG, s * params.scale - lse_t, visible));
-            p_tile[lidx] = p;
-            ds_tile[lidx] = p * (dp - delta_t);
-            for (var c0 = 0u; c0 < dh; c0 += DC) {
-                workgroupBarrier();
-                stage(b, t0, h, key0, kvh, c0, true, false, lidx);
-                workgroupBarrier();
-                for (var i = c0 / BK; i < min(c0 + DC, dh) / BK; i++) {
-                    let dl = j + BK * i - c0;
-                    var sum_k = 0.0;
-                    var sum_v = 0.0;
-                    for (var jj = 0u; jj < BQ; jj++) {
-                        sum_k += ds_tile[r * BQ + jj] * q_tile[jj * DC + dl];
-                        sum_v += p_tile[r * BQ + jj] * do_tile[jj * DC + dl];
-                    }
-                    acc_k[i] += sum_k;
-                    acc_v[i] += sum_v;
+            if (lidx < TILE) {
+                let t = t0 + lidx;
+                var x = 0.0;
+                var y = 0.0;
+                if (t < t_len) {
+                    x = lse[(b * t_len + t) * params.heads + h];
+                    y = delta_in[(b * t_len + t) * params.heads + h];
                 }
+                tile_lse[lidx] = x;
+                tile_delta[lidx] = y;
+            }
+            workgroupBarrier();
+            // the tile's queries that see this key: t ≥ key, t < T
+            var i0 = TILE;
+            if (live) { i0 = select(0u, key - t0, key > t0); }
+            let n = min(TILE, t_len - t0);
+            dot_parts(kr, vr, i0, n, lane, lidx);
+            if (LANES > 1u) { workgroupBarrier(); }
+            for (var i = i0; i < n; i++) {
+                let p = exp(lanes_sum(true, i, lidx) * params.scale - tile_lse[i]);
+                let ds = p * (lanes_sum(false, i, lidx) - tile_delta[i]);
+                dv = row_axpy(p, tile_row(false, i, lane), dv);
+                dk = row_axpy(ds, tile_row(true, i, lane), dk);
             }
         }
     }
 
-    if (key < t_len) {
-        let base = (b * t_len + key) * params.dkv_stride + kvh * dh;
-        for (var i = 0u; i < dh / BK; i++) {
-            let d = j + BK * i;
-            dkv[base + params.dk_col + d] = params.scale * acc_k[i];
-            dkv[base + params.dv_col + d] = acc_v[i];
-        }
+    if (live) {
+        let base = krow * params.dkv_stride + kvh * DH;
+        store_dkv((base + params.dk_col) / 4u + col, row_scaled(dk, params.scale));
+        store_dkv((base + params.dv_col) / 4u + col, dv);
     }
 }

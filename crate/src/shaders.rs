@@ -68,10 +68,7 @@ pub const KERNEL_MODULES: &[Module] = &[
         prelude: None,
         file: ROPE,
     },
-    Module {
-        prelude: Some(ATTENTION_COMMON),
-        file: ATTENTION,
-    },
+    // 05_attention.wgsl and 10_backward_attention.wgsl need a head dim: they compile per head dim (kernels::attention)
     Module {
         prelude: None,
         file: ACTIVATION,
@@ -83,10 +80,6 @@ pub const KERNEL_MODULES: &[Module] = &[
     Module {
         prelude: None,
         file: CAST,
-    },
-    Module {
-        prelude: Some(ATTENTION_COMMON),
-        file: BACKWARD_ATTENTION,
     },
     Module {
         prelude: None,

@@ -6,14 +6,18 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::error::{Error, Result};
-use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_kernels};
+use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_variant_kernels};
 use crate::shaders::{ATTENTION, ATTENTION_COMMON, BACKWARD_ATTENTION, Module};
 
-/// Query rows (and keys) per workgroup block: `BQ` and `BK` in the shaders.
-const BLOCK: u64 = 16;
-/// Largest head dim: `MAX_DH` in the shaders (per-invocation state and the
-/// 16 KiB of workgroup memory every WebGPU device has are sized for it).
+/// Largest head dim: a row's registers (four 4×4 chunks per lane, two lanes)
+/// and a tile of at least 4 rows in 16 KiB of workgroup memory are sized
+/// for it.
 pub const MAX_HEAD_DIM: u32 = 128;
+/// Invocations of the row kernels: `ROW_WG` in 05_attention_common.wgsl.
+const ROW_WG: u32 = 64;
+/// Workgroup memory a tile may take: beyond this, fewer workgroups fit on
+/// a GPU core for no fewer barriers worth having.
+const TILE_BUDGET: u32 = 32 * 1024;
 
 /// Causal self-attention over `batch` sequences of `seq_len` tokens.
 #[derive(Clone, Copy, Debug)]
@@ -112,7 +116,8 @@ struct Params {
     dk_col: u32,
     dv_col: u32,
     cache_len: u32,
-    _pad: [u32; 2],
+    group_heads: u32,
+    block_rows: u32,
 }
 
 const FORWARD: KernelDesc = KernelDesc {
@@ -176,7 +181,10 @@ const BACKWARD_DKV: KernelDesc = KernelDesc {
     ],
 };
 
-pub struct Attention {
+/// The kernels of one head dim: both files compiled with `DH` and tiles
+/// sized to the adapter.
+struct Family {
+    head_dim: u32,
     forward: Kernel,
     decode: Kernel,
     kv_append: Kernel,
@@ -184,33 +192,95 @@ pub struct Attention {
     backward_dkv: Kernel,
 }
 
+/// Attention's kernels for each head dim a model uses (each is its own
+/// module: a row's registers are sized by the head dim).
+pub struct Attention {
+    families: Vec<Family>,
+}
+
+/// Head-dim columns one invocation keeps of each row it holds (`COLS` in
+/// each file): the forward and dQ rows hold two `Row`s or three, the
+/// key-major pass four.
+const FORWARD_COLS: u32 = 64;
+const BACKWARD_COLS: u32 = 32;
+
+/// Rows of a streamed tile: the largest power of two from 4 to 64 whose
+/// workgroup memory, `floats_per_row` f32 per row, fits the adapter.
+fn tile_rows(gpu: &Gpu, floats_per_row: u32) -> u32 {
+    let budget = gpu
+        .limits
+        .max_compute_workgroup_storage_size
+        .min(TILE_BUDGET);
+    let mut rows = 64;
+    while rows > 4 && 4 * rows * floats_per_row > budget {
+        rows /= 2;
+    }
+    rows
+}
+
+/// Row slots (queries or keys) of a workgroup whose lanes hold `cols`
+/// columns of a row: `ROWS` in the shaders.
+fn row_slots(head_dim: u32, cols: u32) -> u32 {
+    ROW_WG / (head_dim / cols.min(head_dim))
+}
+
 impl Attention {
-    pub async fn new(gpu: &Gpu) -> Result<Self> {
-        let [forward, decode, kv_append] = build_kernels(
-            gpu,
-            Module {
-                prelude: Some(ATTENTION_COMMON),
-                file: ATTENTION,
-            },
-            [FORWARD, DECODE, KV_APPEND],
-        )
-        .await?;
-        let [backward_dq, backward_dkv] = build_kernels(
-            gpu,
-            Module {
-                prelude: Some(ATTENTION_COMMON),
-                file: BACKWARD_ATTENTION,
-            },
-            [BACKWARD_DQ, BACKWARD_DKV],
-        )
-        .await?;
-        Ok(Attention {
-            forward,
-            decode,
-            kv_append,
-            backward_dq,
-            backward_dkv,
-        })
+    /// The kernels of every head dim in `head_dims`.
+    pub async fn new(gpu: &Gpu, head_dims: &[u32]) -> Result<Self> {
+        let mut families: Vec<Family> = Vec::new();
+        for &dh in head_dims {
+            if families.iter().any(|f| f.head_dim == dh) {
+                continue;
+            }
+            check_head_dim("attention", dh)?;
+            // K and V tiles, and a score part per invocation and key
+            let forward_tile = tile_rows(gpu, 2 * dh + ROW_WG);
+            // two tiles, score and dP parts, lse and Δ
+            let backward_tile = tile_rows(gpu, 2 * dh + 2 * ROW_WG + 2);
+            let constants = |tile: u32| format!("const DH: u32 = {dh}u;\nconst TILE: u32 = {tile}u;\n");
+            let [forward, decode, kv_append] = build_variant_kernels(
+                gpu,
+                Module {
+                    prelude: Some(ATTENTION_COMMON),
+                    file: ATTENTION,
+                },
+                &constants(forward_tile),
+                [FORWARD, DECODE, KV_APPEND],
+            )
+            .await?;
+            let [backward_dq, backward_dkv] = build_variant_kernels(
+                gpu,
+                Module {
+                    prelude: Some(ATTENTION_COMMON),
+                    file: BACKWARD_ATTENTION,
+                },
+                &constants(backward_tile),
+                [BACKWARD_DQ, BACKWARD_DKV],
+            )
+            .await?;
+            families.push(Family {
+                head_dim: dh,
+                forward,
+                decode,
+                kv_append,
+                backward_dq,
+                backward_dkv,
+            });
+        }
+        Ok(Attention { families })
+    }
+
+    fn family(&self, op: &'static str, head_dim: u32) -> Result<&Family> {
+        self.families
+            .iter()
+            .find(|f| f.head_dim == head_dim)
+            .ok_or_else(|| {
+                let built: Vec<String> = self.families.iter().map(|f| f.head_dim.to_string()).collect();
+                Error::Unsupported(format!(
+                    "{op}: kernels for head_dim {head_dim} were not built (built: {})",
+                    built.join(", ")
+                ))
+            })
     }
 
     /// `o = softmax(q·kᵀ/sqrt(Dh) + causal mask)·v` per head, saving lse.
@@ -223,7 +293,9 @@ impl Attention {
         lse: BufferRange,
     ) -> Result<Dispatch> {
         let op = "attention_forward";
+        let kernels = self.family(op, s.head_dim)?;
         let mut p = params(op, s.batch, s.seq_len, s.heads, s.kv_heads, s.head_dim)?;
+        let groups = query_groups(&mut p, FORWARD_COLS);
         let rows = s.rows();
         let Qkv { q, k, v } = x;
         (p.q_stride, p.q_col) = check_heads(gpu, op, "q", &q, rows, s.heads, s.head_dim)?;
@@ -240,17 +312,16 @@ impl Attention {
             o.binding(),
             lse.binding(),
         ];
-        self.forward.dispatch(
-            gpu,
-            &bindings,
-            gpu.grid_groups(op, query_blocks(s) * s.heads as u64)?,
-        )
+        kernels
+            .forward
+            .dispatch(gpu, &bindings, gpu.grid_groups(op, groups)?)
     }
 
     /// One generation step: `o[b] = attention(q[b], cache rows 0..L of b)`.
     /// The new token's k and v must already sit at row L−1 of the caches.
     pub fn decode(&self, gpu: &Gpu, s: DecodeShape, x: Qkv, o: BufferRange) -> Result<Dispatch> {
         let op = "attention_decode";
+        let kernels = self.family(op, s.head_dim)?;
         let Qkv {
             q,
             k: k_cache,
@@ -279,7 +350,7 @@ impl Attention {
             v_cache.data.binding(),
             o.binding(),
         ];
-        self.decode.dispatch(
+        kernels.decode.dispatch(
             gpu,
             &bindings,
             gpu.grid_groups(op, s.batch as u64 * s.heads as u64)?,
@@ -300,6 +371,7 @@ impl Attention {
         v_cache: BufferRange,
     ) -> Result<Dispatch> {
         let op = "kv_append";
+        let kernels = self.family(op, s.head_dim)?;
         let mut p = decode_params(op, s)?;
         let batch = s.batch as u64;
         (p.k_stride, p.k_col) = check_heads(gpu, op, "k", &k, batch, s.kv_heads, s.head_dim)?;
@@ -325,8 +397,9 @@ impl Attention {
             k_cache.binding(),
             v_cache.binding(),
         ];
-        self.kv_append
-            .dispatch(gpu, &bindings, gpu.grid_1d(op, batch * width)?)
+        kernels
+            .kv_append
+            .dispatch(gpu, &bindings, gpu.grid_1d(op, batch * width / 4)?)
     }
 
     /// dQ, dK and dV (written, not accumulated), in two dispatches to record
@@ -338,7 +411,12 @@ impl Attention {
         g: &AttentionBackward,
     ) -> Result<[Dispatch; 2]> {
         let op = "attention_backward";
+        let kernels = self.family(op, s.head_dim)?;
         let mut p = params(op, s.batch, s.seq_len, s.heads, s.kv_heads, s.head_dim)?;
+        let dq_groups = query_groups(&mut p, BACKWARD_COLS);
+        let dkv_groups = (s.seq_len as u64).div_ceil(row_slots(s.head_dim, BACKWARD_COLS) as u64)
+            * s.kv_heads as u64
+            * s.batch as u64;
         let rows = s.rows();
         let (hdh, kvdh) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
         let Qkv { q, k, v } = g.qkv;
@@ -374,7 +452,7 @@ impl Attention {
         let params = gpu.uniform(op, &p);
         let u = || params.as_entire_binding();
         let (q, k, v) = (q.data.binding(), k.data.binding(), v.data.binding());
-        let dq = self.backward_dq.dispatch(
+        let dq = kernels.backward_dq.dispatch(
             gpu,
             &[
                 u(),
@@ -387,9 +465,9 @@ impl Attention {
                 g.dq.data.binding(),
                 g.delta.binding(),
             ],
-            gpu.grid_groups(op, query_blocks(s) * s.heads as u64)?,
+            gpu.grid_groups(op, dq_groups)?,
         )?;
-        let dkv = self.backward_dkv.dispatch(
+        let dkv = kernels.backward_dkv.dispatch(
             gpu,
             &[
                 u(),
@@ -401,15 +479,38 @@ impl Attention {
                 g.delta.binding(),
                 dkv.data.binding(),
             ],
-            gpu.grid_groups(op, query_blocks(s) * s.kv_heads as u64)?,
+            gpu.grid_groups(op, dkv_groups)?,
         )?;
         Ok([dq, dkv])
     }
 }
 
-/// Blocks of 16 rows over every sequence: workgroups per head.
-fn query_blocks(s: AttentionShape) -> u64 {
-    (s.seq_len as u64).div_ceil(BLOCK) * s.batch as u64
+/// Sets how a query-major kernel whose lanes hold `cols` columns splits
+/// its row slots: Gw heads of a kv group (the largest divisor of G that
+/// fits) × `block_rows` queries; returns its workgroup count.
+fn query_groups(p: &mut Params, cols: u32) -> u64 {
+    let slots = row_slots(p.head_dim, cols);
+    let g = p.heads / p.kv_heads;
+    p.group_heads = (1..=g.min(slots))
+        .rev()
+        .find(|d| g.is_multiple_of(*d))
+        .unwrap_or(1);
+    p.block_rows = slots / p.group_heads;
+    (p.seq_len as u64).div_ceil(p.block_rows as u64)
+        * (p.heads / p.group_heads) as u64
+        * p.batch as u64
+}
+
+fn check_head_dim(op: &'static str, head_dim: u32) -> Result<()> {
+    if head_dim == 0 || !head_dim.is_multiple_of(16) || head_dim > MAX_HEAD_DIM {
+        return Err(Error::shape(
+            op,
+            "head_dim",
+            format!("a multiple of 16 up to {MAX_HEAD_DIM}"),
+            head_dim,
+        ));
+    }
+    Ok(())
 }
 
 /// Params with the shape filled in and checked; views are set by the caller.
@@ -421,14 +522,7 @@ fn params(
     kv_heads: u32,
     head_dim: u32,
 ) -> Result<Params> {
-    if head_dim == 0 || !head_dim.is_multiple_of(16) || head_dim > MAX_HEAD_DIM {
-        return Err(Error::shape(
-            op,
-            "head_dim",
-            format!("a multiple of 16 up to {MAX_HEAD_DIM}"),
-            head_dim,
-        ));
-    }
+    check_head_dim(op, head_dim)?;
     if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
         return Err(Error::shape(
             op,
@@ -486,6 +580,14 @@ fn check_heads(
     heads: u32,
     head_dim: u32,
 ) -> Result<(u32, u32)> {
+    if !x.row_stride.is_multiple_of(4) || !x.col.is_multiple_of(4) {
+        return Err(Error::shape(
+            op,
+            what,
+            "row stride and column multiples of 4 (read as vec4)",
+            format!("{} and {}", x.row_stride, x.col),
+        ));
+    }
     let width = x.col as u64 + heads as u64 * head_dim as u64;
     if width > x.row_stride as u64 {
         return Err(Error::shape(

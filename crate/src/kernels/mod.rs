@@ -51,13 +51,14 @@ pub struct Kernels {
 }
 
 impl Kernels {
-    /// In `gpu`'s numeric mode, the head wide in fp8.
-    pub async fn new(gpu: &Gpu) -> Result<Self> {
-        Self::with_head(gpu, gpu.numerics() == Numerics::Fp8).await
+    /// In `gpu`'s numeric mode, the head wide in fp8, attention for each
+    /// of `head_dims`.
+    pub async fn new(gpu: &Gpu, head_dims: &[u32]) -> Result<Self> {
+        Self::with_head(gpu, gpu.numerics() == Numerics::Fp8, head_dims).await
     }
 
     /// In `gpu`'s numeric mode, the head's product exact if `wide_head`.
-    pub async fn with_head(gpu: &Gpu, wide_head: bool) -> Result<Self> {
+    pub async fn with_head(gpu: &Gpu, wide_head: bool, head_dims: &[u32]) -> Result<Self> {
         Ok(Kernels {
             infra: Infrastructure::new(gpu).await?,
             embed: Embedding::new(gpu).await?,
@@ -69,7 +70,7 @@ impl Kernels {
                 Linear::new(gpu).await?
             },
             rope: Rope::new(gpu).await?,
-            attn: Attention::new(gpu).await?,
+            attn: Attention::new(gpu, head_dims).await?,
             act: Activation::new(gpu).await?,
             loss: Loss::new(gpu).await?,
             cast: Cast::new(gpu).await?,

@@ -26,6 +26,11 @@ fn shape((batch, seq_len, heads, kv_heads, head_dim): (u32, u32, u32, u32, u32))
     }
 }
 
+/// The head dims of (B, T, H, Hkv, Dh) cases.
+fn head_dims(cases: &[(u32, u32, u32, u32, u32)]) -> Vec<u32> {
+    cases.iter().map(|c| c.4).collect()
+}
+
 fn what(s: &AttentionShape) -> String {
     format!(
         "B={} T={} H={} Hkv={} Dh={}",
@@ -145,7 +150,7 @@ const GRAD_ATOL: f64 = 4e-6;
 // / SwiftShader: 7.0e-6 / 7.0e-6 (dK).
 const GRAD_ATOL_80: f64 = 3e-5;
 
-/// (B, T, H, Hkv, Dh): T = 1 … 1024, Dh 32, 64, 128, GQA ratios 1, 2, 4;
+/// (B, T, H, Hkv, Dh): T = 1 … 1024, Dh 16, 32, 64, 128, GQA ratios 1, 2, 4;
 /// T = 1024 with few heads, for SwiftShader's sake.
 const FORWARD_CASES: &[(u32, u32, u32, u32, u32)] = &[
     (2, 1, 4, 4, 64),
@@ -155,10 +160,11 @@ const FORWARD_CASES: &[(u32, u32, u32, u32, u32)] = &[
     (1, 512, 4, 4, 32),
     (1, 1024, 2, 1, 64),
     (1, 300, 2, 2, 128),
+    (2, 33, 4, 1, 16),
 ];
 
 pub async fn attention_forward_matches_reference(gpu: &Gpu) -> Result<()> {
-    let a = Attention::new(gpu).await?;
+    let a = Attention::new(gpu, &head_dims(FORWARD_CASES)).await?;
     let mut r = rng(90);
     for &case in FORWARD_CASES {
         let s = shape(case);
@@ -198,7 +204,7 @@ pub async fn attention_forward_matches_reference(gpu: &Gpu) -> Result<()> {
 /// q, k and v as column ranges of one fused [q | k | v] row give the same
 /// bits as separate tensors.
 pub async fn attention_reads_a_fused_qkv_row(gpu: &Gpu) -> Result<()> {
-    let a = Attention::new(gpu).await?;
+    let a = Attention::new(gpu, &[32]).await?;
     let s = shape((2, 37, 4, 2, 32));
     let x = Inputs::random(&mut rng(91), &s, 1.0);
     let (o_sep, lse_sep) = forward(gpu, &a, &s, &x).await?;
@@ -253,7 +259,7 @@ pub async fn attention_reads_a_fused_qkv_row(gpu: &Gpu) -> Result<()> {
 
 /// Changing key/value t* changes no output before t*, and changes t*'s.
 pub async fn attention_is_causal(gpu: &Gpu) -> Result<()> {
-    let a = Attention::new(gpu).await?;
+    let a = Attention::new(gpu, &[64]).await?;
     let s = shape((1, 40, 2, 1, 64));
     let mut r = rng(92);
     let x = Inputs::random(&mut r, &s, 1.0);
@@ -288,7 +294,7 @@ pub async fn attention_is_causal(gpu: &Gpu) -> Result<()> {
 /// scores exactly ±80 against keys of its own pattern and ±10 or so against
 /// the others. Nothing may overflow; forward and backward keep their accuracy.
 pub async fn attention_survives_scores_of_80(gpu: &Gpu) -> Result<()> {
-    let a = Attention::new(gpu).await?;
+    let a = Attention::new(gpu, &[64]).await?;
     let s = shape((1, 70, 2, 1, 64));
     let mut r = rng(93);
     let amp = (80.0 / (s.head_dim as f32).sqrt()).sqrt();
@@ -369,12 +375,14 @@ const DECODE_CASES: &[(u32, u32, u32, u32, u32, u32)] = &[
     (3, 300, 320, 8, 2, 32),
     (1, 257, 257, 4, 1, 128),
     (2, 100, 130, 4, 2, 64),
+    (2, 40, 48, 2, 2, 16),
 ];
 
 /// Decode against the reference and against the full forward's last row;
 /// cache rows past L hold NaN and must not be read.
 pub async fn attention_decode_matches_forward(gpu: &Gpu) -> Result<()> {
-    let a = Attention::new(gpu).await?;
+    let dims: Vec<u32> = DECODE_CASES.iter().map(|c| c.5).collect();
+    let a = Attention::new(gpu, &dims).await?;
     let mut r = rng(94);
     for &(batch, len, max_len, heads, kv_heads, head_dim) in DECODE_CASES {
         let s = AttentionShape {
@@ -469,7 +477,13 @@ pub async fn attention_decode_matches_forward(gpu: &Gpu) -> Result<()> {
 /// Head dims past 128 or not a multiple of 16, and Hkv not dividing H,
 /// are refused with an error.
 pub async fn attention_checks_its_shapes(gpu: &Gpu) -> Result<()> {
-    let a = Attention::new(gpu).await?;
+    for dh in [256, 40, 0] {
+        assert!(
+            Attention::new(gpu, &[dh]).await.is_err(),
+            "kernels for Dh={dh} were built"
+        );
+    }
+    let a = Attention::new(gpu, &[32]).await?;
     let buf = gpu.storage_buffer("x", 1 << 20)?;
     for (heads, kv_heads, head_dim) in [(1, 1, 256), (1, 1, 40), (6, 4, 32), (2, 0, 32)] {
         let s = AttentionShape {
@@ -609,7 +623,7 @@ async fn backward(
     ))
 }
 
-/// (B, T, H, Hkv, Dh): T = 1 … 1024, Dh 32, 64, 128, GQA ratios 1, 2, 4.
+/// (B, T, H, Hkv, Dh): T = 1 … 1024, Dh 16, 32, 64, 128, GQA ratios 1, 2, 4.
 const BACKWARD_CASES: &[(u32, u32, u32, u32, u32)] = &[
     (2, 1, 2, 2, 32),
     (3, 7, 4, 2, 64),
@@ -617,10 +631,12 @@ const BACKWARD_CASES: &[(u32, u32, u32, u32, u32)] = &[
     (2, 129, 4, 2, 32),
     (1, 512, 2, 2, 64),
     (1, 1024, 2, 1, 32),
+    (2, 50, 4, 4, 16),
+    (2, 40, 8, 2, 128),
 ];
 
 pub async fn attention_backward_matches_reference(gpu: &Gpu) -> Result<()> {
-    let a = Attention::new(gpu).await?;
+    let a = Attention::new(gpu, &head_dims(BACKWARD_CASES)).await?;
     let mut r = rng(95);
     for &case in BACKWARD_CASES {
         let s = shape(case);
@@ -633,7 +649,7 @@ pub async fn attention_backward_matches_reference(gpu: &Gpu) -> Result<()> {
 /// Gradients into one fused [dq | dk | dv] buffer equal those into separate
 /// ones, and two runs give the same bits (no atomics, fixed orders).
 pub async fn attention_backward_is_deterministic_and_fuses(gpu: &Gpu) -> Result<()> {
-    let a = Attention::new(gpu).await?;
+    let a = Attention::new(gpu, &[64]).await?;
     let mut r = rng(96);
     let s = shape((2, 45, 4, 1, 64));
     let x = Inputs::random(&mut r, &s, 1.0);

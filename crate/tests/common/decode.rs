@@ -23,7 +23,7 @@ const SHAPE: BatchShape = BatchShape { batch: 2, seq: 45 };
 /// kv_append writes row L − 1 of each sequence from a fused [q | k | v]
 /// row and nothing else: exact, at the first, a middle and the last row.
 pub async fn kv_append_matches_reference(gpu: &Gpu) -> Result<()> {
-    let a = Attention::new(gpu).await?;
+    let a = Attention::new(gpu, &[32]).await?;
     let (batch, max_len, heads, kv_heads, head_dim) = (3u32, 7u32, 4u32, 2u32, 32u32);
     let (hdh, kvdh) = ((heads * head_dim) as usize, (kv_heads * head_dim) as usize);
     let stride = hdh + 2 * kvdh;
@@ -188,8 +188,8 @@ async fn decode_all(
 }
 
 async fn matches_forward(gpu: &Gpu, precision: Precision) -> Result<()> {
-    let k = Kernels::new(gpu).await?;
     let config = Config::preset("tiny")?;
+    let k = Kernels::new(gpu, &[config.head_dim()]).await?;
     let layout = ParamLayout::new(&config);
     let w = weights(&layout, 95);
     let inputs = tokens(96, SHAPE.rows() as usize, config.vocab); // different tokens per sequence
@@ -254,8 +254,8 @@ pub async fn decoder_matches_forward_f16(gpu: &Gpu) -> Result<()> {
 /// config are errors that leave the position alone; reset() reproduces the
 /// same logits bit for bit; shapes past max_seq are refused up front.
 pub async fn decoder_refuses_past_max_len_and_resets(gpu: &Gpu) -> Result<()> {
-    let k = Kernels::new(gpu).await?;
     let config = Config::preset("tiny")?;
+    let k = Kernels::new(gpu, &[config.head_dim()]).await?;
     let shape = BatchShape { batch: 1, seq: 5 };
     let layout = ParamLayout::new(&config);
     let model = Model::new(
@@ -317,8 +317,8 @@ pub async fn decoder_refuses_past_max_len_and_resets(gpu: &Gpu) -> Result<()> {
 /// order; a seed reproduces its draws; Break stops early; a generation
 /// that cannot fit is refused before anything runs.
 pub async fn generate_streams_the_tokens_it_samples(gpu: &Gpu) -> Result<()> {
-    let k = Kernels::new(gpu).await?;
     let config = Config::preset("tiny")?;
+    let k = Kernels::new(gpu, &[config.head_dim()]).await?;
     let layout = ParamLayout::new(&config);
     let model = Model::new(
         gpu,

@@ -66,11 +66,11 @@ pub async fn run_step(
 }
 
 async fn matches_reference(gpu: &Gpu, precision: Precision, tied: bool) -> Result<()> {
-    let k = Kernels::new(gpu).await?;
     let config = Config {
         tie_word_embeddings: tied,
         ..Config::preset("tiny")?
     };
+    let k = Kernels::new(gpu, &[config.head_dim()]).await?;
     let layout = ParamLayout::new(&config);
     let w = weights(&layout, 90);
     let n = SHAPE.rows() as usize;

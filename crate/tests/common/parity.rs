@@ -159,7 +159,7 @@ async fn matches_pytorch(
     let what = |x: &str| format!("{} ({}): {x}", f.name, precision.name());
 
     // forward and backward
-    let k = Kernels::new(gpu).await?;
+    let k = Kernels::new(gpu, &[hf.config.head_dim()]).await?;
     let model = Model::new(gpu, &k, hf.config.clone(), shape, precision, &hf.weights)?;
     let (logits, loss, grads) =
         super::model::run_step(gpu, &k, &model, &batch.inputs, &batch.targets).await?;

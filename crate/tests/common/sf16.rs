@@ -435,7 +435,7 @@ pub async fn sf16_attention_rounds_probabilities_and_output(gpu: &Gpu) -> Result
         gpu.storage_buffer("lse", 4 * (rows * s.heads as usize) as u64)?,
     );
     reset(gpu);
-    gpu.run(&[&Attention::new(gpu).await?.forward(
+    gpu.run(&[&Attention::new(gpu, &[s.head_dim]).await?.forward(
         gpu,
         s,
         qkv_heads(&qb, &kb, &vb),
@@ -472,7 +472,7 @@ pub async fn sf16_decode_rounds_as_the_forward(gpu: &Gpu) -> Result<()> {
     let want = sf16_attention_reference(&x);
     // the caches hold the forward's k and v rows as they are: Lmax = T
     let (kb, vb) = (gpu.upload("k_cache", &x.k)?, gpu.upload("v_cache", &x.v)?);
-    let attention = Attention::new(gpu).await?;
+    let attention = Attention::new(gpu, &[s.head_dim]).await?;
     // L = 1: the one probability is 1 and clamps, per sequence and head
     for len in [1, 2, 20, s.seq_len] {
         let rows: Vec<usize> = (0..s.batch as usize)
@@ -556,7 +556,7 @@ pub async fn sf16_wide_head_keeps_the_logits_exact(gpu: &Gpu) -> Result<()> {
     };
     let tol = 1e-5; // |y| < 10 over 96 products; the exact kernel is within 2e-6
 
-    let wide = Kernels::with_head(gpu, Precision::Sf16WideHead.wide_head()).await?;
+    let wide = Kernels::with_head(gpu, Precision::Sf16WideHead.wide_head(), &[]).await?;
     gpu.run(&refs(&product(&wide.head)?)).await?;
     let logits = gpu.read_back::<f32>((&y).into()).await?;
     assert_close("wide head's logits in sf16", &logits, &want, tol, 0.0);
@@ -576,7 +576,7 @@ pub async fn sf16_wide_head_keeps_the_logits_exact(gpu: &Gpu) -> Result<()> {
     );
     assert_count("projection clamps", counted(gpu).await?.projection, clamps);
 
-    let narrow = Kernels::with_head(gpu, Precision::Sf16.wide_head()).await?;
+    let narrow = Kernels::with_head(gpu, Precision::Sf16.wide_head(), &[]).await?;
     gpu.run(&refs(&product(&narrow.head)?)).await?;
     let rounded = gpu.read_back::<f32>((&y).into()).await?;
     assert_rounded("sf16's head", &rounded, &want, tol, |_, v| {

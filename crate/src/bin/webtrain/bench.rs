@@ -192,6 +192,11 @@ fn linear_layers(s: &Sizes) -> [(&'static str, u32, u32); 5] {
     ]
 }
 
+/// The head dims whose attention kernels the table times.
+pub fn head_dims(sizes: &[&Sizes]) -> Vec<u32> {
+    sizes.iter().map(|s| s.head_dim).collect()
+}
+
 /// Every product the kernel table times, for the tuner to choose first.
 pub fn gemm_keys(sizes: &[&Sizes]) -> Vec<GemmKey> {
     sizes

@@ -158,7 +158,7 @@ pub async fn eval(args: &EvalArgs) -> Result<()> {
         )));
     }
     let gpu = Gpu::new(&args.device.options()?).await?;
-    let k = Kernels::new(&gpu).await?;
+    let k = Kernels::new(&gpu, &[model.config.head_dim()]).await?;
     let shape = BatchShape {
         batch: 1,
         seq: ids.len() as u32,
@@ -233,7 +233,7 @@ pub async fn generate(args: &GenerateArgs) -> Result<()> {
         ));
     }
     let gpu = Gpu::new(&args.device.options()?).await?;
-    let k = Kernels::new(&gpu).await?;
+    let k = Kernels::new(&gpu, &[model.config.head_dim()]).await?;
     let m = Model::new(
         &gpu,
         &k,

@@ -173,7 +173,8 @@ pub mod cli {
                 };
                 webtrain::kernels::linear::tune::prepare(&gpu, &crate::bench::gemm_keys(&sizes))
                     .await?;
-                let k = webtrain::kernels::Kernels::new(&gpu).await?;
+                let head_dims = crate::bench::head_dims(&sizes);
+                let k = webtrain::kernels::Kernels::new(&gpu, &head_dims).await?;
                 let copy_bw = crate::bench::copy_bandwidth(&gpu, &k, args.reps).await?;
                 eprintln!(
                     "adapter {} — copy bandwidth {:.1} GB/s (the memory limit below)",
