@@ -135,7 +135,7 @@ fn query_slot(g: u32, lidx: u32) -> QuerySlot {
     let blocks = (params.seq_len + bq - 1u) / bq;
     let chunks = params.heads / params.group_heads;  // head chunks over all kv heads
     var s: QuerySlot;
-    s.t0 = (g % blocks) * bq;
+    s.t0 = block_first_query(g);
     let chunk = (g / blocks) % chunks;
     s.b = g / (blocks * chunks);
     let slot = lidx / LANES;
@@ -146,6 +146,14 @@ fn query_slot(g: u32, lidx: u32) -> QuerySlot {
     s.t = s.t0 + slot % bq;
     s.live = hg < params.group_heads && s.t < params.seq_len;
     return s;
+}
+
+// The first query of workgroup g's block, apart from `QuerySlot`: uniform
+// analysis (Tint's) sees a struct as one value, and the key loops, which
+// hold barriers, are bounded by it.
+fn block_first_query(g: u32) -> u32 {
+    let bq = params.block_rows;
+    return (g % ((params.seq_len + bq - 1u) / bq)) * bq;
 }
 
 // Keys of the tile at key0 that query t sees (causal): 0 when all are later.

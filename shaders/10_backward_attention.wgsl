@@ -110,7 +110,7 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
     if (s.live && s.lane == 0u) { delta[row * params.heads + s.h] = delta_t; }
 
     var acc: Row;
-    let key_end = min(s.t0 + bq, t_len);
+    let key_end = min(block_first_query(g) + bq, t_len);  // uniform: the loops hold barriers
     for (var key0 = 0u; key0 < key_end; key0 += TILE) {
         workgroupBarrier();  // the last tile's (and Δ's) readers are done
         for (var e = lidx; e < TILE * DH4; e += ROW_WG) {
@@ -148,7 +148,7 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
 // sequence); slot lidx / LANES owns key `key` with its k, v, dK and dV
 // columns in registers, while Q|dO tiles of the G query heads of the kv
 // head stream in, heads in order, then queries from the block's first key
-// on, in order: dV += P·dO_t, dK += dS·q_t.
+// on, in order: dV += P·dO_t (a tile's terms summed first), dK += dS·q_t.
 @group(0) @binding(7) var<storage, read> delta_in: array<f32>;      // [B·T, H], from attention_backward_dq
 @group(0) @binding(8) var<storage, read_write> dkv: array<vec4<f32>>;  // [B·T, dkv_stride]
 
@@ -217,12 +217,19 @@ fn attention_backward_dkv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wo
             let n = min(TILE, t_len - t0);
             dot_parts(kr, vr, i0, n, lane, lidx);
             if (LANES > 1u) { workgroupBarrier(); }
+            // dV's terms p·dO share a sign pattern and add up over G·T
+            // queries: summed per tile first, one chain of T = 1024 erred by
+            // 5.1e-6 on SwiftShader (3.3e-6 on lavapipe) against the f64 twin
+            // zeroed explicitly: Chrome on SwiftShader kept the last
+            // tile's sums in a bare `var dv_tile: Row;` inside this loop
+            var dv_tile = Row(mat4x4<f32>(), mat4x4<f32>(), mat4x4<f32>(), mat4x4<f32>());
             for (var i = i0; i < n; i++) {
                 let p = exp(lanes_sum(true, i, lidx) * params.scale - tile_lse[i]);
                 let ds = p * (lanes_sum(false, i, lidx) - tile_delta[i]);
-                dv = row_axpy(p, tile_row(false, i, lane), dv);
+                dv_tile = row_axpy(p, tile_row(false, i, lane), dv_tile);
                 dk = row_axpy(ds, tile_row(true, i, lane), dk);
             }
+            dv = row_axpy(1.0, dv_tile, dv);
         }
     }
 

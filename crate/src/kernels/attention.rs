@@ -237,7 +237,8 @@ impl Attention {
             let forward_tile = tile_rows(gpu, 2 * dh + ROW_WG);
             // two tiles, score and dP parts, lse and Δ
             let backward_tile = tile_rows(gpu, 2 * dh + 2 * ROW_WG + 2);
-            let constants = |tile: u32| format!("const DH: u32 = {dh}u;\nconst TILE: u32 = {tile}u;\n");
+            let constants =
+                |tile: u32| format!("const DH: u32 = {dh}u;\nconst TILE: u32 = {tile}u;\n");
             let [forward, decode, kv_append] = build_variant_kernels(
                 gpu,
                 Module {
@@ -275,7 +276,11 @@ impl Attention {
             .iter()
             .find(|f| f.head_dim == head_dim)
             .ok_or_else(|| {
-                let built: Vec<String> = self.families.iter().map(|f| f.head_dim.to_string()).collect();
+                let built: Vec<String> = self
+                    .families
+                    .iter()
+                    .map(|f| f.head_dim.to_string())
+                    .collect();
                 Error::Unsupported(format!(
                     "{op}: kernels for head_dim {head_dim} were not built (built: {})",
                     built.join(", ")
