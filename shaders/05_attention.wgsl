@@ -130,7 +130,9 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
             let sc = tile_score(j, lidx);
             var p: f32;
             if (sf16) {
-                p = boundary(exp(sc - m) / l, SITE_SOFTMAX);
+                // rounded by every lane of the row, counted by the first
+                let x = exp(sc - m) / l;
+                if (s.lane == 0u) { p = boundary(x, SITE_SOFTMAX); } else { p = q115(x); }
             } else {
                 if (sc > m) {
                     let alpha = exp(m - sc);

@@ -288,13 +288,24 @@ pub async fn sf16_linear_rounds_forward_outputs_only(gpu: &Gpu) -> Result<()> {
 /// sf16 attention's inputs: large scores, so many rows put nearly all
 /// their weight on one key; and a first token's output is 0.999·v, so v
 /// beyond ±1 clamps.
-const ATTENTION: AttentionShape = AttentionShape {
-    batch: 2,
-    seq_len: 37,
-    heads: 4,
-    kv_heads: 2,
-    head_dim: 32,
-};
+/// One lane per row (Dh 32, GQA 2:1), and two lanes per row (Dh 128, GQA
+/// 4:1, one sequence): the kernels' two ways of summing a score.
+const ATTENTION_SHAPES: [AttentionShape; 2] = [
+    AttentionShape {
+        batch: 2,
+        seq_len: 37,
+        heads: 4,
+        kv_heads: 2,
+        head_dim: 32,
+    },
+    AttentionShape {
+        batch: 1,
+        seq_len: 45,
+        heads: 4,
+        kv_heads: 1,
+        head_dim: 128,
+    },
+];
 
 struct AttentionInputs {
     q: Vec<f32>,
@@ -302,8 +313,7 @@ struct AttentionInputs {
     v: Vec<f32>,
 }
 
-fn attention_inputs() -> AttentionInputs {
-    let s = ATTENTION;
+fn attention_inputs(s: AttentionShape) -> AttentionInputs {
     let rows = (s.batch * s.seq_len) as usize;
     let (qw, kw) = (
         (s.heads * s.head_dim) as usize,
@@ -329,8 +339,7 @@ struct Sf16Attention {
     softmax: Vec<(u32, u32)>,
 }
 
-fn sf16_attention_reference(x: &AttentionInputs) -> Sf16Attention {
-    let s = ATTENTION;
+fn sf16_attention_reference(s: AttentionShape, x: &AttentionInputs) -> Sf16Attention {
     let (rows, dh) = ((s.batch * s.seq_len) as usize, s.head_dim as usize);
     let (qw, kw) = (s.heads as usize * dh, s.kv_heads as usize * dh);
     let (q64, k64, v64) = (f64s(&x.q), f64s(&x.k), f64s(&x.v));
@@ -376,11 +385,12 @@ fn sf16_attention_reference(x: &AttentionInputs) -> Sf16Attention {
 /// clamps certain and possible.
 fn assert_sf16_attention_o(
     what: &str,
+    s: AttentionShape,
     got: &[f32],
     want: &Sf16Attention,
     rows: &[usize],
 ) -> (u32, u32) {
-    let qw = (ATTENTION.heads * ATTENTION.head_dim) as usize;
+    let qw = (s.heads * s.head_dim) as usize;
     assert_eq!(got.len(), rows.len() * qw, "{what}: length");
     let mut clamps = (0, 0);
     for (i, &g) in got.iter().enumerate() {
@@ -404,8 +414,12 @@ fn assert_sf16_attention_o(
     clamps
 }
 
-fn qkv_heads<'a>(q: &'a wgpu::Buffer, k: &'a wgpu::Buffer, v: &'a wgpu::Buffer) -> Qkv<'a> {
-    let s = ATTENTION;
+fn qkv_heads<'a>(
+    s: AttentionShape,
+    q: &'a wgpu::Buffer,
+    k: &'a wgpu::Buffer,
+    v: &'a wgpu::Buffer,
+) -> Qkv<'a> {
     let heads = |b: &'a wgpu::Buffer, n: u32| Heads {
         data: b.into(),
         row_stride: n * s.head_dim,
@@ -421,10 +435,16 @@ fn qkv_heads<'a>(q: &'a wgpu::Buffer, k: &'a wgpu::Buffer, v: &'a wgpu::Buffer) 
 /// Probabilities normalized then rounded (softmax write-back), the output
 /// P·V rounded as a matmul's; lse as in the exact mode.
 pub async fn sf16_attention_rounds_probabilities_and_output(gpu: &Gpu) -> Result<()> {
+    for s in ATTENTION_SHAPES {
+        sf16_attention_rounds(gpu, s).await?;
+    }
+    Ok(())
+}
+
+async fn sf16_attention_rounds(gpu: &Gpu, s: AttentionShape) -> Result<()> {
     let gpu = &gpu.with_numerics(Numerics::Sf16);
-    let s = ATTENTION;
     let rows = (s.batch * s.seq_len) as usize;
-    let x = attention_inputs();
+    let x = attention_inputs(s);
     let (qb, kb, vb) = (
         gpu.upload("q", &x.q)?,
         gpu.upload("k", &x.k)?,
@@ -438,7 +458,7 @@ pub async fn sf16_attention_rounds_probabilities_and_output(gpu: &Gpu) -> Result
     gpu.run(&[&Attention::new(gpu, &[s.head_dim]).await?.forward(
         gpu,
         s,
-        qkv_heads(&qb, &kb, &vb),
+        qkv_heads(s, &qb, &kb, &vb),
         (&o).into(),
         (&lse).into(),
     )?])
@@ -447,10 +467,18 @@ pub async fn sf16_attention_rounds_probabilities_and_output(gpu: &Gpu) -> Result
         gpu.read_back::<f32>((&o).into()).await?,
         gpu.read_back::<f32>((&lse).into()).await?,
     );
-    let want = sf16_attention_reference(&x);
-    assert_close("lse in sf16", &got_lse, &want.want_lse, 2e-5, 2e-6);
+    let want = sf16_attention_reference(s, &x);
+    let what = format!("Dh={}", s.head_dim);
+    assert_close(
+        &format!("lse in sf16, {what}"),
+        &got_lse,
+        &want.want_lse,
+        2e-5,
+        2e-6,
+    );
     let all: Vec<usize> = (0..rows).collect();
-    let output_clamps = assert_sf16_attention_o("attention o sf16", &got_o, &want, &all);
+    let output_clamps =
+        assert_sf16_attention_o(&format!("attention o sf16, {what}"), s, &got_o, &want, &all);
     let softmax_clamps = want
         .softmax
         .iter()
@@ -465,11 +493,17 @@ pub async fn sf16_attention_rounds_probabilities_and_output(gpu: &Gpu) -> Result
 /// the new query at position L − 1 against cache rows 0..L stores what the
 /// forward may store at row L − 1, and counts its clamps.
 pub async fn sf16_decode_rounds_as_the_forward(gpu: &Gpu) -> Result<()> {
+    for s in ATTENTION_SHAPES {
+        sf16_decode_rounds(gpu, s).await?;
+    }
+    Ok(())
+}
+
+async fn sf16_decode_rounds(gpu: &Gpu, s: AttentionShape) -> Result<()> {
     let gpu = &gpu.with_numerics(Numerics::Sf16);
-    let s = ATTENTION;
     let (t, qw) = (s.seq_len as usize, (s.heads * s.head_dim) as usize);
-    let x = attention_inputs();
-    let want = sf16_attention_reference(&x);
+    let x = attention_inputs(s);
+    let want = sf16_attention_reference(s, &x);
     // the caches hold the forward's k and v rows as they are: Lmax = T
     let (kb, vb) = (gpu.upload("k_cache", &x.k)?, gpu.upload("v_cache", &x.v)?);
     let attention = Attention::new(gpu, &[s.head_dim]).await?;
@@ -493,11 +527,11 @@ pub async fn sf16_decode_rounds_as_the_forward(gpu: &Gpu) -> Result<()> {
             head_dim: s.head_dim,
         };
         reset(gpu);
-        gpu.run(&[&attention.decode(gpu, d, qkv_heads(&qb, &kb, &vb), (&o).into())?])
+        gpu.run(&[&attention.decode(gpu, d, qkv_heads(s, &qb, &kb, &vb), (&o).into())?])
             .await?;
-        let what = format!("attention decode sf16 L={len}");
+        let what = format!("attention decode sf16 L={len} Dh={}", s.head_dim);
         let got = gpu.read_back::<f32>((&o).into()).await?;
-        let output_clamps = assert_sf16_attention_o(&what, &got, &want, &rows);
+        let output_clamps = assert_sf16_attention_o(&what, s, &got, &want, &rows);
         let softmax_clamps = rows.iter().fold((0, 0), |a, &r| {
             (a.0 + want.softmax[r].0, a.1 + want.softmax[r].1)
         });
