@@ -9,14 +9,13 @@
 // running max subtracted (online softmax), so scores of any size stay
 // finite; the T×T matrix never exists.
 
-const COLS: u32 = min(DH, 64u);
-
 @group(0) @binding(4) var<storage, read_write> o: array<vec4<f32>>;  // [B·T, H·Dh] (decode: [B, H·Dh])
 @group(0) @binding(5) var<storage, read_write> lse: array<f32>;      // [B·T, H], saved for backward
 
 // attention_forward (flash attention): one query row per slot of LANES
-// invocations, its q and output accumulator in registers; the workgroup
-// streams K|V tiles of TILE keys through workgroup memory, read by
+// invocations, its q and output accumulator in registers (COLS ≤ 64
+// columns each); the workgroup streams K|V tiles of TILE keys through
+// workgroup memory, read by
 // broadcast, for Gw heads × block_rows queries that share a kv head. Keys
 // are taken one at a time, in order, with the online softmax
 //   if s > m: α = exp(m − s), l = α·l, acc = α·acc, m = s
@@ -28,54 +27,10 @@ const COLS: u32 = min(DH, 64u);
 // so the second writes each probability normalized and rounded to Q1.15,
 // p = q115(exp(s − m) / l) (the SF16 document's softmax write-back), and
 // o = acc.
-var<workgroup> k_tile: array<vec4<f32>, TILE * DH4>;  // [TILE, Dh]
-var<workgroup> v_tile: array<vec4<f32>, TILE * DH4>;
-var<workgroup> score_part: array<f32, TILE * ROW_WG>; // [key, invocation]: a lane's part of q·k
-
-// K (and V) rows key0.. of the tile, zero past T.
-fn stage_kv(b: u32, key0: u32, kvh: u32, with_v: bool, lidx: u32) {
-    for (var e = lidx; e < TILE * DH4; e += ROW_WG) {
-        let key = key0 + e / DH4;
-        let c = e % DH4;
-        var x = vec4<f32>(0.0);
-        var y = vec4<f32>(0.0);
-        if (key < params.seq_len) {
-            let row = b * params.seq_len + key;
-            x = k[k_at(row, kvh) + c];
-            if (with_v) { y = v[v_at(row, kvh) + c]; }
-        }
-        k_tile[e] = x;
-        if (with_v) { v_tile[e] = y; }
-    }
-}
-
-fn tile_chunk(from_k: bool, at: u32) -> mat4x4<f32> {
-    if (from_k) { return mat4x4<f32>(k_tile[at], k_tile[at + 1u], k_tile[at + 2u], k_tile[at + 3u]); }
-    return mat4x4<f32>(v_tile[at], v_tile[at + 1u], v_tile[at + 2u], v_tile[at + 3u]);
-}
-
-// This lane's COLS columns of tile row j.
-fn tile_row(from_k: bool, j: u32, lane: u32) -> Row {
-    let at = j * DH4 + lane * COLS4;
-    var r: Row;
-    r.c0 = tile_chunk(from_k, at);
-    if (CHUNKS > 1u) { r.c1 = tile_chunk(from_k, at + 4u); }
-    if (CHUNKS > 2u) { r.c2 = tile_chunk(from_k, at + 8u); r.c3 = tile_chunk(from_k, at + 12u); }
-    return r;
-}
-
-// Each lane's part of the scores of the first n keys of the tile. The
-// caller puts a barrier between this and `tile_score` when LANES > 1.
+// Each lane's part of the scores of the first n keys of the staged K tile
+// (tile_a); the caller puts a barrier after it when LANES > 1.
 fn score_parts(qr: Row, n: u32, lane: u32, lidx: u32) {
     for (var j = 0u; j < n; j++) { score_part[j * ROW_WG + lidx] = row_dot(qr, tile_row(true, j, lane)); }
-}
-
-// The scaled score of key j of the tile: the row's lane parts in order.
-fn tile_score(j: u32, lidx: u32) -> f32 {
-    let first = j * ROW_WG + lidx - lidx % LANES;
-    var s = score_part[first];
-    for (var l = 1u; l < LANES; l++) { s += score_part[first + l]; }
-    return s * params.scale;
 }
 
 fn attention_out(x: vec4<f32>) -> vec4<f32> {
@@ -93,7 +48,7 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
     let t_len = params.seq_len;
     let bq = params.block_rows;
     let g = flat_group(wid, nwg);
-    if (g >= (t_len + bq - 1u) / bq * (params.heads / params.group_heads) * params.batch) { return; }  // uniform
+    if (g >= query_workgroups()) { return; }  // uniform
     let s = query_slot(g, lidx);
     let row = s.b * t_len + s.t;
     var qr: Row;
@@ -112,7 +67,7 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
             score_parts(qr, n, s.lane, lidx);
             if (LANES > 1u) { workgroupBarrier(); }
             for (var j = 0u; j < n; j++) {
-                let sc = tile_score(j, lidx);
+                let sc = score_sum(j, lidx) * params.scale;
                 if (sc > m) { l *= exp(m - sc); m = sc; }
                 l += exp(sc - m);
             }
@@ -127,7 +82,7 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
         score_parts(qr, n, s.lane, lidx);
         if (LANES > 1u) { workgroupBarrier(); }
         for (var j = 0u; j < n; j++) {
-            let sc = tile_score(j, lidx);
+            let sc = score_sum(j, lidx) * params.scale;
             var p: f32;
             if (sf16) {
                 // rounded by every lane of the row, counted by the first
@@ -152,7 +107,8 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
         let at = o_at(row, s.h) + s.lane * COLS4;
         store_chunk(at, out.c0);
         if (CHUNKS > 1u) { store_chunk(at + 4u, out.c1); }
-        if (CHUNKS > 2u) { store_chunk(at + 8u, out.c2); store_chunk(at + 12u, out.c3); }
+        if (CHUNKS > 2u) { store_chunk(at + 8u, out.c2); }
+        if (CHUNKS > 3u) { store_chunk(at + 12u, out.c3); }
         if (s.lane == 0u) { lse[row * params.heads + s.h] = m + log(l); }
     }
 }
@@ -191,7 +147,7 @@ fn attention_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     let len = params.seq_len;
     let subsets = WG / DH4;
     let col = lidx % DH4;
-    let subset = lidx / DH4;
+    let subset = lidx / DH4;  // ≥ subsets (when Dh/4 does not divide WG): idle in p·V
 
     if (lidx < DH4) { q_row[lidx] = q[q_at(b, h) + lidx]; }
     workgroupBarrier();
@@ -220,7 +176,7 @@ fn attention_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
         let p_sum = workgroup_sum(p, lidx);  // its barriers also publish p_block
         if (!sf16) { l = alpha * l + p_sum; }
         var pv = vec4<f32>(0.0);
-        for (var kk = subset; kk < min(WG, len - key0); kk += subsets) {
+        for (var kk = subset; kk < min(WG, len - key0) && subset < subsets; kk += subsets) {
             pv += p_block[kk] * v[v_at(b * params.cache_len + key0 + kk, kvh) + col];
         }
         acc = alpha * acc + pv;
@@ -233,7 +189,7 @@ fn attention_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     if (lidx < DH4) {
         var total = vec4<f32>(0.0);
         for (var x = 0u; x < subsets; x++) { total += pv_part[x * DH4 + lidx]; }
-        o[(b * params.heads + h) * DH4 + lidx] = attention_out(select(total / l, total, sf16));
+        o[o_at(b, h) + lidx] = attention_out(select(total / l, total, sf16));
     }
 }
 

@@ -1,28 +1,32 @@
 // What 05_attention.wgsl and 10_backward_attention.wgsl share, composed
 // ahead of each (the module's prelude): the params (one struct for every
-// attention kernel, as kernels/attention.rs writes it), the q, k, v views
-// and a register row. Legend in 05_attention.wgsl.
+// attention kernel, as kernels/attention.rs writes it), the q, k, v views,
+// a register row, the streamed tile and the query slots. Legend in
+// 05_attention.wgsl.
 //
 // A module is built per head dim: kernels/attention.rs declares ahead of
-// this file DH (the head dim) and TILE (rows of each streamed K|V or Q|dO
-// tile, sized to the adapter's workgroup memory). The file itself declares
-// COLS, the head-dim columns one invocation keeps in registers (16, 32 or
-// 64); LANES = DH / COLS invocations share a row.
+// this file DH (the head dim, a multiple of 16), COLS (the head-dim
+// columns one invocation keeps of a row: a multiple of 16 dividing DH, at
+// most 64 in the forward, 32 in the backward) and TILE (rows of each
+// streamed K|V or Q|dO tile, sized to the adapter's workgroup memory).
+// LANES = DH / COLS invocations share a row.
 
 const DH4: u32 = DH / 4u;
 const LANES: u32 = DH / COLS;
 const COLS4: u32 = COLS / 4u;
 const CHUNKS: u32 = COLS / 16u;   // a Row's mat4x4 chunks in use
 const ROW_WG: u32 = 64u;          // invocations of the row kernels
-const ROWS: u32 = ROW_WG / LANES; // rows (queries or keys) per workgroup
+const ROWS: u32 = ROW_WG / LANES; // rows (queries or keys) per workgroup; invocations past ROWS·LANES idle
 const NEG_BIG: f32 = -1e30;       // the max before any key: finite, exp gives 0
+const_assert LANES * COLS == DH && CHUNKS >= 1u && CHUNKS <= 4u;
+const_assert TILE <= ROW_WG;      // a tile's per-row values are staged one per invocation
 
 struct Params {
     batch: u32,       // B
     seq_len: u32,     // T (decode: L, the cache length including the new token)
     heads: u32,       // H
     kv_heads: u32,    // Hkv
-    head_dim: u32,    // Dh (= DH)
+    head_dim: u32,    // Dh: the shaders use DH; kept for the layout
     scale: f32,       // 1 / sqrt(Dh)
     q_stride: u32,    // strides and columns in floats, multiples of 4
     q_col: u32,
@@ -70,7 +74,8 @@ fn row_scaled(x: Row, a: f32) -> Row {
     var r = x;
     r.c0 = a * x.c0;
     if (CHUNKS > 1u) { r.c1 = a * x.c1; }
-    if (CHUNKS > 2u) { r.c2 = a * x.c2; r.c3 = a * x.c3; }
+    if (CHUNKS > 2u) { r.c2 = a * x.c2; }
+    if (CHUNKS > 3u) { r.c3 = a * x.c3; }
     return r;
 }
 
@@ -79,14 +84,16 @@ fn row_axpy(a: f32, x: Row, y: Row) -> Row {
     var r = y;
     r.c0 = a * x.c0 + y.c0;
     if (CHUNKS > 1u) { r.c1 = a * x.c1 + y.c1; }
-    if (CHUNKS > 2u) { r.c2 = a * x.c2 + y.c2; r.c3 = a * x.c3 + y.c3; }
+    if (CHUNKS > 2u) { r.c2 = a * x.c2 + y.c2; }
+    if (CHUNKS > 3u) { r.c3 = a * x.c3 + y.c3; }
     return r;
 }
 
 fn row_dot(x: Row, y: Row) -> f32 {
     var s = dot16(x.c0, y.c0);
     if (CHUNKS > 1u) { s += dot16(x.c1, y.c1); }
-    if (CHUNKS > 2u) { s += dot16(x.c2, y.c2) + dot16(x.c3, y.c3); }
+    if (CHUNKS > 2u) { s += dot16(x.c2, y.c2); }
+    if (CHUNKS > 3u) { s += dot16(x.c3, y.c3); }
     return s;
 }
 
@@ -96,7 +103,8 @@ fn row_q(at: u32) -> Row {
     var r: Row;
     r.c0 = chunk_q(at);
     if (CHUNKS > 1u) { r.c1 = chunk_q(at + 4u); }
-    if (CHUNKS > 2u) { r.c2 = chunk_q(at + 8u); r.c3 = chunk_q(at + 12u); }
+    if (CHUNKS > 2u) { r.c2 = chunk_q(at + 8u); }
+    if (CHUNKS > 3u) { r.c3 = chunk_q(at + 12u); }
     return r;
 }
 fn chunk_k(at: u32) -> mat4x4<f32> { return mat4x4<f32>(k[at], k[at + 1u], k[at + 2u], k[at + 3u]); }
@@ -104,7 +112,8 @@ fn row_k(at: u32) -> Row {
     var r: Row;
     r.c0 = chunk_k(at);
     if (CHUNKS > 1u) { r.c1 = chunk_k(at + 4u); }
-    if (CHUNKS > 2u) { r.c2 = chunk_k(at + 8u); r.c3 = chunk_k(at + 12u); }
+    if (CHUNKS > 2u) { r.c2 = chunk_k(at + 8u); }
+    if (CHUNKS > 3u) { r.c3 = chunk_k(at + 12u); }
     return r;
 }
 fn chunk_v(at: u32) -> mat4x4<f32> { return mat4x4<f32>(v[at], v[at + 1u], v[at + 2u], v[at + 3u]); }
@@ -112,8 +121,58 @@ fn row_v(at: u32) -> Row {
     var r: Row;
     r.c0 = chunk_v(at);
     if (CHUNKS > 1u) { r.c1 = chunk_v(at + 4u); }
-    if (CHUNKS > 2u) { r.c2 = chunk_v(at + 8u); r.c3 = chunk_v(at + 12u); }
+    if (CHUNKS > 2u) { r.c2 = chunk_v(at + 8u); }
+    if (CHUNKS > 3u) { r.c3 = chunk_v(at + 12u); }
     return r;
+}
+
+// The streamed tile: K|V rows (forward, dQ pass) or Q|dO rows (dK/dV
+// pass), and each lane's part of the score of every row of it.
+var<workgroup> tile_a: array<vec4<f32>, TILE * DH4>;  // [TILE, Dh]
+var<workgroup> tile_b: array<vec4<f32>, TILE * DH4>;
+var<workgroup> score_part: array<f32, TILE * ROW_WG>; // [row, invocation]
+
+fn tile_chunk(from_a: bool, at: u32) -> mat4x4<f32> {
+    if (from_a) { return mat4x4<f32>(tile_a[at], tile_a[at + 1u], tile_a[at + 2u], tile_a[at + 3u]); }
+    return mat4x4<f32>(tile_b[at], tile_b[at + 1u], tile_b[at + 2u], tile_b[at + 3u]);
+}
+
+// This lane's COLS columns of tile row j.
+fn tile_row(from_a: bool, j: u32, lane: u32) -> Row {
+    let at = j * DH4 + lane * COLS4;
+    var r: Row;
+    r.c0 = tile_chunk(from_a, at);
+    if (CHUNKS > 1u) { r.c1 = tile_chunk(from_a, at + 4u); }
+    if (CHUNKS > 2u) { r.c2 = tile_chunk(from_a, at + 8u); }
+    if (CHUNKS > 3u) { r.c3 = tile_chunk(from_a, at + 12u); }
+    return r;
+}
+
+// K rows key0.. of sequence b into tile_a and V rows into tile_b (with_v),
+// zero past T.
+fn stage_kv(b: u32, key0: u32, kvh: u32, with_v: bool, lidx: u32) {
+    for (var e = lidx; e < TILE * DH4; e += ROW_WG) {
+        let key = key0 + e / DH4;
+        let c = e % DH4;
+        var x = vec4<f32>(0.0);
+        var y = vec4<f32>(0.0);
+        if (key < params.seq_len) {
+            let row = b * params.seq_len + key;
+            x = k[k_at(row, kvh) + c];
+            if (with_v) { y = v[v_at(row, kvh) + c]; }
+        }
+        tile_a[e] = x;
+        if (with_v) { tile_b[e] = y; }
+    }
+}
+
+// Row j's score: its lanes' parts, in order (after a barrier when
+// LANES > 1).
+fn score_sum(j: u32, lidx: u32) -> f32 {
+    let first = j * ROW_WG + lidx - lidx % LANES;
+    var s = score_part[first];
+    for (var l = 1u; l < LANES; l++) { s += score_part[first + l]; }
+    return s;
 }
 
 // Where a query-major workgroup's invocation sits: workgroups go over
@@ -124,7 +183,6 @@ struct QuerySlot {
     b: u32,
     h: u32,
     kvh: u32,
-    t0: u32,     // the block's first query
     t: u32,      // this slot's query
     lane: u32,
     live: bool,  // a real (head, query): the others stage tiles and stay idle
@@ -132,10 +190,9 @@ struct QuerySlot {
 
 fn query_slot(g: u32, lidx: u32) -> QuerySlot {
     let bq = params.block_rows;
-    let blocks = (params.seq_len + bq - 1u) / bq;
+    let blocks = query_blocks();
     let chunks = params.heads / params.group_heads;  // head chunks over all kv heads
     var s: QuerySlot;
-    s.t0 = block_first_query(g);
     let chunk = (g / blocks) % chunks;
     s.b = g / (blocks * chunks);
     let slot = lidx / LANES;
@@ -143,7 +200,7 @@ fn query_slot(g: u32, lidx: u32) -> QuerySlot {
     let hg = slot / bq;
     s.h = chunk * params.group_heads + min(hg, params.group_heads - 1u);
     s.kvh = s.h / (params.heads / params.kv_heads);
-    s.t = s.t0 + slot % bq;
+    s.t = block_first_query(g) + slot % bq;
     s.live = hg < params.group_heads && s.t < params.seq_len;
     return s;
 }
@@ -152,8 +209,14 @@ fn query_slot(g: u32, lidx: u32) -> QuerySlot {
 // analysis (Tint's) sees a struct as one value, and the key loops, which
 // hold barriers, are bounded by it.
 fn block_first_query(g: u32) -> u32 {
-    let bq = params.block_rows;
-    return (g % ((params.seq_len + bq - 1u) / bq)) * bq;
+    return (g % query_blocks()) * params.block_rows;
+}
+
+fn query_blocks() -> u32 { return (params.seq_len + params.block_rows - 1u) / params.block_rows; }
+
+// Workgroups of a query-major dispatch: past these, a workgroup leaves.
+fn query_workgroups() -> u32 {
+    return query_blocks() * (params.heads / params.group_heads) * params.batch;
 }
 
 // Keys of the tile at key0 that query t sees (causal): 0 when all are later.

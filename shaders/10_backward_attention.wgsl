@@ -8,38 +8,18 @@
 // dQ has q's layout (dq_stride, dq_col); dK and dV are column ranges of one
 // buffer (dkv_stride, dk_col, dv_col), e.g. the k and v parts of a fused
 // [dq | dk | dv] gradient, since one dispatch may bind a buffer writable once.
-// Each invocation keeps up to 32 columns of each of its rows in registers
-// (the key-major pass holds four: k, v, dK, dV).
-
-const COLS: u32 = min(DH, 32u);
+// Each invocation keeps COLS ≤ 32 columns of each of its rows in registers
+// (the key-major pass holds five: k, v, dK, dV and a tile's dV terms).
 
 @group(0) @binding(4) var<storage, read> o: array<vec4<f32>>;    // [B·T, H·Dh], the forward's output
 @group(0) @binding(5) var<storage, read> d_o: array<vec4<f32>>;  // [B·T, H·Dh]
 @group(0) @binding(6) var<storage, read> lse: array<f32>;        // [B·T, H], saved by the forward
 
-// The streamed tile: K|V rows (dQ pass) or Q|dO rows (dK/dV pass), and
-// each lane's parts of the scores and of dP for every row of it.
-var<workgroup> tile_a: array<vec4<f32>, TILE * DH4>;
-var<workgroup> tile_b: array<vec4<f32>, TILE * DH4>;
-var<workgroup> score_part: array<f32, TILE * ROW_WG>;
+// Beside the streamed tile (05_attention_common.wgsl): each lane's part of
+// dP for every row of it, and (dK/dV pass) the Q rows' lse and Δ.
 var<workgroup> dp_part: array<f32, TILE * ROW_WG>;
-var<workgroup> tile_lse: array<f32, TILE>;    // dK/dV pass: the Q rows' lse and Δ
+var<workgroup> tile_lse: array<f32, TILE>;
 var<workgroup> tile_delta: array<f32, TILE>;
-
-fn tile_chunk(from_a: bool, at: u32) -> mat4x4<f32> {
-    if (from_a) { return mat4x4<f32>(tile_a[at], tile_a[at + 1u], tile_a[at + 2u], tile_a[at + 3u]); }
-    return mat4x4<f32>(tile_b[at], tile_b[at + 1u], tile_b[at + 2u], tile_b[at + 3u]);
-}
-
-// This lane's COLS columns of tile row j.
-fn tile_row(from_a: bool, j: u32, lane: u32) -> Row {
-    let at = j * DH4 + lane * COLS4;
-    var r: Row;
-    r.c0 = tile_chunk(from_a, at);
-    if (CHUNKS > 1u) { r.c1 = tile_chunk(from_a, at + 4u); }
-    if (CHUNKS > 2u) { r.c2 = tile_chunk(from_a, at + 8u); r.c3 = tile_chunk(from_a, at + 12u); }
-    return r;
-}
 
 fn chunk_o(from_o: bool, at: u32) -> mat4x4<f32> {
     if (from_o) { return mat4x4<f32>(o[at], o[at + 1u], o[at + 2u], o[at + 3u]); }
@@ -51,7 +31,8 @@ fn row_o(from_o: bool, at: u32) -> Row {
     var r: Row;
     r.c0 = chunk_o(from_o, at);
     if (CHUNKS > 1u) { r.c1 = chunk_o(from_o, at + 4u); }
-    if (CHUNKS > 2u) { r.c2 = chunk_o(from_o, at + 8u); r.c3 = chunk_o(from_o, at + 12u); }
+    if (CHUNKS > 2u) { r.c2 = chunk_o(from_o, at + 8u); }
+    if (CHUNKS > 3u) { r.c3 = chunk_o(from_o, at + 12u); }
     return r;
 }
 
@@ -63,13 +44,11 @@ fn dot_parts(a: Row, b: Row, i0: u32, n: u32, lane: u32, lidx: u32) {
     }
 }
 
-// The row's lane parts of tile row i, in order.
-fn lanes_sum(scores: bool, i: u32, lidx: u32) -> f32 {
+// Row i's dP: its lanes' parts, in order (as `score_sum`).
+fn dp_sum(i: u32, lidx: u32) -> f32 {
     let first = i * ROW_WG + lidx - lidx % LANES;
-    var s = 0.0;
-    for (var l = 0u; l < LANES; l++) {
-        if (scores) { s += score_part[first + l]; } else { s += dp_part[first + l]; }
-    }
+    var s = dp_part[first];
+    for (var l = 1u; l < LANES; l++) { s += dp_part[first + l]; }
     return s;
 }
 
@@ -89,7 +68,7 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
     let t_len = params.seq_len;
     let bq = params.block_rows;
     let g = flat_group(wid, nwg);
-    if (g >= (t_len + bq - 1u) / bq * (params.heads / params.group_heads) * params.batch) { return; }  // uniform
+    if (g >= query_workgroups()) { return; }  // uniform
     let s = query_slot(g, lidx);
     let row = s.b * t_len + s.t;
     let col = s.lane * COLS4;
@@ -106,32 +85,21 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
     // Δ_t = dO_t·O_t: the row's lane parts, in order
     score_part[lidx] = part;
     workgroupBarrier();
-    let delta_t = lanes_sum(true, 0u, lidx);
+    let delta_t = score_sum(0u, lidx);
     if (s.live && s.lane == 0u) { delta[row * params.heads + s.h] = delta_t; }
 
     var acc: Row;
     let key_end = min(block_first_query(g) + bq, t_len);  // uniform: the loops hold barriers
     for (var key0 = 0u; key0 < key_end; key0 += TILE) {
         workgroupBarrier();  // the last tile's (and Δ's) readers are done
-        for (var e = lidx; e < TILE * DH4; e += ROW_WG) {
-            let key = key0 + e / DH4;
-            let c = e % DH4;
-            var x = vec4<f32>(0.0);
-            var y = vec4<f32>(0.0);
-            if (key < t_len) {
-                x = k[k_at(s.b * t_len + key, s.kvh) + c];
-                y = v[v_at(s.b * t_len + key, s.kvh) + c];
-            }
-            tile_a[e] = x;
-            tile_b[e] = y;
-        }
+        stage_kv(s.b, key0, s.kvh, true, lidx);
         workgroupBarrier();
         let n = visible_keys(s.t, key0, s.live);
         dot_parts(qr, dor, 0u, n, s.lane, lidx);
         if (LANES > 1u) { workgroupBarrier(); }
         for (var j = 0u; j < n; j++) {
-            let p = exp(lanes_sum(true, j, lidx) * params.scale - lse_t);
-            let ds = p * (lanes_sum(false, j, lidx) - delta_t);
+            let p = exp(score_sum(j, lidx) * params.scale - lse_t);
+            let ds = p * (dp_sum(j, lidx) - delta_t);
             acc = row_axpy(ds, tile_row(true, j, s.lane), acc);
         }
     }
@@ -173,7 +141,7 @@ fn attention_backward_dkv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wo
     let lane = lidx % LANES;
     let col = lane * COLS4;
     let key = key0 + lidx / LANES;
-    let live = key < t_len;
+    let live = lidx / LANES < ROWS && key < t_len;  // invocations past ROWS·LANES idle
     let krow = b * t_len + key;
     var kr: Row;
     var vr: Row;
@@ -219,13 +187,13 @@ fn attention_backward_dkv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wo
             if (LANES > 1u) { workgroupBarrier(); }
             // dV's terms p·dO share a sign pattern and add up over G·T
             // queries: summed per tile first, one chain of T = 1024 erred by
-            // 5.1e-6 on SwiftShader (3.3e-6 on lavapipe) against the f64 twin
-            // zeroed explicitly: Chrome on SwiftShader kept the last
-            // tile's sums in a bare `var dv_tile: Row;` inside this loop
+            // 5.1e-6 on SwiftShader (3.3e-6 on lavapipe) against the f64
+            // twin. Zeroed explicitly: Chrome on SwiftShader kept the last
+            // tile's sums in a bare `var dv_tile: Row;` inside this loop.
             var dv_tile = Row(mat4x4<f32>(), mat4x4<f32>(), mat4x4<f32>(), mat4x4<f32>());
             for (var i = i0; i < n; i++) {
-                let p = exp(lanes_sum(true, i, lidx) * params.scale - tile_lse[i]);
-                let ds = p * (lanes_sum(false, i, lidx) - tile_delta[i]);
+                let p = exp(score_sum(i, lidx) * params.scale - tile_lse[i]);
+                let ds = p * (dp_sum(i, lidx) - tile_delta[i]);
                 dv_tile = row_axpy(p, tile_row(false, i, lane), dv_tile);
                 dk = row_axpy(ds, tile_row(true, i, lane), dk);
             }

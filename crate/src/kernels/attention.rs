@@ -9,9 +9,9 @@ use crate::error::{Error, Result};
 use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_variant_kernels};
 use crate::shaders::{ATTENTION, ATTENTION_COMMON, BACKWARD_ATTENTION, Module};
 
-/// Largest head dim: a row's registers (four 4×4 chunks per lane, two lanes)
-/// and a tile of at least 4 rows in 16 KiB of workgroup memory are sized
-/// for it.
+/// Largest head dim: a lane's registers (up to four 4×4 chunks of each row
+/// it holds) and a tile of at least 4 rows in 16 KiB of workgroup memory
+/// are sized for it.
 pub const MAX_HEAD_DIM: u32 = 128;
 /// Invocations of the row kernels: `ROW_WG` in 05_attention_common.wgsl.
 const ROW_WG: u32 = 64;
@@ -198,11 +198,20 @@ pub struct Attention {
     families: Vec<Family>,
 }
 
-/// Head-dim columns one invocation keeps of each row it holds (`COLS` in
-/// each file): the forward and dQ rows hold two `Row`s or three, the
-/// key-major pass four.
+/// Most head-dim columns one invocation keeps of each row it holds: the
+/// forward and dQ rows hold two `Row`s or three, the key-major pass five.
 const FORWARD_COLS: u32 = 64;
 const BACKWARD_COLS: u32 = 32;
+
+/// `COLS`: the widest multiple of 16 up to `most` that divides the head
+/// dim (Dh 80 and 112 take 16; 48 and 96 take 48 or 16 and 32).
+fn lane_cols(head_dim: u32, most: u32) -> u32 {
+    (1..=most / 16)
+        .rev()
+        .map(|c| 16 * c)
+        .find(|c| head_dim.is_multiple_of(*c))
+        .unwrap_or(16)
+}
 
 /// Rows of a streamed tile: the largest power of two from 4 to 64 whose
 /// workgroup memory, `floats_per_row` f32 per row, fits the adapter.
@@ -218,10 +227,10 @@ fn tile_rows(gpu: &Gpu, floats_per_row: u32) -> u32 {
     rows
 }
 
-/// Row slots (queries or keys) of a workgroup whose lanes hold `cols`
-/// columns of a row: `ROWS` in the shaders.
-fn row_slots(head_dim: u32, cols: u32) -> u32 {
-    ROW_WG / (head_dim / cols.min(head_dim))
+/// Row slots (queries or keys) of a workgroup whose lanes hold at most
+/// `most` columns of a row: `ROWS` in the shaders.
+fn row_slots(head_dim: u32, most: u32) -> u32 {
+    ROW_WG / (head_dim / lane_cols(head_dim, most))
 }
 
 impl Attention {
@@ -237,15 +246,19 @@ impl Attention {
             let forward_tile = tile_rows(gpu, 2 * dh + ROW_WG);
             // two tiles, score and dP parts, lse and Δ
             let backward_tile = tile_rows(gpu, 2 * dh + 2 * ROW_WG + 2);
-            let constants =
-                |tile: u32| format!("const DH: u32 = {dh}u;\nconst TILE: u32 = {tile}u;\n");
+            let constants = |most: u32, tile: u32| {
+                let cols = lane_cols(dh, most);
+                format!(
+                    "const DH: u32 = {dh}u;\nconst COLS: u32 = {cols}u;\nconst TILE: u32 = {tile}u;\n"
+                )
+            };
             let [forward, decode, kv_append] = build_variant_kernels(
                 gpu,
                 Module {
                     prelude: Some(ATTENTION_COMMON),
                     file: ATTENTION,
                 },
-                &constants(forward_tile),
+                &constants(FORWARD_COLS, forward_tile),
                 [FORWARD, DECODE, KV_APPEND],
             )
             .await?;
@@ -255,7 +268,7 @@ impl Attention {
                     prelude: Some(ATTENTION_COMMON),
                     file: BACKWARD_ATTENTION,
                 },
-                &constants(backward_tile),
+                &constants(BACKWARD_COLS, backward_tile),
                 [BACKWARD_DQ, BACKWARD_DKV],
             )
             .await?;

@@ -151,7 +151,9 @@ const GRAD_ATOL: f64 = 4e-6;
 // / SwiftShader: 7.0e-6 / 6.6e-6 (dK).
 const GRAD_ATOL_80: f64 = 3e-5;
 
-/// (B, T, H, Hkv, Dh): T = 1 … 1024, Dh 16, 32, 64, 128, GQA ratios 1, 2, 4;
+/// (B, T, H, Hkv, Dh): T = 1 … 1024, Dh 16 … 128 (48 and 80: three
+/// chunks a row, five lanes a row), GQA ratios 1, 2, 3, 4 and 32 (more heads
+/// than a workgroup's query slots);
 /// T = 1024 with few heads, for SwiftShader's sake.
 const FORWARD_CASES: &[(u32, u32, u32, u32, u32)] = &[
     (2, 1, 4, 4, 64),
@@ -162,6 +164,9 @@ const FORWARD_CASES: &[(u32, u32, u32, u32, u32)] = &[
     (1, 1024, 2, 1, 64),
     (1, 300, 2, 2, 128),
     (2, 33, 4, 1, 16),
+    (1, 37, 6, 2, 48),
+    (2, 19, 2, 1, 80),
+    (1, 20, 32, 1, 128),
 ];
 
 pub async fn attention_forward_matches_reference(gpu: &Gpu) -> Result<()> {
@@ -370,13 +375,16 @@ fn reference_scores_max(s: &AttentionShape, x: &Inputs) -> f64 {
 }
 
 /// (B, L, Lmax, H, Hkv, Dh): one key, a block of 256 keys and one more,
-/// GQA ratios 1, 2, 4.
+/// GQA ratios 1, 2, 4, Dh 16 … 128 (48: Dh/4 does not divide the 256
+/// invocations).
 const DECODE_CASES: &[(u32, u32, u32, u32, u32, u32)] = &[
     (2, 1, 4, 4, 4, 64),
     (3, 300, 320, 8, 2, 32),
     (1, 257, 257, 4, 1, 128),
     (2, 100, 130, 4, 2, 64),
     (2, 40, 48, 2, 2, 16),
+    (2, 30, 33, 2, 1, 48),
+    (1, 19, 19, 2, 2, 80),
 ];
 
 /// Decode against the reference and against the full forward's last row;
@@ -624,7 +632,8 @@ async fn backward(
     ))
 }
 
-/// (B, T, H, Hkv, Dh): T = 1 … 1024, Dh 16, 32, 64, 128, GQA ratios 1, 2, 4.
+/// (B, T, H, Hkv, Dh): T = 1 … 1024, Dh 16 … 128 (48, 80, 112: one
+/// lane a row of 16, three, five or seven lanes), GQA ratios 1 … 4 and 32.
 const BACKWARD_CASES: &[(u32, u32, u32, u32, u32)] = &[
     (2, 1, 2, 2, 32),
     (3, 7, 4, 2, 64),
@@ -634,6 +643,10 @@ const BACKWARD_CASES: &[(u32, u32, u32, u32, u32)] = &[
     (1, 1024, 2, 1, 32),
     (2, 50, 4, 4, 16),
     (2, 40, 8, 2, 128),
+    (1, 37, 6, 2, 48),
+    (2, 19, 2, 1, 80),
+    (1, 30, 2, 2, 112),
+    (1, 20, 32, 1, 128),
 ];
 
 pub async fn attention_backward_matches_reference(gpu: &Gpu) -> Result<()> {
