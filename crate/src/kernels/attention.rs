@@ -204,7 +204,8 @@ const FORWARD_COLS: u32 = 64;
 const BACKWARD_COLS: u32 = 32;
 
 /// `COLS`: the widest multiple of 16 up to `most` that divides the head
-/// dim (Dh 80 and 112 take 16; 48 and 96 take 48 or 16 and 32).
+/// dim (forward / backward: Dh 48 takes 48 / 16, Dh 96 48 / 32, Dh 80 and
+/// 112 take 16 in both).
 fn lane_cols(head_dim: u32, most: u32) -> u32 {
     (1..=most / 16)
         .rev()
