@@ -1,4 +1,4 @@
-// What 05_attention.wgsl and 10_backward_attention.wgsl share, composed
+// What 05_attention.wgsl and 05_attention_backward.wgsl share, composed
 // ahead of each (the module's prelude): the params (one struct for every
 // attention kernel, as kernels/attention.rs writes it), the q, k, v views,
 // a register row, the streamed tile and the query slots. Legend in

@@ -39,10 +39,10 @@ pub const LINEAR_FP8: ShaderFile = shader_file!("03_linear_fp8");
 pub const ROPE: ShaderFile = shader_file!("04_rope");
 pub const ATTENTION_COMMON: ShaderFile = shader_file!("05_attention_common");
 pub const ATTENTION: ShaderFile = shader_file!("05_attention");
+pub const ATTENTION_BACKWARD: ShaderFile = shader_file!("05_attention_backward");
 pub const ACTIVATION: ShaderFile = shader_file!("06_activation");
 pub const LOSS: ShaderFile = shader_file!("07_loss");
 pub const CAST: ShaderFile = shader_file!("08_cast");
-pub const BACKWARD_ATTENTION: ShaderFile = shader_file!("10_backward_attention");
 pub const OPTIMIZER: ShaderFile = shader_file!("12_optimizer");
 
 /// Kernel modules, in pipeline order (headers and the preamble excluded).
@@ -68,7 +68,7 @@ pub const KERNEL_MODULES: &[Module] = &[
         prelude: None,
         file: ROPE,
     },
-    // 05_attention.wgsl and 10_backward_attention.wgsl need a head dim: they compile per head dim (kernels::attention)
+    // 05_attention.wgsl and 05_attention_backward.wgsl need a head dim: they compile per head dim (kernels::attention)
     Module {
         prelude: None,
         file: ACTIVATION,

@@ -1,5 +1,5 @@
 //! Launchers for 05_attention.wgsl (causal GQA forward, one-token decode
-//! and its KV-cache append) and 10_backward_attention.wgsl (dQ, then dK
+//! and its KV-cache append) and 05_attention_backward.wgsl (dQ, then dK
 //! and dV). Legend: B batch, T sequence, H query heads, Hkv key/value
 //! heads, Dh head dim, L cache length, Lmax cache capacity.
 
@@ -7,7 +7,7 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::error::{Error, Result};
 use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_variant_kernels};
-use crate::shaders::{ATTENTION, ATTENTION_COMMON, BACKWARD_ATTENTION, Module};
+use crate::shaders::{ATTENTION, ATTENTION_BACKWARD, ATTENTION_COMMON, Module};
 
 /// Largest head dim: a lane's registers (up to four 4×4 chunks of each row
 /// it holds) and a tile of at least 4 rows in 16 KiB of workgroup memory
@@ -267,7 +267,7 @@ impl Attention {
                 gpu,
                 Module {
                     prelude: Some(ATTENTION_COMMON),
-                    file: BACKWARD_ATTENTION,
+                    file: ATTENTION_BACKWARD,
                 },
                 &constants(BACKWARD_COLS, backward_tile),
                 [BACKWARD_DQ, BACKWARD_DKV],

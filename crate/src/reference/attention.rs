@@ -1,4 +1,4 @@
-//! Twins of 05_attention.wgsl and 10_backward_attention.wgsl, on contiguous
+//! Twins of 05_attention.wgsl and 05_attention_backward.wgsl, on contiguous
 //! tensors: q, o `[B·T, H·Dh]`, k, v `[B·T, Hkv·Dh]`, lse `[B·T, H]`, row
 //! b·T + t. Head h reads kv head h / (H/Hkv); scale 1/sqrt(Dh); causal.
 

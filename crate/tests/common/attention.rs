@@ -1,4 +1,4 @@
-//! 05_attention.wgsl and 10_backward_attention.wgsl against
+//! 05_attention.wgsl and 05_attention_backward.wgsl against
 //! reference/attention.rs. Legend: B batch, T sequence, H heads, Hkv kv
 //! heads, Dh head dim, L cache length.
 
