@@ -27,10 +27,17 @@
 // so the second writes each probability normalized and rounded to Q1.15,
 // p = q115(exp(s − m) / l) (the SF16 document's softmax write-back), and
 // o = acc.
-// Each lane's part of the scores of the first n keys of the staged K tile
-// (tile_a); the caller puts a barrier after it when LANES > 1.
-fn score_parts(qr: Row, n: u32, lane: u32, lidx: u32) {
-    for (var j = 0u; j < n; j++) { score_part[j * ROW_WG + lidx] = row_dot(qr, tile_row(true, j, lane)); }
+// Stages the K (and V) tile at key0 and each lane's part of the scores of
+// the keys its query sees; returns how many (`score_sum` reads them). Holds
+// barriers: call from uniform control flow.
+fn score_tile(s: QuerySlot, qr: Row, key0: u32, with_v: bool, lidx: u32) -> u32 {
+    workgroupBarrier();  // the last tile's readers are done
+    stage_kv(s.b, key0, s.kvh, with_v, lidx);
+    workgroupBarrier();
+    let n = visible_keys(s.t, key0, s.live);
+    for (var j = 0u; j < n; j++) { score_part[j * ROW_WG + lidx] = row_dot(qr, tile_row(true, j, s.lane)); }
+    if (LANES > 1u) { workgroupBarrier(); }
+    return n;
 }
 
 fn attention_out(x: vec4<f32>) -> vec4<f32> {
@@ -52,7 +59,7 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
     let s = query_slot(g, lidx);
     let row = s.b * t_len + s.t;
     var qr: Row;
-    if (s.live) { qr = row_q(q_at(row, s.h) + s.lane * COLS4); }
+    if (s.live) { qr = row_qkv(FROM_Q, q_at(row, s.h) + s.lane * COLS4); }
     let key_end = min(block_first_query(g) + bq, t_len);  // uniform: the loops hold barriers
 
     let sf16 = NUMERICS == SF16;
@@ -60,12 +67,7 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
     var l = 0.0;
     if (sf16) {
         for (var key0 = 0u; key0 < key_end; key0 += TILE) {
-            workgroupBarrier();  // the last tile's readers are done
-            stage_kv(s.b, key0, s.kvh, false, lidx);
-            workgroupBarrier();
-            let n = visible_keys(s.t, key0, s.live);
-            score_parts(qr, n, s.lane, lidx);
-            if (LANES > 1u) { workgroupBarrier(); }
+            let n = score_tile(s, qr, key0, false, lidx);
             for (var j = 0u; j < n; j++) {
                 let sc = score_sum(j, lidx) * params.scale;
                 if (sc > m) { l *= exp(m - sc); m = sc; }
@@ -75,12 +77,7 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
     }
     var acc: Row;
     for (var key0 = 0u; key0 < key_end; key0 += TILE) {
-        workgroupBarrier();
-        stage_kv(s.b, key0, s.kvh, true, lidx);
-        workgroupBarrier();
-        let n = visible_keys(s.t, key0, s.live);
-        score_parts(qr, n, s.lane, lidx);
-        if (LANES > 1u) { workgroupBarrier(); }
+        let n = score_tile(s, qr, key0, true, lidx);
         for (var j = 0u; j < n; j++) {
             let sc = score_sum(j, lidx) * params.scale;
             var p: f32;

@@ -97,32 +97,24 @@ fn row_dot(x: Row, y: Row) -> f32 {
     return s;
 }
 
-// COLS columns of a storage row from vec4 index `at` (q, k, v, o or dO).
-fn chunk_q(at: u32) -> mat4x4<f32> { return mat4x4<f32>(q[at], q[at + 1u], q[at + 2u], q[at + 3u]); }
-fn row_q(at: u32) -> Row {
-    var r: Row;
-    r.c0 = chunk_q(at);
-    if (CHUNKS > 1u) { r.c1 = chunk_q(at + 4u); }
-    if (CHUNKS > 2u) { r.c2 = chunk_q(at + 8u); }
-    if (CHUNKS > 3u) { r.c3 = chunk_q(at + 12u); }
-    return r;
+// COLS columns of a q, k or v row from vec4 index `at` (one reader for
+// the three: WGSL passes no storage pointers portably).
+const FROM_Q: u32 = 0u;
+const FROM_K: u32 = 1u;
+const FROM_V: u32 = 2u;
+
+fn chunk_qkv(tensor: u32, at: u32) -> mat4x4<f32> {
+    if (tensor == FROM_Q) { return mat4x4<f32>(q[at], q[at + 1u], q[at + 2u], q[at + 3u]); }
+    if (tensor == FROM_K) { return mat4x4<f32>(k[at], k[at + 1u], k[at + 2u], k[at + 3u]); }
+    return mat4x4<f32>(v[at], v[at + 1u], v[at + 2u], v[at + 3u]);
 }
-fn chunk_k(at: u32) -> mat4x4<f32> { return mat4x4<f32>(k[at], k[at + 1u], k[at + 2u], k[at + 3u]); }
-fn row_k(at: u32) -> Row {
+
+fn row_qkv(tensor: u32, at: u32) -> Row {
     var r: Row;
-    r.c0 = chunk_k(at);
-    if (CHUNKS > 1u) { r.c1 = chunk_k(at + 4u); }
-    if (CHUNKS > 2u) { r.c2 = chunk_k(at + 8u); }
-    if (CHUNKS > 3u) { r.c3 = chunk_k(at + 12u); }
-    return r;
-}
-fn chunk_v(at: u32) -> mat4x4<f32> { return mat4x4<f32>(v[at], v[at + 1u], v[at + 2u], v[at + 3u]); }
-fn row_v(at: u32) -> Row {
-    var r: Row;
-    r.c0 = chunk_v(at);
-    if (CHUNKS > 1u) { r.c1 = chunk_v(at + 4u); }
-    if (CHUNKS > 2u) { r.c2 = chunk_v(at + 8u); }
-    if (CHUNKS > 3u) { r.c3 = chunk_v(at + 12u); }
+    r.c0 = chunk_qkv(tensor, at);
+    if (CHUNKS > 1u) { r.c1 = chunk_qkv(tensor, at + 4u); }
+    if (CHUNKS > 2u) { r.c2 = chunk_qkv(tensor, at + 8u); }
+    if (CHUNKS > 3u) { r.c3 = chunk_qkv(tensor, at + 12u); }
     return r;
 }
 
