@@ -4,10 +4,64 @@
 use super::{Dispatch, Gpu};
 use crate::error::{Error, Result};
 
+/// Timestamps one query set may hold (wgpu's `QUERY_SET_MAX_QUERIES`).
+const MAX_QUERIES: u32 = 4096;
+
 impl Gpu {
     /// GPU seconds per repetition of `dispatches`, recorded `reps` times in
     /// one compute pass bracketed by timestamps. Needs `caps.timestamps`.
     pub async fn time_dispatches(&self, dispatches: &[&Dispatch], reps: u32) -> Result<f64> {
+        let ticks = self
+            .timed_passes("time_dispatches", 2, |encoder, queries| {
+                let mut pass = encoder.begin_compute_pass(&timed_pass(queries, 0));
+                for _ in 0..reps {
+                    for d in dispatches {
+                        d.record(&mut pass);
+                    }
+                }
+            })
+            .await?;
+        Ok(self.seconds(&ticks) / reps.max(1) as f64)
+    }
+
+    /// GPU seconds per repetition of `timed` run on what `setup` leaves:
+    /// each repetition records `setup` in an untimed pass, then `timed` in a
+    /// pass of its own between timestamps, so only `timed` is counted (no
+    /// difference of two noisy timings). Needs `caps.timestamps`.
+    pub async fn time_after(
+        &self,
+        setup: &[&Dispatch],
+        timed: &[&Dispatch],
+        reps: u32,
+    ) -> Result<f64> {
+        let reps = reps.clamp(1, MAX_QUERIES / 2);
+        let ticks = self
+            .timed_passes("time_after", 2 * reps, |encoder, queries| {
+                for r in 0..reps {
+                    {
+                        let mut pass = encoder.begin_compute_pass(&Default::default());
+                        for d in setup {
+                            d.record(&mut pass);
+                        }
+                    }
+                    let mut pass = encoder.begin_compute_pass(&timed_pass(queries, 2 * r));
+                    for d in timed {
+                        d.record(&mut pass);
+                    }
+                }
+            })
+            .await?;
+        Ok(self.seconds(&ticks) / reps as f64)
+    }
+
+    /// Records what `record` writes into a query set of `count` timestamps
+    /// (pairs: begin, end), submits it and reads the ticks back.
+    async fn timed_passes(
+        &self,
+        label: &str,
+        count: u32,
+        record: impl FnOnce(&mut wgpu::CommandEncoder, &wgpu::QuerySet),
+    ) -> Result<Vec<u64>> {
         if !self.caps.timestamps {
             return Err(Error::Unsupported(format!(
                 "{:?} has no timestamp queries",
@@ -15,49 +69,37 @@ impl Gpu {
             )));
         }
         let queries = self.device.create_query_set(&wgpu::QuerySetDescriptor {
-            label: Some("time_dispatches"),
+            label: Some(label),
             ty: wgpu::QueryType::Timestamp,
-            count: 2,
+            count,
         });
         let resolved = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("time_dispatches"),
-            size: 16,
+            label: Some(label),
+            size: 8 * count as u64,
             usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
             mapped_at_creation: false,
         });
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let mut encoder = self
             .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("time_dispatches"),
-            });
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("time_dispatches"),
-                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                    query_set: &queries,
-                    beginning_of_pass_write_index: Some(0),
-                    end_of_pass_write_index: Some(1),
-                }),
-            });
-            for _ in 0..reps {
-                for d in dispatches {
-                    d.record(&mut pass);
-                }
-            }
-        }
-        encoder.resolve_query_set(&queries, 0..2, &resolved, 0);
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(label) });
+        record(&mut encoder, &queries);
+        encoder.resolve_query_set(&queries, 0..count, &resolved, 0);
         self.queue.submit([encoder.finish()]);
         if let Some(e) = validation.pop().await {
             return Err(Error::Gpu {
-                op: "time_dispatches".into(),
+                op: label.into(),
                 message: e.to_string(),
             });
         }
-        let ticks: Vec<u64> = self.read_back((&resolved).into()).await?;
-        let ns =
-            ticks[1].saturating_sub(ticks[0]) as f64 * self.queue.get_timestamp_period() as f64;
-        Ok(ns * 1e-9 / reps.max(1) as f64)
+        self.read_back((&resolved).into()).await
+    }
+
+    /// Seconds between each pair of `ticks` (begin, end), summed.
+    fn seconds(&self, ticks: &[u64]) -> f64 {
+        let period_ns = self.queue.get_timestamp_period() as f64;
+        let ticks: u64 = ticks.chunks(2).map(|p| p[1].saturating_sub(p[0])).sum();
+        ticks as f64 * period_ns * 1e-9
     }
 
     /// Keeps the GPU busy with `dispatches` for `seconds` of GPU time: GPUs
@@ -71,5 +113,17 @@ impl Gpu {
             rounds = (rounds * 2).min(64);
         }
         Ok(())
+    }
+}
+
+/// A compute pass writing timestamps `first` (begin) and `first + 1` (end).
+fn timed_pass(queries: &wgpu::QuerySet, first: u32) -> wgpu::ComputePassDescriptor<'_> {
+    wgpu::ComputePassDescriptor {
+        label: Some("timed"),
+        timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+            query_set: queries,
+            beginning_of_pass_write_index: Some(first),
+            end_of_pass_write_index: Some(first + 1),
+        }),
     }
 }

@@ -85,9 +85,9 @@ impl Embedding {
         gpu.check_binding(op, "table", &table.range(), table.bytes(v * d))?;
         gpu.check_binding(op, "out", &out, 4 * s * d)?;
         gpu.check_binding(op, "bad_tokens", &bad_tokens, 4)?;
-        let kernel = match table {
-            Weights::F32(_) => &self.lookup,
-            Weights::F16(_) => &self.lookup_w16,
+        let kernel = match table.is_f16() {
+            false => &self.lookup,
+            true => &self.lookup_w16,
         };
         let params = gpu.uniform(op, &params(shape));
         let bindings = [

@@ -79,26 +79,35 @@ impl Kernels {
     }
 }
 
-/// Weights a forward kernel reads: the f32 master, or the f16 mirror of
-/// mixed precision (the kernel's `_w16` variant, either storage mode).
+/// Weights a forward kernel reads: the f32 master, the f16 mirror of
+/// mixed precision (the kernel's `_w16` variant, either storage mode), or
+/// fp8's mirror: f32 values already through E4M3 in their 128×128 blocks
+/// (`Linear::quantize_weights`), which fp8's products read instead of the
+/// master.
 #[derive(Clone, Copy, Debug)]
 pub enum Weights<'a> {
     F32(BufferRange<'a>),
     F16(BufferRange<'a>),
+    E4m3(BufferRange<'a>),
 }
 
 impl<'a> Weights<'a> {
     pub fn range(&self) -> BufferRange<'a> {
         match *self {
-            Weights::F32(r) | Weights::F16(r) => r,
+            Weights::F32(r) | Weights::F16(r) | Weights::E4m3(r) => r,
         }
+    }
+
+    /// Whether they are stored as f16 (else as f32).
+    pub fn is_f16(&self) -> bool {
+        matches!(self, Weights::F16(_))
     }
 
     /// Bytes `n` weights take in this precision.
     pub fn bytes(&self, n: u64) -> u64 {
-        match self {
-            Weights::F32(_) => 4 * n,
-            Weights::F16(_) => f16_bytes(n),
+        match self.is_f16() {
+            false => 4 * n,
+            true => f16_bytes(n),
         }
     }
 }

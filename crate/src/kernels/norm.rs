@@ -134,9 +134,9 @@ impl RmsNorm {
         gpu.check_binding(op, "gain", &gain.range(), gain.bytes(d))?;
         gpu.check_binding(op, "y", &y, 4 * r * d)?;
         gpu.check_binding(op, "rrms", &rrms, 4 * r)?;
-        let kernel = match gain {
-            Weights::F32(_) => &self.forward,
-            Weights::F16(_) => &self.forward_w16,
+        let kernel = match gain.is_f16() {
+            false => &self.forward,
+            true => &self.forward_w16,
         };
         let params = gpu.uniform(op, &params(shape));
         let bindings = [
@@ -160,9 +160,9 @@ impl RmsNorm {
         gpu.check_binding(op, "dx", &b.dx, 4 * r * d)?;
         gpu.check_binding(op, "dgain", &b.dgain, 4 * d)?;
         gpu.check_binding(op, "scratch", &b.scratch, shape.backward_scratch_bytes())?;
-        let kernel = match b.gain {
-            Weights::F32(_) => &self.backward,
-            Weights::F16(_) => &self.backward_w16,
+        let kernel = match b.gain.is_f16() {
+            false => &self.backward,
+            true => &self.backward_w16,
         };
         let params = gpu.uniform(op, &params(shape));
         let p = || params.as_entire_binding();

@@ -8,7 +8,7 @@ use crate::gpu::Dispatch;
 use crate::kernels::attention::{AttentionBackward, Heads, KvGrads};
 use crate::kernels::embedding::EmbeddingShape;
 use crate::kernels::norm::NormBackward;
-use crate::kernels::{LinearShape, Output};
+use crate::kernels::Output;
 
 use super::{Net, Role};
 
@@ -17,13 +17,7 @@ impl<'a> Net<'a> {
         let (gpu, k, m) = (self.gpu, self.k, self.m);
         let (c, a) = (&m.config, &m.acts);
         let dm = a.dims;
-        let (r, d, q, att, f) = (
-            dm.rows as u32,
-            c.d_model,
-            c.qkv_width(),
-            dm.attn as u32,
-            c.ffn,
-        );
+        let (r, d, q, f) = (dm.rows as u32, c.d_model, c.qkv_width(), c.ffn);
         let norm = self.norm_shape();
         let norm_backward =
             |x: &'a wgpu::Buffer, role: Role, rrms: &'a wgpu::Buffer| NormBackward {
@@ -46,7 +40,7 @@ impl<'a> Net<'a> {
         for l in (0..c.n_layers).rev() {
             let x = &a.layers[l as usize];
             // down + residual: dx is d(x_out of this layer) = d(x_mid) through the residual
-            let down = LinearShape::new(r, f, d);
+            let down = self.linear(Role::Down(l), r)?;
             s.extend(k.linear.backward_input(
                 gpu,
                 down,
@@ -69,7 +63,7 @@ impl<'a> Net<'a> {
                 r,
                 f,
             )?);
-            let gate_up = LinearShape::stacked(r, d, &[f, f])?;
+            let gate_up = self.linear(Role::GateUp(l), r)?;
             s.extend(k.linear.backward_input(
                 gpu,
                 gate_up,
@@ -90,7 +84,7 @@ impl<'a> Net<'a> {
                 &norm_backward(&x.x_mid, Role::MlpNorm(l), &x.rrms2),
             )?);
             // o + residual: dx is now d(x_mid) = d(x) through the residual
-            let o = LinearShape::new(r, att, d);
+            let o = self.linear(Role::Out(l), r)?;
             s.extend(k.linear.backward_input(
                 gpu,
                 o,
@@ -131,7 +125,7 @@ impl<'a> Net<'a> {
                 (&m.inputs.inv_freq).into(),
                 (&a.dqkv).into(),
             )?);
-            let qkv = LinearShape::stacked(r, d, &c.qkv_heights())?;
+            let qkv = self.linear(Role::Qkv(l), r)?;
             s.extend(k.linear.backward_input(
                 gpu,
                 qkv,

@@ -197,7 +197,7 @@ impl Decoder {
     fn schedule(&self, gpu: &Gpu, k: &Kernels, model: &Model, pos: u32) -> Result<Vec<Dispatch>> {
         let (net, c) = (model.net(gpu, k), &model.config);
         let (b, d, q, dh, f) = (self.batch, c.d_model, c.qkv_width(), c.head_dim(), c.ffn);
-        let (a, kvw) = (c.n_heads * dh, c.n_kv_heads * dh);
+        let kvw = c.n_kv_heads * dh;
         let norm = NormShape {
             rows: b,
             d,
@@ -249,7 +249,7 @@ impl Decoder {
             )?);
             s.extend(k.linear.forward(
                 gpu,
-                LinearShape::stacked(b, d, &c.qkv_heights())?,
+                net.linear(Role::Qkv(l), b)?,
                 xn,
                 net.w(Role::Qkv(l)),
                 Output::Store((&self.qkv).into()),
@@ -285,7 +285,7 @@ impl Decoder {
             };
             s.extend(k.linear.forward(
                 gpu,
-                LinearShape::new(b, a, d),
+                net.linear(Role::Out(l), b)?,
                 (&self.attn).into(),
                 net.w(Role::Out(l)),
                 o,
@@ -300,7 +300,7 @@ impl Decoder {
             )?);
             s.extend(k.linear.forward(
                 gpu,
-                LinearShape::stacked(b, d, &[f, f])?,
+                net.linear(Role::GateUp(l), b)?,
                 xn,
                 net.w(Role::GateUp(l)),
                 Output::Store((&self.gu).into()),
@@ -315,7 +315,7 @@ impl Decoder {
             };
             s.extend(k.linear.forward(
                 gpu,
-                LinearShape::new(b, f, d),
+                net.linear(Role::Down(l), b)?,
                 (&self.act).into(),
                 net.w(Role::Down(l)),
                 down,

@@ -8,7 +8,7 @@ use crate::kernels::attention::{AttentionShape, Heads, Qkv};
 use crate::kernels::embedding::EmbeddingShape;
 use crate::kernels::norm::NormShape;
 use crate::kernels::rope::RopeShape;
-use crate::kernels::{LinearShape, Output};
+use crate::kernels::Output;
 
 use super::{Net, Role};
 
@@ -17,7 +17,7 @@ impl<'a> Net<'a> {
         let (gpu, k, m) = (self.gpu, self.k, self.m);
         let (c, a) = (&m.config, &m.acts);
         let dm = a.dims;
-        let (r, d, att, f) = (dm.rows as u32, c.d_model, dm.attn as u32, c.ffn);
+        let (r, d, f) = (dm.rows as u32, c.d_model, c.ffn);
         let norm = self.norm_shape();
         let mut s = Vec::new();
 
@@ -51,7 +51,7 @@ impl<'a> Net<'a> {
             )?);
             s.extend(k.linear.forward(
                 gpu,
-                LinearShape::stacked(r, d, &c.qkv_heights())?,
+                self.linear(Role::Qkv(l), r)?,
                 (&x.xn1).into(),
                 self.w(Role::Qkv(l)),
                 Output::Store((&x.qkv).into()),
@@ -75,7 +75,7 @@ impl<'a> Net<'a> {
             };
             s.extend(k.linear.forward(
                 gpu,
-                LinearShape::new(r, att, d),
+                self.linear(Role::Out(l), r)?,
                 (&x.attn).into(),
                 self.w(Role::Out(l)),
                 o,
@@ -90,7 +90,7 @@ impl<'a> Net<'a> {
             )?);
             s.extend(k.linear.forward(
                 gpu,
-                LinearShape::stacked(r, d, &[f, f])?,
+                self.linear(Role::GateUp(l), r)?,
                 (&x.xn2).into(),
                 self.w(Role::GateUp(l)),
                 Output::Store((&x.gu).into()),
@@ -105,7 +105,7 @@ impl<'a> Net<'a> {
             };
             s.extend(k.linear.forward(
                 gpu,
-                LinearShape::new(r, f, d),
+                self.linear(Role::Down(l), r)?,
                 (&x.act).into(),
                 self.w(Role::Down(l)),
                 down,

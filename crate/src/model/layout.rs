@@ -45,6 +45,16 @@ pub enum Role {
     FinalNorm,
 }
 
+impl Role {
+    /// A layer's linear weight: what fp8's products read through E4M3.
+    pub fn is_layer_linear(self) -> bool {
+        matches!(
+            self,
+            Role::Qkv(_) | Role::Out(_) | Role::GateUp(_) | Role::Down(_)
+        )
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tensor {
     pub role: Role,
@@ -179,6 +189,18 @@ impl ParamLayout {
             .expect("ParamLayout::new places every role")
     }
 
+    /// The layers' linear weights, contiguous between the embedding and
+    /// lm_head: what fp8's E4M3 mirror holds.
+    pub fn layer_linears(&self) -> Span {
+        let mut linear = self.tensors.iter().filter(|t| t.role.is_layer_linear());
+        let first = linear.next().map_or(0, |t| t.offset);
+        let end = linear.last().map_or(first, |t| t.offset + t.len());
+        Span {
+            start: first,
+            len: end - first,
+        }
+    }
+
     /// Parameters (padding excluded).
     pub fn parameters(&self) -> u64 {
         self.tensors.iter().map(Tensor::len).sum()
@@ -242,6 +264,20 @@ fn standard_normal(rng: &mut SplitMix64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn layer_linears_span_exactly_the_layers_products() {
+        for name in super::super::config::PRESETS {
+            let l = ParamLayout::new(&Config::preset(name).unwrap());
+            let span = l.layer_linears();
+            for t in &l.tensors {
+                let inside = t.offset >= span.start && t.offset + t.len() <= span.start + span.len;
+                assert_eq!(inside, t.role.is_layer_linear(), "{name} {}", t.name);
+            }
+            let last = l.tensors.iter().filter(|t| t.role.is_layer_linear()).last().unwrap();
+            assert_eq!(span.start + span.len, last.offset + last.len(), "{name}");
+        }
+    }
 
     #[test]
     fn tensors_are_aligned_disjoint_and_grouped_by_decay() {

@@ -24,7 +24,7 @@ use crate::gpu::{BufferRange, Dispatch, Gpu, f16_bytes};
 use crate::kernels::embedding::TokenRuns;
 use crate::kernels::linear::{BStorage, GemmKey};
 use crate::kernels::rope::inv_freq;
-use crate::kernels::{Kernels, Weights};
+use crate::kernels::{Kernels, LinearShape, Weights};
 use crate::shaders::Numerics;
 
 /// Which weights the forward and the backward's dX products read.
@@ -101,8 +101,32 @@ impl Precision {
 pub struct Params {
     pub weights: wgpu::Buffer, // [total] f32 master
     pub grads: wgpu::Buffer,   // [total] f32, zeroed by each AdamW update
-    /// [total] f16 forward mirror, in f16 precision.
-    pub mirror: Option<wgpu::Buffer>,
+    /// The forward's copy of the weights, in f16 and fp8 precision.
+    pub mirror: Option<Mirror>,
+}
+
+/// A copy of the master weights that the forward and the dX products read
+/// instead; it always holds what the master holds, rounded.
+pub enum Mirror {
+    /// f16: `[total]` f16, every tensor, written by the fused AdamW update.
+    F16(wgpu::Buffer),
+    /// fp8: the layers' linear weights (`ParamLayout::layer_linears`) through
+    /// E4M3 in their 128×128 blocks, as f32 (`[layers.len]`, element
+    /// `layers.start` first), rewritten after every update by
+    /// `Model::mirror_update`: each weight is quantized once per optimizer
+    /// step, not once per product.
+    E4m3 { buffer: wgpu::Buffer, layers: Span },
+}
+
+impl Mirror {
+    /// Bytes the mirror of `layout` takes in `precision` (0: none).
+    pub fn bytes(layout: &ParamLayout, precision: Precision) -> u64 {
+        match precision {
+            Precision::F16 => f16_bytes(layout.total),
+            Precision::Fp8 => 4 * layout.layer_linears().len,
+            Precision::Fp32 | Precision::Sf16 | Precision::Sf16WideHead => 0,
+        }
+    }
 }
 
 impl Params {
@@ -120,9 +144,14 @@ impl Params {
                 weights.len(),
             ));
         }
+        let bytes = Mirror::bytes(layout, precision);
         let mirror = match precision {
-            Precision::Fp32 | Precision::Sf16 | Precision::Sf16WideHead | Precision::Fp8 => None,
-            Precision::F16 => Some(gpu.storage_buffer("mirror", f16_bytes(layout.total))?),
+            Precision::Fp32 | Precision::Sf16 | Precision::Sf16WideHead => None,
+            Precision::F16 => Some(Mirror::F16(gpu.storage_buffer("mirror", bytes)?)),
+            Precision::Fp8 => Some(Mirror::E4m3 {
+                buffer: gpu.storage_buffer("e4m3_mirror", bytes)?,
+                layers: layout.layer_linears(),
+            }),
         };
         Ok(Params {
             weights: gpu.upload("weights", weights)?,
@@ -158,6 +187,9 @@ pub struct Model {
     pub head_eval: Vec<Dispatch>,
     /// final norm ← layers ← embed, accumulating into `params.grads`
     pub backward: Vec<Dispatch>,
+    /// After the optimizer: fp8's E4M3 mirror from the updated master
+    /// weights (empty in other precisions; AdamW writes the f16 mirror).
+    pub mirror_update: Vec<Dispatch>,
 }
 
 impl Model {
@@ -198,20 +230,23 @@ impl Model {
             head_train: vec![],
             head_eval: vec![],
             backward: vec![],
+            mirror_update: vec![],
         };
         let net = model.net(gpu, k);
-        let (forward, head_train, head_eval, backward) = (
+        let (forward, head_train, head_eval, backward, mirror_update) = (
             net.forward()?,
             net.head(true)?,
             net.head(false)?,
             net.backward()?,
+            net.e4m3_mirror()?,
         );
         (
             model.forward,
             model.head_train,
             model.head_eval,
             model.backward,
-        ) = (forward, head_train, head_eval, backward);
+            model.mirror_update,
+        ) = (forward, head_train, head_eval, backward, mirror_update);
         Ok(model)
     }
 
@@ -273,10 +308,14 @@ impl Model {
         Ok(())
     }
 
-    /// Fills the f16 mirror from the master weights (at creation; AdamW keeps it after).
+    /// Fills the mirror from the master weights: at creation, before the
+    /// first forward (then AdamW keeps the f16 mirror, `mirror_update` the
+    /// E4M3 one).
     pub fn sync_mirror(&self, gpu: &Gpu, k: &Kernels) -> Result<Vec<Dispatch>> {
-        let Some(mirror) = &self.params.mirror else {
-            return Ok(vec![]);
+        let mirror = match &self.params.mirror {
+            None => return Ok(vec![]),
+            Some(Mirror::E4m3 { .. }) => return self.net(gpu, k).e4m3_mirror(),
+            Some(Mirror::F16(mirror)) => mirror,
         };
         let mut d = Vec::new();
         for c in self
@@ -290,6 +329,20 @@ impl Model {
             d.push(k.cast.f32_to_f16(gpu, src, dst, c.span.len as u32)?);
         }
         Ok(d)
+    }
+
+    /// The weights of `role` that the forward and the dX products read:
+    /// the master, its f16 mirror, or (fp8, the layers' linear weights)
+    /// their E4M3 mirror.
+    pub fn forward_weights(&self, role: Role) -> Weights<'_> {
+        let t = self.layout.get(role);
+        match &self.params.mirror {
+            Some(Mirror::F16(mirror)) => Weights::F16(f16_range(mirror, t.offset, t.len())),
+            Some(Mirror::E4m3 { buffer, layers }) if role.is_layer_linear() => {
+                Weights::E4m3(f32_range(buffer, t.offset - layers.start, t.len()))
+            }
+            _ => Weights::F32(f32_range(&self.params.weights, t.offset, t.len())),
+        }
     }
 
     /// The master weights, `layout.total` values.
@@ -329,19 +382,45 @@ struct Net<'a> {
 }
 
 impl<'a> Net<'a> {
-    /// The weights a forward (and a backward dX product) reads: the master,
-    /// or its f16 mirror.
     fn w(&self, role: Role) -> Weights<'a> {
-        let t = self.m.layout.get(role);
-        match &self.m.params.mirror {
-            None => Weights::F32(f32_range(&self.m.params.weights, t.offset, t.len())),
-            Some(mirror) => Weights::F16(f16_range(mirror, t.offset, t.len())),
-        }
+        self.m.forward_weights(role)
     }
 
     /// The f32 gradient of a parameter.
     fn grad(&self, role: Role) -> BufferRange<'a> {
         let t = self.m.layout.get(role);
         f32_range(&self.m.params.grads, t.offset, t.len())
+    }
+
+    /// The product of a layer's linear weight `role` over `rows` rows
+    /// (`[W_q; W_k; W_v]` and `[W_gate; W_up]` stacked).
+    fn linear(&self, role: Role, rows: u32) -> Result<LinearShape> {
+        let c = &self.m.config;
+        let (d, f, att) = (c.d_model, c.ffn, c.n_heads * c.head_dim());
+        match role {
+            Role::Qkv(_) => LinearShape::stacked(rows, d, &c.qkv_heights()),
+            Role::Out(_) => Ok(LinearShape::new(rows, att, d)),
+            Role::GateUp(_) => LinearShape::stacked(rows, d, &[f, f]),
+            Role::Down(_) => Ok(LinearShape::new(rows, f, d)),
+            _ => Err(Error::Unsupported(format!("{role:?} is not a layer's linear weight"))),
+        }
+    }
+
+    /// fp8: every layer's linear weight through E4M3 into the mirror (one
+    /// dispatch each); nothing in other precisions.
+    fn e4m3_mirror(&self) -> Result<Vec<Dispatch>> {
+        let Some(Mirror::E4m3 { buffer, layers }) = &self.m.params.mirror else {
+            return Ok(vec![]);
+        };
+        let mut d = Vec::new();
+        for t in self.m.layout.tensors.iter().filter(|t| t.role.is_layer_linear()) {
+            d.push(self.k.linear.quantize_weights(
+                self.gpu,
+                self.linear(t.role, 1)?,
+                f32_range(&self.m.params.weights, t.offset, t.len()),
+                f32_range(buffer, t.offset - layers.start, t.len()),
+            )?);
+        }
+        Ok(d)
     }
 }

@@ -16,7 +16,7 @@ use crate::gpu::BufferRange;
 use crate::gpu::{Dispatch, Gpu};
 use crate::kernels::optimizer::{int8_scale_bytes, int8_state_bytes, partials_for};
 use crate::kernels::{Adam8bitBuffers, AdamBuffers, AdamHyper, GradStats, Kernels};
-use crate::model::{Chunk, Model, f16_range, f32_range};
+use crate::model::{Chunk, Mirror, Model, f16_range, f32_range};
 
 /// How AdamW keeps its moments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -204,7 +204,10 @@ impl Adam {
         let hyper = self.config.hyper(1); // its β1, β2, ε; the step's rate comes with `write_step`
         for c in &self.chunks {
             let (start, len) = (c.span.start, c.span.len);
-            let mirror = p.mirror.as_ref().map(|m| f16_range(m, start, len));
+            let mirror = match &p.mirror {
+                Some(Mirror::F16(m)) => Some(f16_range(m, start, len)),
+                Some(Mirror::E4m3 { .. }) | None => None, // E4M3: Model::mirror_update
+            };
             match &self.state {
                 StateBuffers::Fp32 { m, v } => {
                     let b = AdamBuffers {

@@ -5,8 +5,7 @@
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::gpu::f16_bytes;
-use crate::model::{BatchShape, Config, Dims, ParamLayout, Precision};
+use crate::model::{BatchShape, Config, Dims, Mirror, ParamLayout, Precision};
 use crate::optim::OptimState;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -18,7 +17,7 @@ pub struct Memory {
     pub grads: u64,
     /// AdamW's m and v: f32, or int8 with their block scales
     pub moments: u64,
-    /// f16 forward mirror (f16 precision only)
+    /// the forward's mirror: f16 (f16 precision) or the layers' E4M3 (fp8)
     pub mirror: u64,
     /// saved activations, the loss head and the gradient scratch
     pub activations: u64,
@@ -39,11 +38,7 @@ impl Memory {
         let master = 4 * n;
         let grads = 4 * n;
         let moments = state.bytes(n);
-        let mirror = if precision == Precision::F16 {
-            f16_bytes(n)
-        } else {
-            0
-        };
+        let mirror = Mirror::bytes(&layout, precision);
         let activations = dims.bytes(c.n_layers as u64);
         let total = master + grads + moments + mirror + activations;
         Ok(Memory {

@@ -212,7 +212,8 @@ impl Trainer {
         Ok(done)
     }
 
-    /// Every dispatch of a step, in order: forward, head, backward, optimizer.
+    /// Every dispatch of a step, in order: forward, head, backward,
+    /// optimizer, and fp8's E4M3 mirror of the updated weights.
     pub fn step_dispatches(&self) -> impl Iterator<Item = &Dispatch> {
         let m = &self.model;
         [
@@ -220,6 +221,7 @@ impl Trainer {
             &m.head_train,
             &m.backward,
             &self.adam.dispatches,
+            &m.mirror_update,
         ]
         .into_iter()
         .flatten()

@@ -111,23 +111,6 @@ pub async fn kv_append_matches_reference(gpu: &Gpu) -> Result<()> {
     Ok(())
 }
 
-/// The weights a forward reads in the model's precision (as `Net::w`).
-fn forward_weights(model: &Model, role: Role) -> Weights<'_> {
-    let t = model.layout.get(role);
-    match &model.params.mirror {
-        None => Weights::F32(BufferRange {
-            buffer: &model.params.weights,
-            offset: 4 * t.offset,
-            size: 4 * t.len(),
-        }),
-        Some(m) => Weights::F16(BufferRange {
-            buffer: m,
-            offset: 2 * t.offset,
-            size: f16_bytes(t.len()),
-        }),
-    }
-}
-
 /// The training forward of the whole batch (mirror synced first), then
 /// lm_head over its final norm: logits `[B·T, V]`.
 async fn training_logits(
@@ -147,7 +130,7 @@ async fn training_logits(
     .await?;
     let shape = LinearShape::new(model.shape.rows(), model.config.d_model, model.config.vocab);
     let logits = gpu.storage_buffer("logits", 4 * shape.rows as u64 * shape.d_out as u64)?;
-    let w = forward_weights(model, Role::LmHead);
+    let w = model.forward_weights(Role::LmHead);
     gpu.run(&refs(&k.linear.forward(
         gpu,
         shape,

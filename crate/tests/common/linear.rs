@@ -505,9 +505,9 @@ fn transpose(x: &[f32], cols: usize) -> Vec<f32> {
 
 /// fp8: each product reads its inputs as `reference::quantize::fp8_tiles`
 /// makes them — activations and gradients in tiles of 128 along the shared
-/// dimension, weights in 128×128 blocks, both starting afresh where each
-/// of stacked weights begins — and counts the values E4M3 flushed to zero
-/// once each. Rows span 5 decades and stacked parts 4.5, so each tile's
+/// dimension, weights in 128×128 blocks (their E4M3 mirror, made before
+/// the products), both starting afresh where each of stacked weights
+/// begins — and counts the values E4M3 flushed to zero once each. Rows span 5 decades and stacked parts 4.5, so each tile's
 /// scale matters; shapes straddle the 128-blocks, and the parts (90, 37,
 /// 73) put three blocks in one 64-column output tile and begin off the
 /// 16-value K slices.
@@ -571,14 +571,39 @@ async fn check_fp8_products(gpu: &Gpu, k: &Linear, s: LinearShape, seed: u64) ->
     let (in_1, in_128) = (fp8_blocks(d_in, 1, &[]), fp8_blocks(d_in, 128, &[]));
     let (out_1, out_128) = (fp8_blocks(d_out, 1, &[]), fp8_blocks(d_out, 128, &parts));
 
-    let (xq, x_flushed) = fp8_tiles(&x, d_in, &rows_1, &in_128);
+    // the weights' E4M3 mirror, made once (per optimizer step in a run): the twin's bits
     let (wq, w_flushed) = fp8_tiles(&w, d_in, &out_128, &in_128);
+    let mirror = gpu.storage_buffer("e4m3_mirror", 4 * (d_out * d_in) as u64)?;
+    reset();
+    gpu.run(&[&k.quantize_weights(gpu, s, (&wb).into(), (&mirror).into())?])
+        .await?;
+    let got = gpu.read_back::<f32>((&mirror).into()).await?;
+    if let Some(i) = (0..wq.len()).find(|&i| got[i].to_bits() != wq[i].to_bits()) {
+        panic!("{}: weight {i} is {} where the twin has {}", what("E4M3 mirror"), got[i], wq[i]);
+    }
+    assert!(w_flushed > 0, "the weights flush nothing: their count is not tested");
+    assert_eq!(
+        boundary::read(gpu).await?.e4m3_flushed,
+        w_flushed,
+        "{}: flushes",
+        what("E4M3 mirror")
+    );
+    let master_refused = k.forward(
+        gpu,
+        s,
+        (&xb).into(),
+        Weights::F32((&wb).into()),
+        Output::Store((&y).into()),
+    );
+    assert!(master_refused.is_err(), "fp8 products read the E4M3 mirror, never the master");
+
+    let (xq, x_flushed) = fp8_tiles(&x, d_in, &rows_1, &in_128);
     reset();
     gpu.run(&refs(&k.forward(
         gpu,
         s,
         (&xb).into(),
-        Weights::F32((&wb).into()),
+        Weights::E4m3((&mirror).into()),
         Output::Store((&y).into()),
     )?))
     .await?;
@@ -596,7 +621,7 @@ async fn check_fp8_products(gpu: &Gpu, k: &Linear, s: LinearShape, seed: u64) ->
     );
     assert_eq!(
         (counted.e4m3_flushed, counted.e4m3_saturated),
-        (x_flushed + w_flushed, 0),
+        (x_flushed, 0),
         "{}: flushes",
         what("forward")
     );
@@ -608,7 +633,7 @@ async fn check_fp8_products(gpu: &Gpu, k: &Linear, s: LinearShape, seed: u64) ->
         gpu,
         s,
         (&dyb).into(),
-        Weights::F32((&wb).into()),
+        Weights::E4m3((&mirror).into()),
         Output::Store((&dx).into()),
     )?))
     .await?;
@@ -621,7 +646,7 @@ async fn check_fp8_products(gpu: &Gpu, k: &Linear, s: LinearShape, seed: u64) ->
     );
     assert_eq!(
         boundary::read(gpu).await?.e4m3_flushed,
-        dy_flushed + w_flushed,
+        dy_flushed,
         "{}: flushes",
         what("dX")
     );

@@ -1,15 +1,16 @@
 //! `webtrain bench` for whole training steps: per preset, precision and
 //! optimizer state, the GPU time of one step (forward, head, backward,
 //! optimizer) and the tokens/s it gives; and the AdamW dispatches alone, as
-//! GB/s against the copy kernel's GB/s of the same run.
+//! GB/s against the copy kernel's GB/s of the same run; or (`profile`)
+//! where one step's GPU time goes, kernel by kernel.
 
 use serde::Serialize;
 use webtrain::Result;
-use webtrain::data::SplitMix64;
+use webtrain::data::{Batch, SplitMix64};
 use webtrain::gpu::{BufferRange, Dispatch, Gpu};
 use webtrain::model::{BatchShape, Config, Precision, Span};
 use webtrain::optim::{OptimConfig, OptimState};
-use webtrain::train::{Memory, TrainConfig, Trainer};
+use webtrain::train::{Memory, TrainConfig, Trainer, synthetic};
 
 #[derive(Serialize)]
 struct StepRow {
@@ -58,6 +59,42 @@ pub struct Runs<'a> {
     pub states: &'a [OptimState],
 }
 
+impl Runs<'_> {
+    /// Each run's trainer in turn, for `each`; a run the adapter cannot
+    /// hold is skipped with its reason on stderr.
+    async fn for_each(
+        &self,
+        gpu: &Gpu,
+        mut each: impl AsyncFnMut(&str, Trainer) -> Result<()>,
+    ) -> Result<()> {
+        for preset in self.presets {
+            for &precision in self.precisions {
+                for &state in self.states {
+                    let config = TrainConfig {
+                        model: Config::preset(preset)?,
+                        shape: shape_of(preset),
+                        precision,
+                        optim: OptimConfig {
+                            state,
+                            ..OptimConfig::default()
+                        },
+                        seed: 1,
+                    };
+                    match Trainer::new(gpu, config).await {
+                        Ok(trainer) => each(preset, trainer).await?,
+                        Err(e) => eprintln!(
+                            "{preset:<6} {:<5} {:<5} skipped: {e}",
+                            precision.name(),
+                            state.name()
+                        ),
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 pub async fn run(gpu: &Gpu, runs: &Runs<'_>, reps: u32, copy_bw: f64) -> Result<()> {
     eprintln!(
         "{:<6} {:<5} {:<5} {:>10} {:>10} {:>12} {:>10} {:>9} {:>7} {:>6}",
@@ -72,42 +109,11 @@ pub async fn run(gpu: &Gpu, runs: &Runs<'_>, reps: u32, copy_bw: f64) -> Result<
         "%copy",
         "disp"
     );
-    for preset in runs.presets {
-        for &precision in runs.precisions {
-            for &state in runs.states {
-                let shape = shape_of(preset);
-                let config = TrainConfig {
-                    model: Config::preset(preset)?,
-                    shape,
-                    precision,
-                    optim: OptimConfig {
-                        state,
-                        ..OptimConfig::default()
-                    },
-                    seed: 1,
-                };
-                let trainer = match Trainer::new(gpu, config).await {
-                    Ok(t) => t,
-                    Err(e) => {
-                        eprintln!(
-                            "{preset:<6} {:<5} {:<5} skipped: {e}",
-                            precision.name(),
-                            state.name()
-                        );
-                        continue;
-                    }
-                };
+    runs.for_each(gpu, async |preset, trainer| {
+                let (shape, precision, state) = (trainer.config.shape, trainer.config.precision, trainer.config.optim.state);
                 trainer.adam.write_step(gpu, &trainer.k, 1)?;
                 let m = &trainer.model;
-                let step: Vec<&Dispatch> = [
-                    &m.forward,
-                    &m.head_train,
-                    &m.backward,
-                    &trainer.adam.dispatches,
-                ]
-                .into_iter()
-                .flatten()
-                .collect();
+                let step: Vec<&Dispatch> = trainer.step_dispatches().collect();
                 gpu.warm_up(&step, 0.5).await?;
                 let step_s = gpu.time_dispatches(&step, reps).await?;
                 let adam_s = adamw_seconds(gpu, &trainer, reps).await?;
@@ -115,7 +121,7 @@ pub async fn run(gpu: &Gpu, runs: &Runs<'_>, reps: u32, copy_bw: f64) -> Result<
                 let bytes = adamw_bytes(precision, state);
                 let gb_s = (bytes * m.layout.total) as f64 / adam_s / 1e9;
                 let row = StepRow {
-                    preset: preset.clone(),
+                    preset: preset.to_string(),
                     precision: precision.name(),
                     optim_state: state.name(),
                     batch: shape.batch,
@@ -149,16 +155,68 @@ pub async fn run(gpu: &Gpu, runs: &Runs<'_>, reps: u32, copy_bw: f64) -> Result<
                     serde_json::to_string(&row)
                         .map_err(|e| webtrain::Error::Unsupported(e.to_string()))?
                 );
+                Ok(())
+    })
+    .await
+}
+
+#[derive(Serialize)]
+struct ProfileRow<'a> {
+    preset: &'a str,
+    precision: &'static str,
+    optim_state: &'static str,
+    kernel: &'a str,
+    dispatches: u32,
+    ms: f64,
+    share_of_step: f64,
+}
+
+/// Where a step's GPU time goes, per run: `reps` steps trained on a
+/// synthetic batch after a warm-up, each dispatch in a timed pass of its
+/// own (`Trainer::profiled_step`), the least time of each kernel kept.
+pub async fn profile(gpu: &Gpu, runs: &Runs<'_>, reps: u32) -> Result<()> {
+    runs.for_each(gpu, async |preset, mut trainer| {
+        let shape = trainer.config.shape;
+        let tokens = synthetic::markov_tokens(trainer.config.model.vocab, shape.rows() as usize + 1, 3);
+        let batch = Batch {
+            inputs: tokens[..shape.rows() as usize].to_vec(),
+            targets: tokens[1..].to_vec(),
+        };
+        gpu.warm_up(&trainer.step_dispatches().collect::<Vec<_>>(), 0.5).await?;
+        let mut best = trainer.profiled_step(&batch).await?.1;
+        for _ in 1..reps {
+            for t in trainer.profiled_step(&batch).await?.1 {
+                if let Some(b) = best.iter_mut().find(|b| b.kernel == t.kernel) {
+                    b.ms = b.ms.min(t.ms);
+                }
             }
         }
-    }
-    Ok(())
+        best.sort_by(|a, b| b.ms.total_cmp(&a.ms));
+        let total: f64 = best.iter().map(|t| t.ms).sum();
+        let (precision, state) = (trainer.config.precision.name(), trainer.config.optim.state.name());
+        eprintln!("{preset} {precision} / {state} state: {total:.2} ms of kernels");
+        for t in &best {
+            let row = ProfileRow {
+                preset,
+                precision,
+                optim_state: state,
+                kernel: &t.kernel,
+                dispatches: t.dispatches,
+                ms: t.ms,
+                share_of_step: t.ms / total,
+            };
+            eprintln!("  {:<28} {:>5} {:>10.3} ms {:>6.1}%", row.kernel, row.dispatches, row.ms, 100.0 * row.share_of_step);
+            println!("{}", serde_json::to_string(&row).map_err(|e| webtrain::Error::Unsupported(e.to_string()))?);
+        }
+        Ok(())
+    })
+    .await
 }
 
 /// GPU seconds of one optimizer step on gradients as a backward leaves
-/// them. Each rep first restores a fixed random gradient (AdamW zeroes it,
-/// and all-zero traffic ran faster than the H100's HBM3 peak allows), and
-/// the restore's own time, measured alone, is subtracted.
+/// them: before each rep a fixed random gradient is restored in a pass of
+/// its own, outside the timed one (AdamW zeroes it, and all-zero traffic ran
+/// faster than the H100's HBM3 peak allows).
 async fn adamw_seconds(gpu: &Gpu, trainer: &Trainer, reps: u32) -> Result<f64> {
     let mut rng = SplitMix64(7);
     let saved: Vec<f32> = (0..trainer.model.layout.total)
@@ -184,17 +242,12 @@ async fn adamw_seconds(gpu: &Gpu, trainer: &Trainer, reps: u32) -> Result<f64> {
         })
         .collect::<Result<Vec<Dispatch>>>()?;
     let restore: Vec<&Dispatch> = restore.iter().collect();
-    let with_adam: Vec<&Dispatch> = restore
-        .iter()
-        .copied()
-        .chain(&trainer.adam.dispatches)
-        .collect();
-    gpu.warm_up(&with_adam, 0.05).await?;
-    let restore_s = gpu.time_dispatches(&restore, reps).await?;
-    let total_s = gpu.time_dispatches(&with_adam, reps).await?;
+    let adam: Vec<&Dispatch> = trainer.adam.dispatches.iter().collect();
+    gpu.warm_up(&[&restore[..], &adam[..]].concat(), 0.05).await?;
+    let seconds = gpu.time_after(&restore, &adam, reps).await?;
     // GradStats {norm, clip_scale, nonfinite, skip}: a skipped step only zeroes gradients
     if gpu.read_back::<u32>((&trainer.adam.stats).into()).await?[3] != 0 {
         return Err(webtrain::Error::Unsupported("bench: the optimizer skipped its step (non-finite loss or gradients), so its time is not AdamW's".into()));
     }
-    Ok(total_s - restore_s)
+    Ok(seconds)
 }

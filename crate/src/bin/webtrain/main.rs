@@ -69,8 +69,9 @@ pub mod cli {
         #[arg(long, default_value = "all", value_parser = ["seed", "small", "tiny", "all"])]
         sizes: String,
         /// What to time: every kernel, whole training steps per preset, or
-        /// both; or every GEMM in every tile variant (what the tuner picks from).
-        #[arg(long, default_value = "all", value_parser = ["kernels", "steps", "all", "variants"])]
+        /// both; every GEMM in every tile variant (what the tuner picks from);
+        /// or a step's time kernel by kernel, per preset and mode (profile).
+        #[arg(long, default_value = "all", value_parser = ["kernels", "steps", "all", "variants", "profile"])]
         what: String,
         /// Presets whose training steps to time (base needs a real GPU).
         #[arg(long, value_delimiter = ',', default_value = "tiny,small")]
@@ -184,7 +185,7 @@ pub mod cli {
                 if args.what == "variants" {
                     return crate::bench::variants(&gpu, &sizes, args.only.as_deref()).await;
                 }
-                if args.what != "steps" {
+                if args.what == "kernels" || args.what == "all" {
                     crate::bench::run(&gpu, &k, copy_bw, &sizes, args.reps, args.only.as_deref())
                         .await?;
                 }
@@ -210,6 +211,9 @@ pub mod cli {
                         precisions: &precisions,
                         states: &states,
                     };
+                    if args.what == "profile" {
+                        return crate::bench_step::profile(&gpu, &runs, args.reps).await;
+                    }
                     crate::bench_step::run(&gpu, &runs, args.reps, copy_bw).await?;
                 }
                 Ok(())

@@ -1,5 +1,7 @@
-//! fp8's pre-pass (03_linear_fp8.wgsl): each GEMM operand through E4M3
-//! once, into a scratch buffer the GEMM then reads as f32.
+//! fp8's pre-pass (03_linear_fp8.wgsl): a GEMM operand through E4M3 once,
+//! into a scratch buffer the GEMM then reads as f32 (activations and
+//! gradients, per product), or into the weights' E4M3 mirror (once per
+//! optimizer step).
 
 use std::sync::Mutex;
 

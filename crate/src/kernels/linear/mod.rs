@@ -1,7 +1,10 @@
 //! Launchers for 03_linear.wgsl: the forward of a linear layer (with its
 //! fused epilogues) and both backward products, each one GEMM in its own
 //! compiled layout (`gemm`), in the tile variant chosen for its shape on
-//! this adapter (`tune`); in fp8, each operand through E4M3 first (`fp8`).
+//! this adapter (`tune`). In fp8, activations and gradients go through
+//! E4M3 first (`fp8`), once per product, and the weights are read from
+//! their E4M3 mirror, which `quantize_weights` writes once per optimizer
+//! step.
 
 mod fp8;
 mod gemm;
@@ -191,17 +194,13 @@ impl Linear {
         gpu.check_binding(op, "x", &x, 4 * rows * d_in)?;
         gpu.check_binding(op, "w", &w.range(), w.bytes(d_out * d_in))?;
         let mut d = Vec::new();
-        let quantized = self.fp8_operands(
+        let xq = self.fp8_operands(
             gpu,
             &mut d,
             (x, Tiles::Rows, Operand::plain(s.rows, s.d_in)),
             &w,
-            s,
         )?;
-        let (x, w) = match &quantized {
-            Some((xq, wq)) => (xq.into(), Weights::F32(wq.into())),
-            None => (x, w),
-        };
+        let x = xq.as_ref().map_or(x, BufferRange::from);
         let key = GemmKey::new(Layout::Forward, storage(&w), s.rows, s.d_out, s.d_in);
         let site = match out {
             Output::Accumulate(_) => SITE_NONE,
@@ -261,11 +260,8 @@ impl Linear {
             col_parts: s.parts,
             ..Operand::plain(s.rows, s.d_out)
         };
-        let quantized = self.fp8_operands(gpu, &mut d, (dy, Tiles::Rows, dy_operand), &w, s)?;
-        let (dy, w) = match &quantized {
-            Some((dyq, wq)) => (dyq.into(), Weights::F32(wq.into())),
-            None => (dy, w),
-        };
+        let dyq = self.fp8_operands(gpu, &mut d, (dy, Tiles::Rows, dy_operand), &w)?;
+        let dy = dyq.as_ref().map_or(dy, BufferRange::from);
         let key = GemmKey::new(Layout::Dx, storage(&w), s.rows, s.d_in, s.d_out);
         let p = Params::of(&key, SITE_NONE);
         d.push(self.module(key)?.launch(
@@ -324,40 +320,57 @@ impl Linear {
         Ok(d)
     }
 
-    /// In fp8, the activation operand `x` through E4M3 in `tiles` and the
-    /// weights in 128×128 blocks, each into its scratch (pre-passes pushed
-    /// onto `d`); `None` in other modes.
+    /// fp8's weight mirror: `w` through E4M3 in 128×128 blocks (starting
+    /// afresh at each stacked part) into `e4m3`, saturations and flushes
+    /// counted. Only in fp8 numerics; its products read the result as
+    /// `Weights::E4m3`.
+    pub fn quantize_weights(
+        &self,
+        gpu: &Gpu,
+        s: LinearShape,
+        w: BufferRange,
+        e4m3: BufferRange,
+    ) -> Result<Dispatch> {
+        s.check_parts("fp8_quantize")?;
+        let Some(f) = &self.fp8 else {
+            return Err(Error::Unsupported(
+                "E4M3 weights are fp8's: this Linear was built in another numeric mode".into(),
+            ));
+        };
+        let blocks = Operand {
+            row_parts: s.parts,
+            ..Operand::plain(s.d_out, s.d_in)
+        };
+        f.quantize(gpu, Tiles::Blocks, blocks, w, e4m3)
+    }
+
+    /// In fp8, the activation operand `x` through E4M3 in `tiles` into its
+    /// scratch (the pre-pass pushed onto `d`), with the weights checked to
+    /// be the E4M3 mirror; `None` in other modes.
     fn fp8_operands(
         &self,
         gpu: &Gpu,
         d: &mut Vec<Dispatch>,
         (x, tiles, shape): (BufferRange, Tiles, Operand),
         w: &Weights,
-        s: LinearShape,
-    ) -> Result<Option<(wgpu::Buffer, wgpu::Buffer)>> {
+    ) -> Result<Option<wgpu::Buffer>> {
         let Some(f) = &self.fp8 else {
             return Ok(None);
         };
-        let Weights::F32(w32) = *w else {
+        if !matches!(w, Weights::E4m3(_)) {
             return Err(Error::Unsupported(
-                "fp8 products read f32 weights, not the f16 mirror".into(),
+                "fp8 products read the weights' E4M3 mirror (Linear::quantize_weights), not the master or the f16 mirror".into(),
             ));
-        };
+        }
         let xq = f.scratch(gpu, Side::A, 4 * shape.rows as u64 * shape.cols as u64)?;
-        let wq = f.scratch(gpu, Side::B, 4 * s.d_out as u64 * s.d_in as u64)?;
         d.push(f.quantize(gpu, tiles, shape, x, (&xq).into())?);
-        let blocks = Operand {
-            row_parts: s.parts,
-            ..Operand::plain(s.d_out, s.d_in)
-        };
-        d.push(f.quantize(gpu, Tiles::Blocks, blocks, w32, (&wq).into())?);
-        Ok(Some((xq, wq)))
+        Ok(Some(xq))
     }
 }
 
 fn storage(w: &Weights) -> BStorage {
-    match w {
-        Weights::F32(_) => BStorage::F32,
-        Weights::F16(_) => BStorage::F16,
+    match w.is_f16() {
+        false => BStorage::F32,
+        true => BStorage::F16,
     }
 }
