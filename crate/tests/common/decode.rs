@@ -6,8 +6,7 @@
 use std::ops::ControlFlow;
 
 use webtrain::data::SplitMix64;
-use webtrain::gpu::{BufferRange, f16_bytes};
-use webtrain::kernels::{Attention, DecodeShape, Heads, Kernels, LinearShape, Output, Weights};
+use webtrain::kernels::{Attention, DecodeShape, Heads, Kernels, LinearShape, Output};
 use webtrain::model::decode::{Decoder, Generation, Sampling, sample};
 use webtrain::model::{BatchShape, Config, Model, ParamLayout, Precision, Role};
 use webtrain::reference::attention as reference;
