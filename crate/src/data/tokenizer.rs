@@ -37,7 +37,7 @@ fn line_chunks(text: &str, max: usize) -> impl Iterator<Item = &str> + '_ {
     })
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
     fingerprint: String,

@@ -5,10 +5,10 @@
 
 use crate::error::Result;
 use crate::gpu::Dispatch;
+use crate::kernels::Output;
 use crate::kernels::attention::{AttentionBackward, Heads, KvGrads};
 use crate::kernels::embedding::EmbeddingShape;
 use crate::kernels::norm::NormBackward;
-use crate::kernels::Output;
 
 use super::{Net, Role};
 

@@ -4,11 +4,11 @@
 
 use crate::error::Result;
 use crate::gpu::Dispatch;
+use crate::kernels::Output;
 use crate::kernels::attention::{AttentionShape, Heads, Qkv};
 use crate::kernels::embedding::EmbeddingShape;
 use crate::kernels::norm::NormShape;
 use crate::kernels::rope::RopeShape;
-use crate::kernels::Output;
 
 use super::{Net, Role};
 

@@ -192,12 +192,17 @@ impl ParamLayout {
     /// The layers' linear weights, contiguous between the embedding and
     /// lm_head: what fp8's E4M3 mirror holds.
     pub fn layer_linears(&self) -> Span {
-        let mut linear = self.tensors.iter().filter(|t| t.role.is_layer_linear());
-        let first = linear.next().map_or(0, |t| t.offset);
-        let end = linear.last().map_or(first, |t| t.offset + t.len());
-        Span {
-            start: first,
-            len: end - first,
+        let linear: Vec<&Tensor> = self
+            .tensors
+            .iter()
+            .filter(|t| t.role.is_layer_linear())
+            .collect();
+        match (linear.first(), linear.last()) {
+            (Some(first), Some(last)) => Span {
+                start: first.offset,
+                len: last.offset + last.len() - first.offset,
+            },
+            _ => Span { start: 0, len: 0 },
         }
     }
 
@@ -274,7 +279,11 @@ mod tests {
                 let inside = t.offset >= span.start && t.offset + t.len() <= span.start + span.len;
                 assert_eq!(inside, t.role.is_layer_linear(), "{name} {}", t.name);
             }
-            let last = l.tensors.iter().filter(|t| t.role.is_layer_linear()).last().unwrap();
+            let last = l
+                .tensors
+                .iter()
+                .rfind(|t| t.role.is_layer_linear())
+                .unwrap();
             assert_eq!(span.start + span.len, last.offset + last.len(), "{name}");
         }
     }

@@ -402,7 +402,9 @@ impl<'a> Net<'a> {
             Role::Out(_) => Ok(LinearShape::new(rows, att, d)),
             Role::GateUp(_) => LinearShape::stacked(rows, d, &[f, f]),
             Role::Down(_) => Ok(LinearShape::new(rows, f, d)),
-            _ => Err(Error::Unsupported(format!("{role:?} is not a layer's linear weight"))),
+            _ => Err(Error::Unsupported(format!(
+                "{role:?} is not a layer's linear weight"
+            ))),
         }
     }
 
@@ -413,7 +415,13 @@ impl<'a> Net<'a> {
             return Ok(vec![]);
         };
         let mut d = Vec::new();
-        for t in self.m.layout.tensors.iter().filter(|t| t.role.is_layer_linear()) {
+        for t in self
+            .m
+            .layout
+            .tensors
+            .iter()
+            .filter(|t| t.role.is_layer_linear())
+        {
             d.push(self.k.linear.quantize_weights(
                 self.gpu,
                 self.linear(t.role, 1)?,

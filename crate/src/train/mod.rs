@@ -7,14 +7,10 @@
 //! `LAG` steps later.
 
 mod memory;
-mod profile;
 mod readback;
-pub mod softmax_tail;
-pub mod survival;
 pub mod synthetic;
 
 pub use memory::{Memory, check_limits};
-pub use profile::KernelTime;
 pub use readback::{LAG, Record};
 
 use serde::{Deserialize, Serialize};
@@ -229,7 +225,7 @@ impl Trainer {
 
     /// Records and submits step t + 1: one compute pass, or with `timing`
     /// one pass per dispatch bracketed by timestamps (2 queries each).
-    fn submit(&mut self, batch: &Batch, timing: Option<&wgpu::QuerySet>) -> Result<()> {
+    pub(crate) fn submit(&mut self, batch: &Batch, timing: Option<&wgpu::QuerySet>) -> Result<()> {
         self.gpu.check_health()?;
         let t = self.step + 1;
         self.model

@@ -579,9 +579,17 @@ async fn check_fp8_products(gpu: &Gpu, k: &Linear, s: LinearShape, seed: u64) ->
         .await?;
     let got = gpu.read_back::<f32>((&mirror).into()).await?;
     if let Some(i) = (0..wq.len()).find(|&i| got[i].to_bits() != wq[i].to_bits()) {
-        panic!("{}: weight {i} is {} where the twin has {}", what("E4M3 mirror"), got[i], wq[i]);
+        panic!(
+            "{}: weight {i} is {} where the twin has {}",
+            what("E4M3 mirror"),
+            got[i],
+            wq[i]
+        );
     }
-    assert!(w_flushed > 0, "the weights flush nothing: their count is not tested");
+    assert!(
+        w_flushed > 0,
+        "the weights flush nothing: their count is not tested"
+    );
     assert_eq!(
         boundary::read(gpu).await?.e4m3_flushed,
         w_flushed,
@@ -595,7 +603,10 @@ async fn check_fp8_products(gpu: &Gpu, k: &Linear, s: LinearShape, seed: u64) ->
         Weights::F32((&wb).into()),
         Output::Store((&y).into()),
     );
-    assert!(master_refused.is_err(), "fp8 products read the E4M3 mirror, never the master");
+    assert!(
+        master_refused.is_err(),
+        "fp8 products read the E4M3 mirror, never the master"
+    );
 
     let (xq, x_flushed) = fp8_tiles(&x, d_in, &rows_1, &in_128);
     reset();

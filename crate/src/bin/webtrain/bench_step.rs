@@ -8,9 +8,10 @@ use serde::Serialize;
 use webtrain::Result;
 use webtrain::data::{Batch, SplitMix64};
 use webtrain::gpu::{BufferRange, Dispatch, Gpu};
-use webtrain::model::{BatchShape, Config, Precision, Span};
-use webtrain::optim::{OptimConfig, OptimState};
-use webtrain::train::{Memory, TrainConfig, Trainer, synthetic};
+use webtrain::model::{Precision, Span};
+use webtrain::optim::OptimState;
+use webtrain::run::RunSpec;
+use webtrain::train::{Memory, Trainer, synthetic};
 
 #[derive(Serialize)]
 struct StepRow {
@@ -44,14 +45,6 @@ fn adamw_bytes(precision: Precision, state: OptimState) -> u64 {
     2 * 4 + 2 * 4 + moments + mirror
 }
 
-pub fn shape_of(preset: &str) -> BatchShape {
-    match preset {
-        "tiny" => BatchShape { batch: 8, seq: 64 },
-        "small" => BatchShape { batch: 8, seq: 256 },
-        _ => BatchShape { batch: 8, seq: 512 },
-    }
-}
-
 /// Which steps to time: every preset × precision × optimizer state listed.
 pub struct Runs<'a> {
     pub presets: &'a [String],
@@ -70,16 +63,13 @@ impl Runs<'_> {
         for preset in self.presets {
             for &precision in self.precisions {
                 for &state in self.states {
-                    let config = TrainConfig {
-                        model: Config::preset(preset)?,
-                        shape: shape_of(preset),
-                        precision,
-                        optim: OptimConfig {
-                            state,
-                            ..OptimConfig::default()
-                        },
-                        seed: 1,
+                    // the preset's run, as the page and `train` start it
+                    let spec = RunSpec {
+                        precision: precision.name().into(),
+                        optim_state: state.name().into(),
+                        ..RunSpec::preset(preset)?
                     };
+                    let config = spec.config()?;
                     match Trainer::new(gpu, config).await {
                         Ok(trainer) => each(preset, trainer).await?,
                         Err(e) => eprintln!(
@@ -110,52 +100,55 @@ pub async fn run(gpu: &Gpu, runs: &Runs<'_>, reps: u32, copy_bw: f64) -> Result<
         "disp"
     );
     runs.for_each(gpu, async |preset, trainer| {
-                let (shape, precision, state) = (trainer.config.shape, trainer.config.precision, trainer.config.optim.state);
-                trainer.adam.write_step(gpu, &trainer.k, 1)?;
-                let m = &trainer.model;
-                let step: Vec<&Dispatch> = trainer.step_dispatches().collect();
-                gpu.warm_up(&step, 0.5).await?;
-                let step_s = gpu.time_dispatches(&step, reps).await?;
-                let adam_s = adamw_seconds(gpu, &trainer, reps).await?;
-                let memory = trainer.memory()?;
-                let bytes = adamw_bytes(precision, state);
-                let gb_s = (bytes * m.layout.total) as f64 / adam_s / 1e9;
-                let row = StepRow {
-                    preset: preset.to_string(),
-                    precision: precision.name(),
-                    optim_state: state.name(),
-                    batch: shape.batch,
-                    seq: shape.seq,
-                    parameters: memory.parameters,
-                    step_ms: step_s * 1e3,
-                    tokens_per_s: shape.rows() as f64 / step_s,
-                    adamw_ms: adam_s * 1e3,
-                    adamw_bytes_per_param: bytes,
-                    adamw_gb_s: gb_s,
-                    adamw_of_copy_bandwidth: gb_s * 1e9 / copy_bw,
-                    optimizer_dispatches: trainer.adam.dispatches.len(),
-                    dispatches_per_step: step.len(),
-                    memory,
-                };
-                eprintln!(
-                    "{:<6} {:<5} {:<5} {:>10} {:>10.2} {:>12.0} {:>10.3} {:>9.1} {:>7.1} {:>6}",
-                    row.preset,
-                    row.precision,
-                    row.optim_state,
-                    row.parameters,
-                    row.step_ms,
-                    row.tokens_per_s,
-                    row.adamw_ms,
-                    row.adamw_gb_s,
-                    100.0 * row.adamw_of_copy_bandwidth,
-                    row.optimizer_dispatches
-                );
-                println!(
-                    "{}",
-                    serde_json::to_string(&row)
-                        .map_err(|e| webtrain::Error::Unsupported(e.to_string()))?
-                );
-                Ok(())
+        let (shape, precision, state) = (
+            trainer.config.shape,
+            trainer.config.precision,
+            trainer.config.optim.state,
+        );
+        trainer.adam.write_step(gpu, &trainer.k, 1)?;
+        let m = &trainer.model;
+        let step: Vec<&Dispatch> = trainer.step_dispatches().collect();
+        gpu.warm_up(&step, 0.5).await?;
+        let step_s = gpu.time_dispatches(&step, reps).await?;
+        let adam_s = adamw_seconds(gpu, &trainer, reps).await?;
+        let memory = trainer.memory()?;
+        let bytes = adamw_bytes(precision, state);
+        let gb_s = (bytes * m.layout.total) as f64 / adam_s / 1e9;
+        let row = StepRow {
+            preset: preset.to_string(),
+            precision: precision.name(),
+            optim_state: state.name(),
+            batch: shape.batch,
+            seq: shape.seq,
+            parameters: memory.parameters,
+            step_ms: step_s * 1e3,
+            tokens_per_s: shape.rows() as f64 / step_s,
+            adamw_ms: adam_s * 1e3,
+            adamw_bytes_per_param: bytes,
+            adamw_gb_s: gb_s,
+            adamw_of_copy_bandwidth: gb_s * 1e9 / copy_bw,
+            optimizer_dispatches: trainer.adam.dispatches.len(),
+            dispatches_per_step: step.len(),
+            memory,
+        };
+        eprintln!(
+            "{:<6} {:<5} {:<5} {:>10} {:>10.2} {:>12.0} {:>10.3} {:>9.1} {:>7.1} {:>6}",
+            row.preset,
+            row.precision,
+            row.optim_state,
+            row.parameters,
+            row.step_ms,
+            row.tokens_per_s,
+            row.adamw_ms,
+            row.adamw_gb_s,
+            100.0 * row.adamw_of_copy_bandwidth,
+            row.optimizer_dispatches
+        );
+        println!(
+            "{}",
+            serde_json::to_string(&row).map_err(|e| webtrain::Error::Unsupported(e.to_string()))?
+        );
+        Ok(())
     })
     .await
 }
@@ -177,12 +170,14 @@ struct ProfileRow<'a> {
 pub async fn profile(gpu: &Gpu, runs: &Runs<'_>, reps: u32) -> Result<()> {
     runs.for_each(gpu, async |preset, mut trainer| {
         let shape = trainer.config.shape;
-        let tokens = synthetic::markov_tokens(trainer.config.model.vocab, shape.rows() as usize + 1, 3);
+        let tokens =
+            synthetic::markov_tokens(trainer.config.model.vocab, shape.rows() as usize + 1, 3);
         let batch = Batch {
             inputs: tokens[..shape.rows() as usize].to_vec(),
             targets: tokens[1..].to_vec(),
         };
-        gpu.warm_up(&trainer.step_dispatches().collect::<Vec<_>>(), 0.5).await?;
+        gpu.warm_up(&trainer.step_dispatches().collect::<Vec<_>>(), 0.5)
+            .await?;
         let mut best = trainer.profiled_step(&batch).await?.1;
         for _ in 1..reps {
             for t in trainer.profiled_step(&batch).await?.1 {
@@ -193,7 +188,10 @@ pub async fn profile(gpu: &Gpu, runs: &Runs<'_>, reps: u32) -> Result<()> {
         }
         best.sort_by(|a, b| b.ms.total_cmp(&a.ms));
         let total: f64 = best.iter().map(|t| t.ms).sum();
-        let (precision, state) = (trainer.config.precision.name(), trainer.config.optim.state.name());
+        let (precision, state) = (
+            trainer.config.precision.name(),
+            trainer.config.optim.state.name(),
+        );
         eprintln!("{preset} {precision} / {state} state: {total:.2} ms of kernels");
         for t in &best {
             let row = ProfileRow {
@@ -205,8 +203,18 @@ pub async fn profile(gpu: &Gpu, runs: &Runs<'_>, reps: u32) -> Result<()> {
                 ms: t.ms,
                 share_of_step: t.ms / total,
             };
-            eprintln!("  {:<28} {:>5} {:>10.3} ms {:>6.1}%", row.kernel, row.dispatches, row.ms, 100.0 * row.share_of_step);
-            println!("{}", serde_json::to_string(&row).map_err(|e| webtrain::Error::Unsupported(e.to_string()))?);
+            eprintln!(
+                "  {:<28} {:>5} {:>10.3} ms {:>6.1}%",
+                row.kernel,
+                row.dispatches,
+                row.ms,
+                100.0 * row.share_of_step
+            );
+            println!(
+                "{}",
+                serde_json::to_string(&row)
+                    .map_err(|e| webtrain::Error::Unsupported(e.to_string()))?
+            );
         }
         Ok(())
     })
@@ -243,7 +251,8 @@ async fn adamw_seconds(gpu: &Gpu, trainer: &Trainer, reps: u32) -> Result<f64> {
         .collect::<Result<Vec<Dispatch>>>()?;
     let restore: Vec<&Dispatch> = restore.iter().collect();
     let adam: Vec<&Dispatch> = trainer.adam.dispatches.iter().collect();
-    gpu.warm_up(&[&restore[..], &adam[..]].concat(), 0.05).await?;
+    gpu.warm_up(&[&restore[..], &adam[..]].concat(), 0.05)
+        .await?;
     let seconds = gpu.time_after(&restore, &adam, reps).await?;
     // GradStats {norm, clip_scale, nonfinite, skip}: a skipped step only zeroes gradients
     if gpu.read_back::<u32>((&trainer.adam.stats).into()).await?[3] != 0 {

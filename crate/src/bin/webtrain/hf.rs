@@ -3,11 +3,11 @@
 //! as transformers computes it with `labels = input_ids`, so anyone can
 //! compare the two on their own model (docs/INTEROP.md); and text from one.
 
-use std::path::{Path, PathBuf};
+use std::ops::ControlFlow;
+use std::path::PathBuf;
 
 use clap::Args;
-use std::ops::ControlFlow;
-use webtrain::hf::{self, HfFiles, HfModel};
+use webtrain::hf::HfModel;
 use webtrain::kernels::Kernels;
 use webtrain::kernels::loss::IGNORE_INDEX;
 
@@ -15,6 +15,8 @@ use webtrain::data::Tokenizer;
 use webtrain::model::decode::{Decoder, Generation, Sampling};
 use webtrain::model::{BatchShape, Model, Precision};
 use webtrain::{Error, Gpu, Result};
+
+use crate::files;
 
 #[derive(Args)]
 pub struct ExportArgs {
@@ -68,73 +70,14 @@ pub struct GenerateArgs {
     precision: String,
 }
 
-fn io(path: &Path, what: &str, e: std::io::Error) -> Error {
-    Error::Unsupported(format!("{}: cannot {what}: {e}", path.display()))
-}
-
-/// The files of an HF folder: model.safetensors, or the shards its index names.
-pub fn read_folder(dir: &Path) -> Result<HfFiles> {
-    let text = |name: &str| {
-        std::fs::read_to_string(dir.join(name)).map_err(|e| io(&dir.join(name), "be read", e))
-    };
-    let optional = |name: &str| dir.join(name).exists().then(|| text(name)).transpose();
-    let weights = if dir.join(hf::WEIGHTS).exists() {
-        vec![
-            std::fs::read(dir.join(hf::WEIGHTS))
-                .map_err(|e| io(&dir.join(hf::WEIGHTS), "be read", e))?,
-        ]
-    } else if dir.join(hf::WEIGHTS_INDEX).exists() {
-        let index: serde_json::Value = serde_json::from_str(&text(hf::WEIGHTS_INDEX)?)
-            .map_err(|e| Error::Unsupported(format!("{}: not JSON ({e})", hf::WEIGHTS_INDEX)))?;
-        let map = index["weight_map"]
-            .as_object()
-            .ok_or_else(|| Error::Unsupported(format!("{}: no weight_map", hf::WEIGHTS_INDEX)))?;
-        let shards: std::collections::BTreeSet<&str> =
-            map.values().filter_map(|v| v.as_str()).collect();
-        shards
-            .into_iter()
-            .map(|s| std::fs::read(dir.join(s)).map_err(|e| io(&dir.join(s), "be read", e)))
-            .collect::<Result<_>>()?
-    } else {
-        return Err(Error::Unsupported(format!(
-            "{}: no {} or {} in it",
-            dir.display(),
-            hf::WEIGHTS,
-            hf::WEIGHTS_INDEX
-        )));
-    };
-    Ok(HfFiles {
-        config_json: text(hf::CONFIG)?,
-        generation_config_json: optional(hf::GENERATION_CONFIG)?,
-        weights,
-        tokenizer_json: optional(hf::TOKENIZER)?,
-    })
-}
-
-fn write_folder(dir: &Path, files: &HfFiles) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| io(dir, "be created", e))?;
-    let write = |name: &str, bytes: &[u8]| {
-        std::fs::write(dir.join(name), bytes).map_err(|e| io(&dir.join(name), "be written", e))
-    };
-    write(hf::CONFIG, files.config_json.as_bytes())?;
-    write(hf::WEIGHTS, &files.weights[0])?;
-    if let Some(g) = &files.generation_config_json {
-        write(hf::GENERATION_CONFIG, g.as_bytes())?;
-    }
-    if let Some(t) = &files.tokenizer_json {
-        write(hf::TOKENIZER, t.as_bytes())?;
-    }
-    Ok(())
-}
-
 pub fn export(args: &ExportArgs) -> Result<()> {
-    let c = crate::train::read_checkpoint(&args.checkpoint)?;
+    let c = files::read_checkpoint(&args.checkpoint)?;
     let model = HfModel {
         config: c.config.model.clone(),
         weights: c.weights,
         tokenizer_json: c.run.tokenizer_json,
     };
-    write_folder(&args.out, &model.export()?)?;
+    files::write_folder(&args.out, &model.export()?)?;
     eprintln!(
         "export-hf: step {} of {} written to {}",
         c.step,
@@ -145,8 +88,9 @@ pub fn export(args: &ExportArgs) -> Result<()> {
 }
 
 pub async fn eval(args: &EvalArgs) -> Result<()> {
-    let model = crate::train::read_hf(&args.hf)?;
-    let text = std::fs::read_to_string(&args.tokens).map_err(|e| io(&args.tokens, "be read", e))?;
+    let model = files::read_hf(&args.hf)?;
+    let text =
+        std::fs::read_to_string(&args.tokens).map_err(|e| files::io(&args.tokens, "be read", e))?;
     let ids = parse_ids(&text, model.config.vocab)
         .map_err(|p| Error::Unsupported(format!("{}: {p}", args.tokens.display())))?;
     if ids.len() < 2 || ids.len() > model.config.max_seq as usize {
@@ -194,7 +138,7 @@ pub async fn eval(args: &EvalArgs) -> Result<()> {
         .map_err(|e| Error::Unsupported(e.to_string()))?;
         let bytes = safetensors::serialize([("logits", view)], None)
             .map_err(|e| Error::Unsupported(e.to_string()))?;
-        std::fs::write(path, bytes).map_err(|e| io(path, "be written", e))?;
+        std::fs::write(path, bytes).map_err(|e| files::io(path, "be written", e))?;
     }
     println!(
         "{}",
@@ -220,7 +164,7 @@ fn parse_ids(text: &str, vocab: u32) -> std::result::Result<Vec<u32>, String> {
 /// Continues a prompt with an HF folder's model through the KV-cache
 /// decoder; prints {"prompt", "text", "tokens"}.
 pub async fn generate(args: &GenerateArgs) -> Result<()> {
-    let model = crate::train::read_hf(&args.hf)?;
+    let model = files::read_hf(&args.hf)?;
     let json = model
         .tokenizer_json
         .as_deref()

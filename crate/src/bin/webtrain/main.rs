@@ -5,6 +5,8 @@ mod bench;
 #[cfg(not(target_arch = "wasm32"))]
 mod bench_step;
 #[cfg(not(target_arch = "wasm32"))]
+mod files;
+#[cfg(not(target_arch = "wasm32"))]
 mod hf;
 #[cfg(not(target_arch = "wasm32"))]
 mod train;
@@ -222,15 +224,12 @@ pub mod cli {
     }
 
     fn tokenizer(args: &TokenizerArgs) -> webtrain::Result<()> {
-        let mut corpus = webtrain::data::Corpus::default();
-        for path in &args.corpus {
-            let name = path.display().to_string();
-            let bytes = std::fs::read(path).map_err(|e| webtrain::Error::Corpus {
-                file: name.clone(),
-                problem: format!("cannot be read: {e}"),
-            })?;
-            corpus.add(&name, &bytes)?;
-        }
+        let files: Vec<_> = args
+            .corpus
+            .iter()
+            .map(|p| crate::files::TextFile::given(p))
+            .collect();
+        let corpus = crate::files::read_corpus(&files)?;
         let texts: Vec<&str> = corpus.files().map(|(_, t)| t).collect();
         let started = std::time::Instant::now();
         let t = webtrain::data::Tokenizer::train(&texts, args.vocab, |_| {})?;

@@ -7,9 +7,9 @@
 
 use serde::Serialize;
 
-use super::{StepStats, Trainer};
 use crate::data::Batch;
 use crate::error::{Error, Result};
+use crate::train::{StepStats, Trainer};
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct KernelTime {

@@ -1,0 +1,183 @@
+//! One training run as both front ends drive it (the page's worker and
+//! `webtrain train` are thin adapters over this): what a new run is made
+//! of and its defaults (`spec`), the token stream it trains on and how a
+//! checkpoint records it (`data`), the batch order, validation, saving and
+//! resuming. So a checkpoint saved by either front end resumes in the
+//! other, drawing the batches an uninterrupted run would have drawn.
+
+mod data;
+mod spec;
+
+pub use data::{BUILTIN_CORPUS, DataState, Source, fingerprint};
+pub use spec::{BATCH_SEED, RunSpec, VALIDATION_BATCHES, warmup_for};
+
+use crate::checkpoint::{self, Checkpoint, RunState};
+use crate::data::{Batch, Corpus, Dataset, SplitMix64, Tokenizer};
+use crate::error::{Error, Result};
+use crate::gpu::Gpu;
+use crate::train::{StepStats, Trainer, synthetic};
+
+/// Tokens of the synthetic stream.
+const SYNTHETIC_TOKENS: usize = 1 << 20;
+
+/// The token stream a run trains on: its tokenizer (none for synthetic
+/// tokens), the training part and the held-out tail, and what a checkpoint
+/// records of them.
+pub struct Text {
+    pub tokenizer: Option<Tokenizer>,
+    pub data: Dataset,
+    pub state: DataState,
+}
+
+impl Text {
+    /// `corpus` through `tokenizer` (at most the model's `vocab` tokens: HF
+    /// models may pad their embeddings), its last `val_fraction` held out.
+    pub fn from_corpus(
+        corpus: &Corpus,
+        tokenizer: Tokenizer,
+        vocab: u32,
+        seq: u32,
+        val_fraction: f64,
+    ) -> Result<Text> {
+        if tokenizer.vocab_size() > vocab {
+            return Err(Error::Tokenizer(format!(
+                "the tokenizer has {} tokens but the model's vocabulary is {vocab}: use a tokenizer of {vocab} tokens",
+                tokenizer.vocab_size()
+            )));
+        }
+        let tokens = corpus.tokenize(&tokenizer, seq as usize)?;
+        let files = corpus.files().map(|(name, _)| name.to_string()).collect();
+        let state = DataState::of(Source::Corpus, files, val_fraction, &tokens);
+        Ok(Text {
+            tokenizer: Some(tokenizer),
+            data: Dataset::new(tokens, seq as usize, val_fraction)?,
+            state,
+        })
+    }
+
+    /// The seeded synthetic stream (`train::synthetic`): tests, benchmarks.
+    pub fn synthetic(vocab: u32, seed: u64, seq: u32, val_fraction: f64) -> Result<Text> {
+        let tokens = synthetic::markov_tokens(vocab, SYNTHETIC_TOKENS, seed);
+        let state = DataState::of(Source::Synthetic, vec![], val_fraction, &tokens);
+        Ok(Text {
+            tokenizer: None,
+            data: Dataset::new(tokens, seq as usize, val_fraction)?,
+            state,
+        })
+    }
+
+    /// The stream `checkpoint` trained on: its synthetic one, or `corpus`
+    /// (the files it names, found by the caller) through its tokenizer;
+    /// refused, saying what it needs, unless the tokens are those it
+    /// trained on.
+    pub fn of_checkpoint(checkpoint: &Checkpoint, corpus: Option<&Corpus>) -> Result<Text> {
+        let saved = DataState::parse(checkpoint.run.data.as_deref())?;
+        let c = &checkpoint.config;
+        let (vocab, seq) = (c.model.vocab, c.shape.seq);
+        let text = match (saved.source, corpus) {
+            (Source::Synthetic, _) => Text::synthetic(vocab, c.seed, seq, saved.val_fraction)?,
+            (Source::Corpus, None) => {
+                return Err(Error::Checkpoint(format!(
+                    "it trained on {}: give that text",
+                    saved.describe()
+                )));
+            }
+            (Source::Corpus, Some(corpus)) => {
+                let tokenizer = checkpoint.run.tokenizer()?.ok_or_else(|| {
+                    Error::Checkpoint("it trained on text but holds no tokenizer".into())
+                })?;
+                Text::from_corpus(corpus, tokenizer, vocab, seq, saved.val_fraction)?
+            }
+        };
+        saved.check(&text.state)?;
+        Ok(text)
+    }
+}
+
+/// A trainer, the text it trains on, the batch order and the held-out
+/// batches it is scored on.
+pub struct Run {
+    pub trainer: Trainer,
+    pub text: Text,
+    /// The batch sampler, after the last batch drawn.
+    pub rng: SplitMix64,
+    /// Full batches of the held-out tail, the same every time.
+    pub validation: Vec<Batch>,
+}
+
+impl Run {
+    /// A new run of `trainer` on `text`, its batches in its seed's order,
+    /// scored on up to `validation_batches` held-out batches.
+    pub fn start(trainer: Trainer, text: Text, validation_batches: usize) -> Run {
+        let rng = SplitMix64(trainer.config.seed ^ BATCH_SEED);
+        Run::with_rng(trainer, text, rng, validation_batches)
+    }
+
+    /// Continues the run in `checkpoint` on `text` (`Text::of_checkpoint`):
+    /// its weights, optimizer state, step count and batch order.
+    pub async fn resume(
+        gpu: &Gpu,
+        checkpoint: &Checkpoint,
+        text: Text,
+        validation_batches: usize,
+    ) -> Result<Run> {
+        let trainer = checkpoint.restore(gpu).await?;
+        let rng = SplitMix64(checkpoint.run.rng);
+        Ok(Run::with_rng(trainer, text, rng, validation_batches))
+    }
+
+    fn with_rng(trainer: Trainer, text: Text, rng: SplitMix64, validation_batches: usize) -> Run {
+        let shape = trainer.config.shape;
+        let validation = text
+            .data
+            .validation_batches(shape.batch as usize)
+            .into_iter()
+            .filter(|b| b.inputs.len() == shape.rows() as usize)
+            .take(validation_batches)
+            .collect();
+        Run {
+            trainer,
+            text,
+            rng,
+            validation,
+        }
+    }
+
+    /// The next training batch.
+    pub fn batch(&mut self) -> Batch {
+        let batch = self.trainer.config.shape.batch as usize;
+        self.text.data.train_batch(&mut self.rng, batch)
+    }
+
+    /// Submits a step on the next batch; the stats of the steps completed
+    /// meanwhile (`Trainer::step`).
+    pub async fn step(&mut self) -> Result<Vec<StepStats>> {
+        let batch = self.batch();
+        self.trainer.step(&batch).await
+    }
+
+    /// The mean loss over the held-out batches at the current weights.
+    pub async fn validate(&mut self) -> Result<f64> {
+        self.trainer.evaluate(&self.validation).await
+    }
+
+    /// What a checkpoint keeps besides the trainer: the batch order, the
+    /// tokenizer and the data state.
+    pub fn run_state(&self) -> Result<RunState> {
+        Ok(RunState {
+            rng: self.rng.0,
+            tokenizer_json: self
+                .text
+                .tokenizer
+                .as_ref()
+                .map(Tokenizer::to_json)
+                .transpose()?,
+            data: Some(self.text.state.to_json()?),
+        })
+    }
+
+    /// The run as a checkpoint, after every step submitted so far.
+    pub async fn save(&self) -> Result<Vec<u8>> {
+        checkpoint::save(&self.trainer, &self.run_state()?).await
+    }
+}

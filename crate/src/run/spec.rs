@@ -1,0 +1,199 @@
+//! A new run as a person describes it, and the defaults every front end
+//! starts from: the page's form is filled from `RunSpec::preset` (exported
+//! to JS) and sends one back; the CLI's flags change the fields they name.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::model::{BatchShape, Config, Precision};
+use crate::optim::{LrSchedule, OptimConfig, OptimState};
+use crate::train::TrainConfig;
+
+/// Validation batches per evaluation: enough to be steady, few enough to be quick.
+pub const VALIDATION_BATCHES: usize = 8;
+
+/// Keeps the batch stream apart from the weight initialisation's: a new
+/// run draws its batches from `SplitMix64(seed ^ BATCH_SEED)`.
+pub const BATCH_SEED: u64 = 0x5eed_da7a;
+
+/// A new run (camelCase in JS; `steps` is the schedule's length).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunSpec {
+    /// A preset name, or `custom` with `model`.
+    pub preset: String,
+    /// The model's HF Llama fields; absent: the preset's.
+    #[serde(default)]
+    pub model: Option<Config>,
+    pub batch: u32,
+    pub seq: u32,
+    pub precision: String,
+    pub optim_state: String,
+    /// Peak learning rate.
+    pub lr: f64,
+    /// Linear warm-up steps.
+    pub warmup: u32,
+    /// The step the cosine reaches its floor.
+    pub steps: u32,
+    #[serde(default = "defaults::min_lr_ratio")]
+    pub min_lr_ratio: f64,
+    #[serde(default = "defaults::weight_decay")]
+    pub weight_decay: f64,
+    /// Global gradient-norm clip (≤ 0: none).
+    #[serde(default = "defaults::clip")]
+    pub clip: f32,
+    #[serde(default = "defaults::beta1")]
+    pub beta1: f64,
+    #[serde(default = "defaults::beta2")]
+    pub beta2: f64,
+    #[serde(default = "defaults::eps")]
+    pub eps: f64,
+    /// Seeds the initial weights and the batch order.
+    #[serde(default = "defaults::seed")]
+    pub seed: u64,
+    /// The held-out tail's share of the tokens.
+    #[serde(default = "defaults::val_fraction")]
+    pub val_fraction: f64,
+}
+
+/// The fields every preset shares (AdamW's from `OptimConfig::default`).
+mod defaults {
+    use crate::optim::OptimConfig;
+
+    pub fn min_lr_ratio() -> f64 {
+        0.1
+    }
+    pub fn weight_decay() -> f64 {
+        OptimConfig::default().weight_decay
+    }
+    pub fn clip() -> f32 {
+        OptimConfig::default().max_grad_norm
+    }
+    pub fn beta1() -> f64 {
+        OptimConfig::default().beta1
+    }
+    pub fn beta2() -> f64 {
+        OptimConfig::default().beta2
+    }
+    pub fn eps() -> f64 {
+        OptimConfig::default().eps
+    }
+    pub fn seed() -> u64 {
+        1
+    }
+    pub fn val_fraction() -> f64 {
+        0.05
+    }
+}
+
+/// Warm-up steps for a schedule of `steps`: a tenth of it.
+pub fn warmup_for(steps: u32) -> u32 {
+    steps / 10
+}
+
+impl RunSpec {
+    /// What a run of `preset` starts from: its model, a batch that suits it,
+    /// a peak rate that trains it (smaller models take larger ones), a
+    /// schedule of 2000 steps, fp32 weights and state.
+    pub fn preset(preset: &str) -> Result<RunSpec> {
+        let model = Config::preset(preset)?;
+        let (shape, lr) = match preset {
+            "tiny" => (BatchShape { batch: 8, seq: 64 }, 3e-3),
+            "small" => (BatchShape { batch: 8, seq: 256 }, 1e-3),
+            _ => (BatchShape { batch: 8, seq: 512 }, 6e-4),
+        };
+        let steps = 2000;
+        Ok(RunSpec {
+            preset: preset.to_string(),
+            model: Some(model),
+            batch: shape.batch,
+            seq: shape.seq,
+            precision: Precision::Fp32.name().into(),
+            optim_state: OptimState::Fp32.name().into(),
+            lr,
+            warmup: warmup_for(steps),
+            steps,
+            min_lr_ratio: defaults::min_lr_ratio(),
+            weight_decay: defaults::weight_decay(),
+            clip: defaults::clip(),
+            beta1: defaults::beta1(),
+            beta2: defaults::beta2(),
+            eps: defaults::eps(),
+            seed: defaults::seed(),
+            val_fraction: defaults::val_fraction(),
+        })
+    }
+
+    pub fn shape(&self) -> BatchShape {
+        BatchShape {
+            batch: self.batch,
+            seq: self.seq,
+        }
+    }
+
+    /// The run's config, checked: the model's sizes and the batch shape.
+    pub fn config(&self) -> Result<TrainConfig> {
+        let model = match (&self.model, self.preset.as_str()) {
+            (Some(c), _) => c.clone(),
+            (None, "custom") => {
+                return Err(Error::Unsupported("a custom model needs its sizes".into()));
+            }
+            (None, name) => Config::preset(name)?,
+        };
+        model.validate()?;
+        self.shape().validate(&model)?;
+        let optim = OptimConfig {
+            state: OptimState::parse(&self.optim_state)?,
+            schedule: LrSchedule {
+                peak: self.lr,
+                warmup: self.warmup,
+                total: self.steps.max(1),
+                min_ratio: self.min_lr_ratio,
+            },
+            beta1: self.beta1,
+            beta2: self.beta2,
+            eps: self.eps,
+            weight_decay: self.weight_decay,
+            max_grad_norm: self.clip,
+        };
+        Ok(TrainConfig {
+            model,
+            shape: self.shape(),
+            precision: Precision::parse(&self.precision)?,
+            optim,
+            seed: self.seed,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::PRESETS;
+
+    #[test]
+    fn every_preset_has_a_valid_run() {
+        for name in PRESETS {
+            let spec = RunSpec::preset(name).unwrap();
+            let c = spec.config().unwrap();
+            assert_eq!(c.model, Config::preset(name).unwrap());
+            assert_eq!(c.optim.schedule.warmup, c.optim.schedule.total / 10);
+        }
+        assert!(RunSpec::preset("huge").is_err());
+    }
+
+    #[test]
+    fn the_page_may_leave_out_what_every_preset_shares() {
+        let json = r#"{"preset":"tiny","batch":4,"seq":32,"precision":"fp8","optimState":"int8","lr":0.003,"warmup":5,"steps":40}"#;
+        let spec: RunSpec = serde_json::from_str(json).unwrap();
+        let c = spec.config().unwrap();
+        assert_eq!(c.optim.beta2, OptimConfig::default().beta2);
+        assert_eq!((c.shape.batch, c.precision), (4, Precision::Fp8));
+        let custom = RunSpec {
+            preset: "custom".into(),
+            model: None,
+            ..spec
+        };
+        assert!(custom.config().is_err(), "custom without sizes");
+    }
+}
