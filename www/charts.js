@@ -200,7 +200,8 @@ function rebuildAll() {
   for (const name of Object.keys(CHARTS)) build(name);
 }
 
-/// Test hooks: how many points the current run has, its first and last loss.
+/// Test hooks: how many points the current run has, its first and last
+/// loss, and its last steps' [step, loss] pairs.
 function mark(name) {
   const host = $(CHARTS[name].id);
   const run = runs[runs.length - 1];
@@ -219,6 +220,8 @@ function mark(name) {
     host.dataset.firstLoss = losses[0] ?? '';
     host.dataset.lastLoss = losses[losses.length - 1] ?? '';
     host.dataset.firstStep = run.train.step[0] ?? '';
+    const tail = run.train.step.map((step, i) => [step, run.train.loss[i]]).filter(([, loss]) => loss !== null);
+    host.dataset.lastLosses = JSON.stringify(tail.slice(-16));
     host.dataset.validations = run.val.step.length;
   }
 }

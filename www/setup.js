@@ -8,14 +8,9 @@ import { adoptRun } from './train-panel.js';
 
 let worker;
 
-// What the form starts from for each preset (Rust's Config::preset is the
-// truth; these only fill the fields and suggest a learning rate).
-const PRESETS = {
-  tiny: { model: { vocab_size: 301, hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 176, max_position_embeddings: 64 }, lr: 3e-3 },
-  small: { model: { vocab_size: 4096, hidden_size: 256, num_hidden_layers: 4, num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 688, max_position_embeddings: 256 }, lr: 1e-3 },
-  base: { model: { vocab_size: 16384, hidden_size: 768, num_hidden_layers: 12, num_attention_heads: 12, num_key_value_heads: 12, intermediate_size: 2048, max_position_embeddings: 512 }, lr: 6e-4 },
-};
-const COMMON = { rope_theta: 10000, rms_norm_eps: 1e-5, tie_word_embeddings: false };
+// The current preset's run as Rust defines it (run::RunSpec::preset, via
+// the worker's `run.defaults`): the form is filled from it.
+let defaults = null;
 
 const customInputs = () => [...document.querySelectorAll('#custom-fields [data-field]')];
 
@@ -32,7 +27,7 @@ function customModel() {
 /// The model's vocabulary as the form stands.
 function modelVocab() {
   const preset = $('preset').value;
-  return preset === 'custom' ? customModel().vocab_size : PRESETS[preset].model.vocab_size;
+  return preset === 'custom' ? customModel().vocab_size : defaults?.model.vocab_size;
 }
 
 /// The run the form describes: RunSpec in crate/src/web/trainer.rs.
@@ -52,17 +47,18 @@ export function spec() {
   return s;
 }
 
-function presetChanged() {
+async function presetChanged() {
   const preset = $('preset').value;
   $('custom-fields').hidden = preset !== 'custom';
   if (preset !== 'custom') {
-    const p = PRESETS[preset];
-    $('vocab').value = p.model.vocab_size;
-    $('lr').value = p.lr;
-    $('seq').value = Math.min(p.model.max_position_embeddings, 256);
+    const d = await attempt($('setup-error'), () => worker.call('run.defaults', { preset }));
+    if (!d || preset !== $('preset').value) return; // failed, or another preset was chosen meanwhile
+    defaults = d;
+    $('vocab').value = d.model.vocab_size;
+    for (const [id, v] of [['batch', d.batch], ['seq', d.seq], ['lr', d.lr], ['warmup', d.warmup], ['steps', d.steps]]) $(id).value = v;
     // custom starts from the last preset chosen
     for (const input of customInputs()) {
-      const v = { ...p.model, ...COMMON }[input.dataset.field];
+      const v = d.model[input.dataset.field];
       if (input.type === 'checkbox') input.checked = v; else input.value = v;
     }
   }

@@ -8,6 +8,7 @@
 //   corpus.clear                    []
 //   corpus.files                    [{name, bytes}]
 //   tokenizer.train {vocab}         {vocab_size, fingerprint, tokens}; progress: fraction
+//   run.defaults {preset}           spec: what a run of the preset starts from (Rust's RunSpec::preset)
 //   model.plan {spec}               {parameters, fits, reason, modes: [{precision, optim_state, memory}]}
 //   train.create {spec}             run info (parameters, memory, tokens, config)
 //   train.step {n}                  [StepStats] completed meanwhile (two steps late)
@@ -28,10 +29,11 @@
 //   kernels.unpin                   {config, pinned}: tune (or reuse what was tuned) again
 //
 // spec: {preset, model?, batch, seq, precision, optimState, lr, warmup,
-//        steps, minLrRatio?, weightDecay?, clip?, seed?, valFraction?}
+//        steps, minLrRatio?, weightDecay?, clip?, beta1?, beta2?, eps?, seed?,
+//        valFraction?} (run::RunSpec)
 
 import { zipSync } from 'fflate';
-import init, { adapterInfo, kernelConfig, planModel, setKernelConfig, Data, Trainer } from '../pkg/webtrain.js';
+import init, { adapterInfo, kernelConfig, planModel, runDefaults, setKernelConfig, Data, Trainer } from '../pkg/webtrain.js';
 
 const ready = init();
 const AUTOSAVE = 'autosave.safetensors';
@@ -114,6 +116,7 @@ const handlers = {
 
   'tokenizer.train': ({ vocab }, progress) => corpus().trainTokenizer(vocab, (fraction) => progress({ fraction })),
 
+  'run.defaults': ({ preset }) => runDefaults(preset),
   'model.plan': ({ spec }) => planModel(spec),
 
   'train.create': async ({ spec }) => {

@@ -277,6 +277,100 @@ fn train_resumed_from_a_checkpoint_continues_exactly() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// A checkpoint the page saved before the page and the CLI shared one data
+/// state (`{files, val_fraction}`, on the built-in corpus) resumes here at
+/// its step; saved again, it carries the tokens' fingerprint.
+#[test]
+fn a_checkpoint_of_the_old_page_resumes() {
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/checkpoints/page-7edd469.safetensors"
+    );
+    let dir = std::env::temp_dir().join(format!("webtrain-old-page-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("again.safetensors");
+    let lines = run(&[
+        "train",
+        "--resume",
+        fixture,
+        "--steps",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let steps: Vec<u64> = step_lines(&lines)
+        .iter()
+        .map(|l| l[0].as_u64().unwrap())
+        .collect();
+    assert_eq!(steps, [7, 8], "goes on from the page's step 6");
+    let c = webtrain::checkpoint::Checkpoint::from_bytes(&std::fs::read(&out).unwrap()).unwrap();
+    let data = webtrain::run::DataState::parse(c.run.data.as_deref()).unwrap();
+    assert_eq!(data.files, [webtrain::run::BUILTIN_CORPUS]);
+    assert!(data.tokens_fingerprint.is_some(), "{data:?}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A run on the user's own text, resumed where its file is not: refused,
+/// naming the file and its tokens; given with --corpus, checked by its
+/// tokens (another text is refused) and resumed.
+#[test]
+fn a_text_run_resumed_elsewhere_asks_for_its_files() {
+    let dir = std::env::temp_dir().join(format!("webtrain-text-resume-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = write_text(&dir, "mine.txt");
+    let ckpt = dir.join("run.safetensors");
+    let ckpt = ckpt.to_str().unwrap();
+    let flags = ["--batch", "2", "--seq", "16", "--warmup", "1"];
+    run(&[
+        &["train", "--corpus", text.to_str().unwrap()][..],
+        &flags,
+        &["--steps", "2", "--out", ckpt],
+    ]
+    .concat());
+    let moved = dir.join("moved.txt");
+    std::fs::rename(&text, &moved).unwrap();
+    let refused = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_webtrain"))
+            .args(args)
+            .output()
+            .expect("run");
+        assert!(!out.status.success(), "{args:?} must be refused");
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let err = refused(&["train", "--resume", ckpt, "--steps", "1"]);
+    assert!(
+        err.contains("mine.txt (")
+            && err.contains("tokens, fingerprint")
+            && err.contains("--corpus"),
+        "{err}"
+    );
+    let other = dir.join("other.txt");
+    std::fs::write(
+        &other,
+        std::fs::read_to_string(&moved).unwrap().replace("the", "a"),
+    )
+    .unwrap();
+    let err = refused(&[
+        "train",
+        "--resume",
+        ckpt,
+        "--corpus",
+        other.to_str().unwrap(),
+    ]);
+    assert!(err.contains("resume on the same text"), "{err}");
+    let lines = run(&[
+        "train",
+        "--resume",
+        ckpt,
+        "--corpus",
+        moved.to_str().unwrap(),
+        "--steps",
+        "1",
+    ]);
+    assert_eq!(step_lines(&lines)[0][0], 3);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// A trained checkpoint exported as an HF folder, evaluated, generated
 /// from and fine-tuned from: `eval` prints the loss and writes the logits,
 /// `generate` is deterministic when greedy, `train --from-hf` starts from
