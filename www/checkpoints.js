@@ -1,12 +1,15 @@
 // The Checkpoints panel: Save downloads the run as one .safetensors file,
 // Export downloads the model as a zipped Hugging Face folder (transformers'
 // LlamaForCausalLM loads it), Load resumes a checkpoint (the charts go on
-// from its step), autosave writes one to the origin-private storage every
-// N steps, and a page that finds one there offers to restore it.
+// from its step), Import starts a run from a Hugging Face folder (picked,
+// zipped or dropped) to fine-tune or evaluate, autosave writes a
+// checkpoint to the origin-private storage every N steps, and a page that
+// finds one there offers to restore it.
 
 import { $, bytes, count, attempt, intValue, showError } from './dom.js';
 import { subscribe, busy } from './state.js';
 import { adoptRun, every, currentRunName, submittedSteps } from './train-panel.js';
+import { spec } from './setup.js';
 
 let worker;
 
@@ -52,6 +55,54 @@ async function load(file) {
   $('checkpoint-status').textContent = `Loaded ${file.name}: step ${count(info.step)}; training goes on from there.`;
 }
 
+/// A new run from a Hugging Face folder: `payload` is {files: {path:
+/// ArrayBuffer}} or {zip: ArrayBuffer}; `name` names the run.
+async function importHf(payload, name, transfer) {
+  const info = await busy('load', () => attempt($('checkpoint-error'), () =>
+    worker.call('hf.import', { ...payload, spec: spec() }, undefined, transfer)));
+  if (!info) return;
+  adoptRun(info, { name });
+  $('checkpoint-status').textContent = `Imported ${name}: ${count(info.parameters)} parameters on ${count(info.train_tokens)} training tokens. `
+    + 'Validate scores it on the held-out text (Train panel); Start fine-tunes it.';
+}
+
+/// Imports `pairs` of [path in the folder, File]; `name` names the run.
+async function importEntries(pairs, name) {
+  const files = Object.fromEntries(await Promise.all(pairs.map(async ([path, f]) => [path, await f.arrayBuffer()])));
+  await importHf({ files }, name, Object.values(files));
+}
+
+/// Files picked with the folder picker (their paths start with the folder's name).
+function importPicked(files) {
+  const folder = files[0].webkitRelativePath.split('/')[0] || 'transformers folder';
+  return importEntries(files.map((f) => [f.webkitRelativePath || f.name, f]), folder);
+}
+
+async function importZip(file) {
+  const zip = await file.arrayBuffer();
+  await importHf({ zip }, file.name.replace(/\.zip$/i, ''), [zip]);
+}
+
+/// A dropped folder's own files (not its subfolders'), as [path, File].
+async function folderFiles(dir) {
+  const entries = await new Promise((resolve, reject) => dir.createReader().readEntries(resolve, reject));
+  const files = entries.filter((e) => e.isFile);
+  return Promise.all(files.map((e) => new Promise((resolve, reject) => e.file((f) => resolve([`${dir.name}/${f.name}`, f]), reject))));
+}
+
+/// A drop on the panel: a checkpoint loads; a transformers folder, its
+/// .zip or its files import.
+async function dropped(e) {
+  e.preventDefault();
+  const dir = [...e.dataTransfer.items].map((i) => i.webkitGetAsEntry?.()).find((entry) => entry?.isDirectory);
+  if (dir) return importEntries(await folderFiles(dir), dir.name);
+  const files = [...e.dataTransfer.files];
+  const zip = files.find((f) => /\.zip$/i.test(f.name));
+  if (zip) return importZip(zip);
+  if (files.length === 1 && /\.safetensors$/i.test(files[0].name)) return load(files[0]);
+  if (files.length > 0) return importEntries(files.map((f) => [f.name, f]), 'transformers folder');
+}
+
 async function autosave() {
   try {
     const { step } = await worker.call('checkpoint.autosave');
@@ -94,14 +145,29 @@ export function initCheckpoints(w) {
     e.target.value = '';
     if (file) await load(file);
   });
+  $('hf-folder-input').addEventListener('change', async (e) => {
+    const files = [...e.target.files];
+    e.target.value = '';
+    if (files.length > 0) await importPicked(files);
+  });
+  $('hf-zip-input').addEventListener('change', async (e) => {
+    const file = e.target.files[0];
+    e.target.value = '';
+    if (file) await importZip(file);
+  });
+  const panel = $('checkpoints');
+  panel.addEventListener('dragover', (e) => e.preventDefault());
+  panel.addEventListener('drop', dropped);
   $('restore').addEventListener('click', restore);
   every(() => intValue('autosave-every') || 0, autosave);
   subscribe((s) => {
     const loading = s.busy.has('load') || s.busy.has('create');
     $('save').disabled = !s.run || s.busy.has('save') || loading;
     $('export-hf').disabled = !s.run || s.busy.has('export') || loading;
-    $('load-input').disabled = s.training || loading;
+    for (const id of ['load-input', 'hf-folder-input', 'hf-zip-input']) {
+      $(id).disabled = s.training || loading;
+      document.querySelector(`label[for="${id}"]`).dataset.disabled = $(id).disabled;
+    }
     $('restore').disabled = s.training || loading;
-    document.querySelector('label[for="load-input"]').dataset.disabled = $('load-input').disabled;
   });
 }

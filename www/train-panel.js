@@ -170,6 +170,15 @@ async function singleStep() {
   }));
 }
 
+/// Validate: the held-out loss at the current weights, without training
+/// (how an imported model is evaluated).
+async function validateNow() {
+  await busy('validate', () => attempt($('train-error'), async () => {
+    await validate();
+    $('train-status').textContent = `Validated at step ${count(submitted)}.`;
+  }));
+}
+
 /// Precision or optimizer state changed: before a run it only feeds the
 /// next Create; at a pause it converts the run (weights kept).
 async function reconfigure() {
@@ -193,6 +202,7 @@ function render(s) {
   $('start').disabled = !idle;
   $('pause').disabled = !s.training || s.stopping;
   $('single-step').disabled = !idle;
+  $('validate').disabled = !idle;
   $('precision').disabled = s.training || s.busy.has('reconfigure');
   $('optim-state').disabled = s.training || s.busy.has('reconfigure');
   $('train').dataset.phase = !s.run ? 'none' : s.training ? (s.stopping ? 'pausing' : 'running') : 'idle';
@@ -208,6 +218,7 @@ export function initTrainPanel(w) {
   $('start').addEventListener('click', loop);
   $('pause').addEventListener('click', () => update({ stopping: true }));
   $('single-step').addEventListener('click', singleStep);
+  $('validate').addEventListener('click', validateNow);
   $('precision').addEventListener('change', reconfigure);
   $('optim-state').addEventListener('change', reconfigure);
   subscribe(render);

@@ -21,6 +21,8 @@
 //   hf.export {folder}              ArrayBuffer (a .zip of folder/: config.json, model.safetensors,
 //                                   generation_config.json, tokenizer.json, for transformers)
 //   checkpoint.load {bytes}         run info (loads the built-in corpus first if no text is loaded)
+//   hf.import {files | zip, spec}   run info: a new run of a Hugging Face Llama folder (files:
+//                                   {path: ArrayBuffer}, or a .zip of the folder), spec's batch and schedule
 //   checkpoint.autosave             {step} after writing it to origin-private storage
 //   checkpoint.stored               {step, bytes, saved_at} or null
 //   checkpoint.restore              run info, from origin-private storage
@@ -32,7 +34,7 @@
 //        steps, minLrRatio?, weightDecay?, clip?, beta1?, beta2?, eps?, seed?,
 //        valFraction?} (run::RunSpec)
 
-import { zipSync } from 'fflate';
+import { unzipSync, zipSync } from 'fflate';
 import init, { adapterInfo, kernelConfig, planModel, runDefaults, setKernelConfig, Data, Trainer } from '../pkg/webtrain.js';
 
 const ready = init();
@@ -99,6 +101,18 @@ async function withKernels(make) {
   return made;
 }
 
+/// The files of the folder holding config.json, by name: a zip or a picked
+/// folder has paths ("llama/config.json"); the shallowest config.json wins.
+function hfFolder(entries) {
+  const dirOf = (path) => path.slice(0, path.lastIndexOf('/') + 1);
+  const configs = entries.map(([path]) => path).filter((p) => p.split('/').pop() === 'config.json');
+  if (configs.length === 0) throw new Error('config.json: is missing: this is not a Hugging Face model folder');
+  const dir = dirOf(configs.sort((a, b) => a.split('/').length - b.split('/').length)[0]);
+  return Object.fromEntries(entries
+    .filter(([path]) => path.startsWith(dir) && !path.slice(dir.length).includes('/'))
+    .map(([path, bytes]) => [path.slice(dir.length), bytes]));
+}
+
 const handlers = {
   adapter: () => adapterInfo(),
 
@@ -149,6 +163,15 @@ const handlers = {
     // a fresh page has no text yet: most runs train on the built-in corpus
     if (corpus().files().length === 0) await handlers['corpus.builtin']();
     const next = await withKernels(() => Trainer.load(new Uint8Array(bytes), corpus()));
+    trainer?.free();
+    trainer = next;
+    return trainer.info();
+  },
+  'hf.import': async ({ files, zip, spec }) => {
+    if (corpus().files().length === 0) await handlers['corpus.builtin']();
+    const entries = zip ? Object.entries(unzipSync(new Uint8Array(zip)))
+      : Object.entries(files).map(([path, buffer]) => [path, new Uint8Array(buffer)]);
+    const next = await withKernels(() => Trainer.importHf(hfFolder(entries), spec, corpus()));
     trainer?.free();
     trainer = next;
     return trainer.info();

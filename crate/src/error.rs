@@ -74,6 +74,20 @@ pub enum Error {
     #[error("checkpoint: {0}")]
     Checkpoint(String),
 
+    /// A file that could not be read or written (the CLI's files).
+    #[error("{path}: cannot {action}: {message}")]
+    Io {
+        path: String,
+        action: &'static str,
+        message: String,
+    },
+
+    /// A file of a model format (a Hugging Face folder's config.json,
+    /// safetensors, tokenizer.json) that webtrain cannot take: which file,
+    /// and what is wrong with it.
+    #[error("{file}: {problem}")]
+    Format { file: String, problem: String },
+
     #[error("{0}")]
     Unsupported(String),
 }

@@ -17,6 +17,8 @@ pub mod inspect;
 pub mod kernels;
 /// The model on the GPU: config and presets, parameter layout, activations, schedules, decoding.
 pub mod model;
+/// What an op computes, shared by its kernel and its CPU twin: shapes, AdamW's tables, format constants.
+pub mod ops;
 /// AdamW on the host side: settings, LR schedule, state buffers, the optimizer's dispatches.
 pub mod optim;
 /// CPU twins of every kernel and of the whole model: plain loops, f64 sums.

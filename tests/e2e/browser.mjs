@@ -62,11 +62,6 @@ export async function waitOrError(page, fn, errorId, { timeout = 300_000, arg } 
   return Promise.race([done, failed]);
 }
 
-/// A request the Rust side does not have yet rejects with "… is not a function".
-export function missing(message) {
-  return typeof message === 'string' && /is not a function/.test(message);
-}
-
 /// Setup on the built-in corpus: a tokenizer of the preset's vocabulary and
 /// a model of `batch` × `seq` (small: SwiftShader is slow).
 export async function createModel(page, { preset = 'tiny', batch = 4, seq = 32, lr = 0.003, warmup = 5, steps = 40, precision = 'fp32', optimState = 'fp32' } = {}) {
@@ -99,4 +94,17 @@ export async function trainUntil(page, until, timeout = 600_000) {
   }, until, { timeout, polling: 200 });
   await page.click('#pause', { timeout: 2_000 }).catch(() => {}); // already paused at the schedule's end
   await waitPhase(page, 'idle', timeout);
+}
+
+/// Trains exactly `n` more steps with Single step, each waited for (its
+/// stats reach the charts before the next).
+export async function singleSteps(page, n = 1) {
+  for (let i = 0; i < n; i++) {
+    const before = await stepCount(page);
+    await page.click('#single-step');
+    const failed = await waitOrError(page, (m) => Number(document.querySelector('#stat-step').dataset.step) > m, 'train-error', { arg: before });
+    if (failed) throw new Error(`single step after step ${before}: ${failed}`);
+    const after = await stepCount(page);
+    if (after !== before + 1) throw new Error(`single step after step ${before} reached step ${after}`);
+  }
 }

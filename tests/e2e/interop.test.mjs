@@ -8,7 +8,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { startApp, openPage, createModel, trainUntil, stepCount, waitOrError, errorText } from './browser.mjs';
+import { startApp, openPage, createModel, trainUntil, singleSteps, stepCount, waitOrError, errorText } from './browser.mjs';
 
 const CLI = 'target/debug/webtrain';
 // the page's form and the CLI's flags for the same run: tiny on the built-in corpus
@@ -16,9 +16,9 @@ const RUN = { batch: 4, seq: 32, lr: 0.003, warmup: 5, steps: 40 };
 const RUN_FLAGS = ['--preset', 'tiny', '--batch', '4', '--seq', '32', '--lr', '0.003', '--warmup', '5', '--schedule-steps', '40'];
 const MORE = 4; // steps compared after the checkpoint
 // Losses of the same steps on the two adapters: f32 sums in other orders,
-// measured apart by at most TODO; a step on another batch moves the
-// tiny model's loss by ~0.05 or more.
-const SAME_LOSS = 2e-3;
+// measured apart by at most 3.8e-7 (CLI → page, 4 steps); a step on
+// another batch moves the tiny model's loss by ~0.05 or more.
+const SAME_LOSS = 1e-4;
 // A checkpoint the page saved at commit 33891c8, whose data state is
 // 7edd469's ({files, val_fraction}): tiny, built-in corpus, batch 4 × 32, step 6.
 const OLD_PAGE_CHECKPOINT = 'tests/fixtures/checkpoints/page-7edd469.safetensors';
@@ -44,8 +44,11 @@ function cli(args) {
 /// step → loss, from the CLI's step lines.
 const cliLosses = (lines) => new Map(lines.filter((l) => 'loss' in l && 'step' in l).map((l) => [l.step, l.loss]));
 
-/// step → loss, from the page's loss chart (its current run).
-async function pageLosses() {
+/// step → loss, from the page's loss chart (its current run), once the
+/// chart holds step `last` (it redraws a moment after the stats arrive).
+async function pageLosses(last) {
+  await page.waitForFunction((step) => JSON.parse(document.querySelector('#chart-loss').dataset.lastLosses ?? '[]')
+    .some(([s]) => s === step), last, { timeout: 60_000, polling: 100 });
   return new Map(JSON.parse(await page.locator('#chart-loss').getAttribute('data-last-losses')));
 }
 
@@ -80,8 +83,8 @@ test('a run saved in the page resumes in the CLI and goes on as the page does', 
   await trainUntil(page, 4);
   const saved = await stepCount(page);
   const path = await save(`page-step${saved}.safetensors`);
-  await trainUntil(page, saved + MORE);
-  const uninterrupted = await pageLosses();
+  await singleSteps(page, MORE);
+  const uninterrupted = await pageLosses(saved + MORE);
   const resumed = cliLosses(cli(['train', '--resume', path, '--steps', String(MORE)]));
   assertSameLosses(resumed, uninterrupted, range(saved + 1, MORE), 'page → CLI');
 });
@@ -93,9 +96,9 @@ test('a run saved by the CLI loads in the page and goes on as the CLI does', asy
   const uninterrupted = cliLosses(cli(['train', ...RUN_FLAGS, '--steps', String(saved + MORE)]));
   assert.equal(await load(path), null);
   assert.equal(await stepCount(page), saved, 'the CLI\'s step count');
-  await trainUntil(page, saved + MORE);
+  await singleSteps(page, MORE);
   assert.equal(await errorText(page, 'train-error'), null);
-  assertSameLosses(await pageLosses(), uninterrupted, range(saved + 1, MORE), 'CLI → page');
+  assertSameLosses(await pageLosses(saved + MORE), uninterrupted, range(saved + 1, MORE), 'CLI → page');
 });
 
 test('a CLI run on other text is refused by the page, naming the files it needs', async () => {

@@ -11,7 +11,10 @@ use crate::model::Config;
 use crate::model::layout::INIT_STD;
 
 fn refuse(problem: impl std::fmt::Display) -> Error {
-    Error::Unsupported(format!("config.json: {problem}"))
+    Error::Format {
+        file: super::CONFIG.into(),
+        problem: problem.to_string(),
+    }
 }
 
 /// The config.json text of a webtrain model: its own fields (HF's names,

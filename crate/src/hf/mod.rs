@@ -34,6 +34,62 @@ pub struct HfFiles {
     pub tokenizer_json: Option<String>,
 }
 
+impl HfFiles {
+    /// A folder's files, each fetched by name with `read` (`None`: not
+    /// there): config.json; model.safetensors, or the shards its
+    /// model.safetensors.index.json names; generation_config.json and
+    /// tokenizer.json where present. The CLI reads a directory, the page a
+    /// zip or the files picked or dropped.
+    pub fn read(mut read: impl FnMut(&str) -> Result<Option<Vec<u8>>>) -> Result<HfFiles> {
+        let text = |name: &str, bytes: Vec<u8>| {
+            String::from_utf8(bytes).map_err(|_| refuse(name, "is not UTF-8 text"))
+        };
+        let config_json = match read(CONFIG)? {
+            Some(bytes) => text(CONFIG, bytes)?,
+            None => {
+                return Err(refuse(
+                    CONFIG,
+                    "is missing: this is not a Hugging Face model folder",
+                ));
+            }
+        };
+        let weights = match (read(WEIGHTS)?, read(WEIGHTS_INDEX)?) {
+            (Some(weights), _) => vec![weights],
+            (None, Some(index)) => {
+                let index: serde_json::Value =
+                    serde_json::from_str(&text(WEIGHTS_INDEX, index)?)
+                        .map_err(|e| refuse(WEIGHTS_INDEX, format!("is not JSON ({e})")))?;
+                let map = index["weight_map"]
+                    .as_object()
+                    .ok_or_else(|| refuse(WEIGHTS_INDEX, "has no weight_map"))?;
+                let shards: BTreeSet<&str> = map.values().filter_map(|v| v.as_str()).collect();
+                shards
+                    .into_iter()
+                    .map(|shard| {
+                        read(shard)?.ok_or_else(|| {
+                            refuse(shard, format!("is missing (named by {WEIGHTS_INDEX})"))
+                        })
+                    })
+                    .collect::<Result<_>>()?
+            }
+            (None, None) => {
+                return Err(refuse(
+                    WEIGHTS,
+                    format!("is missing, and so is {WEIGHTS_INDEX}"),
+                ));
+            }
+        };
+        let optional =
+            |bytes: Option<Vec<u8>>, name: &str| bytes.map(|b| text(name, b)).transpose();
+        Ok(HfFiles {
+            config_json,
+            generation_config_json: optional(read(GENERATION_CONFIG)?, GENERATION_CONFIG)?,
+            weights,
+            tokenizer_json: optional(read(TOKENIZER)?, TOKENIZER)?,
+        })
+    }
+}
+
 /// A model as webtrain holds it: config, f32 weights at their
 /// `ParamLayout` offsets (padding zero), and its tokenizer if it has one.
 #[derive(Clone, Debug, PartialEq)]
@@ -44,7 +100,10 @@ pub struct HfModel {
 }
 
 fn refuse(file: &str, problem: impl std::fmt::Display) -> Error {
-    Error::Unsupported(format!("{file}: {problem}"))
+    Error::Format {
+        file: file.into(),
+        problem: problem.to_string(),
+    }
 }
 
 impl HfModel {

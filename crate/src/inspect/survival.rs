@@ -12,7 +12,7 @@
 use serde::Serialize;
 
 use crate::model::ParamLayout;
-use crate::reference::quantize::E4M3_MIN_POSITIVE;
+use crate::ops::formats::E4M3_MIN_POSITIVE;
 
 /// The narrow formats a master weight or a moment could be stored in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

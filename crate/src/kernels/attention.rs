@@ -9,6 +9,8 @@ use crate::error::{Error, Result};
 use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_variant_kernels};
 use crate::shaders::{ATTENTION, ATTENTION_BACKWARD, ATTENTION_COMMON, Module};
 
+pub use crate::ops::shapes::{AttentionShape, DecodeShape};
+
 /// Largest head dim: a lane's registers (up to four 4×4 chunks of each row
 /// it holds) and a tile of at least 4 rows in 16 KiB of workgroup memory
 /// are sized for it.
@@ -18,29 +20,6 @@ const ROW_WG: u32 = 64;
 /// Workgroup memory a tile may take: beyond this, fewer workgroups fit on
 /// a GPU core for no fewer barriers worth having.
 const TILE_BUDGET: u32 = 32 * 1024;
-
-/// Causal self-attention over `batch` sequences of `seq_len` tokens.
-#[derive(Clone, Copy, Debug)]
-pub struct AttentionShape {
-    pub batch: u32,
-    pub seq_len: u32,
-    pub heads: u32,
-    pub kv_heads: u32,
-    pub head_dim: u32,
-}
-
-/// One decode step: a new query per sequence against `len` cached keys.
-#[derive(Clone, Copy, Debug)]
-pub struct DecodeShape {
-    pub batch: u32,
-    /// L: cached positions including the new token's, 1 ≤ L ≤ `max_len`.
-    pub len: u32,
-    /// Lmax: cache rows per sequence.
-    pub max_len: u32,
-    pub heads: u32,
-    pub kv_heads: u32,
-    pub head_dim: u32,
-}
 
 /// The heads of an f32 tensor `[rows, row_stride]`: head i at columns
 /// `col + i·Dh`. A contiguous q is `{ row_stride: H·Dh, col: 0 }`; the k

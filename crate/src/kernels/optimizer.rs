@@ -6,7 +6,8 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::error::{Error, Result};
 use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_kernels, f16_bytes};
-use crate::reference::optimizer::Int8Maps;
+pub use crate::ops::adam::AdamHyper;
+use crate::ops::adam::Int8Maps;
 use crate::shaders::OPTIMIZER;
 
 /// Gradients per `reduce_norm_sq` workgroup: `GROUP` in 12_optimizer.wgsl.
@@ -47,16 +48,6 @@ pub struct GradStats {
     /// 1 when the step was skipped (non-finite loss, or Σg² overflowed):
     /// weights and moments untouched, gradients zeroed.
     pub skip: u32,
-}
-
-/// AdamW's hyperparameters, as `torch.optim.AdamW` takes them.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct AdamHyper {
-    pub lr: f64,
-    pub beta1: f64,
-    pub beta2: f64,
-    pub eps: f64,
-    pub weight_decay: f64,
 }
 
 #[repr(C)]

@@ -7,30 +7,7 @@ use crate::error::{Error, Result};
 use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_kernels};
 use crate::shaders::ROPE;
 
-/// Which heads of which rows to rotate (see 04_rope.wgsl); laid out as its
-/// params struct.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
-pub struct RopeShape {
-    pub rows: u32,
-    pub seq_len: u32,
-    pub pos_offset: u32,
-    pub heads: u32,
-    pub head_dim: u32,
-    pub row_stride: u32,
-    pub col0: u32,
-}
-
-/// Largest position the kernel's angle reduction keeps exact (k < 2^15 turns).
-pub const MAX_POSITION: u32 = 200_000;
-
-/// HF Llama's inverse frequencies `theta^(−2j/Dh)`, j < Dh/2, correctly
-/// rounded to f32 (HF computes them in f32 and may differ by an ulp).
-pub fn inv_freq(head_dim: u32, theta: f64) -> Vec<f32> {
-    (0..head_dim / 2)
-        .map(|j| theta.powf(-2.0 * j as f64 / head_dim as f64) as f32)
-        .collect()
-}
+pub use crate::ops::shapes::{MAX_POSITION, RopeShape, inv_freq};
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]

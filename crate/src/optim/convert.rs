@@ -6,7 +6,7 @@
 //! tests hold bit-identical to the GPU's), with the dither of step 0.
 
 use super::{HostState, OptimState};
-use crate::reference::optimizer::{Int8Maps, QBLOCK, dither};
+use crate::ops::adam::{Int8Map, Int8Maps, QBLOCK, dither};
 
 impl HostState {
     pub fn kind(&self) -> OptimState {
@@ -31,10 +31,7 @@ impl HostState {
                 },
                 OptimState::Fp32,
             ) => {
-                let values = |codes: &[u8],
-                              scales: &[f32],
-                              map: &crate::reference::optimizer::Int8Map|
-                 -> Vec<f32> {
+                let values = |codes: &[u8], scales: &[f32], map: &Int8Map| -> Vec<f32> {
                     codes
                         .iter()
                         .enumerate()

@@ -2,7 +2,7 @@
 //! tensors: q, o `[B·T, H·Dh]`, k, v `[B·T, Hkv·Dh]`, lse `[B·T, H]`, row
 //! b·T + t. Head h reads kv head h / (H/Hkv); scale 1/sqrt(Dh); causal.
 
-use crate::kernels::attention::AttentionShape;
+use crate::ops::shapes::AttentionShape;
 
 /// Softmax-weighted sum of `values` by `q·key·scale`: (output, log-sum-exp).
 pub fn attend<'a>(

@@ -8,9 +8,8 @@
 
 use std::ops::Range;
 
-use crate::kernels::attention::AttentionShape;
-use crate::kernels::rope::{RopeShape, inv_freq};
 use crate::model::{BatchShape, Config, ParamLayout, Role};
+use crate::ops::shapes::{AttentionShape, RopeShape, inv_freq};
 use crate::reference::loss::{CrossEntropy, cross_entropy_forward_backward};
 use crate::reference::{activation, attention, cast, embedding, linear, norm, rope};
 

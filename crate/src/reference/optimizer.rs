@@ -5,7 +5,7 @@
 //! quantization decision as the GPU, code for code; only the weight update
 //! is evaluated in f64.
 
-use crate::kernels::AdamHyper;
+use crate::ops::adam::AdamHyper;
 
 /// (norm of the finite gradients, clip scale, count of non-finite ones).
 pub fn grad_stats(grads: &[f32], max_norm: f64) -> (f64, f64, u32) {
@@ -60,145 +60,7 @@ pub fn adamw(
 // byte per value, 4 per u32 (element 4k+j in byte j of word k), plus one
 // f32 scale per block of 256 values: the block's absmax after the update.
 
-/// Values per quantization block (one scale per block and moment).
-pub const QBLOCK: usize = 256;
-
-/// An 8-bit code for one moment: the 256 ascending values a byte stands
-/// for, as fractions of its block's scale, and each value's distance to the
-/// next one above, cut to 16 significant bits. `x` is rounded
-/// stochastically: between its neighbours `values[k]` and `values[k+1]` it
-/// takes `k + 1` when `x > (values[k] + r/256 · steps[k]) · scale` for a
-/// dither `r` in 0..256, so the code is unbiased, and a moment that drifts
-/// by less than half a code step per update still moves on average. The cut
-/// makes `r/256 · steps[k]` exact (8 + 16 bits), so the threshold is the
-/// same whether or not a compiler fuses it into an fma: the kernel and this
-/// twin choose the same byte.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Int8Map {
-    pub values: [f32; 256],
-    pub steps: [f32; 256],
-}
-
-/// `x` with its significand cut to 16 bits (toward zero).
-fn cut16(x: f32) -> f32 {
-    f32::from_bits(x.to_bits() & 0xffff_ff00)
-}
-
-impl Int8Map {
-    /// The map of 256 ascending code points `p`. With `squared`, the points
-    /// code `sqrt(x / scale)`: a byte stands for `p²`, so the kernel takes
-    /// no square root (WGSL's is not correctly rounded) and the rounding is
-    /// unbiased in x itself. The tables are computed here and uploaded.
-    pub fn from_points(p: &[f32; 256], squared: bool) -> Self {
-        let values = p.map(|x| if squared { x * x } else { x });
-        let steps = std::array::from_fn(|k| {
-            if k < 255 {
-                cut16(values[k + 1] - values[k])
-            } else {
-                0.0
-            }
-        });
-        Int8Map { values, steps }
-    }
-
-    /// The code of `x` in a block of absmax `scale` with dither `r` (0..256):
-    /// a branch-free binary search for the value at or below x, then the
-    /// stochastic step up, as `quantize` in the kernel.
-    pub fn quantize(&self, x: f32, scale: f32, r: u32) -> u8 {
-        let mut k = 0;
-        for step in [128, 64, 32, 16, 8, 4, 2, 1] {
-            k += step * usize::from(x >= self.values[k + step] * scale);
-        }
-        let threshold = self.values[k] + (r as f32 / 256.0) * self.steps[k];
-        (k + usize::from(k < 255 && x > threshold * scale)) as u8
-    }
-
-    pub fn dequantize(&self, code: u8, scale: f32) -> f32 {
-        self.values[code as usize] * scale
-    }
-}
-
-/// The dither of element `i` of a block at step `t` for moment `moment`
-/// (0: m, 1: v), in 0..256: an integer hash (lowbias32, C. Wellons), the
-/// same u32 arithmetic as `dither` in 12_optimizer.wgsl.
-pub fn dither(i: u32, t: u32, moment: u32) -> u32 {
-    let mix = |mut x: u32| {
-        x ^= x >> 16;
-        x = x.wrapping_mul(0x7feb_352d);
-        x ^= x >> 15;
-        x = x.wrapping_mul(0x846c_a68b);
-        x ^ (x >> 16)
-    };
-    mix(i ^ mix(2 * t + moment)) >> 24
-}
-
-/// Ascending magnitudes in (0, 1] of a dynamic tree code: decade `e`
-/// (values in (10^-(e+1), 10^-e]) holds `counts[e]` values spaced linearly
-/// up to 10^-e, so 1 is a code point and each decade down gets fewer.
-fn dynamic_magnitudes(counts: &[u32]) -> Vec<f64> {
-    let mut out = Vec::new();
-    for (e, &n) in counts.iter().enumerate() {
-        let top = 10f64.powi(-(e as i32));
-        out.extend((1..=n).map(|j| top * (0.1 + 0.9 * j as f64 / n as f64)));
-    }
-    out.sort_by(f64::total_cmp);
-    out
-}
-
-fn points(values: impl IntoIterator<Item = f64>) -> [f32; 256] {
-    let v: Vec<f32> = values.into_iter().map(|x| x as f32).collect();
-    v.try_into().expect("an 8-bit code has 256 points")
-}
-
-/// The first moment's code points: a signed dynamic tree, 64 values in
-/// (0.1, 1], 32 in (0.01, 0.1], … 1 at 1e-6 on each side; 0; and one more
-/// negative point, 1e-7, to fill 256. Byte k is the k-th point, ascending.
-pub fn moment1_points() -> [f32; 256] {
-    let neg = dynamic_magnitudes(&[64, 32, 16, 8, 4, 2, 1, 1]);
-    let pos = dynamic_magnitudes(&[64, 32, 16, 8, 4, 2, 1]);
-    points(neg.iter().rev().map(|x| -x).chain([0.0]).chain(pos))
-}
-
-/// The second moment's code points, on `sqrt(v / absmax)`: 0 and an
-/// unsigned dynamic tree, 160 values in (0.1, 1], 48 in (0.01, 0.1], then
-/// 24, 12, 6, 3, 1, 1 down to 1e-7. On the root, v keeps a nonzero code
-/// down to 1e-14 of its block's largest, so m/sqrt(v) never meets a v
-/// flushed to 0 while m is not (m's smallest code is 1e-7 of its absmax);
-/// the top decade holds most codes because that is where rounding loses
-/// the slow drift of v when β2 is near 1 (docs/KERNELS.md has the study).
-pub fn moment2_points() -> [f32; 256] {
-    points(
-        [0.0]
-            .into_iter()
-            .chain(dynamic_magnitudes(&[160, 48, 24, 12, 6, 3, 1, 1])),
-    )
-}
-
-/// The codes of both moments.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Int8Maps {
-    pub m: Int8Map,
-    pub v: Int8Map,
-}
-
-impl Int8Maps {
-    /// The kernel's: dynamic trees, m signed, v on its root.
-    pub fn dynamic() -> Self {
-        Int8Maps {
-            m: Int8Map::from_points(&moment1_points(), false),
-            v: Int8Map::from_points(&moment2_points(), true),
-        }
-    }
-
-    /// The seed's linear codes (k/127 for m, k/255 for v), for comparison;
-    /// m's lowest byte, -128/127, is never chosen.
-    pub fn linear() -> Self {
-        Int8Maps {
-            m: Int8Map::from_points(&points((0..256).map(|k| (k as f64 - 128.0) / 127.0)), false),
-            v: Int8Map::from_points(&points((0..256).map(|k| k as f64 / 255.0)), false),
-        }
-    }
-}
+pub use crate::ops::adam::{Int8Map, Int8Maps, QBLOCK, dither, moment1_points, moment2_points};
 
 /// Packed 8-bit AdamW state of `n` values: codes 4 per word, scales per
 /// block, as the kernel's buffers hold them. All zeros is the initial state.

@@ -1,6 +1,6 @@
 //! Twin of 04_rope.wgsl.
 
-use crate::kernels::rope::RopeShape;
+use crate::ops::shapes::RopeShape;
 
 /// Rotates `x` in place like the kernel; `sign` −1 is the backward. The
 /// angle is the f32 product pos·inv_freq[j], as the kernel and HF form it;
@@ -25,7 +25,7 @@ pub fn rope(x: &mut [f64], inv_freq: &[f32], s: RopeShape, sign: f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::rope::inv_freq;
+    use crate::ops::shapes::inv_freq;
     use crate::reference::gradcheck::{assert_gradient, dot};
 
     const SHAPE: RopeShape = RopeShape {

@@ -13,7 +13,7 @@ use wasm_bindgen_futures::future_to_promise;
 use super::{Data, from_js, gpu, js_error, to_js};
 use crate::checkpoint::Checkpoint;
 use crate::data::{Corpus, Tokenizer};
-use crate::hf::{self, HfModel};
+use crate::hf::{self, HfFiles, HfModel};
 use crate::inspect::Inspector;
 use crate::model::decode::{Decoder, Generation, Sampling};
 use crate::model::{ParamLayout, Precision};
@@ -338,6 +338,50 @@ impl Trainer {
                 .await
                 .map_err(js_error)?;
             Ok(Trainer::of(run).into())
+        }))
+    }
+
+    /// A new run from a Hugging Face Llama folder, to fine-tune or to
+    /// evaluate on `data`'s text: `files` is `{file name: Uint8Array}`
+    /// (config.json, model.safetensors or its index and shards,
+    /// tokenizer.json, …), checked as `webtrain train --from-hf` checks a
+    /// folder. The model, its weights and its tokenizer are the folder's;
+    /// the batch, schedule and modes are `spec`'s.
+    #[wasm_bindgen(js_name = importHf)]
+    pub fn import_hf(
+        files: &js_sys::Object,
+        spec: JsValue,
+        data: &mut Data,
+    ) -> Result<Promise, JsError> {
+        let get = |name: &str| -> crate::Result<Option<Vec<u8>>> {
+            let value = js_sys::Reflect::get(files, &JsValue::from_str(name)).unwrap_or_default();
+            Ok(value
+                .dyn_ref::<js_sys::Uint8Array>()
+                .map(js_sys::Uint8Array::to_vec))
+        };
+        let hf = HfFiles::read(get)
+            .and_then(|f| HfModel::import(&f))
+            .map_err(js_error)?;
+        let json = hf.tokenizer_json.as_deref().ok_or_else(|| {
+            JsError::new("tokenizer.json: is missing, and the page reads the text with the folder's tokenizer")
+        })?;
+        let tokenizer = Tokenizer::from_json(json).map_err(js_error)?;
+        let spec = RunSpec {
+            preset: "custom".into(),
+            model: Some(hf.config.clone()),
+            ..from_js(spec)?
+        };
+        let config = spec.config().map_err(js_error)?;
+        let (vocab, seq) = (config.model.vocab, config.shape.seq);
+        let text = Text::from_corpus(data.corpus(), tokenizer, vocab, seq, spec.val_fraction)
+            .map_err(js_error)?;
+        data.set_tokenizer(json)?;
+        Ok(future_to_promise(async move {
+            let gpu = gpu().await.map_err(js_error)?;
+            let trainer = train::Trainer::with_weights(&gpu, config, &hf.weights)
+                .await
+                .map_err(js_error)?;
+            Ok(Trainer::of(Run::start(trainer, text, VALIDATION_BATCHES)).into())
         }))
     }
 

@@ -69,8 +69,7 @@ pub fn read_corpus(files: &[TextFile]) -> Result<Corpus> {
 
 /// The checkpoint at `path`, checked; its errors name the file.
 pub fn read_checkpoint(path: &Path) -> Result<Checkpoint> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| Error::Checkpoint(format!("{}: cannot be read: {e}", path.display())))?;
+    let bytes = std::fs::read(path).map_err(|e| io(path, "be read", e))?;
     Checkpoint::from_bytes(&bytes).map_err(|e| in_file(path, e))
 }
 
@@ -82,9 +81,13 @@ pub fn in_file(path: &Path, e: Error) -> Error {
     }
 }
 
-/// The model in an HF folder, checked; its errors name the folder.
+/// The model in an HF folder, checked; its errors name the file.
 pub fn read_hf(dir: &Path) -> Result<HfModel> {
     HfModel::import(&read_folder(dir)?).map_err(|e| match e {
+        Error::Format { file, problem } => Error::Format {
+            file: dir.join(file).display().to_string(),
+            problem,
+        },
         Error::Unsupported(problem) => Error::Unsupported(format!("{}: {problem}", dir.display())),
         e => e,
     })
@@ -93,9 +96,6 @@ pub fn read_hf(dir: &Path) -> Result<HfModel> {
 /// Writes `bytes` to `path` through a temporary file beside it, so an
 /// existing checkpoint is never left half-written.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let named = |e: std::io::Error| {
-        Error::Checkpoint(format!("{}: cannot be written: {e}", path.display()))
-    };
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".partial");
     let tmp = PathBuf::from(tmp);
@@ -103,51 +103,36 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
         .and_then(|()| std::fs::rename(&tmp, path))
         .map_err(|e| {
             std::fs::remove_file(&tmp).ok();
-            named(e)
+            io(path, "be written", e)
         })
 }
 
 /// An I/O failure on `path`: what could not be done, and why.
-pub fn io(path: &Path, what: &str, e: std::io::Error) -> Error {
-    Error::Unsupported(format!("{}: cannot {what}: {e}", path.display()))
+pub fn io(path: &Path, action: &'static str, e: std::io::Error) -> Error {
+    Error::Io {
+        path: path.display().to_string(),
+        action,
+        message: e.to_string(),
+    }
 }
 
-/// The files of an HF folder: model.safetensors, or the shards its index names.
+/// The files of an HF folder (`HfFiles::read`), each error naming its path.
 pub fn read_folder(dir: &Path) -> Result<HfFiles> {
-    let text = |name: &str| {
-        std::fs::read_to_string(dir.join(name)).map_err(|e| io(&dir.join(name), "be read", e))
-    };
-    let optional = |name: &str| dir.join(name).exists().then(|| text(name)).transpose();
-    let weights = if dir.join(hf::WEIGHTS).exists() {
-        vec![
-            std::fs::read(dir.join(hf::WEIGHTS))
-                .map_err(|e| io(&dir.join(hf::WEIGHTS), "be read", e))?,
-        ]
-    } else if dir.join(hf::WEIGHTS_INDEX).exists() {
-        let index: serde_json::Value = serde_json::from_str(&text(hf::WEIGHTS_INDEX)?)
-            .map_err(|e| Error::Unsupported(format!("{}: not JSON ({e})", hf::WEIGHTS_INDEX)))?;
-        let map = index["weight_map"]
-            .as_object()
-            .ok_or_else(|| Error::Unsupported(format!("{}: no weight_map", hf::WEIGHTS_INDEX)))?;
-        let shards: std::collections::BTreeSet<&str> =
-            map.values().filter_map(|v| v.as_str()).collect();
-        shards
-            .into_iter()
-            .map(|s| std::fs::read(dir.join(s)).map_err(|e| io(&dir.join(s), "be read", e)))
-            .collect::<Result<_>>()?
-    } else {
-        return Err(Error::Unsupported(format!(
-            "{}: no {} or {} in it",
-            dir.display(),
-            hf::WEIGHTS,
-            hf::WEIGHTS_INDEX
-        )));
-    };
-    Ok(HfFiles {
-        config_json: text(hf::CONFIG)?,
-        generation_config_json: optional(hf::GENERATION_CONFIG)?,
-        weights,
-        tokenizer_json: optional(hf::TOKENIZER)?,
+    HfFiles::read(|name| {
+        let path = dir.join(name);
+        match path.exists() {
+            false => Ok(None),
+            true => std::fs::read(&path)
+                .map(Some)
+                .map_err(|e| io(&path, "be read", e)),
+        }
+    })
+    .map_err(|e| match e {
+        Error::Format { file, problem } => Error::Format {
+            file: dir.join(file).display().to_string(),
+            problem,
+        },
+        e => e,
     })
 }
 

@@ -234,9 +234,8 @@ pub mod cli {
         let started = std::time::Instant::now();
         let t = webtrain::data::Tokenizer::train(&texts, args.vocab, |_| {})?;
         let json = t.to_json()?;
-        std::fs::write(&args.out, json).map_err(|e| {
-            webtrain::Error::Unsupported(format!("cannot write {}: {e}", args.out.display()))
-        })?;
+        std::fs::write(&args.out, json)
+            .map_err(|e| crate::files::io(&args.out, "be written", e))?;
         let secs = started.elapsed().as_secs_f64();
         eprintln!(
             "tokenizer: {} tokens from {} bytes in {secs:.1} s, fingerprint {}",

@@ -230,8 +230,7 @@ fn resumed_text(args: &TrainArgs, c: &Checkpoint) -> Result<Text> {
 }
 
 fn read_tokenizer(path: &std::path::Path) -> Result<Tokenizer> {
-    let json = std::fs::read_to_string(path)
-        .map_err(|e| Error::Tokenizer(format!("cannot read {}: {e}", path.display())))?;
+    let json = std::fs::read_to_string(path).map_err(|e| files::io(path, "be read", e))?;
     Tokenizer::from_json(&json)
 }
 
