@@ -45,48 +45,6 @@ pub const LOSS: ShaderFile = shader_file!("07_loss");
 pub const CAST: ShaderFile = shader_file!("08_cast");
 pub const OPTIMIZER: ShaderFile = shader_file!("12_optimizer");
 
-/// Kernel modules, in pipeline order (headers and the preamble excluded).
-pub const KERNEL_MODULES: &[Module] = &[
-    Module {
-        prelude: None,
-        file: INFRASTRUCTURE,
-    },
-    Module {
-        prelude: None,
-        file: EMBEDDING,
-    },
-    Module {
-        prelude: None,
-        file: NORM,
-    },
-    // 03_linear.wgsl needs a variant's constants: its kernels compile per variant (kernels::linear)
-    Module {
-        prelude: None,
-        file: LINEAR_FP8,
-    },
-    Module {
-        prelude: None,
-        file: ROPE,
-    },
-    // 05_attention.wgsl and 05_attention_backward.wgsl need a head dim: they compile per head dim (kernels::attention)
-    Module {
-        prelude: None,
-        file: ACTIVATION,
-    },
-    Module {
-        prelude: None,
-        file: LOSS,
-    },
-    Module {
-        prelude: None,
-        file: CAST,
-    },
-    Module {
-        prelude: None,
-        file: OPTIMIZER,
-    },
-];
-
 /// How f16 tensors are stored in WGSL. Chosen when a pipeline is built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum F16Storage {

@@ -8,7 +8,6 @@ mod common;
 
 gpu_tests! {
     pipelines::broken_kernel_is_a_located_error,
-    pipelines::every_shader_file_compiles,
     pipelines::lost_device_is_reported,
     pipelines::timestamps_time_dispatches,
     infrastructure::fill_matches_reference,

@@ -66,24 +66,68 @@ impl Dims {
         }
     }
 
-    /// f32 elements of one layer's saved activations.
-    fn layer_floats(&self) -> u64 {
-        let (r, d) = (self.rows, self.d);
-        r * d * 4 + r * 2 + r * self.qkv + r * self.attn + r * self.heads + r * self.ffn * 3
+    /// Bytes of everything in this file for `layers` layers: saved
+    /// activations, the loss head and the gradient scratch (the tables
+    /// the buffers are made from).
+    pub fn bytes(&self, layers: u64) -> u64 {
+        let sum = |table: &[(&str, u64)]| table.iter().map(|(_, b)| b).sum::<u64>();
+        layers * sum(&self.layer_table()) + sum(&self.step_table())
     }
 
-    /// Bytes of everything in this file for `layers` layers: saved
-    /// activations, the loss head and the gradient scratch.
-    pub fn bytes(&self, layers: u64) -> u64 {
-        let (r, d) = (self.rows, self.d);
-        let head = r * d * 2 + r + self.chunk_rows * self.vocab + r * 2 + 4;
-        let grads = r * d * 2 + r * self.qkv + r * self.attn + r * self.ffn * 3 + r * self.heads;
-        4 * (layers * self.layer_floats() + head + grads) + self.norm().backward_scratch_bytes()
+    /// What one layer's forward saves: each buffer's label and bytes, in
+    /// `LayerActivations`' order.
+    fn layer_table(&self) -> [(&'static str, u64); 11] {
+        let (r, d) = (4 * self.rows, self.d);
+        [
+            ("x", r * d),
+            ("xn1", r * d),
+            ("rrms1", r),
+            ("qkv", r * self.qkv),
+            ("attn", r * self.attn),
+            ("attn_lse", r * self.heads),
+            ("x_mid", r * d),
+            ("xn2", r * d),
+            ("rrms2", r),
+            ("gu", r * 2 * self.ffn),
+            ("act", r * self.ffn),
+        ]
+    }
+
+    /// The rest of a step's buffers, in `Activations`' order.
+    fn step_table(&self) -> [(&'static str, u64); 15] {
+        let (r, d) = (4 * self.rows, self.d);
+        [
+            ("x_out", r * d),
+            ("xnf", r * d),
+            ("rrmsf", r),
+            ("logits", 4 * self.chunk_rows * self.vocab),
+            ("losses", r),
+            ("loss_lse", r),
+            ("loss", 16),
+            ("dx", r * d),
+            ("dnorm", r * d),
+            ("dqkv", r * self.qkv),
+            ("dattn", r * self.attn),
+            ("dgu", r * 2 * self.ffn),
+            ("dact", r * self.ffn),
+            ("delta", r * self.heads),
+            ("norm_scratch", self.norm().backward_scratch_bytes()),
+        ]
     }
 }
 
-fn f32s(gpu: &Gpu, label: &str, n: u64) -> Result<wgpu::Buffer> {
-    gpu.storage_buffer(label, 4 * n)
+/// A buffer for each row of `table`.
+fn allocate<const N: usize>(
+    gpu: &Gpu,
+    table: [(&'static str, u64); N],
+) -> Result<[wgpu::Buffer; N]> {
+    let buffers = table
+        .iter()
+        .map(|&(label, bytes)| gpu.storage_buffer(label, bytes))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(buffers
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("one buffer per row")))
 }
 
 /// What layer l's forward saves.
@@ -103,19 +147,20 @@ pub struct LayerActivations {
 
 impl LayerActivations {
     fn new(gpu: &Gpu, m: &Dims) -> Result<Self> {
-        let r = m.rows;
+        let [x, xn1, rrms1, qkv, attn, lse, x_mid, xn2, rrms2, gu, act] =
+            allocate(gpu, m.layer_table())?;
         Ok(LayerActivations {
-            x: f32s(gpu, "x", r * m.d)?,
-            xn1: f32s(gpu, "xn1", r * m.d)?,
-            rrms1: f32s(gpu, "rrms1", r)?,
-            qkv: f32s(gpu, "qkv", r * m.qkv)?,
-            attn: f32s(gpu, "attn", r * m.attn)?,
-            lse: f32s(gpu, "attn_lse", r * m.heads)?,
-            x_mid: f32s(gpu, "x_mid", r * m.d)?,
-            xn2: f32s(gpu, "xn2", r * m.d)?,
-            rrms2: f32s(gpu, "rrms2", r)?,
-            gu: f32s(gpu, "gu", r * 2 * m.ffn)?,
-            act: f32s(gpu, "act", r * m.ffn)?,
+            x,
+            xn1,
+            rrms1,
+            qkv,
+            attn,
+            lse,
+            x_mid,
+            xn2,
+            rrms2,
+            gu,
+            act,
         })
     }
 }
@@ -145,58 +190,43 @@ pub struct Activations {
 
 impl Activations {
     pub fn new(gpu: &Gpu, layers: u32, m: Dims) -> Result<Self> {
-        let r = m.rows;
+        let [
+            x_out,
+            xnf,
+            rrmsf,
+            logits,
+            losses,
+            loss_lse,
+            loss,
+            dx,
+            dnorm,
+            dqkv,
+            dattn,
+            dgu,
+            dact,
+            delta,
+            norm_scratch,
+        ] = allocate(gpu, m.step_table())?;
         Ok(Activations {
             dims: m,
             layers: (0..layers)
                 .map(|_| LayerActivations::new(gpu, &m))
                 .collect::<Result<_>>()?,
-            x_out: f32s(gpu, "x_out", r * m.d)?,
-            xnf: f32s(gpu, "xnf", r * m.d)?,
-            rrmsf: f32s(gpu, "rrmsf", r)?,
-            logits: f32s(gpu, "logits", m.chunk_rows * m.vocab)?,
-            losses: f32s(gpu, "losses", r)?,
-            loss_lse: f32s(gpu, "loss_lse", r)?,
-            loss: f32s(gpu, "loss", 4)?,
-            dx: f32s(gpu, "dx", r * m.d)?,
-            dnorm: f32s(gpu, "dnorm", r * m.d)?,
-            dqkv: f32s(gpu, "dqkv", r * m.qkv)?,
-            dattn: f32s(gpu, "dattn", r * m.attn)?,
-            dgu: f32s(gpu, "dgu", r * 2 * m.ffn)?,
-            dact: f32s(gpu, "dact", r * m.ffn)?,
-            delta: f32s(gpu, "delta", r * m.heads)?,
-            norm_scratch: gpu.storage_buffer("norm_scratch", m.norm().backward_scratch_bytes())?,
+            x_out,
+            xnf,
+            rrmsf,
+            logits,
+            losses,
+            loss_lse,
+            loss,
+            dx,
+            dnorm,
+            dqkv,
+            dattn,
+            dgu,
+            dact,
+            delta,
+            norm_scratch,
         })
-    }
-
-    /// Bytes allocated here (equal to `Dims::bytes`, which the tests check).
-    pub fn allocated(&self) -> u64 {
-        let per_layer = |l: &LayerActivations| {
-            [
-                &l.x, &l.xn1, &l.rrms1, &l.qkv, &l.attn, &l.lse, &l.x_mid, &l.xn2, &l.rrms2, &l.gu,
-                &l.act,
-            ]
-            .iter()
-            .map(|b| b.size())
-            .sum::<u64>()
-        };
-        let rest = [
-            &self.x_out,
-            &self.xnf,
-            &self.rrmsf,
-            &self.logits,
-            &self.losses,
-            &self.loss_lse,
-            &self.loss,
-            &self.dx,
-            &self.dnorm,
-            &self.dqkv,
-            &self.dattn,
-            &self.dgu,
-            &self.dact,
-            &self.delta,
-            &self.norm_scratch,
-        ];
-        self.layers.iter().map(per_layer).sum::<u64>() + rest.iter().map(|b| b.size()).sum::<u64>()
     }
 }

@@ -1,7 +1,7 @@
 //! The shader registry and pipeline builder, on a real device.
 
 use webtrain::gpu::{KernelDesc, Slot, build_kernels};
-use webtrain::shaders::{KERNEL_MODULES, ShaderFile};
+use webtrain::shaders::ShaderFile;
 use webtrain::{Error, Gpu, Result};
 
 /// A kernel that does not compile is an error naming the file and line.
@@ -27,15 +27,6 @@ pub async fn broken_kernel_is_a_located_error(gpu: &Gpu) -> Result<()> {
         }
         Err(e) => panic!("wrong error: {e}"),
         Ok(_) => panic!("a broken kernel compiled"),
-    }
-    Ok(())
-}
-
-/// Every registered file composes and compiles (a file with no launcher
-/// yet would otherwise go unchecked).
-pub async fn every_shader_file_compiles(gpu: &Gpu) -> Result<()> {
-    for &module in KERNEL_MODULES {
-        build_kernels::<0>(gpu, module, []).await?;
     }
     Ok(())
 }
