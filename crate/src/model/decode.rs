@@ -15,12 +15,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::data::SplitMix64;
 use crate::error::{Error, Result};
-use crate::gpu::{BufferRange, Dispatch, Gpu};
-use crate::kernels::embedding::EmbeddingShape;
-use crate::kernels::norm::NormShape;
+use crate::gpu::{Dispatch, Gpu};
 use crate::kernels::rope::RopeShape;
 use crate::kernels::{DecodeShape, Heads, Kernels, LinearShape, Output, Qkv};
 
+use super::forward::LayerIo;
 pub use super::sample::{Sampling, sample};
 use super::{Config, Model, Role};
 
@@ -196,22 +195,7 @@ impl Decoder {
     /// The dispatches of one step at position `pos`, reading `model`'s weights.
     fn schedule(&self, gpu: &Gpu, k: &Kernels, model: &Model, pos: u32) -> Result<Vec<Dispatch>> {
         let (net, c) = (model.net(gpu, k), &model.config);
-        let (b, d, q, dh, f) = (self.batch, c.d_model, c.qkv_width(), c.head_dim(), c.ffn);
-        let kvw = c.n_kv_heads * dh;
-        let norm = NormShape {
-            rows: b,
-            d,
-            eps: c.norm_eps as f32,
-        };
-        let rope = RopeShape {
-            rows: b,
-            seq_len: 1,
-            pos_offset: pos,
-            heads: c.n_heads + c.n_kv_heads,
-            head_dim: dh,
-            row_stride: q,
-            col0: 0,
-        };
+        let (b, dh) = (self.batch, c.head_dim());
         let attn = DecodeShape {
             batch: b,
             len: pos + 1,
@@ -221,115 +205,54 @@ impl Decoder {
             head_dim: dh,
         };
         let new = net.qkv_views(&self.qkv); // heads of the step's [B, Q] rows
-        let (x, x_mid, xn): (BufferRange, BufferRange, BufferRange) =
-            ((&self.x).into(), (&self.x_mid).into(), (&self.xn).into());
-        let mut s = Vec::new();
-
-        let embed = EmbeddingShape {
-            tokens: b,
-            d,
-            vocab: c.vocab,
-        };
-        s.push(k.embed.lookup(
-            gpu,
-            embed,
-            (&self.tokens).into(),
-            net.w(Role::Embedding),
+        let (x, x_mid, xn, rrms) = (
+            (&self.x).into(),
+            (&self.x_mid).into(),
+            (&self.xn).into(),
+            (&self.rrms).into(),
+        );
+        let io = LayerIo {
+            rows: b,
             x,
-            (&self.bad_tokens).into(),
-        )?);
+            xn1: xn,
+            rrms1: rrms,
+            qkv: (&self.qkv).into(),
+            attn: (&self.attn).into(),
+            x_mid,
+            xn2: xn,
+            rrms2: rrms,
+            gu: (&self.gu).into(),
+            act: (&self.act).into(),
+            out: x, // each layer's output is the next one's input
+            rope: RopeShape {
+                rows: b,
+                seq_len: 1,
+                pos_offset: pos,
+                ..net.rope_shape()
+            },
+        };
+        let mut s = vec![net.embed(b, (&self.tokens).into(), x, (&self.bad_tokens).into())?];
         for (l, cache) in (0..c.n_layers).zip(&self.caches) {
-            s.push(k.norm.forward(
-                gpu,
-                norm,
-                x,
-                net.w(Role::AttnNorm(l)),
-                xn,
-                (&self.rrms).into(),
-            )?);
-            s.extend(k.linear.forward(
-                gpu,
-                net.linear(Role::Qkv(l), b)?,
-                xn,
-                net.w(Role::Qkv(l)),
-                Output::Store((&self.qkv).into()),
-            )?);
-            s.push(k.rope.forward(
-                gpu,
-                rope,
-                (&model.inputs.inv_freq).into(),
-                (&self.qkv).into(),
-            )?);
-            s.push(k.attn.kv_append(
-                gpu,
-                attn,
-                new.k,
-                new.v,
-                (&cache.k).into(),
-                (&cache.v).into(),
-            )?);
-            let cached = |buffer| Heads {
-                data: BufferRange::from(buffer),
-                row_stride: kvw,
+            let (k_cache, v_cache) = ((&cache.k).into(), (&cache.v).into());
+            let cached = |data| Heads {
+                data,
+                row_stride: c.n_kv_heads * dh,
                 col: 0,
             };
             let over_cache = Qkv {
                 q: new.q,
-                k: cached(&cache.k),
-                v: cached(&cache.v),
+                k: cached(k_cache),
+                v: cached(v_cache),
             };
-            s.push(k.attn.decode(gpu, attn, over_cache, (&self.attn).into())?);
-            let o = Output::AddTo {
-                residual: x,
-                y: x_mid,
-            };
-            s.extend(k.linear.forward(
-                gpu,
-                net.linear(Role::Out(l), b)?,
-                (&self.attn).into(),
-                net.w(Role::Out(l)),
-                o,
-            )?);
-            s.push(k.norm.forward(
-                gpu,
-                norm,
-                x_mid,
-                net.w(Role::MlpNorm(l)),
-                xn,
-                (&self.rrms).into(),
-            )?);
-            s.extend(k.linear.forward(
-                gpu,
-                net.linear(Role::GateUp(l), b)?,
-                xn,
-                net.w(Role::GateUp(l)),
-                Output::Store((&self.gu).into()),
-            )?);
-            s.push(
-                k.act
-                    .swiglu_forward_gu(gpu, (&self.gu).into(), (&self.act).into(), b, f)?,
-            );
-            let down = Output::AddTo {
-                residual: x_mid,
-                y: x,
-            };
-            s.extend(k.linear.forward(
-                gpu,
-                net.linear(Role::Down(l), b)?,
-                (&self.act).into(),
-                net.w(Role::Down(l)),
-                down,
-            )?);
+            let attention = vec![
+                k.attn
+                    .kv_append(gpu, attn, new.k, new.v, k_cache, v_cache)?,
+                k.attn.decode(gpu, attn, over_cache, io.attn)?,
+            ];
+            s.extend(net.layer(l, &io, attention)?);
         }
-        s.push(k.norm.forward(
-            gpu,
-            norm,
-            x,
-            net.w(Role::FinalNorm),
-            xn,
-            (&self.rrms).into(),
-        )?);
-        let head = LinearShape::new(b, d, c.vocab);
+        s.push(net.rmsnorm(b, x, Role::FinalNorm, xn, rrms)?);
+        let head = LinearShape::new(b, c.d_model, c.vocab);
         s.extend(k.head.forward(
             gpu,
             head,

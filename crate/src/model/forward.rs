@@ -1,9 +1,12 @@
 //! The forward schedule, in the seed's order: embed → L × [norm, qkv,
 //! rope, attention, o + residual, norm, gate|up, swiglu, down + residual] →
-//! final norm. Legend as in activations.rs.
+//! final norm. `layer` is written once: the training forward runs it over
+//! the batch's rows with causal attention, the decoder (decode.rs) over one
+//! row per sequence with attention over its KV cache. Legend as in
+//! activations.rs.
 
 use crate::error::Result;
-use crate::gpu::Dispatch;
+use crate::gpu::{BufferRange, Dispatch};
 use crate::kernels::Output;
 use crate::kernels::attention::{AttentionShape, Heads, Qkv};
 use crate::kernels::embedding::EmbeddingShape;
@@ -12,119 +15,147 @@ use crate::kernels::rope::RopeShape;
 
 use super::{Net, Role};
 
+/// Where one layer's forward reads and writes, over `rows` rows.
+pub(super) struct LayerIo<'b> {
+    pub rows: u32,
+    pub x: BufferRange<'b>, // [rows, D] the layer's input: the residual stream
+    pub xn1: BufferRange<'b>, // [rows, D] input_layernorm(x)
+    pub rrms1: BufferRange<'b>, // [rows]
+    pub qkv: BufferRange<'b>, // [rows, Q] q | k | v, q and k rotated
+    pub attn: BufferRange<'b>, // [rows, A] attention output
+    pub x_mid: BufferRange<'b>, // [rows, D] x + attn·Woᵀ
+    pub xn2: BufferRange<'b>, // [rows, D] post_attention_layernorm(x_mid)
+    pub rrms2: BufferRange<'b>, // [rows]
+    pub gu: BufferRange<'b>, // [rows, 2F] gate | up
+    pub act: BufferRange<'b>, // [rows, F] silu(gate)·up
+    pub out: BufferRange<'b>, // [rows, D] x_mid + act·Wdownᵀ
+    /// The rows' positions, for RoPE.
+    pub rope: RopeShape,
+}
+
 impl<'a> Net<'a> {
     pub(super) fn forward(&self) -> Result<Vec<Dispatch>> {
-        let (gpu, k, m) = (self.gpu, self.k, self.m);
-        let (c, a) = (&m.config, &m.acts);
-        let dm = a.dims;
-        let (r, d, f) = (dm.rows as u32, c.d_model, c.ffn);
-        let norm = self.norm_shape();
-        let mut s = Vec::new();
-
-        let first = &a.layers[0].x;
-        let embed = EmbeddingShape {
-            tokens: r,
-            d,
-            vocab: c.vocab,
-        };
-        s.push(k.embed.lookup(
-            gpu,
-            embed,
-            (&m.inputs.tokens).into(),
-            self.w(Role::Embedding),
-            first.into(),
-            (&m.inputs.bad_tokens).into(),
-        )?);
-        for l in 0..c.n_layers {
-            let x = &a.layers[l as usize];
+        let (m, a) = (self.m, &self.m.acts);
+        let r = a.dims.rows as u32;
+        let (tokens, bad_tokens) = ((&m.inputs.tokens).into(), (&m.inputs.bad_tokens).into());
+        let mut s = vec![self.embed(r, tokens, (&a.layers[0].x).into(), bad_tokens)?];
+        for (l, x) in (0..m.config.n_layers).zip(&a.layers) {
             let out = a
                 .layers
                 .get(l as usize + 1)
                 .map_or(&a.x_out, |next| &next.x);
-            s.push(k.norm.forward(
-                gpu,
-                norm,
-                (&x.x).into(),
-                self.w(Role::AttnNorm(l)),
-                (&x.xn1).into(),
-                (&x.rrms1).into(),
-            )?);
-            s.extend(k.linear.forward(
-                gpu,
-                self.linear(Role::Qkv(l), r)?,
-                (&x.xn1).into(),
-                self.w(Role::Qkv(l)),
-                Output::Store((&x.qkv).into()),
-            )?);
-            s.push(k.rope.forward(
-                gpu,
-                self.rope_shape(),
-                (&m.inputs.inv_freq).into(),
-                (&x.qkv).into(),
-            )?);
-            s.push(k.attn.forward(
-                gpu,
+            let io = LayerIo {
+                rows: r,
+                x: (&x.x).into(),
+                xn1: (&x.xn1).into(),
+                rrms1: (&x.rrms1).into(),
+                qkv: (&x.qkv).into(),
+                attn: (&x.attn).into(),
+                x_mid: (&x.x_mid).into(),
+                xn2: (&x.xn2).into(),
+                rrms2: (&x.rrms2).into(),
+                gu: (&x.gu).into(),
+                act: (&x.act).into(),
+                out: out.into(),
+                rope: self.rope_shape(),
+            };
+            let q = self.qkv_views(&x.qkv);
+            let attention = self.k.attn.forward(
+                self.gpu,
                 self.attention_shape(),
-                self.qkv_views(&x.qkv),
-                (&x.attn).into(),
+                q,
+                io.attn,
                 (&x.lse).into(),
-            )?);
-            let o = Output::AddTo {
-                residual: (&x.x).into(),
-                y: (&x.x_mid).into(),
-            };
-            s.extend(k.linear.forward(
-                gpu,
-                self.linear(Role::Out(l), r)?,
-                (&x.attn).into(),
-                self.w(Role::Out(l)),
-                o,
-            )?);
-            s.push(k.norm.forward(
-                gpu,
-                norm,
-                (&x.x_mid).into(),
-                self.w(Role::MlpNorm(l)),
-                (&x.xn2).into(),
-                (&x.rrms2).into(),
-            )?);
-            s.extend(k.linear.forward(
-                gpu,
-                self.linear(Role::GateUp(l), r)?,
-                (&x.xn2).into(),
-                self.w(Role::GateUp(l)),
-                Output::Store((&x.gu).into()),
-            )?);
-            s.push(
-                k.act
-                    .swiglu_forward_gu(gpu, (&x.gu).into(), (&x.act).into(), r, f)?,
-            );
-            let down = Output::AddTo {
-                residual: (&x.x_mid).into(),
-                y: out.into(),
-            };
-            s.extend(k.linear.forward(
-                gpu,
-                self.linear(Role::Down(l), r)?,
-                (&x.act).into(),
-                self.w(Role::Down(l)),
-                down,
-            )?);
+            )?;
+            s.extend(self.layer(l, &io, vec![attention])?);
         }
-        s.push(k.norm.forward(
-            gpu,
-            norm,
+        s.push(self.rmsnorm(
+            r,
             (&a.x_out).into(),
-            self.w(Role::FinalNorm),
+            Role::FinalNorm,
             (&a.xnf).into(),
             (&a.rrmsf).into(),
         )?);
         Ok(s)
     }
 
-    pub(super) fn norm_shape(&self) -> NormShape {
+    /// Layer l's forward; `attention` is what runs between RoPE and o (the
+    /// training forward's causal attention, or decoding's cache append and
+    /// attention over the cache), writing `io.attn`.
+    pub(super) fn layer(
+        &self,
+        l: u32,
+        io: &LayerIo,
+        attention: Vec<Dispatch>,
+    ) -> Result<Vec<Dispatch>> {
+        let (gpu, k, r, f) = (self.gpu, self.k, io.rows, self.m.config.ffn);
+        let inv_freq = (&self.m.inputs.inv_freq).into();
+        let mut s = vec![self.rmsnorm(r, io.x, Role::AttnNorm(l), io.xn1, io.rrms1)?];
+        s.extend(self.project(Role::Qkv(l), r, io.xn1, Output::Store(io.qkv))?);
+        s.push(k.rope.forward(gpu, io.rope, inv_freq, io.qkv)?);
+        s.extend(attention);
+        s.extend(self.project(Role::Out(l), r, io.attn, residual(io.x, io.x_mid))?);
+        s.push(self.rmsnorm(r, io.x_mid, Role::MlpNorm(l), io.xn2, io.rrms2)?);
+        s.extend(self.project(Role::GateUp(l), r, io.xn2, Output::Store(io.gu))?);
+        s.push(k.act.swiglu_forward_gu(gpu, io.gu, io.act, r, f)?);
+        s.extend(self.project(Role::Down(l), r, io.act, residual(io.x_mid, io.out))?);
+        Ok(s)
+    }
+
+    /// The embedding rows of `tokens` ([rows] u32) into `x`, counting
+    /// tokens ≥ V into `bad_tokens`.
+    pub(super) fn embed(
+        &self,
+        rows: u32,
+        tokens: BufferRange,
+        x: BufferRange,
+        bad_tokens: BufferRange,
+    ) -> Result<Dispatch> {
+        let c = &self.m.config;
+        let shape = EmbeddingShape {
+            tokens: rows,
+            d: c.d_model,
+            vocab: c.vocab,
+        };
+        self.k.embed.lookup(
+            self.gpu,
+            shape,
+            tokens,
+            self.w(Role::Embedding),
+            x,
+            bad_tokens,
+        )
+    }
+
+    /// RMSNorm of `rows` rows of `x` with gain `role` into `y`, 1/rms into `rrms`.
+    pub(super) fn rmsnorm(
+        &self,
+        rows: u32,
+        x: BufferRange,
+        role: Role,
+        y: BufferRange,
+        rrms: BufferRange,
+    ) -> Result<Dispatch> {
+        self.k
+            .norm
+            .forward(self.gpu, self.norm_shape(rows), x, self.w(role), y, rrms)
+    }
+
+    /// `x · Wᵀ` of the layer weight `role` over `rows` rows, into `out`.
+    pub(super) fn project(
+        &self,
+        role: Role,
+        rows: u32,
+        x: BufferRange,
+        out: Output,
+    ) -> Result<Vec<Dispatch>> {
+        let shape = self.linear(role, rows)?;
+        self.k.linear.forward(self.gpu, shape, x, self.w(role), out)
+    }
+
+    pub(super) fn norm_shape(&self, rows: u32) -> NormShape {
         NormShape {
-            rows: self.m.shape.rows(),
+            rows,
             d: self.m.config.d_model,
             eps: self.m.config.norm_eps as f32,
         }
@@ -170,4 +201,9 @@ impl<'a> Net<'a> {
             v: heads((c.n_heads + c.n_kv_heads) * dh),
         }
     }
+}
+
+/// `y = x + product`: a projection joining the residual stream `x`.
+fn residual<'b>(x: BufferRange<'b>, y: BufferRange<'b>) -> Output<'b> {
+    Output::AddTo { residual: x, y }
 }
