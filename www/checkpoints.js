@@ -6,7 +6,7 @@
 // checkpoint to the origin-private storage every N steps, and a page that
 // finds one there offers to restore it.
 
-import { $, bytes, count, attempt, intValue, showError } from './dom.js';
+import { $, bytes, count, attempt, intValue, showError, clearError } from './dom.js';
 import { subscribe, busy } from './state.js';
 import { adoptRun, every, currentRunName, submittedSteps } from './train-panel.js';
 import { spec } from './setup.js';
@@ -66,8 +66,16 @@ async function importHf(payload, name, transfer) {
     + 'Validate scores it on the held-out text (Train panel); Start fine-tunes it.';
 }
 
+/// Says an import of `name` began (at once, before any file is read): a
+/// status, and the last refusal cleared.
+function announce(name) {
+  $('checkpoint-status').textContent = `Importing ${name}…`;
+  clearError($('checkpoint-error'));
+}
+
 /// Imports `pairs` of [path in the folder, File]; `name` names the run.
 async function importEntries(pairs, name) {
+  announce(name);
   const files = Object.fromEntries(await Promise.all(pairs.map(async ([path, f]) => [path, await f.arrayBuffer()])));
   await importHf({ files }, name, Object.values(files));
 }
@@ -75,10 +83,12 @@ async function importEntries(pairs, name) {
 /// Files picked with the folder picker (their paths start with the folder's name).
 function importPicked(files) {
   const folder = files[0].webkitRelativePath.split('/')[0] || 'transformers folder';
+  announce(folder);
   return importEntries(files.map((f) => [f.webkitRelativePath || f.name, f]), folder);
 }
 
 async function importZip(file) {
+  announce(file.name);
   const zip = await file.arrayBuffer();
   await importHf({ zip }, file.name.replace(/\.zip$/i, ''), [zip]);
 }

@@ -167,12 +167,14 @@ test('transformers loads the export and scores the validation text as the page d
   assert.ok(Math.abs(got.loss - validation) < 1e-4, `transformers ${got.loss}, the page ${validation}`);
 });
 
-/// Imports through `input` (the zip or the folder picker); the page's
-/// checkpoint error if refused, else null once the new run is idle.
+/// Imports `path` through `input` (the zip or the folder picker); the
+/// page's checkpoint error if refused, else null once the run of `name`
+/// (the folder's or the zip's) is idle.
 async function importHf(input, path) {
+  const name = path.split('/').pop().replace(/\.zip$/, '');
   await page.setInputFiles(input, path);
-  return waitOrError(page, () => /^Imported /.test(document.querySelector('#checkpoint-status').textContent)
-    && document.querySelector('#train').dataset.phase === 'idle', 'checkpoint-error');
+  return waitOrError(page, (n) => document.querySelector('#checkpoint-status').textContent.startsWith(`Imported ${n}:`)
+    && document.querySelector('#train').dataset.phase === 'idle', 'checkpoint-error', { arg: name });
 }
 
 test('the export imports back in the page, scores the validation text as the run did, and fine-tunes', async () => {

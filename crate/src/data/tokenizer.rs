@@ -147,16 +147,10 @@ impl Tokenizer {
     }
 }
 
-/// FNV-1a (64-bit) of the compact tokenizer.json, which `tokenizers` writes
-/// in a fixed order (vocabulary by id, merges by rank). Not cryptographic:
-/// it tells tokenizers apart, it does not defend against forgery.
+/// The fingerprint of the compact tokenizer.json, which `tokenizers` writes
+/// in a fixed order (vocabulary by id, merges by rank).
 fn fingerprint(canonical_json: &str) -> String {
-    let hash = canonical_json
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-        });
-    format!("{hash:016x}")
+    super::fnv1a(canonical_json.bytes())
 }
 
 #[cfg(test)]

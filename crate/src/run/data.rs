@@ -123,15 +123,9 @@ fn names(files: &[String]) -> Vec<&str> {
         .collect()
 }
 
-/// FNV-1a (64-bit) of the token ids: tells two token streams apart.
+/// The fingerprint of the token ids: tells two token streams apart.
 pub fn fingerprint(tokens: &[u32]) -> String {
-    let hash = tokens
-        .iter()
-        .flat_map(|t| t.to_le_bytes())
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-        });
-    format!("{hash:016x}")
+    crate::data::fnv1a(tokens.iter().flat_map(|t| t.to_le_bytes()))
 }
 
 #[cfg(test)]

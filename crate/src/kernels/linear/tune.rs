@@ -20,22 +20,15 @@ pub fn rule(gpu: &Gpu) -> TileVariant {
 /// FNV-1a of the GEMM's sources and the variant list: what a choice was
 /// timed with.
 pub fn shader_hash() -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let names: Vec<String> = TileVariant::ALL.iter().map(|v| v.name()).collect();
-    for text in [
+    let sources = [
         COMMON.source,
         LINEAR_B32.source,
         LINEAR_B16.source,
         LINEAR.source,
-    ]
-    .into_iter()
-    .chain(names.iter().map(|n| n.as_str()))
-    {
-        for b in text.bytes() {
-            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    format!("{h:016x}")
+    ];
+    let texts = sources.into_iter().chain(names.iter().map(|n| n.as_str()));
+    crate::data::fnv1a(texts.flat_map(str::bytes))
 }
 
 impl GemmKey {
