@@ -6,9 +6,9 @@
 // validation windows (the held-out tail of the built-in corpus, cut as
 // data::Dataset cuts it): the loss must be the one the page showed at the
 // exported step, so the zip holds the run's current weights. Then the page
-// imports the export back (its zip, and the folder itself through the
-// folder picker) to evaluate and fine-tune it, and refuses broken folders
-// with the CLI's reasons.
+// imports the export back (its zip picked and dropped, and the folder
+// itself through the folder picker) to evaluate and fine-tune it, and
+// refuses broken folders with the CLI's reasons.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -172,14 +172,24 @@ test('transformers loads the export and scores the validation text as the page d
 /// (the folder's or the zip's) is idle.
 async function importHf(input, path) {
   const name = path.split('/').pop().replace(/\.zip$/, '');
-  await page.setInputFiles(input, path);
+  if (input === 'drop') {
+    // a zip dropped on the Checkpoints panel
+    const dataTransfer = await page.evaluateHandle(({ base64, file }) => {
+      const dt = new DataTransfer();
+      dt.items.add(new File([Uint8Array.from(atob(base64), (c) => c.charCodeAt(0))], file, { type: 'application/zip' }));
+      return dt;
+    }, { base64: readFileSync(path).toString('base64'), file: path.split('/').pop() });
+    await page.dispatchEvent('#checkpoints', 'drop', { dataTransfer });
+  } else {
+    await page.setInputFiles(input, path);
+  }
   return waitOrError(page, (n) => document.querySelector('#checkpoint-status').textContent.startsWith(`Imported ${n}:`)
     && document.querySelector('#train').dataset.phase === 'idle', 'checkpoint-error', { arg: name });
 }
 
 test('the export imports back in the page, scores the validation text as the run did, and fine-tunes', async () => {
   assert.ok(zipPath && folder, 'an export to import');
-  for (const [input, path] of [['#hf-zip-input', zipPath], ['#hf-folder-input', folder]]) {
+  for (const [input, path] of [['#hf-zip-input', zipPath], ['#hf-folder-input', folder], ['drop', zipPath]]) {
     assert.equal(await importHf(input, path), null, `import through ${input}`);
     assert.equal(await stepCount(page), 0, 'a new run from the folder\'s weights');
     assert.match(await page.locator('#stat-mode').textContent(), /fp32/);
@@ -197,14 +207,26 @@ test('a broken folder is refused in the page with the reason the CLI gives', asy
   const files = Object.fromEntries(['config.json', 'model.safetensors', 'tokenizer.json'].map((f) => [f, readFileSync(`${folder}/${f}`)]));
   const { n, header } = safetensorsHeader(new Uint8Array(files['model.safetensors']));
   const data = files['model.safetensors'].subarray(8 + n);
-  /// model.safetensors with its header changed by `edit` (the data kept).
+  /// model.safetensors with its tensors changed by `edit` ({name: {dtype,
+  /// shape, data_offsets}}), rewritten with offsets that tile the data.
   const withHeader = (edit) => {
     const h = structuredClone(header);
     edit(h);
-    const json = strToU8(JSON.stringify(h).padEnd(Math.ceil(JSON.stringify(h).length / 8) * 8, ' '));
+    const tensors = Object.entries(h).filter(([k]) => k !== '__metadata__');
+    const out = { __metadata__: h.__metadata__ };
+    const parts = [];
+    let at = 0;
+    for (const [name, t] of tensors) {
+      const bytes = data.subarray(t.data_offsets[0], t.data_offsets[1]);
+      out[name] = { dtype: t.dtype, shape: t.shape, data_offsets: [at, at + bytes.length] };
+      parts.push(bytes);
+      at += bytes.length;
+    }
+    const text = JSON.stringify(out);
+    const json = strToU8(text.padEnd(Math.ceil(text.length / 8) * 8, ' '));
     const len = Buffer.alloc(8);
     len.writeBigUInt64LE(BigInt(json.length));
-    return Buffer.concat([len, json, data]);
+    return Buffer.concat([len, json, ...parts]);
   };
   const down = 'model.layers.1.mlp.down_proj.weight';
   const config = JSON.parse(files['config.json'].toString());

@@ -122,12 +122,8 @@ pub mod cli {
             let kernel_config = match &self.kernel_config {
                 None => None,
                 Some(path) => {
-                    let text = std::fs::read_to_string(path).map_err(|e| {
-                        webtrain::Error::Unsupported(format!(
-                            "cannot read the kernel config {}: {e}",
-                            path.display()
-                        ))
-                    })?;
+                    let text = std::fs::read_to_string(path)
+                        .map_err(|e| crate::files::io(path, "be read", e))?;
                     Some(webtrain::gpu::KernelConfig::pinned_from_json(&text)?)
                 }
             };
