@@ -7,9 +7,10 @@
 // finds one there offers to restore it.
 
 import { $, bytes, count, attempt, intValue, showError, clearError } from './dom.js';
-import { subscribe, busy } from './state.js';
+import { state, subscribe, busy } from './state.js';
 import { adoptRun, every, currentRunName, submittedSteps } from './train-panel.js';
 import { spec } from './setup.js';
+import { modelFolder } from './hf-folder.js';
 
 let worker;
 
@@ -73,17 +74,23 @@ function announce(name) {
   clearError($('checkpoint-error'));
 }
 
-/// Imports `pairs` of [path in the folder, File]; `name` names the run.
+/// Imports the model folder among `pairs` of [path, File] (only its files
+/// are read); `name` names the run.
 async function importEntries(pairs, name) {
   announce(name);
-  const files = Object.fromEntries(await Promise.all(pairs.map(async ([path, f]) => [path, await f.arrayBuffer()])));
+  let chosen;
+  try {
+    chosen = Object.entries(modelFolder(pairs));
+  } catch (e) {
+    return showError($('checkpoint-error'), e);
+  }
+  const files = Object.fromEntries(await Promise.all(chosen.map(async ([file, f]) => [file, await f.arrayBuffer()])));
   await importHf({ files }, name, Object.values(files));
 }
 
 /// Files picked with the folder picker (their paths start with the folder's name).
 function importPicked(files) {
   const folder = files[0].webkitRelativePath.split('/')[0] || 'transformers folder';
-  announce(folder);
   return importEntries(files.map((f) => [f.webkitRelativePath || f.name, f]), folder);
 }
 
@@ -95,15 +102,25 @@ async function importZip(file) {
 
 /// A dropped folder's own files (not its subfolders'), as [path, File].
 async function folderFiles(dir) {
-  const entries = await new Promise((resolve, reject) => dir.createReader().readEntries(resolve, reject));
+  const reader = dir.createReader();
+  const entries = [];
+  for (;;) { // Chrome hands over at most 100 entries a call
+    const batch = await new Promise((resolve, reject) => reader.readEntries(resolve, reject));
+    if (batch.length === 0) break;
+    entries.push(...batch);
+  }
   const files = entries.filter((e) => e.isFile);
   return Promise.all(files.map((e) => new Promise((resolve, reject) => e.file((f) => resolve([`${dir.name}/${f.name}`, f]), reject))));
 }
 
 /// A drop on the panel: a checkpoint loads; a transformers folder, its
-/// .zip or its files import.
+/// .zip or its files import. Not while training or loading: like the
+/// buttons, a drop waits for a pause.
 async function dropped(e) {
   e.preventDefault();
+  if (state.training || state.busy.has('load') || state.busy.has('create')) {
+    return showError($('checkpoint-error'), new Error('pause the training (and let loading finish) before dropping a checkpoint or a model'));
+  }
   const dir = [...e.dataTransfer.items].map((i) => i.webkitGetAsEntry?.()).find((entry) => entry?.isDirectory);
   if (dir) return importEntries(await folderFiles(dir), dir.name);
   const files = [...e.dataTransfer.files];

@@ -87,7 +87,7 @@ function percent(share, col, why, group = false) {
   return el('td', { className, textContent: text, dataset: { col, value: String(share) } });
 }
 
-/// The step's update survival and v underflow (train::survival): the
+/// The step's update survival and v underflow (inspect::survival): the
 /// lands-in shares count moved weights, the v-below shares nonzero moments.
 function survivalCells(s) {
   const moved = s.updated > 0 ? null : 'no weight of this tensor moved this step';
@@ -121,7 +121,7 @@ function renderTensors(tensors) {
   }
 }
 
-/// Per layer: the attention probabilities against each format's smallest value (train::softmax_tail).
+/// Per layer: the attention probabilities against each format's smallest value (inspect::softmax_tail).
 function renderSoftmax(layers) {
   const body = $('inspect-softmax').querySelector('tbody');
   body.textContent = '';

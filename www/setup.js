@@ -30,7 +30,7 @@ function modelVocab() {
   return preset === 'custom' ? customModel().vocab_size : defaults?.model.vocab_size;
 }
 
-/// The run the form describes: RunSpec in crate/src/web/trainer.rs.
+/// The run the form describes: RunSpec in crate/src/run/spec.rs.
 export function spec() {
   const preset = $('preset').value;
   const s = {

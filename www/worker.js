@@ -35,6 +35,7 @@
 //        valFraction?} (run::RunSpec)
 
 import { unzipSync, zipSync } from 'fflate';
+import { isModelFile, modelFolder } from './hf-folder.js';
 import init, { adapterInfo, kernelConfig, planModel, runDefaults, setKernelConfig, Data, Trainer } from '../pkg/webtrain.js';
 
 const ready = init();
@@ -101,16 +102,13 @@ async function withKernels(make) {
   return made;
 }
 
-/// The files of the folder holding config.json, by name: a zip or a picked
-/// folder has paths ("llama/config.json"); the shallowest config.json wins.
-function hfFolder(entries) {
-  const dirOf = (path) => path.slice(0, path.lastIndexOf('/') + 1);
-  const configs = entries.map(([path]) => path).filter((p) => p.split('/').pop() === 'config.json');
-  if (configs.length === 0) throw new Error('config.json: is missing: this is not a Hugging Face model folder');
-  const dir = dirOf(configs.sort((a, b) => a.split('/').length - b.split('/').length)[0]);
-  return Object.fromEntries(entries
-    .filter(([path]) => path.startsWith(dir) && !path.slice(dir.length).includes('/'))
-    .map(([path, bytes]) => [path.slice(dir.length), bytes]));
+/// A loaded or imported run replaces the current one; the text is read
+/// with its tokenizer from now on (not before: a refused run changes nothing).
+function adopt(next) {
+  corpus().setTokenizer(next.tokenizerJson());
+  trainer?.free();
+  trainer = next;
+  return trainer.info();
 }
 
 const handlers = {
@@ -120,8 +118,7 @@ const handlers = {
     const response = await fetch('/corpus/brown.txt');
     if (!response.ok) throw new Error(`the built-in corpus could not be loaded (HTTP ${response.status}): run npm run build`);
     const bytes = new Uint8Array(await response.arrayBuffer());
-    corpus().clear();
-    corpus().addFile('Brown corpus (built in)', bytes);
+    corpus().setBuiltin(bytes);
     return corpus().files();
   },
   'corpus.add': ({ name, bytes }) => corpus().addFile(name, new Uint8Array(bytes)),
@@ -162,19 +159,13 @@ const handlers = {
   'checkpoint.load': async ({ bytes }) => {
     // a fresh page has no text yet: most runs train on the built-in corpus
     if (corpus().files().length === 0) await handlers['corpus.builtin']();
-    const next = await withKernels(() => Trainer.load(new Uint8Array(bytes), corpus()));
-    trainer?.free();
-    trainer = next;
-    return trainer.info();
+    return adopt(await withKernels(() => Trainer.load(new Uint8Array(bytes), corpus())));
   },
   'hf.import': async ({ files, zip, spec }) => {
     if (corpus().files().length === 0) await handlers['corpus.builtin']();
-    const entries = zip ? Object.entries(unzipSync(new Uint8Array(zip)))
+    const entries = zip ? Object.entries(unzipSync(new Uint8Array(zip), { filter: (f) => isModelFile(f.name) }))
       : Object.entries(files).map(([path, buffer]) => [path, new Uint8Array(buffer)]);
-    const next = await withKernels(() => Trainer.importHf(hfFolder(entries), spec, corpus()));
-    trainer?.free();
-    trainer = next;
-    return trainer.info();
+    return adopt(await withKernels(() => Trainer.importHf(modelFolder(entries), spec, corpus())));
   },
   'checkpoint.autosave': async () => {
     const bytes = await needTrainer().save();

@@ -74,6 +74,12 @@ pub enum Error {
     #[error("checkpoint: {0}")]
     Checkpoint(String),
 
+    /// A run resumed on other tokens than it trained on: what it needs.
+    #[error(
+        "the run trained on {trained_on}, but the text given is {given}: resume on the same text"
+    )]
+    DataMismatch { trained_on: String, given: String },
+
     /// A file that could not be read or written (the CLI's files).
     #[error("{path}: cannot {action}: {message}")]
     Io {

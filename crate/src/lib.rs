@@ -7,6 +7,8 @@ pub mod checkpoint;
 pub mod data;
 /// The one error type: every variant names the kernel, limit, file or adapter.
 pub mod error;
+/// FNV-1a fingerprints of tokenizers, token streams and shader sources.
+pub mod fingerprint;
 /// Device side: adapter, limits, buffers, pipelines, dispatches, timing.
 pub mod gpu;
 /// Hugging Face interop: LlamaForCausalLM folders out and in.

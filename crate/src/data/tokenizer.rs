@@ -150,7 +150,7 @@ impl Tokenizer {
 /// The fingerprint of the compact tokenizer.json, which `tokenizers` writes
 /// in a fixed order (vocabulary by id, merges by rank).
 fn fingerprint(canonical_json: &str) -> String {
-    super::fnv1a(canonical_json.bytes())
+    crate::fingerprint::fnv1a(canonical_json.bytes())
 }
 
 #[cfg(test)]

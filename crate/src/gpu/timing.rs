@@ -4,9 +4,6 @@
 use super::{Dispatch, Gpu};
 use crate::error::{Error, Result};
 
-/// Timestamps one query set may hold (wgpu's `QUERY_SET_MAX_QUERIES`).
-const MAX_QUERIES: u32 = 4096;
-
 impl Gpu {
     /// GPU seconds per repetition of `dispatches`, recorded `reps` times in
     /// one compute pass bracketed by timestamps. Needs `caps.timestamps`.
@@ -27,14 +24,15 @@ impl Gpu {
     /// GPU seconds per repetition of `timed` run on what `setup` leaves:
     /// each repetition records `setup` in an untimed pass, then `timed` in a
     /// pass of its own between timestamps, so only `timed` is counted (no
-    /// difference of two noisy timings). Needs `caps.timestamps`.
+    /// difference of two noisy timings). At most 2048 repetitions (a query
+    /// set's timestamps); more are timed as 2048. Needs `caps.timestamps`.
     pub async fn time_after(
         &self,
         setup: &[&Dispatch],
         timed: &[&Dispatch],
         reps: u32,
     ) -> Result<f64> {
-        let reps = reps.clamp(1, MAX_QUERIES / 2);
+        let reps = reps.clamp(1, wgpu::QUERY_SET_MAX_QUERIES / 2);
         let ticks = self
             .timed_passes("time_after", 2 * reps, |encoder, queries| {
                 for r in 0..reps {

@@ -49,14 +49,23 @@ pub struct Inspection {
     pub softmax: Vec<SoftmaxTail>,
 }
 
-/// Looks into steps of one run, remembering the weights it saw last so the
-/// next inspection can tell how far each tensor moved since.
-#[derive(Default)]
+/// Looks into steps of one run; where asked, it keeps the weights it saw
+/// last (a host copy of every parameter) so the next inspection can tell
+/// how far each tensor moved since.
 pub struct Inspector {
+    track_updates: bool,
     previous: Option<(u32, Vec<f32>)>,
 }
 
 impl Inspector {
+    /// With `track_updates`, each inspection reports ‖Δw‖/‖w‖ since the last.
+    pub fn new(track_updates: bool) -> Inspector {
+        Inspector {
+            track_updates,
+            previous: None,
+        }
+    }
+
     /// Trains `run`'s next step — it counts like any other — with each
     /// kernel timed if `profile` (and the adapter has timestamps), and
     /// reports on it.
@@ -103,7 +112,9 @@ impl Inspector {
             kernels_error,
             softmax: softmax_tail::read(&t.gpu, &t.model).await?,
         };
-        self.previous = Some((step, after));
+        if self.track_updates {
+            self.previous = Some((step, after));
+        }
         Ok(inspection)
     }
 }

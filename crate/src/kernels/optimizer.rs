@@ -225,7 +225,7 @@ pub struct Optimizer {
     update_f16: Kernel,
     update_8bit: Kernel,
     update_8bit_f16: Kernel,
-    /// The int8 codes' tables (`reference::optimizer::Int8Map`), uploaded once.
+    /// The int8 codes' tables (`ops::adam::Int8Map`), uploaded once.
     code_tables: wgpu::Buffer,
 }
 

@@ -1,5 +1,5 @@
-//! The research formats' constants, which the kernels (00_common.wgsl),
-//! their twins and the inspector share.
+//! The research formats' constants, for the host: the CPU twins and the
+//! inspector (00_common.wgsl writes the same values for the kernels).
 
 /// Q1.15's clamp, as the SF16 document's `Q115_OVERFLOW_THRESHOLD`.
 pub const Q115_LIMIT: f32 = 0.999;

@@ -85,11 +85,10 @@ impl DataState {
         if same && self.source == now.source {
             return Ok(());
         }
-        Err(Error::Checkpoint(format!(
-            "it trained on {} but the data given is {}: resume on the same text",
-            self.describe(),
-            now.describe()
-        )))
+        Err(Error::DataMismatch {
+            trained_on: self.describe(),
+            given: now.describe(),
+        })
     }
 
     /// The data in words, for messages: the files and the tokens.
@@ -108,7 +107,8 @@ impl DataState {
 
 /// File names as a person sees them: a path's last part (the CLI names
 /// files by path, the page by name), the built-in corpus under its name
-/// wherever it was read from.
+/// (the CLI recorded it by its path, …/public/corpus/brown.txt, before
+/// 2026-11-25).
 fn names(files: &[String]) -> Vec<&str> {
     files
         .iter()
@@ -125,7 +125,7 @@ fn names(files: &[String]) -> Vec<&str> {
 
 /// The fingerprint of the token ids: tells two token streams apart.
 pub fn fingerprint(tokens: &[u32]) -> String {
-    crate::data::fnv1a(tokens.iter().flat_map(|t| t.to_le_bytes()))
+    crate::fingerprint::fnv1a(tokens.iter().flat_map(|t| t.to_le_bytes()))
 }
 
 #[cfg(test)]

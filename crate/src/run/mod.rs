@@ -77,10 +77,10 @@ impl Text {
         let text = match (saved.source, corpus) {
             (Source::Synthetic, _) => Text::synthetic(vocab, c.seed, seq, saved.val_fraction)?,
             (Source::Corpus, None) => {
-                return Err(Error::Checkpoint(format!(
-                    "it trained on {}: give that text",
-                    saved.describe()
-                )));
+                return Err(Error::DataMismatch {
+                    trained_on: saved.describe(),
+                    given: "no text".into(),
+                });
             }
             (Source::Corpus, Some(corpus)) => {
                 let tokenizer = checkpoint.run.tokenizer()?.ok_or_else(|| {

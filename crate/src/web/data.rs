@@ -54,6 +54,14 @@ impl Data {
         })
     }
 
+    /// Makes the built-in Brown corpus the text (`bytes`: the page's
+    /// /corpus/brown.txt), under the name runs record it by.
+    #[wasm_bindgen(js_name = setBuiltin)]
+    pub fn set_builtin(&mut self, bytes: &[u8]) -> Result<JsValue, JsError> {
+        *self = Data::default();
+        self.add_file(crate::run::BUILTIN_CORPUS, bytes)
+    }
+
     pub fn clear(&mut self) {
         *self = Data::default();
     }

@@ -12,7 +12,7 @@ use wasm_bindgen_futures::future_to_promise;
 
 use super::{Data, from_js, gpu, js_error, to_js};
 use crate::checkpoint::Checkpoint;
-use crate::data::{Corpus, Tokenizer};
+use crate::data::Tokenizer;
 use crate::hf::{self, HfFiles, HfModel};
 use crate::inspect::Inspector;
 use crate::model::decode::{Decoder, Generation, Sampling};
@@ -124,7 +124,7 @@ impl Trainer {
     fn of(run: Run) -> Trainer {
         let page = PageRun {
             run,
-            inspector: Inspector::default(),
+            inspector: Inspector::new(true),
         };
         Trainer {
             run: Rc::new(RefCell::new(Some(page))),
@@ -310,8 +310,9 @@ impl Trainer {
 
     /// Continues the run of a checkpoint — saved by the page or by `webtrain
     /// train` — on `data`'s text, which must be the text it trained on (its
-    /// tokens are checked); its tokenizer replaces `data`'s.
-    pub fn load(bytes: &[u8], data: &mut Data) -> Result<Promise, JsError> {
+    /// tokens are checked). The run reads with the checkpoint's tokenizer
+    /// (`tokenizerJson`, for the page's Data once the run is made).
+    pub fn load(bytes: &[u8], data: &Data) -> Result<Promise, JsError> {
         let c = Checkpoint::from_bytes(bytes).map_err(js_error)?;
         if DataState::parse(c.run.data.as_deref())
             .map_err(js_error)?
@@ -323,15 +324,11 @@ impl Trainer {
             ));
         }
         let text = Text::of_checkpoint(&c, Some(data.corpus())).map_err(|e| match e {
-            crate::Error::Checkpoint(why) => JsError::new(&format!(
-                "this checkpoint {why}: add those files under Text (loaded now: {}), then load it again",
-                list(data.corpus())
+            crate::Error::DataMismatch { trained_on, given } => JsError::new(&format!(
+                "this checkpoint's run trained on {trained_on}, but the text loaded is {given}: load those files under Text, then the checkpoint again"
             )),
             e => js_error(e),
         })?;
-        if let Some(t) = &text.tokenizer {
-            data.set_tokenizer(&t.to_json().map_err(js_error)?)?;
-        }
         Ok(future_to_promise(async move {
             let gpu = gpu().await.map_err(js_error)?;
             let run = Run::resume(&gpu, &c, text, VALIDATION_BATCHES)
@@ -341,17 +338,29 @@ impl Trainer {
         }))
     }
 
+    /// The run's tokenizer.json: what the page's Data reads with once a
+    /// loaded or imported run is made.
+    #[wasm_bindgen(js_name = tokenizerJson)]
+    pub fn tokenizer_json(&self) -> Result<String, JsError> {
+        let cell = self.run.borrow();
+        let page = cell
+            .as_ref()
+            .ok_or_else(|| JsError::new("the trainer is busy with another call"))?;
+        page.tokenizer()?.to_json().map_err(js_error)
+    }
+
     /// A new run from a Hugging Face Llama folder, to fine-tune or to
     /// evaluate on `data`'s text: `files` is `{file name: Uint8Array}`
     /// (config.json, model.safetensors or its index and shards,
     /// tokenizer.json, …), checked as `webtrain train --from-hf` checks a
     /// folder. The model, its weights and its tokenizer are the folder's;
-    /// the batch, schedule and modes are `spec`'s.
+    /// the batch, schedule and modes are `spec`'s (`tokenizerJson` gives
+    /// the page's Data the folder's tokenizer once the run is made).
     #[wasm_bindgen(js_name = importHf)]
     pub fn import_hf(
         files: &js_sys::Object,
         spec: JsValue,
-        data: &mut Data,
+        data: &Data,
     ) -> Result<Promise, JsError> {
         let get = |name: &str| -> crate::Result<Option<Vec<u8>>> {
             let value = js_sys::Reflect::get(files, &JsValue::from_str(name)).unwrap_or_default();
@@ -375,7 +384,6 @@ impl Trainer {
         let (vocab, seq) = (config.model.vocab, config.shape.seq);
         let text = Text::from_corpus(data.corpus(), tokenizer, vocab, seq, spec.val_fraction)
             .map_err(js_error)?;
-        data.set_tokenizer(json)?;
         Ok(future_to_promise(async move {
             let gpu = gpu().await.map_err(js_error)?;
             let trainer = train::Trainer::with_weights(&gpu, config, &hf.weights)
@@ -402,16 +410,6 @@ impl Trainer {
                 .and_then(|i| to_js(&i));
             (page, result)
         })
-    }
-}
-
-/// The files of `corpus`, for messages.
-fn list(corpus: &Corpus) -> String {
-    let names: Vec<&str> = corpus.files().map(|(name, _)| name).collect();
-    if names.is_empty() {
-        "no text".into()
-    } else {
-        names.join(", ")
     }
 }
 

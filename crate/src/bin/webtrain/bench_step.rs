@@ -176,6 +176,7 @@ pub async fn profile(gpu: &Gpu, runs: &Runs<'_>, reps: u32) -> Result<()> {
             inputs: tokens[..shape.rows() as usize].to_vec(),
             targets: tokens[1..].to_vec(),
         };
+        trainer.adam.write_step(gpu, &trainer.k, 1)?; // warm up on a real update
         gpu.warm_up(&trainer.step_dispatches().collect::<Vec<_>>(), 0.5)
             .await?;
         let mut best = trainer.profiled_step(&batch).await?.1;

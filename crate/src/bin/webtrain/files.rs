@@ -40,17 +40,17 @@ impl TextFile {
         }
     }
 
-    /// A file a checkpoint names: the built-in corpus by its name, others
-    /// by the path or name they were given (the page records bare names);
-    /// none if it is not here.
-    pub fn recorded(name: &str) -> Option<TextFile> {
+    /// A file a checkpoint names: the built-in corpus by its name (an
+    /// error if it is not built), others by the path or name they were
+    /// given (the page records bare names); none if it is not here.
+    pub fn recorded(name: &str) -> Result<Option<TextFile>> {
         if name == BUILTIN_CORPUS {
-            return TextFile::builtin().ok();
+            return TextFile::builtin().map(Some);
         }
-        Path::new(name).is_file().then(|| TextFile {
+        Ok(Path::new(name).is_file().then(|| TextFile {
             name: name.into(),
             path: name.into(),
-        })
+        }))
     }
 }
 

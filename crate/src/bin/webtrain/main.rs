@@ -92,6 +92,28 @@ pub mod cli {
         only: Option<String>,
     }
 
+    impl BenchArgs {
+        /// `--precisions`, every one if none is named.
+        fn precisions(&self) -> webtrain::Result<Vec<webtrain::model::Precision>> {
+            match self.precisions.is_empty() {
+                true => Ok(webtrain::model::Precision::ALL.to_vec()),
+                false => self
+                    .precisions
+                    .iter()
+                    .map(|p| webtrain::model::Precision::parse(p))
+                    .collect(),
+            }
+        }
+
+        /// `--states`, both if none is named.
+        fn states(&self) -> webtrain::Result<Vec<OptimState>> {
+            match self.states.is_empty() {
+                true => Ok(vec![OptimState::Fp32, OptimState::Int8]),
+                false => self.states.iter().map(|s| OptimState::parse(s)).collect(),
+            }
+        }
+    }
+
     #[derive(Args)]
     struct InfoArgs {
         #[command(flatten)]
@@ -170,6 +192,16 @@ pub mod cli {
                         &crate::bench::SEED,
                     ],
                 };
+                let (precisions, states) = (args.precisions()?, args.states()?);
+                let runs = crate::bench_step::Runs {
+                    presets: &args.presets,
+                    precisions: &precisions,
+                    states: &states,
+                };
+                if args.what == "profile" {
+                    // a step's own kernels: nothing of the kernel table is needed
+                    return crate::bench_step::profile(&gpu, &runs, args.reps).await;
+                }
                 webtrain::kernels::linear::tune::prepare(&gpu, &crate::bench::gemm_keys(&sizes))
                     .await?;
                 let head_dims = crate::bench::head_dims(&sizes);
@@ -188,30 +220,6 @@ pub mod cli {
                         .await?;
                 }
                 if args.what != "kernels" {
-                    let precisions = match args.precisions.is_empty() {
-                        true => webtrain::model::Precision::ALL.to_vec(),
-                        false => args
-                            .precisions
-                            .iter()
-                            .map(|p| webtrain::model::Precision::parse(p))
-                            .collect::<webtrain::Result<_>>()?,
-                    };
-                    let states = match args.states.is_empty() {
-                        true => vec![OptimState::Fp32, OptimState::Int8],
-                        false => args
-                            .states
-                            .iter()
-                            .map(|s| OptimState::parse(s))
-                            .collect::<webtrain::Result<_>>()?,
-                    };
-                    let runs = crate::bench_step::Runs {
-                        presets: &args.presets,
-                        precisions: &precisions,
-                        states: &states,
-                    };
-                    if args.what == "profile" {
-                        return crate::bench_step::profile(&gpu, &runs, args.reps).await;
-                    }
                     crate::bench_step::run(&gpu, &runs, args.reps, copy_bw).await?;
                 }
                 Ok(())

@@ -218,7 +218,7 @@ fn resumed_text(args: &TrainArgs, c: &Checkpoint) -> Result<Text> {
             .files
             .iter()
             .map(|name| TextFile::recorded(name))
-            .collect::<Option<_>>()
+            .collect::<Result<Option<_>>>()?
             .ok_or_else(|| {
                 Error::Checkpoint(format!(
                     "it trained on {}, not all of which are here: give those files with --corpus FILE…",
@@ -308,7 +308,7 @@ pub async fn run(args: TrainArgs) -> Result<()> {
     }
 
     let started = std::time::Instant::now();
-    let mut inspector = Inspector::default();
+    let mut inspector = Inspector::new(false); // the CLI prints no update ratios
     let mut last = None;
     let mut val_loss = None;
     for step in first..=end {

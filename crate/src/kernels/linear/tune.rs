@@ -28,7 +28,7 @@ pub fn shader_hash() -> String {
         LINEAR.source,
     ];
     let texts = sources.into_iter().chain(names.iter().map(|n| n.as_str()));
-    crate::data::fnv1a(texts.flat_map(str::bytes))
+    crate::fingerprint::fnv1a(texts.flat_map(str::bytes))
 }
 
 impl GemmKey {
