@@ -124,7 +124,7 @@ fn names(files: &[String]) -> Vec<&str> {
 }
 
 /// The fingerprint of the token ids: tells two token streams apart.
-pub fn fingerprint(tokens: &[u32]) -> String {
+fn fingerprint(tokens: &[u32]) -> String {
     crate::fingerprint::fnv1a(tokens.iter().flat_map(|t| t.to_le_bytes()))
 }
 

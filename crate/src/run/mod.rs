@@ -8,7 +8,7 @@
 mod data;
 mod spec;
 
-pub use data::{BUILTIN_CORPUS, DataState, Source, fingerprint};
+pub use data::{BUILTIN_CORPUS, DataState, Source};
 pub use spec::{BATCH_SEED, RunSpec, VALIDATION_BATCHES, warmup_for};
 
 use crate::checkpoint::{self, Checkpoint, RunState};

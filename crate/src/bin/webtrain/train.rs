@@ -141,6 +141,8 @@ impl TrainArgs {
 fn spec(args: &TrainArgs, hf: Option<&HfModel>) -> Result<RunSpec> {
     let mut spec = match hf {
         None => RunSpec::preset(&args.preset)?,
+        // an imported model: base's batch of 8 and shared settings, the
+        // model's own context up to 512, the fine-tuning rate the CLI always had
         Some(m) => RunSpec {
             preset: "custom".into(),
             model: Some(m.config.clone()),
