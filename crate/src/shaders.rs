@@ -40,6 +40,7 @@ pub const ROPE: ShaderFile = shader_file!("04_rope");
 pub const ATTENTION_COMMON: ShaderFile = shader_file!("05_attention_common");
 pub const ATTENTION: ShaderFile = shader_file!("05_attention");
 pub const ATTENTION_BACKWARD: ShaderFile = shader_file!("05_attention_backward");
+pub const ATTENTION_MAP: ShaderFile = shader_file!("05_attention_map");
 pub const ACTIVATION: ShaderFile = shader_file!("06_activation");
 pub const LOSS: ShaderFile = shader_file!("07_loss");
 pub const CAST: ShaderFile = shader_file!("08_cast");

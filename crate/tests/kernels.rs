@@ -33,6 +33,7 @@ gpu_tests! {
     rope::rope_rotates_q_and_k_of_a_fused_row,
     rope::rope_is_accurate_at_far_positions_and_invertible,
     attention::attention_forward_matches_reference,
+    attention::attention_map_matches_reference,
     attention::attention_reads_a_fused_qkv_row,
     attention::attention_is_causal,
     attention::attention_survives_scores_of_80,

@@ -15,6 +15,15 @@ committed fixtures:
         one torch.optim.AdamW step with gradient clipping (after.<name>,
         m.<name>, v.<name>).
 
+    python3 tests/parity/make_fixtures.py inspect
+        for each fixture model, what `webtrain attention` and `webtrain
+        predict` must print for the first row of its input_ids (all T+1
+        tokens), into tests/parity/fixtures/<name>/inspect.safetensors:
+        input_ids [T+1], attention.{layer} [H, T+1, T+1] (eager attention,
+        output_attentions=True) and probs [T+1, V], the softmax of the
+        logits. Read from the committed model.safetensors, so it does not
+        depend on torch's random streams.
+
     python3 tests/parity/make_fixtures.py encode DIR TEXT N > TOKENS
         the first N token ids of the tail of TEXT (its last 4 KiB: held out
         of webtrain's training split), through DIR's tokenizer.json.
@@ -117,6 +126,23 @@ def fixtures():
               f"{sum(p.numel() for p in model.parameters())} parameters -> {out}")
 
 
+def inspect():
+    for name in MODELS:
+        folder = HERE / "fixtures" / name
+        model = transformers.LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32,
+                                                              attn_implementation="eager")
+        ids = load_file(folder / "expected.safetensors")["input_ids"][:1]
+        with torch.no_grad():
+            out = model(input_ids=ids, output_attentions=True)
+        expected = {"input_ids": ids[0].contiguous(),
+                    "probs": torch.softmax(out.logits[0].double(), dim=-1).float().contiguous()}
+        for layer, attention in enumerate(out.attentions):
+            expected[f"attention.{layer}"] = attention[0].contiguous()
+        meta = dict(torch=torch.__version__, transformers=transformers.__version__)
+        save_file(expected, folder / "inspect.safetensors", metadata=meta)
+        print(f"{name}: {ids.shape[1]} tokens, {len(out.attentions)} attention maps -> {folder}")
+
+
 def encode(folder, text, n):
     tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_file=str(Path(folder) / "tokenizer.json"))
     tail = Path(text).read_bytes()[-4096:].decode("utf-8", errors="ignore")
@@ -139,6 +165,8 @@ def check_export(folder, tokens, webtrain_json):
 if __name__ == "__main__":
     if sys.argv[1:2] == ["fixtures"]:
         fixtures()
+    elif sys.argv[1:2] == ["inspect"]:
+        inspect()
     elif sys.argv[1:2] == ["encode"] and len(sys.argv) == 5:
         encode(*sys.argv[2:])
     elif sys.argv[1:2] == ["check-export"] and len(sys.argv) == 5:

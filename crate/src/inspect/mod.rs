@@ -4,10 +4,12 @@
 //! attention probabilities' tails (`softmax_tail`); each kernel's GPU time
 //! (`profile`). The training loop knows nothing of it.
 
+pub mod probe;
 pub mod profile;
 pub mod softmax_tail;
 pub mod survival;
 
+pub use probe::{Prediction, Probe};
 pub use profile::KernelTime;
 pub use softmax_tail::SoftmaxTail;
 pub use survival::Survival;

@@ -64,7 +64,7 @@ pub struct AttentionBackward<'a> {
 }
 
 impl AttentionShape {
-    fn rows(&self) -> u64 {
+    pub(super) fn rows(&self) -> u64 {
         self.batch as u64 * self.seq_len as u64
     }
 
@@ -76,17 +76,17 @@ impl AttentionShape {
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
-struct Params {
+pub(super) struct Params {
     batch: u32,
     seq_len: u32,
     heads: u32,
     kv_heads: u32,
     head_dim: u32,
     scale: f32,
-    q_stride: u32,
-    q_col: u32,
-    k_stride: u32,
-    k_col: u32,
+    pub(super) q_stride: u32,
+    pub(super) q_col: u32,
+    pub(super) k_stride: u32,
+    pub(super) k_col: u32,
     v_stride: u32,
     v_col: u32,
     dq_stride: u32,
@@ -179,13 +179,13 @@ pub struct Attention {
 
 /// Most head-dim columns one invocation keeps of each row it holds: the
 /// forward and dQ rows hold two `Row`s or three, the key-major pass five.
-const FORWARD_COLS: u32 = 64;
+pub(super) const FORWARD_COLS: u32 = 64;
 const BACKWARD_COLS: u32 = 32;
 
 /// `COLS`: the widest multiple of 16 up to `most` that divides the head
 /// dim (forward / backward: Dh 48 takes 48 / 16, Dh 96 48 / 32, Dh 80 and
 /// 112 take 16 in both).
-fn lane_cols(head_dim: u32, most: u32) -> u32 {
+pub(super) fn lane_cols(head_dim: u32, most: u32) -> u32 {
     (1..=most / 16)
         .rev()
         .map(|c| 16 * c)
@@ -499,7 +499,7 @@ fn query_groups(p: &mut Params, cols: u32) -> u64 {
         * p.batch as u64
 }
 
-fn check_head_dim(op: &'static str, head_dim: u32) -> Result<()> {
+pub(super) fn check_head_dim(op: &'static str, head_dim: u32) -> Result<()> {
     if head_dim == 0 || !head_dim.is_multiple_of(16) || head_dim > MAX_HEAD_DIM {
         return Err(Error::shape(
             op,
@@ -512,7 +512,7 @@ fn check_head_dim(op: &'static str, head_dim: u32) -> Result<()> {
 }
 
 /// Params with the shape filled in and checked; views are set by the caller.
-fn params(
+pub(super) fn params(
     op: &'static str,
     batch: u32,
     seq_len: u32,
@@ -569,7 +569,7 @@ fn decode_params(op: &'static str, s: DecodeShape) -> Result<Params> {
 
 /// Checks that `heads` heads fit in each row of `x` and that `rows` rows
 /// are bound; returns (row_stride, col).
-fn check_heads(
+pub(super) fn check_heads(
     gpu: &Gpu,
     op: &'static str,
     what: &'static str,

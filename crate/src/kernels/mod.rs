@@ -5,6 +5,7 @@
 
 pub mod activation;
 pub mod attention;
+pub mod attention_map;
 pub mod boundary;
 pub mod cast;
 pub mod embedding;

@@ -13,7 +13,7 @@ use crate::kernels::embedding::EmbeddingShape;
 use crate::kernels::norm::NormShape;
 use crate::kernels::rope::RopeShape;
 
-use super::{Net, Role};
+use super::{Config, Net, Role};
 
 /// Where one layer's forward reads and writes, over `rows` rows.
 pub(super) struct LayerIo<'b> {
@@ -186,20 +186,23 @@ impl<'a> Net<'a> {
         }
     }
 
-    /// q, k and v as heads of one fused `[R, Q]` buffer.
     pub(super) fn qkv_views<'b>(&self, qkv: &'b wgpu::Buffer) -> Qkv<'b> {
-        let c = &self.m.config;
-        let (stride, dh) = (c.qkv_width(), c.head_dim());
-        let heads = |col| Heads {
-            data: qkv.into(),
-            row_stride: stride,
-            col,
-        };
-        Qkv {
-            q: heads(0),
-            k: heads(c.n_heads * dh),
-            v: heads((c.n_heads + c.n_kv_heads) * dh),
-        }
+        qkv_views(&self.m.config, qkv)
+    }
+}
+
+/// q, k and v as heads of one fused `[R, Q]` buffer of model `c`.
+pub fn qkv_views<'b>(c: &Config, qkv: &'b wgpu::Buffer) -> Qkv<'b> {
+    let (stride, dh) = (c.qkv_width(), c.head_dim());
+    let heads = |col| Heads {
+        data: qkv.into(),
+        row_stride: stride,
+        col,
+    };
+    Qkv {
+        q: heads(0),
+        k: heads(c.n_heads * dh),
+        v: heads((c.n_heads + c.n_kv_heads) * dh),
     }
 }
 

@@ -17,6 +17,7 @@ mod sample;
 
 pub use activations::{Activations, Dims};
 pub use config::{BatchShape, Config, PRESETS};
+pub use forward::qkv_views;
 pub use layout::{Chunk, ParamLayout, Role, Span, Tensor};
 
 use crate::error::{Error, Result};

@@ -68,6 +68,32 @@ pub fn forward(s: &AttentionShape, q: &[f64], k: &[f64], v: &[f64]) -> (Vec<f64>
     (o, lse)
 }
 
+/// Twin of 05_attention_map.wgsl: the probabilities `[B, H, T, T]`, query
+/// rows, key columns, 0 above the diagonal.
+pub fn probabilities(s: &AttentionShape, q: &[f64], k: &[f64]) -> Vec<f64> {
+    let (dh, tl) = (s.head_dim as usize, s.seq_len as usize);
+    let mut p = Vec::with_capacity(s.batch as usize * s.heads as usize * tl * tl);
+    for b in 0..s.batch as usize {
+        for h in 0..s.heads as usize {
+            let kvh = h / (s.heads / s.kv_heads) as usize;
+            for t in 0..tl {
+                let qt = head(q, b * tl + t, s.heads, h, dh);
+                let scores: Vec<f64> = (0..=t)
+                    .map(|j| {
+                        let kj = head(k, b * tl + j, s.kv_heads, kvh, dh);
+                        scale(s) * qt.iter().zip(kj).map(|(a, b)| a * b).sum::<f64>()
+                    })
+                    .collect();
+                let m = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let sum: f64 = scores.iter().map(|x| (x - m).exp()).sum();
+                p.extend(scores.iter().map(|x| (x - m).exp() / sum));
+                p.extend(std::iter::repeat_n(0.0, tl - t - 1));
+            }
+        }
+    }
+    p
+}
+
 /// (dq, dk, dv) for upstream `d_o`, from the forward's o and lse.
 pub fn backward(
     s: &AttentionShape,

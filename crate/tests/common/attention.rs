@@ -4,10 +4,13 @@
 
 use rand::Rng;
 use rand::rngs::SmallRng;
+use webtrain::kernels::attention_map::AttentionMap;
 use webtrain::kernels::{
     Attention, AttentionBackward, AttentionShape, DecodeShape, Heads, KvGrads, Qkv,
 };
 use webtrain::reference::attention as reference;
+use webtrain::reference::quantize::q115;
+use webtrain::shaders::Numerics;
 use webtrain::{Gpu, Result};
 
 use super::check::{assert_close, assert_identical, rng, uniform};
@@ -209,6 +212,78 @@ pub async fn attention_forward_matches_reference(gpu: &Gpu) -> Result<()> {
 
 /// q, k and v as column ranges of one fused [q | k | v] row give the same
 /// bits as separate tensors.
+// The map's entries are exp(s − lse) with the GPU forward's lse: its error
+// (LSE_ATOL) becomes P's relative error, P ≤ 1. Measured worst, lavapipe:
+// 3.4e-7 (Dh 80).
+const MAP_ATOL: f64 = 3e-6;
+
+/// (B, T, H, Hkv, Dh): T = 1, awkward lengths, GQA 2:1 and 4:1, Dh 16 … 128.
+const MAP_CASES: &[(u32, u32, u32, u32, u32)] = &[
+    (1, 1, 2, 2, 64),
+    (2, 7, 4, 2, 32),
+    (1, 33, 4, 1, 16),
+    (1, 19, 2, 1, 80),
+    (2, 12, 2, 2, 128),
+];
+
+/// The probabilities the map reads out of a GPU forward, in `gpu`'s mode.
+async fn map(gpu: &Gpu, s: &AttentionShape, x: &Inputs) -> Result<Vec<f32>> {
+    let dims = head_dims(MAP_CASES);
+    let (a, m) = (
+        Attention::new(gpu, &dims).await?,
+        AttentionMap::new(gpu, &dims).await?,
+    );
+    let (qb, kb, vb) = (
+        gpu.upload("q", &x.q)?,
+        gpu.upload("k", &x.k)?,
+        gpu.upload("v", &x.v)?,
+    );
+    let rows = (s.batch * s.seq_len) as u64;
+    let o = gpu.storage_buffer("o", 4 * rows * (s.heads * s.head_dim) as u64)?;
+    let lse = gpu.storage_buffer("lse", 4 * rows * s.heads as u64)?;
+    let probs = gpu.storage_buffer("probs", 4 * rows * (s.heads * s.seq_len) as u64)?;
+    let qkv = dense_qkv(s, &qb, &kb, &vb);
+    let forward = a.forward(gpu, *s, qkv, (&o).into(), (&lse).into())?;
+    let probabilities = m.probabilities(gpu, *s, qkv.q, qkv.k, (&lse).into(), (&probs).into())?;
+    gpu.run(&[&forward, &probabilities]).await?;
+    gpu.read_back((&probs).into()).await
+}
+
+pub async fn attention_map_matches_reference(gpu: &Gpu) -> Result<()> {
+    let mut r = rng(97);
+    for &case in MAP_CASES {
+        let s = shape(case);
+        let x = Inputs::random(&mut r, &s, 1.5);
+        let want = reference::probabilities(&s, &f64s(&x.q), &f64s(&x.k));
+        let got = map(gpu, &s, &x).await?;
+        assert_close(
+            &format!("attention map {}", what(&s)),
+            &got,
+            &want,
+            MAP_ATOL,
+            0.0,
+        );
+        // sf16: the forward's Q1.15 probabilities, one step of 2^-15 apart
+        // at most where exp(s − lse) and exp(s − m) / l round apart
+        let sf16 = map(&gpu.with_numerics(Numerics::Sf16), &s, &x).await?;
+        let rounded: Vec<f64> = want.iter().map(|&p| q115(p as f32) as f64).collect();
+        let step = 1.0 / 32768.0;
+        assert_close(
+            &format!("sf16 attention map {}", what(&s)),
+            &sf16,
+            &rounded,
+            step,
+            0.0,
+        );
+        assert!(
+            sf16.iter().all(|p| (p * 32768.0).fract() == 0.0),
+            "sf16 attention map {}: every probability a multiple of 2^-15",
+            what(&s)
+        );
+    }
+    Ok(())
+}
+
 pub async fn attention_reads_a_fused_qkv_row(gpu: &Gpu) -> Result<()> {
     let a = Attention::new(gpu, &[32]).await?;
     let s = shape((2, 37, 4, 2, 32));

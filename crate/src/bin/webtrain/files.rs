@@ -151,3 +151,19 @@ pub fn write_folder(dir: &Path, files: &HfFiles) -> Result<()> {
     }
     Ok(())
 }
+
+/// The token ids of a file of whitespace-separated decimal ids, each below `vocab`.
+pub fn read_token_ids(path: &Path, vocab: u32) -> Result<Vec<u32>> {
+    let text = std::fs::read_to_string(path).map_err(|e| io(path, "be read", e))?;
+    text.split_whitespace()
+        .enumerate()
+        .map(|(i, w)| match w.parse::<u32>() {
+            Ok(id) if id < vocab => Ok(id),
+            Ok(id) => Err(format!(
+                "token {i} is {id}, beyond the vocabulary of {vocab}"
+            )),
+            Err(_) => Err(format!("token {i}, {w:?}, is not a token id")),
+        })
+        .map(|id| id.map_err(|p| Error::Unsupported(format!("{}: {p}", path.display()))))
+        .collect()
+}

@@ -89,10 +89,7 @@ pub fn export(args: &ExportArgs) -> Result<()> {
 
 pub async fn eval(args: &EvalArgs) -> Result<()> {
     let model = files::read_hf(&args.hf)?;
-    let text =
-        std::fs::read_to_string(&args.tokens).map_err(|e| files::io(&args.tokens, "be read", e))?;
-    let ids = parse_ids(&text, model.config.vocab)
-        .map_err(|p| Error::Unsupported(format!("{}: {p}", args.tokens.display())))?;
+    let ids = files::read_token_ids(&args.tokens, model.config.vocab)?;
     if ids.len() < 2 || ids.len() > model.config.max_seq as usize {
         return Err(Error::Unsupported(format!(
             "{}: {} tokens; the loss needs 2 to max_position_embeddings = {}",
@@ -145,20 +142,6 @@ pub async fn eval(args: &EvalArgs) -> Result<()> {
         serde_json::json!({"loss": loss, "tokens": ids.len(), "precision": precision.name(), "adapter": gpu.info.name})
     );
     Ok(())
-}
-
-/// Token ids from whitespace-separated decimal text, each below `vocab`.
-fn parse_ids(text: &str, vocab: u32) -> std::result::Result<Vec<u32>, String> {
-    text.split_whitespace()
-        .enumerate()
-        .map(|(i, w)| match w.parse::<u32>() {
-            Ok(id) if id < vocab => Ok(id),
-            Ok(id) => Err(format!(
-                "token {i} is {id}, beyond the vocabulary of {vocab}"
-            )),
-            Err(_) => Err(format!("token {i}, {w:?}, is not a token id")),
-        })
-        .collect()
 }
 
 /// Continues a prompt with an HF folder's model through the KV-cache

@@ -9,6 +9,8 @@ mod files;
 #[cfg(not(target_arch = "wasm32"))]
 mod hf;
 #[cfg(not(target_arch = "wasm32"))]
+mod probe;
+#[cfg(not(target_arch = "wasm32"))]
 mod train;
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -48,6 +50,10 @@ pub mod cli {
         Eval(crate::hf::EvalArgs),
         /// Continue a prompt with a Hugging Face Llama folder's model (KV-cache decoding).
         Generate(crate::hf::GenerateArgs),
+        /// The attention probabilities of every layer and head over a text, as safetensors.
+        Attention(crate::probe::AttentionArgs),
+        /// At each position of a text, the next token's probability and rank and the most likely tokens (JSON lines).
+        Predict(crate::probe::PredictArgs),
     }
 
     #[derive(Args)]
@@ -180,6 +186,8 @@ pub mod cli {
             Command::ExportHf(args) => crate::hf::export(&args),
             Command::Eval(args) => crate::hf::eval(&args).await,
             Command::Generate(args) => crate::hf::generate(&args).await,
+            Command::Attention(args) => crate::probe::attention(&args).await,
+            Command::Predict(args) => crate::probe::predict(&args).await,
             Command::Bench(args) => {
                 let gpu = Gpu::new(&args.device.options()?).await?;
                 let sizes: Vec<&crate::bench::Sizes> = match args.sizes.as_str() {

@@ -1,0 +1,212 @@
+//! `webtrain attention` and `webtrain predict` on the parity fixtures
+//! against what transformers computes for the same text
+//! (tests/parity/make_fixtures.py inspect: eager attention with
+//! output_attentions=True, the softmax of the logits).
+#![cfg(not(target_arch = "wasm32"))]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use safetensors::SafeTensors;
+
+// transformers' eager attention and webtrain's both in f32: scores of
+// 16-64 terms and an exp. Measured worst, lavapipe: 4.2e-7.
+const ATTENTION_ATOL: f32 = 2e-5;
+// The bar. Measured worst, lavapipe: 1.5e-6 (gqa). Ranks and top
+// tokens are identical but where transformers' own probabilities tie within
+// it (tied's rows hold pairs 1e-7 apart), which either order may list.
+const PROB_RTOL: f64 = 1e-4;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/parity/fixtures")
+        .join(name)
+}
+
+fn f32s(t: &safetensors::tensor::TensorView) -> Vec<f32> {
+    t.data()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+fn webtrain(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_webtrain"))
+        .args(args)
+        .output()
+        .expect("run webtrain");
+    assert!(
+        out.status.success(),
+        "webtrain {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 stdout")
+}
+
+/// The fixture's expected tensors and its token ids, written to a file.
+fn expected(name: &str, dir: &Path) -> (Vec<u8>, PathBuf, Vec<u32>) {
+    let bytes =
+        std::fs::read(fixture(name).join("inspect.safetensors")).expect("inspect.safetensors");
+    let ids: Vec<u32> = {
+        let st = SafeTensors::deserialize(&bytes).unwrap();
+        let t = st.tensor("input_ids").unwrap();
+        t.data()
+            .chunks_exact(8)
+            .map(|b| i64::from_le_bytes(b.try_into().unwrap()) as u32)
+            .collect()
+    };
+    let tokens = dir.join(format!("{name}.tokens"));
+    let text: Vec<String> = ids.iter().map(u32::to_string).collect();
+    std::fs::write(&tokens, text.join(" ")).unwrap();
+    (bytes, tokens, ids)
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("webtrain-probe-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn attention_equals_transformers() {
+    for name in ["gqa", "tied"] {
+        let dir = scratch(name);
+        let (bytes, tokens, ids) = expected(name, &dir);
+        let want = SafeTensors::deserialize(&bytes).unwrap();
+        let out = dir.join("attention.safetensors");
+        let hf = fixture(name);
+        webtrain(&[
+            "attention",
+            "--hf",
+            hf.to_str().unwrap(),
+            "--tokens",
+            tokens.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let got_bytes = std::fs::read(&out).unwrap();
+        let got = SafeTensors::deserialize(&got_bytes).unwrap();
+        let layers = want
+            .names()
+            .iter()
+            .filter(|n| n.starts_with("attention."))
+            .count();
+        assert_eq!(got.len(), layers, "{name}: one tensor per layer");
+        for l in 0..layers {
+            let key = format!("attention.{l}");
+            let (g, w) = (got.tensor(&key).unwrap(), want.tensor(&key).unwrap());
+            assert_eq!(g.shape(), w.shape(), "{name} {key}: [heads, T, T]");
+            assert_eq!(g.shape()[1], ids.len());
+            let (g, w) = (f32s(&g), f32s(&w));
+            let (worst, at) = g
+                .iter()
+                .zip(&w)
+                .map(|(a, b)| (a - b).abs())
+                .enumerate()
+                .fold((0.0f32, 0), |m, (i, d)| if d > m.0 { (d, i) } else { m });
+            assert!(
+                worst <= ATTENTION_ATOL,
+                "{name} {key}: worst |diff| {worst:e} at {at} (got {}, want {})",
+                g[at],
+                w[at]
+            );
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
+
+#[test]
+fn predictions_equal_transformers() {
+    for name in ["gqa", "tied"] {
+        let dir = scratch(&format!("{name}-predict"));
+        let (bytes, tokens, ids) = expected(name, &dir);
+        let want = SafeTensors::deserialize(&bytes).unwrap();
+        let probs = want.tensor("probs").unwrap();
+        let vocab = probs.shape()[1];
+        let probs = f32s(&probs);
+        let hf = fixture(name);
+        let top_k = 5;
+        let out = webtrain(&[
+            "predict",
+            "--hf",
+            hf.to_str().unwrap(),
+            "--tokens",
+            tokens.to_str().unwrap(),
+            "--top-k",
+            &top_k.to_string(),
+        ]);
+        let lines: Vec<serde_json::Value> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(
+            lines.len(),
+            ids.len() - 1,
+            "{name}: a line per position but the last"
+        );
+        for (p, line) in lines.iter().enumerate() {
+            let row = &probs[p * vocab..][..vocab];
+            let target = ids[p + 1] as usize;
+            assert_eq!(line["position"], p);
+            assert_eq!(line["target"], target);
+            let got = line["target_prob"].as_f64().unwrap();
+            let want_p = row[target] as f64;
+            assert!(
+                (got - want_p).abs() <= PROB_RTOL * want_p,
+                "{name} position {p}: target_prob {got} vs transformers {want_p}"
+            );
+            let above = |factor: f64| row.iter().filter(|&&q| q as f64 > want_p * factor).count();
+            let rank = line["target_rank"].as_u64().unwrap() as usize;
+            assert!(
+                (above(1.0 + PROB_RTOL)..=above(1.0 - PROB_RTOL)).contains(&rank),
+                "{name} position {p}: rank {rank}, transformers' {}",
+                above(1.0)
+            );
+            let mut order: Vec<usize> = (0..vocab).collect();
+            order.sort_by(|&a, &b| row[b].total_cmp(&row[a]).then(a.cmp(&b)));
+            let top: Vec<usize> = line["top"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t[0].as_u64().unwrap() as usize)
+                .collect();
+            assert_eq!(top.len(), top_k);
+            for (got, want) in top.iter().zip(&order) {
+                let (g, w) = (row[*got] as f64, row[*want] as f64);
+                assert!(
+                    got == want || (g - w).abs() <= PROB_RTOL * w,
+                    "{name} position {p}: top tokens {top:?}, transformers' {:?}",
+                    &order[..top_k]
+                );
+            }
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
+
+#[test]
+fn attention_refuses_a_token_beyond_the_vocabulary() {
+    let dir = scratch("refuse");
+    let tokens = dir.join("bad.tokens");
+    std::fs::write(&tokens, "1 2 99999").unwrap();
+    let hf = fixture("gqa");
+    let out = Command::new(env!("CARGO_BIN_EXE_webtrain"))
+        .args([
+            "attention",
+            "--hf",
+            hf.to_str().unwrap(),
+            "--tokens",
+            tokens.to_str().unwrap(),
+        ])
+        .args(["--out", dir.join("x.safetensors").to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("token 2 is 99999, beyond the vocabulary of 40"),
+        "{stderr}"
+    );
+    assert!(!dir.join("x.safetensors").exists(), "nothing written");
+    std::fs::remove_dir_all(&dir).ok();
+}
