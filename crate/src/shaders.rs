@@ -45,6 +45,7 @@ pub const ACTIVATION: ShaderFile = shader_file!("06_activation");
 pub const LOSS: ShaderFile = shader_file!("07_loss");
 pub const CAST: ShaderFile = shader_file!("08_cast");
 pub const OPTIMIZER: ShaderFile = shader_file!("12_optimizer");
+pub const HISTOGRAM: ShaderFile = shader_file!("13_histogram");
 
 /// How f16 tensors are stored in WGSL. Chosen when a pipeline is built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

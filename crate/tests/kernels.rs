@@ -59,6 +59,7 @@ gpu_tests! {
     cast::cast_round_trips_every_f16,
     cast::cast_covers_a_two_dimensional_dispatch,
     cast::quantizers_match_reference,
+    histogram::log2_histogram_matches_reference,
     // the whole model: every kernel in its schedule
     model::model_matches_reference_fp32,
     model::model_matches_reference_f16,
@@ -73,6 +74,7 @@ gpu_tests! {
     checkpoint::checkpoint_resumes_bit_identically_int8_state,
     checkpoint::checkpoint_load_refuses_what_it_cannot_use,
     training::profiled_step_times_every_kernel,
+    training::ranges_leave_the_run_as_it_was,
     training::reconfigure_keeps_weights_and_converts_state,
     // against PyTorch (tests/parity)
     parity::parity_gqa_fp32,

@@ -210,3 +210,93 @@ fn attention_refuses_a_token_beyond_the_vocabulary() {
     assert!(!dir.join("x.safetensors").exists(), "nothing written");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// F32 tensor `name` of a fixture's model.safetensors.
+fn hf_tensor(name: &str, tensor: &str) -> Vec<f32> {
+    let bytes = std::fs::read(fixture(name).join("model.safetensors")).unwrap();
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    f32s(&st.tensor(tensor).unwrap())
+}
+
+#[test]
+fn ranges_histogram_every_tensor_of_a_step() {
+    let dir = scratch("ranges");
+    let (_, tokens, ids) = expected("gqa", &dir);
+    let hf = fixture("gqa");
+    let out = webtrain(&[
+        "ranges",
+        "--hf",
+        hf.to_str().unwrap(),
+        "--tokens",
+        tokens.to_str().unwrap(),
+    ]);
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of_kind = |kind: &str| -> Vec<&serde_json::Value> {
+        lines.iter().filter(|l| l["kind"] == kind).collect()
+    };
+    let weights = of_kind("weight");
+    for kind in ["gradient", "adam_m", "adam_v"] {
+        let names =
+            |ls: &[&serde_json::Value]| ls.iter().map(|l| l["tensor"].clone()).collect::<Vec<_>>();
+        assert_eq!(
+            names(&of_kind(kind)),
+            names(&weights),
+            "{kind}: one line per parameter tensor"
+        );
+    }
+    // an HF folder has no optimizer state: every moment is zero
+    assert!(of_kind("adam_v").iter().all(|l| l["zeros"] == l["count"]));
+    // 2 layers × 8 forward boundaries and the final norm, over T − 1 rows of d = 64
+    let acts = of_kind("activation");
+    assert_eq!(acts.len(), 2 * 8 + 1);
+    let x0 = acts.iter().find(|l| l["tensor"] == "layers.0.x").unwrap();
+    assert_eq!(x0["count"], (ids.len() - 1) * 64);
+    assert!(
+        of_kind("gradient")
+            .iter()
+            .all(|l| l["rms"].as_f64().unwrap() > 0.0),
+        "every tensor has a gradient"
+    );
+    // the GPU's histogram and RMS of a weight, against the CPU twin of the file's values
+    let embed = hf_tensor("gqa", "model.embed_tokens.weight");
+    let line = weights
+        .iter()
+        .find(|l| l["tensor"] == "embed_tokens")
+        .unwrap();
+    let want = webtrain::reference::histogram::log2_histogram(&embed);
+    let binades: Vec<(i64, u64)> = want[..webtrain::ops::histogram::BINADES]
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| **c > 0)
+        .map(|(b, &c)| (webtrain::ops::histogram::binade(b) as i64, c))
+        .collect();
+    let got: Vec<(i64, u64)> = line["binades"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p[0].as_i64().unwrap(), p[1].as_u64().unwrap()))
+        .collect();
+    assert_eq!(got, binades, "embed_tokens' binades");
+    let rms = (webtrain::reference::histogram::sum_of_squares(&embed) / embed.len() as f64).sqrt();
+    let got_rms = line["rms"].as_f64().unwrap();
+    assert!(
+        (got_rms - rms).abs() <= 1e-6 * rms,
+        "rms {got_rms} vs {rms}"
+    );
+    // weights of N(0, 0.1) all fit bf16 and f16's range, not E4M3's smallest values
+    let outside = |l: &serde_json::Value, f: &str| {
+        l["outside"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["format"] == f)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(outside(line, "f16")["overflow"], 0.0);
+    assert!(outside(line, "q1.15")["overflow"].as_f64().unwrap() == 0.0);
+    std::fs::remove_dir_all(&dir).ok();
+}

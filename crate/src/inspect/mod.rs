@@ -6,6 +6,7 @@
 
 pub mod probe;
 pub mod profile;
+pub mod ranges;
 pub mod softmax_tail;
 pub mod survival;
 

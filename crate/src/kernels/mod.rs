@@ -9,6 +9,7 @@ pub mod attention_map;
 pub mod boundary;
 pub mod cast;
 pub mod embedding;
+pub mod histogram;
 pub mod infrastructure;
 pub mod linear;
 pub mod loss;

@@ -146,6 +146,21 @@ pub struct LayerActivations {
 }
 
 impl LayerActivations {
+    /// The forward's boundaries (what the inspector's value ranges read),
+    /// with their names.
+    pub fn boundaries(&self) -> [(&'static str, &wgpu::Buffer); 8] {
+        [
+            ("x", &self.x),
+            ("xn1", &self.xn1),
+            ("qkv", &self.qkv),
+            ("attn", &self.attn),
+            ("x_mid", &self.x_mid),
+            ("xn2", &self.xn2),
+            ("gu", &self.gu),
+            ("act", &self.act),
+        ]
+    }
+
     fn new(gpu: &Gpu, m: &Dims) -> Result<Self> {
         let [x, xn1, rrms1, qkv, attn, lse, x_mid, xn2, rrms2, gu, act] =
             allocate(gpu, m.layer_table())?;

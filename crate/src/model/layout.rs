@@ -53,6 +53,15 @@ impl Role {
             Role::Qkv(_) | Role::Out(_) | Role::GateUp(_) | Role::Down(_)
         )
     }
+
+    /// The layer a tensor belongs to (None: embedding, head, final norm).
+    pub fn layer(self) -> Option<u32> {
+        match self {
+            Role::Qkv(l) | Role::Out(l) | Role::GateUp(l) | Role::Down(l) => Some(l),
+            Role::AttnNorm(l) | Role::MlpNorm(l) => Some(l),
+            Role::Embedding | Role::LmHead | Role::FinalNorm => None,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

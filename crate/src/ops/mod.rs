@@ -5,4 +5,5 @@
 
 pub mod adam;
 pub mod formats;
+pub mod histogram;
 pub mod shapes;

@@ -9,6 +9,7 @@ pub mod cast;
 pub mod embedding;
 #[cfg(test)]
 pub(crate) mod gradcheck;
+pub mod histogram;
 pub mod infrastructure;
 pub mod linear;
 pub mod loss;

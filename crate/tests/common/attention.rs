@@ -228,7 +228,7 @@ const MAP_CASES: &[(u32, u32, u32, u32, u32)] = &[
 
 /// The probabilities the map reads out of a GPU forward, in `gpu`'s mode.
 async fn map(gpu: &Gpu, s: &AttentionShape, x: &Inputs) -> Result<Vec<f32>> {
-    let dims = head_dims(MAP_CASES);
+    let dims = [s.head_dim];
     let (a, m) = (
         Attention::new(gpu, &dims).await?,
         AttentionMap::new(gpu, &dims).await?,
@@ -263,8 +263,12 @@ pub async fn attention_map_matches_reference(gpu: &Gpu) -> Result<()> {
             MAP_ATOL,
             0.0,
         );
-        // sf16: the forward's Q1.15 probabilities, one step of 2^-15 apart
-        // at most where exp(s − lse) and exp(s − m) / l round apart
+        // sf16 (at the head dims its other tests build, for SwiftShader's
+        // compile time): the forward's Q1.15 probabilities, one step of 2^-15
+        // apart at most where exp(s − lse) and exp(s − m) / l round apart
+        if s.head_dim != 32 && s.head_dim != 128 {
+            continue;
+        }
         let sf16 = map(&gpu.with_numerics(Numerics::Sf16), &s, &x).await?;
         let rounded: Vec<f64> = want.iter().map(|&p| q115(p as f32) as f64).collect();
         let step = 1.0 / 32768.0;

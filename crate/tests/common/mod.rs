@@ -13,6 +13,7 @@ pub mod checkpoint;
 pub mod decode;
 pub mod embedding;
 pub mod harness;
+pub mod histogram;
 pub mod infrastructure;
 pub mod linear;
 pub mod loss;

@@ -16,6 +16,9 @@ use super::model::SHAPE;
 use webtrain::train::synthetic::markov_tokens;
 
 const STEPS: u32 = 20;
+/// Steps of the runs that check counters and determinism rather than
+/// learning: each step on SwiftShader costs about 0.4 s of the Chrome tier.
+const SHORT: u32 = 6;
 
 fn config(precision: Precision, state: OptimState) -> Result<TrainConfig> {
     let optim = OptimConfig {
@@ -47,18 +50,23 @@ fn batch(step: u32, shape: BatchShape, vocab: u32) -> Batch {
     }
 }
 
-/// Trains `STEPS` steps; returns every step's stats and the final weights.
-async fn train(gpu: &Gpu, c: TrainConfig, weights: &[f32]) -> Result<(Vec<StepStats>, Vec<f32>)> {
+/// Trains `steps` steps; returns every step's stats and the final weights.
+async fn train(
+    gpu: &Gpu,
+    c: TrainConfig,
+    weights: &[f32],
+    steps: u32,
+) -> Result<(Vec<StepStats>, Vec<f32>)> {
     let vocab = c.model.vocab;
     let mut t = Trainer::with_weights(gpu, c.clone(), weights).await?;
     let mut stats = Vec::new();
-    for step in 1..=STEPS {
+    for step in 1..=steps {
         stats.extend(t.step(&batch(step, c.shape, vocab)).await?);
     }
     stats.extend(t.flush().await?);
     assert_eq!(
         stats.iter().map(|s| s.step).collect::<Vec<_>>(),
-        (1..=STEPS).collect::<Vec<_>>(),
+        (1..=steps).collect::<Vec<_>>(),
         "every step reported once, in order"
     );
     Ok((stats, t.model.read_weights(gpu).await?))
@@ -124,7 +132,7 @@ async fn tracks_reference(gpu: &Gpu, precision: Precision, state: OptimState) ->
     let c = config(precision, state)?;
     let layout = ParamLayout::new(&c.model);
     let w0 = super::model::weights(&layout, 93);
-    let (stats, w) = train(gpu, c.clone(), &w0).await?;
+    let (stats, w) = train(gpu, c.clone(), &w0, STEPS).await?;
     let (want_losses, want_w) = train_reference(&c, &w0);
     let losses: Vec<f32> = stats.iter().map(|s| s.loss).collect();
     let what = format!("{} precision, {} state", precision.name(), state.name());
@@ -211,8 +219,8 @@ pub async fn training_tracks_reference_int8_f16(gpu: &Gpu) -> Result<()> {
 pub async fn training_is_deterministic(gpu: &Gpu) -> Result<()> {
     let c = config(Precision::Fp32, OptimState::Fp32)?;
     let w0 = ParamLayout::new(&c.model).initial_weights(c.seed);
-    let (a, wa) = train(gpu, c.clone(), &w0).await?;
-    let (b, wb) = train(gpu, c, &w0).await?;
+    let (a, wa) = train(gpu, c.clone(), &w0, SHORT).await?;
+    let (b, wb) = train(gpu, c, &w0, SHORT).await?;
     let bits = |s: &[StepStats]| {
         s.iter()
             .map(|x| (x.loss.to_bits(), x.grad_norm.to_bits()))
@@ -248,6 +256,43 @@ pub async fn nonfinite_loss_skips_the_step(gpu: &Gpu) -> Result<()> {
     assert!(
         w.iter().zip(&w0).all(|(a, b)| a.to_bits() == b.to_bits()),
         "weights untouched"
+    );
+    Ok(())
+}
+
+/// Measuring the value ranges (a forward and backward without the update)
+/// between two steps leaves the run as it was: the same second step.
+pub async fn ranges_leave_the_run_as_it_was(gpu: &Gpu) -> Result<()> {
+    let c = config(Precision::Fp32, OptimState::Fp32)?;
+    let weights = ParamLayout::new(&c.model).initial_weights(c.seed);
+    let mut runs = Vec::new();
+    for measured in [false, true] {
+        let mut t = Trainer::with_weights(gpu, c.clone(), &weights).await?;
+        t.step(&batch(1, c.shape, c.model.vocab)).await?;
+        if measured {
+            let ranges =
+                webtrain::inspect::ranges::measure(&mut t, &batch(9, c.shape, c.model.vocab))
+                    .await?;
+            let grads = ranges
+                .iter()
+                .filter(|r| r.kind == webtrain::inspect::ranges::Kind::Gradient);
+            assert!(grads.clone().count() > 0 && grads.clone().all(|r| r.rms > 0.0));
+        }
+        t.step(&batch(2, c.shape, c.model.vocab)).await?;
+        let stats = t.flush().await?;
+        runs.push((
+            stats.last().map(|s| s.loss),
+            t.model.read_weights(gpu).await?,
+        ));
+    }
+    assert_eq!(runs[0].0, runs[1].0, "the second step's loss");
+    assert!(
+        runs[0]
+            .1
+            .iter()
+            .zip(&runs[1].1)
+            .all(|(a, b)| a.to_bits() == b.to_bits()),
+        "the weights after two steps"
     );
     Ok(())
 }
@@ -347,7 +392,7 @@ pub async fn reconfigure_keeps_weights_and_converts_state(gpu: &Gpu) -> Result<(
 pub async fn sf16_training_reports_each_steps_clamps(gpu: &Gpu) -> Result<()> {
     let c = config(Precision::Sf16, OptimState::Fp32)?;
     let weights = ParamLayout::new(&c.model).initial_weights(c.seed);
-    let (stats, _) = train(gpu, c.clone(), &weights).await?;
+    let (stats, _) = train(gpu, c.clone(), &weights, SHORT).await?;
     let (exact, _) = train(
         gpu,
         TrainConfig {
@@ -355,6 +400,7 @@ pub async fn sf16_training_reports_each_steps_clamps(gpu: &Gpu) -> Result<()> {
             ..c.clone()
         },
         &weights,
+        SHORT,
     )
     .await?;
     assert!(
@@ -372,6 +418,7 @@ pub async fn sf16_training_reports_each_steps_clamps(gpu: &Gpu) -> Result<()> {
             ..c.clone()
         },
         &weights,
+        SHORT,
     )
     .await?;
     // rounding the logits to 2^-15 moves a first loss by about an f32 ulp,
@@ -411,7 +458,7 @@ pub async fn sf16_training_reports_each_steps_clamps(gpu: &Gpu) -> Result<()> {
 pub async fn fp8_training_reports_each_steps_flushes(gpu: &Gpu) -> Result<()> {
     let c = config(Precision::Fp8, OptimState::Fp32)?;
     let weights = ParamLayout::new(&c.model).initial_weights(c.seed);
-    let (stats, _) = train(gpu, c.clone(), &weights).await?;
+    let (stats, _) = train(gpu, c.clone(), &weights, SHORT).await?;
     let (exact, _) = train(
         gpu,
         TrainConfig {
@@ -419,6 +466,7 @@ pub async fn fp8_training_reports_each_steps_flushes(gpu: &Gpu) -> Result<()> {
             ..c.clone()
         },
         &weights,
+        SHORT,
     )
     .await?;
     assert_ne!(

@@ -54,6 +54,9 @@ pub mod cli {
         Attention(crate::probe::AttentionArgs),
         /// At each position of a text, the next token's probability and rank and the most likely tokens (JSON lines).
         Predict(crate::probe::PredictArgs),
+        /// Every tensor's log2 histogram, RMS and share outside bf16, f16, E4M3 and Q1.15,
+        /// for one forward and backward over a text (JSON lines).
+        Ranges(crate::probe::RangesArgs),
     }
 
     #[derive(Args)]
@@ -188,6 +191,7 @@ pub mod cli {
             Command::Generate(args) => crate::hf::generate(&args).await,
             Command::Attention(args) => crate::probe::attention(&args).await,
             Command::Predict(args) => crate::probe::predict(&args).await,
+            Command::Ranges(args) => crate::probe::ranges(&args).await,
             Command::Bench(args) => {
                 let gpu = Gpu::new(&args.device.options()?).await?;
                 let sizes: Vec<&crate::bench::Sizes> = match args.sizes.as_str() {

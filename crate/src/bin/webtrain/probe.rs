@@ -1,13 +1,16 @@
-//! `webtrain attention` and `webtrain predict`: one text through a model
+//! `webtrain attention`, `predict` and `ranges`: one text through a model
 //! (an HF folder or a checkpoint) in a precision mode, for scripts and
-//! tests; what the page's attention and prediction views show.
+//! tests; what the page's attention, prediction and value-range views show.
 
 use std::path::PathBuf;
 
 use clap::Args;
-use webtrain::data::Tokenizer;
-use webtrain::inspect::Probe;
-use webtrain::model::{Config, Precision};
+use webtrain::checkpoint::Checkpoint;
+use webtrain::data::{Batch, Tokenizer};
+use webtrain::inspect::{Probe, ranges};
+use webtrain::model::{BatchShape, Config, Precision};
+use webtrain::optim::OptimConfig;
+use webtrain::train::{TrainConfig, Trainer};
 use webtrain::{Error, Gpu, Result};
 
 use crate::files;
@@ -56,12 +59,20 @@ pub struct PredictArgs {
     top_k: usize,
 }
 
-/// The model's config, weights and tokenizer, and the precision asked for.
+#[derive(Args)]
+pub struct RangesArgs {
+    #[command(flatten)]
+    probe: ProbeArgs,
+}
+
+/// The model's config, weights and tokenizer, and the precision asked for;
+/// a checkpoint's optimizer state and settings.
 struct Source {
     config: Config,
     weights: Vec<f32>,
     tokenizer_json: Option<String>,
     precision: Precision,
+    checkpoint: Option<Checkpoint>,
 }
 
 impl ProbeArgs {
@@ -78,6 +89,7 @@ impl ProbeArgs {
                 weights: m.weights,
                 tokenizer_json: m.tokenizer_json,
                 precision: asked.unwrap_or(Precision::Fp32),
+                checkpoint: None,
             });
         }
         let path = self
@@ -87,9 +99,10 @@ impl ProbeArgs {
         let c = files::read_checkpoint(path)?;
         Ok(Source {
             precision: asked.unwrap_or(c.config.precision),
-            config: c.config.model,
-            weights: c.weights,
-            tokenizer_json: c.run.tokenizer_json,
+            config: c.config.model.clone(),
+            weights: c.weights.clone(),
+            tokenizer_json: c.run.tokenizer_json.clone(),
+            checkpoint: Some(c),
         })
     }
 
@@ -160,6 +173,50 @@ pub async fn predict(args: &PredictArgs) -> Result<()> {
     let (probe, _, _) = args.probe.run().await?;
     for p in probe.predictions(args.top_k).await? {
         let line = serde_json::to_string(&p).map_err(|e| Error::Unsupported(e.to_string()))?;
+        println!("{line}");
+    }
+    Ok(())
+}
+
+/// Every tensor's value range (`inspect::ranges`) for one forward and
+/// backward over the text, without the update: one JSON line per tensor.
+pub async fn ranges(args: &RangesArgs) -> Result<()> {
+    let a = &args.probe;
+    let s = a.source()?;
+    let tokens = a.tokens(&s)?;
+    if tokens.len() < 2 {
+        return Err(Error::Unsupported(
+            "ranges needs a text of 2 tokens or more: a gradient needs a target".into(),
+        ));
+    }
+    let shape = BatchShape {
+        batch: 1,
+        seq: tokens.len() as u32 - 1,
+    };
+    let gpu = Gpu::new(&a.device.options()?).await?;
+    let mut trainer = match s.checkpoint {
+        // the run's weights and Adam moments, over the text's shape
+        Some(mut c) => {
+            (c.config.shape, c.config.precision) = (shape, s.precision);
+            c.restore(&gpu).await?
+        }
+        None => {
+            let config = TrainConfig {
+                model: s.config,
+                shape,
+                precision: s.precision,
+                optim: OptimConfig::default(),
+                seed: 0,
+            };
+            Trainer::with_weights(&gpu, config, &s.weights).await?
+        }
+    };
+    let batch = Batch {
+        inputs: tokens[..tokens.len() - 1].to_vec(),
+        targets: tokens[1..].to_vec(),
+    };
+    for r in ranges::measure(&mut trainer, &batch).await? {
+        let line = serde_json::to_string(&r).map_err(|e| Error::Unsupported(e.to_string()))?;
         println!("{line}");
     }
     Ok(())

@@ -11,6 +11,9 @@ use crate::shaders::{COMMON, LINEAR, LINEAR_B16, LINEAR_B32};
 /// The variant for shapes nobody timed: the first of `TileVariant::ALL`
 /// that fits the adapter in every layout.
 pub fn rule(gpu: &Gpu) -> TileVariant {
+    if gpu.info.name.to_lowercase().contains("swiftshader") {
+        return TileVariant::ALL[4];
+    }
     TileVariant::ALL
         .into_iter()
         .find(|v| Layout::ALL.iter().all(|&l| v.fits(&gpu.limits, l)))

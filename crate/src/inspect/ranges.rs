@@ -1,0 +1,342 @@
+//! Value ranges, the precision map live: for every tensor of one step —
+//! the weights, each layer's forward boundaries, the gradients, Adam's m
+//! and v — a histogram of log2|x| by binade (13_histogram.wgsl) and its
+//! RMS, with the share of values each narrow format could not hold. One
+//! forward and backward on a batch, without the update: nothing of the run
+//! changes (its gradients are zeroed again), and it costs nothing until
+//! someone looks.
+//!
+//! Shares are read at binade resolution: a binade counts as out of a
+//! format's range when all of it is (f16's top binade, [32768, 65536),
+//! holds values up to 65504 and counts as in range; Q1.15's [0.5, 1) too,
+//! though it clamps at 0.999).
+
+use serde::Serialize;
+
+use crate::data::Batch;
+use crate::error::Result;
+use crate::gpu::{BufferRange, Dispatch};
+use crate::kernels::histogram::{BINS, Histogram};
+use crate::model::{Model, f32_range};
+use crate::ops::histogram::{BINADES, INF_BIN, NAN_BIN, ZERO_BIN, binade};
+use crate::optim::{HostState, OptimState, StateBuffers};
+use crate::train::Trainer;
+
+/// What a format holds, by binade.
+#[derive(Clone, Copy, Debug)]
+pub struct FormatRange {
+    pub name: &'static str,
+    /// The binade of the smallest positive value: below it, values are
+    /// lost (to 0, or to that value).
+    pub smallest: i32,
+    /// The binade of the smallest normal value (None: fixed point, every
+    /// value has the same absolute step).
+    pub normal: Option<i32>,
+    /// The binade of the largest finite value: above it, values overflow
+    /// (saturate or become Inf).
+    pub largest: i32,
+}
+
+/// bf16, f16, E4M3 and Q1.15, as the page draws them.
+pub const FORMATS: [FormatRange; 4] = [
+    FormatRange {
+        name: "bf16",
+        smallest: -133,
+        normal: Some(-126),
+        largest: 127,
+    },
+    FormatRange {
+        name: "f16",
+        smallest: -24,
+        normal: Some(-14),
+        largest: 15,
+    },
+    FormatRange {
+        name: "e4m3",
+        smallest: -9,
+        normal: Some(-6),
+        largest: 8,
+    },
+    FormatRange {
+        name: "q1.15",
+        smallest: -15,
+        normal: None,
+        largest: -1,
+    },
+];
+
+/// Which values a tensor holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Weight,
+    Activation,
+    Gradient,
+    AdamM,
+    AdamV,
+}
+
+/// Shares (of all the tensor's values) a format would not hold.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Outside {
+    pub format: &'static str,
+    /// Beyond its largest value (infinities included).
+    pub overflow: f64,
+    /// Nonzero, below its smallest positive value.
+    pub underflow: f64,
+    /// Between its smallest positive and smallest normal value: held with
+    /// fewer significant bits.
+    pub subnormal: f64,
+}
+
+/// One tensor's values.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Range {
+    pub tensor: String,
+    pub kind: Kind,
+    pub layer: Option<u32>,
+    pub count: u64,
+    pub zeros: u64,
+    pub infinite: u64,
+    pub nan: u64,
+    /// Root mean square of the finite values.
+    pub rms: f64,
+    /// (binade e, values with 2^e ≤ |x| < 2^(e+1)), the nonzero ones, ascending.
+    pub binades: Vec<(i32, u64)>,
+    pub outside: Vec<Outside>,
+}
+
+impl Range {
+    /// From a tensor's `BINS` counts and the partial sums of squares.
+    pub fn of(
+        tensor: String,
+        kind: Kind,
+        layer: Option<u32>,
+        counts: &[u32],
+        sums: &[f32],
+    ) -> Range {
+        let count: u64 = counts.iter().map(|&c| c as u64).sum();
+        let binades: Vec<(i32, u64)> = counts[..BINADES]
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c > 0)
+            .map(|(b, &c)| (binade(b), c as u64))
+            .collect();
+        let infinite = counts[INF_BIN] as u64;
+        let finite = count - infinite - counts[NAN_BIN] as u64;
+        let share = |n: u64| {
+            if count == 0 {
+                0.0
+            } else {
+                n as f64 / count as f64
+            }
+        };
+        let within = |keep: &dyn Fn(i32) -> bool| {
+            binades
+                .iter()
+                .filter(|(e, _)| keep(*e))
+                .map(|(_, c)| c)
+                .sum::<u64>()
+        };
+        let outside = FORMATS
+            .iter()
+            .map(|f| Outside {
+                format: f.name,
+                overflow: share(within(&|e| e > f.largest) + infinite),
+                underflow: share(within(&|e| e < f.smallest)),
+                subnormal: share(within(&|e| {
+                    e >= f.smallest && f.normal.is_some_and(|n| e < n)
+                })),
+            })
+            .collect();
+        let sum_sq: f64 = sums.iter().map(|&s| s as f64).sum();
+        Range {
+            tensor,
+            kind,
+            layer,
+            count,
+            zeros: counts[ZERO_BIN] as u64,
+            infinite,
+            nan: counts[NAN_BIN] as u64,
+            rms: if finite == 0 {
+                0.0
+            } else {
+                (sum_sq / finite as f64).sqrt()
+            },
+            binades,
+            outside,
+        }
+    }
+}
+
+/// One tensor to measure: where its values are.
+#[derive(Clone)]
+struct Source<'a> {
+    tensor: String,
+    kind: Kind,
+    layer: Option<u32>,
+    values: BufferRange<'a>,
+    n: u64,
+}
+
+/// Every parameter tensor's values in `buffer` (a `ParamLayout` vector).
+fn param_sources<'a>(m: &'a Model, kind: Kind, buffer: &'a wgpu::Buffer) -> Vec<Source<'a>> {
+    m.layout
+        .tensors
+        .iter()
+        .map(|p| Source {
+            tensor: p.name.clone(),
+            kind,
+            layer: p.role.layer(),
+            values: f32_range(buffer, p.offset, p.len()),
+            n: p.len(),
+        })
+        .collect()
+}
+
+/// Every tensor's range for a forward and backward of the trainer's
+/// weights on `batch`, after every step submitted so far. Adam's moments
+/// are the GPU's own in fp32 state; int8 state is read back, dequantized
+/// and measured from a host copy.
+pub async fn measure(t: &mut Trainer, batch: &Batch) -> Result<Vec<Range>> {
+    t.flush().await?;
+    let (gpu, m) = (&t.gpu, &t.model);
+    let hist = Histogram::new(gpu).await?;
+    let int8_moments = match t.config.optim.state {
+        OptimState::Fp32 => None,
+        OptimState::Int8 => match t.adam.read_state(gpu).await?.convert(OptimState::Fp32) {
+            HostState::Fp32 { m, v } => Some((
+                gpu.upload("adam_m (f32)", &m)?,
+                gpu.upload("adam_v (f32)", &v)?,
+            )),
+            HostState::Int8 { .. } => unreachable!("converted to fp32"),
+        },
+    };
+    let (adam_m, adam_v): (&wgpu::Buffer, &wgpu::Buffer) = match (&t.adam.state, &int8_moments) {
+        (StateBuffers::Fp32 { m, v }, _) => (m, v),
+        (_, Some((m, v))) => (m, v),
+        _ => unreachable!("int8 moments are read back above"),
+    };
+    let params = |kind, buffer| param_sources(m, kind, buffer);
+    let mut activations = Vec::new();
+    for (l, layer) in m.acts.layers.iter().enumerate() {
+        for (name, buffer) in layer.boundaries() {
+            activations.push(Source {
+                tensor: format!("layers.{l}.{name}"),
+                kind: Kind::Activation,
+                layer: Some(l as u32),
+                values: buffer.into(),
+                n: buffer.size() / 4,
+            });
+        }
+    }
+    activations.push(Source {
+        tensor: "final_norm.out".into(),
+        kind: Kind::Activation,
+        layer: None,
+        values: (&m.acts.xnf).into(),
+        n: m.acts.xnf.size() / 4,
+    });
+    let before = [params(Kind::Weight, &m.params.weights), activations].concat();
+    let after = [
+        params(Kind::Gradient, &m.params.grads),
+        params(Kind::AdamM, adam_m),
+        params(Kind::AdamV, adam_v),
+    ]
+    .concat();
+    let all: Vec<&Source> = before.iter().chain(&after).collect();
+    // each tensor's counts and partial sums at binding-aligned offsets
+    let align = gpu.limits.min_storage_buffer_offset_alignment as u64;
+    let slot = |bytes: u64| bytes.div_ceil(align) * align;
+    let counts_slot = slot(4 * BINS as u64);
+    let sums_slot = slot(4 * Histogram::groups(u32::MAX as u64));
+    let counts = gpu.storage_buffer("range counts", counts_slot * all.len() as u64)?;
+    let sums = gpu.storage_buffer("range sums", sums_slot * all.len() as u64)?;
+    let range = |buffer, i: usize, stride: u64, len: u64| BufferRange {
+        buffer,
+        offset: i as u64 * stride,
+        size: 4 * len,
+    };
+    let measure = |i: usize, s: &Source| -> Result<Dispatch> {
+        let c = range(&counts, i, counts_slot, BINS as u64);
+        let p = range(&sums, i, sums_slot, Histogram::groups(s.n));
+        hist.log2(gpu, s.values, s.n, c, p)
+    };
+    let zero_counts =
+        t.k.infra
+            .fill(gpu, (&counts).into(), (counts.size() / 4) as u32, 0.0)?;
+    let on_forward = (0..before.len())
+        .map(|i| measure(i, &before[i]))
+        .collect::<Result<Vec<_>>>()?;
+    let on_backward = (0..after.len())
+        .map(|i| measure(before.len() + i, &after[i]))
+        .collect::<Result<Vec<_>>>()?;
+    // the run goes on as if nothing happened: AdamW expects zero gradients
+    let zero =
+        t.k.infra
+            .fill(gpu, (&m.params.grads).into(), m.layout.total as u32, 0.0)?;
+    m.write_batch(gpu, &batch.inputs, &batch.targets)?;
+    let order: Vec<&Dispatch> = [&zero_counts]
+        .into_iter()
+        .chain(&m.forward)
+        .chain(&on_forward)
+        .chain(&m.head_train)
+        .chain(&m.backward)
+        .chain(&on_backward)
+        .chain([&zero])
+        .collect();
+    gpu.run(&order).await?;
+    let counts: Vec<u32> = gpu.read_back((&counts).into()).await?;
+    let sums: Vec<f32> = gpu.read_back((&sums).into()).await?;
+    Ok(all
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let c = &counts[i * (counts_slot / 4) as usize..][..BINS];
+            let p = &sums[i * (sums_slot / 4) as usize..][..Histogram::groups(s.n) as usize];
+            Range::of(s.tensor.clone(), s.kind, s.layer, c, p)
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::histogram::MIN_BINADE;
+
+    #[test]
+    fn shares_are_read_by_binade() {
+        let mut counts = vec![0u32; BINS];
+        let bin = |e: i32| (e - MIN_BINADE) as usize;
+        counts[bin(16)] = 1; // 65536 ≤ |x|: beyond f16 and E4M3, not bf16
+        counts[bin(-20)] = 2; // f16 subnormal, E4M3 and Q1.15 underflow
+        counts[bin(-1)] = 3; // in every range
+        counts[ZERO_BIN] = 3;
+        counts[INF_BIN] = 1;
+        let r = Range::of("t".into(), Kind::Weight, None, &counts, &[4.0, 5.0]);
+        assert_eq!((r.count, r.zeros, r.infinite, r.nan), (10, 3, 1, 0));
+        assert_eq!(r.binades, [(-20, 2), (-1, 3), (16, 1)]);
+        assert!(
+            (r.rms - (9.0f64 / 9.0).sqrt()).abs() < 1e-12,
+            "over the 9 finite values"
+        );
+        let f = |name| r.outside.iter().find(|o| o.format == name).unwrap();
+        assert_eq!(
+            (f("bf16").overflow, f("bf16").underflow, f("bf16").subnormal),
+            (0.1, 0.0, 0.0)
+        );
+        assert_eq!(
+            (f("f16").overflow, f("f16").underflow, f("f16").subnormal),
+            (0.2, 0.0, 0.2)
+        );
+        assert_eq!((f("e4m3").overflow, f("e4m3").underflow), (0.2, 0.2));
+        assert_eq!(
+            (
+                f("q1.15").overflow,
+                f("q1.15").underflow,
+                f("q1.15").subnormal
+            ),
+            (0.2, 0.2, 0.0)
+        );
+    }
+}
