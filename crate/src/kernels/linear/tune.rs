@@ -8,14 +8,20 @@ use crate::gpu::{Dispatch, GemmPick, Gpu, KernelConfig};
 use crate::kernels::boundary::SITE_NONE;
 use crate::shaders::{COMMON, LINEAR, LINEAR_B16, LINEAR_B32};
 
+/// SwiftShader's variant: it JIT-compiles every pipeline module for
+/// seconds, and 8×8 micro-tiles' unrolled code made a mode's kernels take
+/// 25.7 s to build against 15.8 s with these 4×4 ones, whose steps run as
+/// fast (Chrome, 2 cores, 2026-11-25; docs/ARCHITECTURE.md).
+const SWIFTSHADER_VARIANT: TileVariant = TileVariant::ALL[4];
+
 /// The variant for shapes nobody timed: the first of `TileVariant::ALL`
-/// that fits the adapter in every layout.
+/// that fits the adapter in every layout (on SwiftShader, its own first).
 pub fn rule(gpu: &Gpu) -> TileVariant {
-    if gpu.info.name.to_lowercase().contains("swiftshader") {
-        return TileVariant::ALL[4];
-    }
-    TileVariant::ALL
+    let swiftshader = gpu.info.name.to_lowercase().contains("swiftshader");
+    swiftshader
+        .then_some(SWIFTSHADER_VARIANT)
         .into_iter()
+        .chain(TileVariant::ALL)
         .find(|v| Layout::ALL.iter().all(|&l| v.fits(&gpu.limits, l)))
         .unwrap_or(TileVariant::ALL[TileVariant::ALL.len() - 1])
 }
