@@ -10,6 +10,7 @@ import { initCorpus, loadBuiltin } from './corpus.js';
 import { initSetup } from './setup.js';
 import { initTrainPanel } from './train-panel.js';
 import { initInspect } from './inspect-panel.js';
+import { initInside } from './inside-panel.js';
 import { initGenerate } from './generate-panel.js';
 import { initCheckpoints, offerRestore } from './checkpoints.js';
 
@@ -20,6 +21,7 @@ initTrainPanel(worker);
 initCorpus(worker);
 initSetup(worker);
 initInspect(worker);
+initInside(worker);
 initGenerate(worker);
 initCheckpoints(worker);
 

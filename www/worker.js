@@ -16,6 +16,10 @@
 //   train.validate                  validation loss
 //   train.inspect                   {step, tensors (each with its step's survival), memory, steps, kernels, kernels_error}
 //   train.reconfigure {precision, optimState}   run info (weights kept, state converted)
+//   look {text, topK}               {step, precision, tokens, ids, heads, truncated, predictions,
+//                                   attention: [Float32Array [heads, T, T] per layer]}
+//   ranges                          {step, ranges: [{tensor, kind, layer, count, zeros, rms,
+//                                   binades: [[e, count]], outside: [{format, overflow, …}]}]}
 //   generate {prompt, temperature, topK, length, seed}   {text}; progress: {token, text}
 //   checkpoint.save                 ArrayBuffer (a .safetensors file)
 //   hf.export {folder}              ArrayBuffer (a .zip of folder/: config.json, model.safetensors,
@@ -140,6 +144,8 @@ const handlers = {
   'train.flush': () => needTrainer().flush(),
   'train.validate': () => needTrainer().validate(),
   'train.inspect': () => needTrainer().inspect(),
+  look: ({ text, topK }) => needTrainer().look(text, topK),
+  ranges: () => needTrainer().ranges(),
   'train.reconfigure': async ({ precision, optimState }) => {
     await needTrainer().reconfigure(precision, optimState);
     return trainer.info();

@@ -1,7 +1,8 @@
 // One session through the whole page: set up the tiny model on the
 // built-in corpus, train it and watch the loss fall, inspect it, switch
 // precision and optimizer state at a pause, generate, save, reload the page,
-// load the file and go on from its step, then train in sf16 and fp8.
+// load the file and go on from its step, then train in sf16 and fp8, and
+// look inside the model in every mode.
 // Screenshots of every panel land in test-results/. A request the Rust
 // side lacks fails its test: nothing is skipped.
 
@@ -226,6 +227,45 @@ test('sf16 and fp8 chart their counts per step; an sf16 model generates', async 
     }
   }
   await shot('train');
+});
+
+test('inside: attention maps, predictions and value ranges in every mode', async () => {
+  for (const mode of ['fp8', 'sf16', 'f16', 'fp32']) {
+    const switched = (m) => document.querySelector('#stat-mode').textContent.startsWith(m);
+    if (!(await page.locator('#stat-mode').textContent()).startsWith(mode)) {
+      await page.selectOption('#precision', mode);
+      assert.equal(await waitOrError(page, switched, 'train-error', { timeout: 120_000, arg: mode }), null);
+    }
+    await page.click('#inside-look');
+    const looked = (m) => { const r = document.querySelector('#inside-look-result'); return !r.hidden && r.dataset.precision === m; };
+    assert.equal(await waitOrError(page, looked, 'inside-error', { arg: mode }), null, `${mode}: look`);
+    const maps = page.locator('#inside-maps');
+    const tokens = Number(await maps.getAttribute('data-tokens'));
+    assert.equal(tokens, 33, `${mode}: a held-out window of 32 tokens and the one after`);
+    assert.ok(Number(await maps.getAttribute('data-layers')) >= 1);
+    // every row a softmax; sf16's probabilities are Q1.15 (a lone key's p = 1 clamps to 0.999)
+    const rowError = Number(await maps.getAttribute('data-row-sum-error'));
+    assert.ok(rowError < (mode === 'sf16' ? 0.02 : 1e-4), `${mode}: rows sum to 1 (off by ${rowError})`);
+    assert.equal(Number(await page.locator('#inside-predictions').getAttribute('data-count')), tokens - 1);
+    const inked = await page.evaluate(() => {
+      const c = document.querySelector('#inside-maps canvas');
+      const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+      let n = 0;
+      for (let i = 0; i < d.length; i += 4) if (d[i] < 200) n++;
+      return n;
+    });
+    assert.ok(inked > 1000, `${mode}: the heatmap is drawn (${inked} dark pixels)`);
+    const before = Number((await page.locator('#inside-ranges-result').getAttribute('data-measurements')) ?? 0);
+    await page.click('#inside-ranges');
+    const measuredOnce = (n) => Number(document.querySelector('#inside-ranges-result').dataset.measurements ?? 0) > n;
+    assert.equal(await waitOrError(page, measuredOnce, 'inside-error', { arg: before }), null, `${mode}: ranges`);
+    const tensors = Number(await page.locator('#inside-ranges-result').getAttribute('data-tensors'));
+    assert.equal(await page.locator('#inside-ranges-table tbody tr').count(), tensors);
+    assert.ok(tensors > 20, `${mode}: weights, activations, gradients and moments`);
+    assert.ok(Number(await page.locator('#inside-histogram').getAttribute('data-bars')) > 3, `${mode}: a histogram`);
+    await page.locator('#inside').screenshot({ path: `test-results/panel-inside-${mode}.png` });
+  }
+  assert.equal(await errorText(page, 'train-error'), null);
 });
 
 test('no uncaught errors', () => {

@@ -23,7 +23,7 @@ use crate::optim::{HostState, OptimState, StateBuffers};
 use crate::train::Trainer;
 
 /// What a format holds, by binade.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Serialize)]
 pub struct FormatRange {
     pub name: &'static str,
     /// The binade of the smallest positive value: below it, values are

@@ -14,7 +14,7 @@ use super::{Data, from_js, gpu, js_error, to_js};
 use crate::checkpoint::Checkpoint;
 use crate::data::Tokenizer;
 use crate::hf::{self, HfFiles, HfModel};
-use crate::inspect::Inspector;
+use crate::inspect::{Inspector, Prediction, Probe, ranges};
 use crate::model::decode::{Decoder, Generation, Sampling};
 use crate::model::{ParamLayout, Precision};
 use crate::optim::OptimState;
@@ -393,6 +393,40 @@ impl Trainer {
         }))
     }
 
+    /// `{step, precision, tokens, ids, heads, truncated, predictions:
+    /// [{position, target, target_prob, target_rank, top}], top_tokens, attention:
+    /// [Float32Array [heads, T, T] per layer]}` for `text` (empty: the
+    /// first held-out window), up to 64 tokens. Nothing of the run changes.
+    pub fn look(&self, text: String, top_k: u32) -> Promise {
+        with_run(self.run.clone(), move |page| async move {
+            let result = look(&page, &text, top_k as usize).await;
+            (page, result)
+        })
+    }
+
+    /// Every tensor's value range (`inspect::ranges`) for a forward and
+    /// backward on the first held-out batch, without the update:
+    /// `{step, ranges: [{tensor, kind, layer, count, zeros, infinite, nan,
+    /// rms, binades: [[e, count]], outside: [{format, overflow, underflow,
+    /// subnormal}]}], formats: [{name, smallest, normal, largest}]}` (binades).
+    pub fn ranges(&self) -> Promise {
+        with_run(self.run.clone(), |mut page| async move {
+            let result = match page.run.validation.first().cloned() {
+                None => Err(JsError::new(
+                    "this run holds no text out of training to measure on",
+                )),
+                Some(batch) => ranges::measure(&mut page.run.trainer, &batch)
+                    .await
+                    .map_err(js_error)
+                    .and_then(|r| {
+                        let step = page.run.trainer.steps();
+                        to_js(&serde_json::json!({"step": step, "formats": ranges::FORMATS, "ranges": r}))
+                    }),
+            };
+            (page, result)
+        })
+    }
+
     /// `{step, tensors: [{name, shape, rms, max_abs, update_ratio, nonfinite,
     /// survival}], memory, kernels: [{kernel, dispatches, ms}] | null,
     /// kernels_error}`. One training step runs (it counts), profiled where
@@ -411,6 +445,86 @@ impl Trainer {
             (page, result)
         })
     }
+}
+
+/// Tokens a look reads at most: a heatmap of more is too fine to read.
+const LOOK_TOKENS: usize = 64;
+
+/// What `look` resolves with (the attention maps are set beside it as
+/// `Float32Array`s).
+#[derive(Serialize)]
+struct Look<'a> {
+    step: u32,
+    precision: &'static str,
+    /// Each token's text, and its id.
+    tokens: Vec<String>,
+    ids: &'a [u32],
+    heads: u32,
+    /// The text had more tokens than a look reads.
+    truncated: bool,
+    predictions: Vec<Prediction>,
+    /// The text of each prediction's top tokens.
+    top_tokens: Vec<Vec<String>>,
+}
+
+/// `text` (or, empty, the first held-out window) through the model's own
+/// forward in the run's precision: every layer's attention maps and each
+/// position's predictions (`inspect::Probe`).
+async fn look(page: &PageRun, text: &str, top_k: usize) -> Result<JsValue, JsError> {
+    let (t, tokenizer) = (&page.run.trainer, page.tokenizer()?);
+    let mut ids = match text.trim().is_empty() {
+        false => tokenizer.encode(text).map_err(js_error)?,
+        true => {
+            let first = page.run.validation.first().ok_or_else(|| {
+                JsError::new("this run holds no text out of training: type a text to look at")
+            })?;
+            // a window and the token after it: every position has a target
+            let seq = t.config.shape.seq as usize;
+            let mut window = first.inputs[..seq].to_vec();
+            window.push(first.targets[seq - 1]);
+            window
+        }
+    };
+    if ids.is_empty() {
+        return Err(JsError::new("the text has no tokens"));
+    }
+    let cap = LOOK_TOKENS.min(t.config.model.max_seq as usize);
+    let truncated = ids.len() > cap;
+    ids.truncate(cap);
+    let weights = t.model.read_weights(&t.gpu).await.map_err(js_error)?;
+    let c = &t.config;
+    let probe = Probe::run(&t.gpu, &c.model, c.precision, &weights, &ids)
+        .await
+        .map_err(js_error)?;
+    let maps = probe.attention().await.map_err(js_error)?;
+    let tokens = ids
+        .iter()
+        .map(|&id| tokenizer.decode(&[id]))
+        .collect::<crate::Result<Vec<String>>>()
+        .map_err(js_error)?;
+    let predictions = probe.predictions(top_k).await.map_err(js_error)?;
+    let top_tokens = predictions
+        .iter()
+        .map(|p| p.top.iter().map(|&(id, _)| tokenizer.decode(&[id])).collect())
+        .collect::<crate::Result<Vec<Vec<String>>>>()
+        .map_err(js_error)?;
+    let result = to_js(&Look {
+        step: t.steps(),
+        precision: c.precision.name(),
+        tokens,
+        ids: &ids,
+        heads: c.model.n_heads,
+        truncated,
+        predictions,
+        top_tokens,
+    })?;
+    let attention: js_sys::Array = maps
+        .iter()
+        .map(|m| js_sys::Float32Array::from(&m[..]))
+        .collect();
+    js_sys::Reflect::set(&result, &JsValue::from_str("attention"), &attention)
+        .map_err(|_| JsError::new("look: cannot hand over the attention maps"))?;
+    Ok(result)
 }
 
 async fn export_hf(page: &PageRun) -> Result<JsValue, JsError> {
