@@ -1,9 +1,11 @@
 // The Generate panel: a prompt and sampling settings go to the worker
 // (`generate`); the continuation streams into the output as the worker
 // reports each token ({token: its text, text: the continuation so far,
-// decoded whole so a character split across tokens comes out right}).
+// decoded whole so a character split across tokens comes out right, prob:
+// the model's probability of the token}), each token a span whose hover
+// shows that probability.
 
-import { $, el, attempt, intValue, numberValue } from './dom.js';
+import { $, el, attempt, intValue, numberValue, num } from './dom.js';
 import { subscribe, busy } from './state.js';
 
 let worker;
@@ -24,15 +26,17 @@ async function generate() {
     seed: intValue('gen-seed'),
   };
   const result = await busy('generate', () => attempt($('generate-error'), () =>
-    worker.call('generate', request, ({ text }) => {
-      generated.textContent = text;
+    worker.call('generate', request, ({ token, prob }) => {
+      generated.append(el('span', { className: 'token', textContent: token, title: `p = ${num(prob, 3)}` }));
       out.dataset.tokens = Number(out.dataset.tokens) + 1;
     })));
   if (!result) {
     out.dataset.state = 'error';
     return;
   }
-  generated.textContent = result.text; // the continuation, without the prompt
+  // a character split across tokens arrives with the later one: the spans
+  // hold the continuation, or else it is shown whole
+  if (generated.textContent !== result.text) generated.textContent = result.text;
   out.dataset.state = 'done';
 }
 

@@ -20,7 +20,7 @@
 //                                   attention: [Float32Array [heads, T, T] per layer]}
 //   ranges                          {step, ranges: [{tensor, kind, layer, count, zeros, rms,
 //                                   binades: [[e, count]], outside: [{format, overflow, …}]}]}
-//   generate {prompt, temperature, topK, length, seed}   {text}; progress: {token, text}
+//   generate {prompt, temperature, topK, length, seed}   {text}; progress: {token, text, prob}
 //   checkpoint.save                 ArrayBuffer (a .safetensors file)
 //   hf.export {folder}              ArrayBuffer (a .zip of folder/: config.json, model.safetensors,
 //                                   generation_config.json, tokenizer.json, for transformers)
@@ -152,7 +152,7 @@ const handlers = {
   },
 
   generate: ({ prompt, temperature, topK, length, seed }, progress) =>
-    needTrainer().generate(prompt, { temperature, topK, length, seed }, (token, text) => progress({ token, text })),
+    needTrainer().generate(prompt, { temperature, topK, length, seed }, (token, text, prob) => progress({ token, text, prob })),
 
   'checkpoint.save': async () => (await needTrainer().save()).buffer,
   'hf.export': async ({ folder }) => {

@@ -143,6 +143,9 @@ test('generation streams text from the model', async () => {
   const streamed = await page.evaluate(() => window.streamed);
   assert.ok(streamed.length > 1, 'the text grew while it streamed');
   for (const partial of streamed) assert.ok(text.startsWith(partial), `streamed ${JSON.stringify(partial)} is not a prefix of ${JSON.stringify(text)}`);
+  // each token shows the model's probability of it on hover
+  const probs = await page.locator('#generate-output .generated .token').evaluateAll((spans) => spans.map((s) => Number(s.title.replace('p = ', ''))));
+  assert.ok(probs.length > 0 && probs.every((p) => p > 0 && p <= 1), `token probabilities ${probs}`);
   await shot('generate');
 });
 

@@ -20,7 +20,7 @@ use crate::kernels::rope::RopeShape;
 use crate::kernels::{DecodeShape, Heads, Kernels, LinearShape, Output, Qkv};
 
 use super::forward::LayerIo;
-pub use super::sample::{Sampling, sample};
+pub use super::sample::{Sampling, probability, sample};
 use super::{Config, Model, Role};
 
 /// One layer's cache: row b·Lmax + p holds position p of sequence b.
@@ -266,9 +266,10 @@ impl Decoder {
     /// Starts over, feeds each sequence's prompt (one per sequence, all of
     /// one length ≥ 1: the sequences step together), then draws up to
     /// `g.max_new` tokens per sequence, feeding each back. `on_tokens` sees
-    /// each step's B new tokens as soon as they are drawn (the page streams
-    /// them) and ends the generation early by returning `Break`. Returns
-    /// the new tokens of each sequence.
+    /// each step's B new tokens as soon as they are drawn, with the model's
+    /// probability of each (`sample::probability`: the page streams both),
+    /// and ends the generation early by returning `Break`. Returns the new
+    /// tokens of each sequence.
     pub async fn generate<P: AsRef<[u32]>>(
         &mut self,
         gpu: &Gpu,
@@ -276,7 +277,7 @@ impl Decoder {
         model: &Model,
         prompts: &[P],
         g: &Generation,
-        mut on_tokens: impl FnMut(&[u32]) -> ControlFlow<()>,
+        mut on_tokens: impl FnMut(&[u32], &[f64]) -> ControlFlow<()>,
     ) -> Result<Vec<Vec<u32>>> {
         let op = "generate";
         g.sampling.validate()?;
@@ -322,7 +323,12 @@ impl Decoder {
                 .map(|row| sample(row, &g.sampling, &mut rng))
                 .collect::<Result<Vec<u32>>>()?;
             out.iter_mut().zip(&next).for_each(|(o, &t)| o.push(t));
-            if on_tokens(&next).is_break() || i + 1 == g.max_new {
+            let probs: Vec<f64> = logits
+                .chunks(self.config.vocab as usize)
+                .zip(&next)
+                .map(|(row, &t)| probability(row, t))
+                .collect();
+            if on_tokens(&next, &probs).is_break() || i + 1 == g.max_new {
                 break;
             }
             logits = self.step(gpu, k, model, &next).await?;

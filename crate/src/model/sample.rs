@@ -34,6 +34,14 @@ impl Sampling {
     }
 }
 
+/// The model's probability of `token`: the softmax of `logits` (one row,
+/// `[V]`, all of them at temperature 1, whatever the sampling), in f64.
+pub fn probability(logits: &[f32], token: u32) -> f64 {
+    let max = logits.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
+    let total: f64 = logits.iter().map(|&x| (x as f64 - max).exp()).sum();
+    (logits[token as usize] as f64 - max).exp() / total
+}
+
 /// One token from `logits` (one row, `[V]`). Candidates are ranked by logit,
 /// ties to the lower id, so a draw depends only on the logits and the
 /// generator. Temperature 0 or `top_k` 1 take the first candidate and leave

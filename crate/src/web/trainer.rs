@@ -269,8 +269,9 @@ impl Trainer {
 
     /// Continues `prompt` with up to `opts.length` tokens sampled with
     /// `opts.temperature` (0: greedy) and `opts.topK` (0: all) from
-    /// `opts.seed`, through the KV-cache decoder; `on_token(token, text)`
-    /// receives each token's text and the text so far. Resolves with
+    /// `opts.seed`, through the KV-cache decoder; `on_token(token, text,
+    /// prob)` receives each token's text, the text so far and the model's
+    /// probability of the token. Resolves with
     /// `{text, tokens}`. A prompt longer than the model's context keeps its end.
     pub fn generate(&self, prompt: String, opts: JsValue, on_token: js_sys::Function) -> Promise {
         let opts: Result<GenerateOptions, JsError> = from_js(opts);
@@ -505,7 +506,12 @@ async fn look(page: &PageRun, text: &str, top_k: usize) -> Result<JsValue, JsErr
     let predictions = probe.predictions(top_k).await.map_err(js_error)?;
     let top_tokens = predictions
         .iter()
-        .map(|p| p.top.iter().map(|&(id, _)| tokenizer.decode(&[id])).collect())
+        .map(|p| {
+            p.top
+                .iter()
+                .map(|&(id, _)| tokenizer.decode(&[id]))
+                .collect()
+        })
         .collect::<crate::Result<Vec<Vec<String>>>>()
         .map_err(js_error)?;
     let result = to_js(&Look {
@@ -614,7 +620,7 @@ async fn generate(
     let mut text = String::new();
     let mut failed = None;
     decoder
-        .generate(&t.gpu, &t.k, &t.model, &[&ids], &g, |tokens| {
+        .generate(&t.gpu, &t.k, &t.model, &[&ids], &g, |tokens, probs| {
             new.extend_from_slice(tokens);
             // decode the whole continuation: a token may end a multi-byte character
             let now = match tokenizer.decode(&new) {
@@ -626,10 +632,11 @@ async fn generate(
             };
             let piece = now.strip_prefix(text.as_str()).unwrap_or(&now).to_string();
             text = now;
-            match on_token.call2(
+            match on_token.call3(
                 &JsValue::NULL,
                 &JsValue::from_str(&piece),
                 &JsValue::from_str(&text),
+                &JsValue::from_f64(probs[0]),
             ) {
                 Ok(_) => ControlFlow::Continue(()),
                 Err(_) => ControlFlow::Break(()),

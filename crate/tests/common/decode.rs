@@ -318,9 +318,11 @@ pub async fn generate_streams_the_tokens_it_samples(gpu: &Gpu) -> Result<()> {
         seed: 0,
     };
     let mut streamed = vec![Vec::new(); 2];
+    let mut streamed_probs = Vec::new();
     let got = d
-        .generate(gpu, &k, &model, &prompts, &greedy, |next| {
+        .generate(gpu, &k, &model, &prompts, &greedy, |next, probs| {
             streamed.iter_mut().zip(next).for_each(|(s, &t)| s.push(t));
+            streamed_probs.extend_from_slice(probs);
             ControlFlow::Continue(())
         })
         .await?;
@@ -335,11 +337,18 @@ pub async fn generate_streams_the_tokens_it_samples(gpu: &Gpu) -> Result<()> {
         logits = d.step(gpu, &k, &model, &[a, b]).await?;
     }
     let mut want = vec![Vec::new(); 2];
+    let mut want_probs = Vec::new();
     for i in 0..9 {
         let next: Vec<u32> = logits
             .chunks(v)
             .map(|row| sample(row, &Sampling::GREEDY, &mut SplitMix64(0)))
             .collect::<Result<_>>()?;
+        // the model's probability of each drawn token: the softmax of its row
+        for (row, &t) in logits.chunks(v).zip(&next) {
+            let m = row.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b as f64));
+            let total: f64 = row.iter().map(|&x| (x as f64 - m).exp()).sum();
+            want_probs.push((row[t as usize] as f64 - m).exp() / total);
+        }
         let argmax = |row: &[f32]| {
             (0..v).fold(0, |best, j| if row[j] > row[best] { j } else { best }) as u32
         };
@@ -354,6 +363,17 @@ pub async fn generate_streams_the_tokens_it_samples(gpu: &Gpu) -> Result<()> {
         }
     }
     assert_eq!(got, want, "greedy generate vs stepping by hand");
+    assert_eq!(
+        streamed_probs.len(),
+        want_probs.len(),
+        "a probability per token"
+    );
+    for (p, w) in streamed_probs.iter().zip(&want_probs) {
+        assert!(
+            (p - w).abs() <= 1e-12 * w,
+            "streamed probability {p} vs {w}"
+        );
+    }
 
     let hot = Generation {
         max_new: 9,
@@ -363,7 +383,7 @@ pub async fn generate_streams_the_tokens_it_samples(gpu: &Gpu) -> Result<()> {
         },
         seed: 7,
     };
-    let go_on = |_: &[u32]| ControlFlow::Continue(());
+    let go_on = |_: &[u32], _: &[f64]| ControlFlow::Continue(());
     let first = d.generate(gpu, &k, &model, &prompts, &hot, go_on).await?;
     let second = d.generate(gpu, &k, &model, &prompts, &hot, go_on).await?;
     assert_eq!(first, second, "the same seed draws the same tokens");
@@ -371,7 +391,7 @@ pub async fn generate_streams_the_tokens_it_samples(gpu: &Gpu) -> Result<()> {
 
     let mut calls = 0;
     let stopped = d
-        .generate(gpu, &k, &model, &prompts, &hot, |_| {
+        .generate(gpu, &k, &model, &prompts, &hot, |_, _| {
             calls += 1;
             if calls == 2 {
                 ControlFlow::Break(())

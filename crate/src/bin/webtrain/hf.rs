@@ -184,7 +184,14 @@ pub async fn generate(args: &GenerateArgs) -> Result<()> {
         seed: args.seed,
     };
     let out = decoder
-        .generate(&gpu, &k, &m, &[prompt], &g, |_| ControlFlow::Continue(()))
+        .generate(
+            &gpu,
+            &k,
+            &m,
+            &[prompt],
+            &g,
+            |_, _| ControlFlow::Continue(()),
+        )
         .await?;
     println!(
         "{}",
