@@ -8,6 +8,7 @@
 import uPlot from 'uplot';
 import { $, el, num, count, attempt } from './dom.js';
 import { subscribe, busy } from './state.js';
+import { record } from './train-panel.js';
 
 let worker;
 let looked = null;
@@ -270,6 +271,7 @@ function recordRms() {
 async function measure() {
   const result = await busy('ranges', () => attempt($('inside-error'), () => worker.call('ranges')));
   if (!result) return;
+  record(result.steps, result.step); // the steps in flight, which it waited for
   measured = result;
   const select = $('inside-tensor');
   const before = select.value;

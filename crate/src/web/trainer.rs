@@ -409,20 +409,15 @@ impl Trainer {
     /// backward on the first held-out batch, without the update:
     /// `{step, ranges: [{tensor, kind, layer, count, zeros, infinite, nan,
     /// rms, binades: [[e, count]], outside: [{format, overflow, underflow,
-    /// subnormal}]}], formats: [{name, smallest, normal, largest}]}` (binades).
+    /// subnormal}]}], formats: [{name, smallest, normal, largest}] (binades),
+    /// steps}`: `steps` are the stats of the steps in flight, which it waits for.
     pub fn ranges(&self) -> Promise {
         with_run(self.run.clone(), |mut page| async move {
             let result = match page.run.validation.first().cloned() {
                 None => Err(JsError::new(
                     "this run holds no text out of training to measure on",
                 )),
-                Some(batch) => ranges::measure(&mut page.run.trainer, &batch)
-                    .await
-                    .map_err(js_error)
-                    .and_then(|r| {
-                        let step = page.run.trainer.steps();
-                        to_js(&serde_json::json!({"step": step, "formats": ranges::FORMATS, "ranges": r}))
-                    }),
+                Some(batch) => measure_ranges(&mut page, &batch).await,
             };
             (page, result)
         })
@@ -531,6 +526,19 @@ async fn look(page: &PageRun, text: &str, top_k: usize) -> Result<JsValue, JsErr
     js_sys::Reflect::set(&result, &JsValue::from_str("attention"), &attention)
         .map_err(|_| JsError::new("look: cannot hand over the attention maps"))?;
     Ok(result)
+}
+
+async fn measure_ranges(
+    page: &mut PageRun,
+    batch: &crate::data::Batch,
+) -> Result<JsValue, JsError> {
+    let t = &mut page.run.trainer;
+    let steps = t.flush().await.map_err(js_error)?;
+    let r = ranges::measure(t, batch).await.map_err(js_error)?;
+    let step = t.steps();
+    to_js(
+        &serde_json::json!({"step": step, "formats": ranges::FORMATS, "ranges": r, "steps": steps}),
+    )
 }
 
 async fn export_hf(page: &PageRun) -> Result<JsValue, JsError> {
