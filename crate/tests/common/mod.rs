@@ -26,16 +26,28 @@ pub mod rope;
 pub mod sf16;
 pub mod training;
 
-/// One list of bodies, three sets of tests: native f16 storage and packed
-/// f16 storage natively; the browser's own mode (packed on SwiftShader).
+/// Two lists of bodies, three sets of tests: native f16 storage and packed
+/// f16 storage natively, both lists; the browser's own mode (packed on
+/// SwiftShader), the first. `native_only` holds whole-run checks of the
+/// host's orchestration (checkpoint resume, mode switches, int8 state over
+/// 20 steps) whose kernels the first list already proves in the browser
+/// and which the e2e tier drives in the page: SwiftShader's slowness keeps
+/// them out of the Chrome tier's time.
 #[macro_export]
 macro_rules! gpu_tests {
-    ($($module:ident :: $name:ident),* $(,)?) => {
+    (
+        everywhere: [$($module:ident :: $name:ident),* $(,)?],
+        native_only: [$($n_module:ident :: $n_name:ident),* $(,)?] $(,)?
+    ) => {
         #[cfg(not(target_arch = "wasm32"))]
         mod native_f16 {
             $(#[test] fn $name() {
                 let gpu = $crate::common::harness::native_gpu(webtrain::F16Storage::Native);
                 $crate::common::harness::block_on_checked(stringify!($name), $crate::common::$module::$name(&gpu));
+            })*
+            $(#[test] fn $n_name() {
+                let gpu = $crate::common::harness::native_gpu(webtrain::F16Storage::Native);
+                $crate::common::harness::block_on_checked(stringify!($n_name), $crate::common::$n_module::$n_name(&gpu));
             })*
         }
         #[cfg(not(target_arch = "wasm32"))]
@@ -43,6 +55,10 @@ macro_rules! gpu_tests {
             $(#[test] fn $name() {
                 let gpu = $crate::common::harness::native_gpu(webtrain::F16Storage::Packed);
                 $crate::common::harness::block_on_checked(stringify!($name), $crate::common::$module::$name(&gpu));
+            })*
+            $(#[test] fn $n_name() {
+                let gpu = $crate::common::harness::native_gpu(webtrain::F16Storage::Packed);
+                $crate::common::harness::block_on_checked(stringify!($n_name), $crate::common::$n_module::$n_name(&gpu));
             })*
         }
         #[cfg(target_arch = "wasm32")]
