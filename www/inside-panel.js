@@ -2,13 +2,14 @@
 // over a text (`look`: inspect::Probe, the model's own forward in the run's
 // precision) as heatmaps and coloured tokens, and every tensor's value
 // range (`ranges`: inspect::ranges) as a log2 histogram under the ranges of
-// bf16, f16, E4M3 and Q1.15, with the RMS per layer across measurements.
-// The worker computes; this only draws, and nothing runs until asked.
+// bf16, f16, E4M3 and Q1.15, with the RMS per layer across measurements
+// (when asked, and every N steps while training if set). The worker
+// computes; this only draws, and nothing runs until asked.
 
 import uPlot from 'uplot';
-import { $, el, num, count, attempt } from './dom.js';
+import { $, el, num, count, attempt, intValue } from './dom.js';
 import { subscribe, busy } from './state.js';
-import { record } from './train-panel.js';
+import { record, every } from './train-panel.js';
 
 let worker;
 let looked = null;
@@ -293,6 +294,8 @@ export function initInside(w) {
   $('inside-layer').addEventListener('change', renderMaps);
   $('inside-head').addEventListener('change', renderMaps);
   $('inside-tensor').addEventListener('change', renderHistogram);
+  // live: a measurement at every N-th step while training, a point on the RMS lines each
+  every(() => intValue('inside-every') || 0, measure);
   subscribe((s) => {
     const idle = s.run && !s.busy.has('look') && !s.busy.has('ranges') && !s.busy.has('load');
     $('inside-look').disabled = !idle;
