@@ -177,8 +177,9 @@ function renderHistogram() {
   const lo = Math.min(-30, ...data) - 1;
   const hi = Math.max(20, ...data) + 1;
   const bandTop = 18 * formats.length + 6;
-  const [left, bottom] = [36, 22];
-  const x = (e) => left + ((e - lo) / (hi - lo)) * (w - left - 8);
+  const [left, bottom] = [40, 22];
+  // binade e's left edge, clamped to the plot (bf16 reaches far beyond it)
+  const x = (e) => Math.min(w - 8, Math.max(left, left + ((e - lo) / (hi - lo)) * (w - left - 8)));
   const peak = Math.max(1, ...r.binades.map(([, c]) => c));
   g.fillStyle = '#868e96';
   for (const [e, c] of r.binades) {
@@ -197,7 +198,7 @@ function renderHistogram() {
     g.font = '11px system-ui, sans-serif';
     g.textAlign = 'left';
     g.textBaseline = 'middle';
-    g.fillText(f.name, x(f.largest + 1) + 4, y);
+    g.fillText(f.name, 2, y); // in the left margin: a range may span the plot
   });
   g.fillStyle = '#333';
   g.textAlign = 'center';

@@ -268,7 +268,16 @@ test('inside: attention maps, predictions and value ranges in every mode', async
     assert.ok(Number(await page.locator('#inside-histogram').getAttribute('data-bars')) > 3, `${mode}: a histogram`);
     await page.locator('#inside').screenshot({ path: `test-results/panel-inside-${mode}.png` });
   }
+  // live: measured at every 2nd step while training, a point on the RMS lines each
+  const measured = async () => Number(await page.locator('#inside-ranges-result').getAttribute('data-measurements'));
+  const before = await measured();
+  await page.fill('#inside-every', '2');
+  await trainUntil(page, (await stepCount(page)) + 4);
+  await page.fill('#inside-every', '0');
+  assert.ok(await measured() >= before + 2, 'measured while training');
+  assert.ok(Number(await page.locator('#inside-rms').getAttribute('data-points')) >= 3, 'the RMS lines follow the run');
   assert.equal(await errorText(page, 'train-error'), null);
+  assert.equal(await errorText(page, 'inside-error'), null);
 });
 
 test('no uncaught errors', () => {
