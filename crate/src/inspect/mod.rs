@@ -1,8 +1,11 @@
-//! What the page's Inspect panel and `webtrain inspect` show of a run: one
-//! training step looked into — each tensor's values, how far it moved, and
-//! what narrower formats would have lost of its update (`survival`); the
-//! attention probabilities' tails (`softmax_tail`); each kernel's GPU time
-//! (`profile`). The training loop knows nothing of it.
+//! What the page's Inspect and Inside panels and `webtrain inspect`,
+//! `attention`, `predict` and `ranges` show of a run: one training step
+//! looked into — each tensor's values, how far it moved, and what narrower
+//! formats would have lost of its update (`survival`); the attention
+//! probabilities' tails (`softmax_tail`); each kernel's GPU time
+//! (`profile`); a text through the model's forward, its attention maps and
+//! predictions (`probe`); every tensor's value range against the narrow
+//! formats (`ranges`). The training loop knows nothing of it.
 
 pub mod probe;
 pub mod profile;
