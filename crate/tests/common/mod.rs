@@ -28,11 +28,12 @@ pub mod training;
 
 /// Two lists of bodies, three sets of tests: native f16 storage and packed
 /// f16 storage natively, both lists; the browser's own mode (packed on
-/// SwiftShader), the first. `native_only` holds whole-run checks of the
-/// host's orchestration (checkpoint resume, mode switches, int8 state over
-/// 20 steps) whose kernels the first list already proves in the browser
-/// and which the e2e tier drives in the page: SwiftShader's slowness keeps
-/// them out of the Chrome tier's time.
+/// SwiftShader), the first. `native_only` holds whole runs — training
+/// steps in a mode, checkpoint resume, mode switches, generation — whose
+/// kernels the first list proves in the browser (every kernel against its
+/// twin, the whole model's forward and backward in fp32 and f16, PyTorch
+/// parity, 20 fp32 steps tracking the reference) and which the e2e tier drives in the page: SwiftShader
+/// compiles and steps slowly, and CI's machine runs it 2.5-3.5x slower still.
 #[macro_export]
 macro_rules! gpu_tests {
     (
