@@ -149,9 +149,10 @@ async function look() {
   const head = $('inside-head');
   const heads = Array.from({ length: result.heads }, (_, h) => el('option', { value: String(h), textContent: String(h) }));
   head.replaceChildren(...heads, el('option', { value: ALL_HEADS, textContent: 'all (small multiples)' }));
-  const mean = result.predictions.reduce((s, p) => s - Math.log(p.target_prob), 0) / Math.max(1, result.predictions.length);
+  const n = result.predictions.length;
+  const mean = result.predictions.reduce((s, p) => s - Math.log(p.target_prob), 0) / Math.max(1, n);
   $('inside-look-status').textContent = `Step ${count(result.step)}, ${result.precision}: ${result.tokens.length} tokens`
-    + `${result.truncated ? ' (the first 64)' : ''}, mean loss ${num(mean)} over their predictions.`;
+    + `${result.truncated ? ' (the first 64)' : ''}${n ? `, mean loss ${num(mean)} over their predictions` : ''}.`;
   renderMaps();
   renderPredictions();
   $('inside-look-result').hidden = false;
