@@ -152,7 +152,7 @@ async function look() {
   const n = result.predictions.length;
   const mean = result.predictions.reduce((s, p) => s - Math.log(p.target_prob), 0) / Math.max(1, n);
   $('inside-look-status').textContent = `Step ${count(result.step)}, ${result.precision}: ${result.tokens.length} tokens`
-    + `${result.truncated ? ' (the first 64)' : ''}${n ? `, mean loss ${num(mean)} over their predictions` : ''}.`;
+    + `${result.truncated ? ` (the text's first ${result.tokens.length})` : ''}${n ? `, mean loss ${num(mean)} over their predictions` : ''}.`;
   renderMaps();
   renderPredictions();
   $('inside-look-result').hidden = false;

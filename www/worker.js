@@ -19,7 +19,8 @@
 //   look {text, topK}               {step, precision, tokens, ids, heads, truncated, predictions,
 //                                   attention: [Float32Array [heads, T, T] per layer]}
 //   ranges                          {step, ranges: [{tensor, kind, layer, count, zeros, rms,
-//                                   binades: [[e, count]], outside: [{format, overflow, …}]}]}
+//                                   binades: [[e, count]], outside: [{format, overflow, …}]}],
+//                                   formats: [{name, smallest, normal, largest}], steps: [StepStats]}
 //   generate {prompt, temperature, topK, length, seed}   {text}; progress: {token, text, prob}
 //   checkpoint.save                 ArrayBuffer (a .safetensors file)
 //   hf.export {folder}              ArrayBuffer (a .zip of folder/: config.json, model.safetensors,

@@ -13,12 +13,13 @@ use crate::kernels::Kernels;
 use crate::kernels::attention::AttentionShape;
 use crate::kernels::attention_map::AttentionMap;
 use crate::kernels::loss::IGNORE_INDEX;
+use crate::model::decode::softmax;
 use crate::model::{BatchShape, Config, Model, Precision};
 
 /// A forward that ran over one text, kept to be read.
-pub struct Probe {
+pub struct Probe<'k> {
     gpu: Gpu,
-    k: Kernels,
+    k: &'k Kernels,
     model: Model,
     tokens: Vec<u32>,
 }
@@ -36,16 +37,18 @@ pub struct Prediction {
     pub top: Vec<(u32, f64)>,
 }
 
-impl Probe {
+impl<'k> Probe<'k> {
     /// `weights` (a `ParamLayout` vector of `config`) in `precision`, run
-    /// over `tokens` (1 ..= max_seq of them, each below the vocabulary).
+    /// over `tokens` (1 ..= max_seq of them, each below the vocabulary) with
+    /// `k`, the precision's kernels (`Precision::kernels`: a trainer's own).
     pub async fn run(
         gpu: &Gpu,
+        k: &'k Kernels,
         config: &Config,
         precision: Precision,
         weights: &[f32],
         tokens: &[u32],
-    ) -> Result<Probe> {
+    ) -> Result<Probe<'k>> {
         if tokens.is_empty() || tokens.len() > config.max_seq as usize {
             return Err(Error::Unsupported(format!(
                 "{} tokens: a probe reads 1 to max_position_embeddings = {}",
@@ -60,15 +63,14 @@ impl Probe {
             )));
         }
         let gpu = gpu.with_numerics(precision.numerics());
-        let k = Kernels::with_head(&gpu, precision.wide_head(), &[config.head_dim()]).await?;
         let shape = BatchShape {
             batch: 1,
             seq: tokens.len() as u32,
         };
-        let model = Model::new(&gpu, &k, config.clone(), shape, precision, weights)?;
+        let model = Model::new(&gpu, k, config.clone(), shape, precision, weights)?;
         let targets: Vec<u32> = tokens[1..].iter().copied().chain([IGNORE_INDEX]).collect();
         model.write_batch(&gpu, tokens, &targets)?;
-        let sync = model.sync_mirror(&gpu, &k)?;
+        let sync = model.sync_mirror(&gpu, k)?;
         gpu.run(&sync.iter().chain(&model.forward).collect::<Vec<_>>())
             .await?;
         Ok(Probe {
@@ -108,7 +110,7 @@ impl Probe {
     /// rank, and the `top_k` most likely tokens (softmax in f64 of the
     /// logits the precision's head computes).
     pub async fn predictions(&self, top_k: usize) -> Result<Vec<Prediction>> {
-        let logits = self.model.logits(&self.gpu, &self.k).await?;
+        let logits = self.model.logits(&self.gpu, self.k).await?;
         let v = self.model.config.vocab as usize;
         Ok(self
             .tokens
@@ -121,10 +123,7 @@ impl Probe {
 
 /// The prediction of one row of logits for `target`.
 fn predict(position: usize, logits: &[f32], target: u32, top_k: usize) -> Prediction {
-    let m = logits.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
-    let exp: Vec<f64> = logits.iter().map(|&x| (x as f64 - m).exp()).collect();
-    let sum: f64 = exp.iter().sum();
-    let probs: Vec<f64> = exp.iter().map(|e| e / sum).collect();
+    let probs = softmax(logits);
     let target_prob = probs[target as usize];
     let mut order: Vec<u32> = (0..probs.len() as u32).collect();
     order.sort_by(|&a, &b| {

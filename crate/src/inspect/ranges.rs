@@ -272,9 +272,16 @@ pub async fn measure(t: &mut Trainer, batch: &Batch) -> Result<Vec<Range>> {
         .map(|i| measure(before.len() + i, &after[i]))
         .collect::<Result<Vec<_>>>()?;
     // the run goes on as if nothing happened: AdamW expects zero gradients
-    let zero =
-        t.k.infra
-            .fill(gpu, (&m.params.grads).into(), m.layout.total as u32, 0.0)?;
+    // (chunk by chunk, as the optimizer binds them)
+    let zero = m
+        .layout
+        .chunks(gpu.limits.max_storage_buffer_binding_size)?
+        .iter()
+        .map(|c| {
+            let span = f32_range(&m.params.grads, c.span.start, c.span.len);
+            t.k.infra.fill(gpu, span, c.span.len as u32, 0.0)
+        })
+        .collect::<Result<Vec<_>>>()?;
     m.write_batch(gpu, &batch.inputs, &batch.targets)?;
     let order: Vec<&Dispatch> = [&zero_counts]
         .into_iter()
@@ -283,7 +290,7 @@ pub async fn measure(t: &mut Trainer, batch: &Batch) -> Result<Vec<Range>> {
         .chain(&m.head_train)
         .chain(&m.backward)
         .chain(&on_backward)
-        .chain([&zero])
+        .chain(&zero)
         .collect();
     gpu.run(&order).await?;
     let counts: Vec<u32> = gpu.read_back((&counts).into()).await?;

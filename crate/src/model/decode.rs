@@ -20,7 +20,7 @@ use crate::kernels::rope::RopeShape;
 use crate::kernels::{DecodeShape, Heads, Kernels, LinearShape, Output, Qkv};
 
 use super::forward::LayerIo;
-pub use super::sample::{Sampling, probability, sample};
+pub use super::sample::{Sampling, probability, sample, softmax};
 use super::{Config, Model, Role};
 
 /// One layer's cache: row b·Lmax + p holds position p of sequence b.

@@ -96,6 +96,12 @@ impl Precision {
     pub fn wide_head(&self) -> bool {
         matches!(self, Precision::Sf16WideHead | Precision::Fp8)
     }
+
+    /// The kernels a model in this precision runs, attention for `head_dims`.
+    pub async fn kernels(&self, gpu: &Gpu, head_dims: &[u32]) -> Result<Kernels> {
+        let gpu = gpu.with_numerics(self.numerics());
+        Kernels::with_head(&gpu, self.wide_head(), head_dims).await
+    }
 }
 
 /// The parameter mega-buffers (`ParamLayout` offsets in each).

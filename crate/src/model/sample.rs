@@ -34,12 +34,18 @@ impl Sampling {
     }
 }
 
-/// The model's probability of `token`: the softmax of `logits` (one row,
-/// `[V]`, all of them at temperature 1, whatever the sampling), in f64.
-pub fn probability(logits: &[f32], token: u32) -> f64 {
+/// The model's probabilities: the softmax of `logits` (one row, `[V]`, at
+/// temperature 1, whatever the sampling), in f64.
+pub fn softmax(logits: &[f32]) -> Vec<f64> {
     let max = logits.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
-    let total: f64 = logits.iter().map(|&x| (x as f64 - max).exp()).sum();
-    (logits[token as usize] as f64 - max).exp() / total
+    let exp: Vec<f64> = logits.iter().map(|&x| (x as f64 - max).exp()).collect();
+    let total: f64 = exp.iter().sum();
+    exp.into_iter().map(|e| e / total).collect()
+}
+
+/// The model's probability of `token` (`softmax`).
+pub fn probability(logits: &[f32], token: u32) -> f64 {
+    softmax(logits)[token as usize]
 }
 
 /// One token from `logits` (one row, `[V]`). Candidates are ranked by logit,

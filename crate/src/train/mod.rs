@@ -95,12 +95,10 @@ impl Trainer {
             gpu.limits.max_storage_buffer_binding_size,
         )?;
         crate::kernels::linear::tune::prepare(gpu, &keys).await?;
-        let k = Kernels::with_head(
-            gpu,
-            config.precision.wide_head(),
-            &[config.model.head_dim()],
-        )
-        .await?;
+        let k = config
+            .precision
+            .kernels(gpu, &[config.model.head_dim()])
+            .await?;
         let model = Model::new(
             gpu,
             &k,

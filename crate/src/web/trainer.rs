@@ -489,7 +489,8 @@ async fn look(page: &PageRun, text: &str, top_k: usize) -> Result<JsValue, JsErr
     ids.truncate(cap);
     let weights = t.model.read_weights(&t.gpu).await.map_err(js_error)?;
     let c = &t.config;
-    let probe = Probe::run(&t.gpu, &c.model, c.precision, &weights, &ids)
+    // the trainer's kernels: built in the run's precision already
+    let probe = Probe::run(&t.gpu, &t.k, &c.model, c.precision, &weights, &ids)
         .await
         .map_err(js_error)?;
     let maps = probe.attention().await.map_err(js_error)?;

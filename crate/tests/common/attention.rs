@@ -210,8 +210,6 @@ pub async fn attention_forward_matches_reference(gpu: &Gpu) -> Result<()> {
     Ok(())
 }
 
-/// q, k and v as column ranges of one fused [q | k | v] row give the same
-/// bits as separate tensors.
 // The map's entries are exp(s − lse) with the GPU forward's lse: its error
 // (LSE_ATOL) becomes P's relative error, P ≤ 1. Measured worst, lavapipe:
 // 3.4e-7 (Dh 80).
@@ -288,6 +286,8 @@ pub async fn attention_map_matches_reference(gpu: &Gpu) -> Result<()> {
     Ok(())
 }
 
+/// q, k and v as column ranges of one fused [q | k | v] row give the same
+/// bits as separate tensors.
 pub async fn attention_reads_a_fused_qkv_row(gpu: &Gpu) -> Result<()> {
     let a = Attention::new(gpu, &[32]).await?;
     let s = shape((2, 37, 4, 2, 32));

@@ -51,7 +51,7 @@ fn awkward(r: &mut impl Rng, n: usize) -> Vec<f32> {
 pub async fn log2_histogram_matches_reference(gpu: &Gpu) -> Result<()> {
     let h = Histogram::new(gpu).await?;
     let mut r = rng(131);
-    // no value, under a workgroup's share, and over 256 workgroups' worth (the grid-stride loop)
+    // the edge values alone, under a workgroup's share, and over 256 workgroups' worth (the grid-stride loop)
     for n in [0, 1000, 300_001] {
         let x = awkward(&mut r, n);
         let xb = gpu.upload("x", &x)?;

@@ -33,7 +33,7 @@ pub mod training;
 /// kernels the first list proves in the browser (every kernel against its
 /// twin, the whole model's forward and backward in fp32 and f16, PyTorch
 /// parity, 20 fp32 steps tracking the reference) and which the e2e tier drives in the page: SwiftShader
-/// compiles and steps slowly, and CI's machine runs it 2.5-3.5x slower still.
+/// compiles and steps slowly, and CI's machine runs it 2.3-3.5x slower still.
 #[macro_export]
 macro_rules! gpu_tests {
     (

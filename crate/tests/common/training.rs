@@ -388,7 +388,7 @@ pub async fn reconfigure_keeps_weights_and_converts_state(gpu: &Gpu) -> Result<(
 /// clamps (the counters restart every step) and a finite loss, and the run
 /// differs from fp32's from the first step; sf16-wide-head's first loss
 /// differs from both (its logits alone are not rounded). (Whether it learns as well is
-/// the study's question, docs/PRECISION.md: 20 steps here teach fp32 little.)
+/// the study's question, docs/PRECISION.md: a few steps here teach fp32 little.)
 pub async fn sf16_training_reports_each_steps_clamps(gpu: &Gpu) -> Result<()> {
     let c = config(Precision::Sf16, OptimState::Fp32)?;
     let weights = ParamLayout::new(&c.model).initial_weights(c.seed);
@@ -486,8 +486,9 @@ pub async fn fp8_training_reports_each_steps_flushes(gpu: &Gpu) -> Result<()> {
             "step {}: only fp8's counters move",
             s.step
         );
-        // E4M3 keeps 3 mantissa bits; measured gap to fp32 over these 20
-        // steps at most 2.6e-3 (lavapipe), so 2e-2 still tells a broken mode
+        // E4M3 keeps 3 mantissa bits; measured gap to fp32 over 20 steps at
+        // most 2.6e-3 (lavapipe; these runs are SHORT), so 2e-2 still tells
+        // a broken mode
         assert!(
             (s.loss - e.loss).abs() < 2e-2,
             "step {}: fp8 loss {} vs fp32 {}",

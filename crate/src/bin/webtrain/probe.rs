@@ -8,6 +8,7 @@ use clap::Args;
 use webtrain::checkpoint::Checkpoint;
 use webtrain::data::{Batch, Tokenizer};
 use webtrain::inspect::{Probe, ranges};
+use webtrain::kernels::Kernels;
 use webtrain::model::{BatchShape, Config, Precision};
 use webtrain::optim::OptimConfig;
 use webtrain::train::{TrainConfig, Trainer};
@@ -123,18 +124,20 @@ impl ProbeArgs {
         Tokenizer::from_json(json)?.encode(text)
     }
 
-    /// The forward over the text, and the ids it read.
-    async fn run(&self) -> Result<(Probe, Vec<u32>, Precision)> {
+    /// The model, the text's ids, the device and the precision's kernels.
+    async fn load(&self) -> Result<(Source, Vec<u32>, Gpu, Kernels)> {
         let s = self.source()?;
         let tokens = self.tokens(&s)?;
         let gpu = Gpu::new(&self.device.options()?).await?;
-        let probe = Probe::run(&gpu, &s.config, s.precision, &s.weights, &tokens).await?;
-        Ok((probe, tokens, s.precision))
+        let k = s.precision.kernels(&gpu, &[s.config.head_dim()]).await?;
+        Ok((s, tokens, gpu, k))
     }
 }
 
 pub async fn attention(args: &AttentionArgs) -> Result<()> {
-    let (probe, tokens, precision) = args.probe.run().await?;
+    let (s, tokens, gpu, k) = args.probe.load().await?;
+    let precision = s.precision;
+    let probe = Probe::run(&gpu, &k, &s.config, precision, &s.weights, &tokens).await?;
     let maps = probe.attention().await?;
     let t = tokens.len();
     let heads = maps.first().map_or(0, |m| m.len() / (t * t));
@@ -170,7 +173,8 @@ pub async fn attention(args: &AttentionArgs) -> Result<()> {
 }
 
 pub async fn predict(args: &PredictArgs) -> Result<()> {
-    let (probe, _, _) = args.probe.run().await?;
+    let (s, tokens, gpu, k) = args.probe.load().await?;
+    let probe = Probe::run(&gpu, &k, &s.config, s.precision, &s.weights, &tokens).await?;
     for p in probe.predictions(args.top_k).await? {
         let line = serde_json::to_string(&p).map_err(|e| Error::Unsupported(e.to_string()))?;
         println!("{line}");
