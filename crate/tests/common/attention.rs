@@ -4,6 +4,7 @@
 
 use rand::Rng;
 use rand::rngs::SmallRng;
+use webtrain::gpu::Dispatch;
 use webtrain::kernels::attention_map::AttentionMap;
 use webtrain::kernels::{
     Attention, AttentionBackward, AttentionShape, DecodeShape, Heads, KvGrads, Qkv,
@@ -88,6 +89,36 @@ fn dense_qkv<'a>(
     }
 }
 
+/// The buffers of a forward on `x`: q, k, v uploaded, o and lse to write.
+struct ForwardBuffers {
+    q: wgpu::Buffer,
+    k: wgpu::Buffer,
+    v: wgpu::Buffer,
+    o: wgpu::Buffer,
+    lse: wgpu::Buffer,
+}
+
+impl ForwardBuffers {
+    fn new(gpu: &Gpu, s: &AttentionShape, x: &Inputs) -> Result<ForwardBuffers> {
+        let rows = (s.batch * s.seq_len) as u64;
+        Ok(ForwardBuffers {
+            q: gpu.upload("q", &x.q)?,
+            k: gpu.upload("k", &x.k)?,
+            v: gpu.upload("v", &x.v)?,
+            o: gpu.storage_buffer("o", 4 * rows * (s.heads * s.head_dim) as u64)?,
+            lse: gpu.storage_buffer("lse", 4 * rows * s.heads as u64)?,
+        })
+    }
+
+    fn qkv(&self, s: &AttentionShape) -> Qkv<'_> {
+        dense_qkv(s, &self.q, &self.k, &self.v)
+    }
+
+    fn forward(&self, gpu: &Gpu, a: &Attention, s: &AttentionShape) -> Result<Dispatch> {
+        a.forward(gpu, *s, self.qkv(s), (&self.o).into(), (&self.lse).into())
+    }
+}
+
 /// (o, lse) from the GPU, q, k and v in separate buffers.
 async fn forward(
     gpu: &Gpu,
@@ -95,25 +126,11 @@ async fn forward(
     s: &AttentionShape,
     x: &Inputs,
 ) -> Result<(Vec<f32>, Vec<f32>)> {
-    let (qb, kb, vb) = (
-        gpu.upload("q", &x.q)?,
-        gpu.upload("k", &x.k)?,
-        gpu.upload("v", &x.v)?,
-    );
-    let rows = (s.batch * s.seq_len) as u64;
-    let o = gpu.storage_buffer("o", 4 * rows * (s.heads * s.head_dim) as u64)?;
-    let lse = gpu.storage_buffer("lse", 4 * rows * s.heads as u64)?;
-    gpu.run(&[&a.forward(
-        gpu,
-        *s,
-        dense_qkv(s, &qb, &kb, &vb),
-        (&o).into(),
-        (&lse).into(),
-    )?])
-    .await?;
+    let b = ForwardBuffers::new(gpu, s, x)?;
+    gpu.run(&[&b.forward(gpu, a, s)?]).await?;
     Ok((
-        gpu.read_back((&o).into()).await?,
-        gpu.read_back((&lse).into()).await?,
+        gpu.read_back((&b.o).into()).await?,
+        gpu.read_back((&b.lse).into()).await?,
     ))
 }
 
@@ -231,18 +248,12 @@ async fn map(gpu: &Gpu, s: &AttentionShape, x: &Inputs) -> Result<Vec<f32>> {
         Attention::new(gpu, &dims).await?,
         AttentionMap::new(gpu, &dims).await?,
     );
-    let (qb, kb, vb) = (
-        gpu.upload("q", &x.q)?,
-        gpu.upload("k", &x.k)?,
-        gpu.upload("v", &x.v)?,
-    );
+    let b = ForwardBuffers::new(gpu, s, x)?;
     let rows = (s.batch * s.seq_len) as u64;
-    let o = gpu.storage_buffer("o", 4 * rows * (s.heads * s.head_dim) as u64)?;
-    let lse = gpu.storage_buffer("lse", 4 * rows * s.heads as u64)?;
     let probs = gpu.storage_buffer("probs", 4 * rows * (s.heads * s.seq_len) as u64)?;
-    let qkv = dense_qkv(s, &qb, &kb, &vb);
-    let forward = a.forward(gpu, *s, qkv, (&o).into(), (&lse).into())?;
-    let probabilities = m.probabilities(gpu, *s, qkv.q, qkv.k, (&lse).into(), (&probs).into())?;
+    let qkv = b.qkv(s);
+    let forward = b.forward(gpu, &a, s)?;
+    let probabilities = m.probabilities(gpu, *s, qkv.q, qkv.k, (&b.lse).into(), (&probs).into())?;
     gpu.run(&[&forward, &probabilities]).await?;
     gpu.read_back((&probs).into()).await
 }
