@@ -34,6 +34,14 @@ pub const SEED: Sizes = Sizes {
     heads: 12,
     head_dim: 64,
 };
+/// The seed's shapes with 6 heads of 128: attention's widest rows (two
+/// 64-column lanes per invocation), to see whether they spill.
+pub const SEED_DH128: Sizes = Sizes {
+    name: "seed-dh128",
+    heads: 6,
+    head_dim: 128,
+    ..SEED
+};
 /// The small preset at its benchmark batch, 8 × 256 (4 heads of 64 in
 /// the kernels; the model's GQA 4:2 makes its q|k|v narrower).
 pub const SMALL: Sizes = Sizes {

@@ -76,8 +76,9 @@ pub mod cli {
     struct BenchArgs {
         #[command(flatten)]
         device: DeviceArgs,
-        /// Which sizes: seed (d 768, batch 8 × 512), small, tiny, or all.
-        #[arg(long, default_value = "all", value_parser = ["seed", "small", "tiny", "all"])]
+        /// Which sizes: seed (d 768, batch 8 × 512), seed-dh128 (the seed with
+        /// 6 heads of 128), small, tiny, or all (but seed-dh128).
+        #[arg(long, default_value = "all", value_parser = ["seed", "seed-dh128", "small", "tiny", "all"])]
         sizes: String,
         /// What to time: every kernel, whole training steps per preset, or
         /// both; every GEMM in every tile variant (what the tuner picks from);
@@ -196,6 +197,7 @@ pub mod cli {
                 let gpu = Gpu::new(&args.device.options()?).await?;
                 let sizes: Vec<&crate::bench::Sizes> = match args.sizes.as_str() {
                     "seed" => vec![&crate::bench::SEED],
+                    "seed-dh128" => vec![&crate::bench::SEED_DH128],
                     "tiny" => vec![&crate::bench::TINY],
                     "small" => vec![&crate::bench::SMALL],
                     _ => vec![
