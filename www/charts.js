@@ -12,6 +12,11 @@ import { $ } from './dom.js';
 const MAX_RUNS = 5;
 const PALETTE = ['#3056d3', '#d9480f', '#2b8a3e', '#9c36b5', '#c2255c', '#1098ad', '#e67700'];
 const HEIGHT = 210;
+/// Points a run's table keeps: past this, its older points are thinned to
+/// every other one (the last RECENT stay whole), so a long run redraws as
+/// fast as a short one.
+const MAX_POINTS = 1500;
+const RECENT = 500;
 /// Whole steps on the x axis.
 const STEP_TICKS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6];
 
@@ -90,6 +95,27 @@ export function addSteps(stats) {
     run.train.step.push(s.step);
     for (const k of KEYS) run.train[k].push(finite(s[k]));
     for (const site of run.sites) run.train[`clamped.${site}`].push(s.clamped?.[site] ?? null);
+  }
+  if (run.train.step.length > MAX_POINTS) thin(run.train);
+  schedule();
+}
+
+/// Every other point of `table`'s older part (all but the last RECENT).
+function thin(table) {
+  const old = table.step.length - RECENT;
+  for (const [key, column] of Object.entries(table)) {
+    table[key] = column.filter((_, i) => i >= old || i % 2 === 0);
+  }
+}
+
+/// The current run went back to `step` (rebuilt from a snapshot after a
+/// lost device): its points after that step go, the steps are redone.
+export function rewind(step) {
+  const run = runs[runs.length - 1];
+  if (!run) return;
+  for (const table of [run.train, run.val]) {
+    const keep = table.step.filter((s) => s <= step).length;
+    for (const column of Object.values(table)) column.length = keep;
   }
   schedule();
 }
@@ -201,7 +227,7 @@ function rebuildAll() {
 }
 
 /// Test hooks: how many points the current run has, its first and last
-/// loss, and its last steps' [step, loss] pairs.
+/// loss, and its last 64 steps' [step, loss] pairs.
 function mark(name) {
   const host = $(CHARTS[name].id);
   const run = runs[runs.length - 1];
@@ -221,7 +247,11 @@ function mark(name) {
     host.dataset.lastLoss = losses[losses.length - 1] ?? '';
     host.dataset.firstStep = run.train.step[0] ?? '';
     const tail = run.train.step.map((step, i) => [step, run.train.loss[i]]).filter(([, loss]) => loss !== null);
-    host.dataset.lastLosses = JSON.stringify(tail.slice(-16));
+    host.dataset.lastLosses = JSON.stringify(tail.slice(-64));
+    // the steps' spacing: 1 and 1 for a run drawn once per step, in order
+    const gaps = run.train.step.slice(1).map((step, i) => step - run.train.step[i]);
+    host.dataset.minGap = gaps.length ? Math.min(...gaps) : '';
+    host.dataset.maxGap = gaps.length ? Math.max(...gaps) : '';
     host.dataset.validations = run.val.step.length;
   }
 }

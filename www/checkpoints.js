@@ -8,7 +8,7 @@
 
 import { $, bytes, count, attempt, intValue, showError, clearError } from './dom.js';
 import { state, subscribe, busy } from './state.js';
-import { adoptRun, every, currentRunName, submittedSteps } from './train-panel.js';
+import { adoptRun, every, record, currentRunName, submittedSteps } from './train-panel.js';
 import { spec } from './setup.js';
 import { modelFolder } from './hf-folder.js';
 
@@ -132,11 +132,12 @@ async function dropped(e) {
 
 async function autosave() {
   try {
-    const { step } = await worker.call('checkpoint.autosave');
+    const { step, stats } = await worker.call('checkpoint.autosave');
+    record(stats);
     $('checkpoint-status').textContent = `Autosaved at step ${count(step)} (${new Date().toLocaleTimeString()}), in this browser's storage.`;
   } catch (e) {
     // a failed autosave must not stop the training
-    showError($('checkpoint-error'), new Error(`autosave failed: ${e.message}`));
+    if (!e.recovered) showError($('checkpoint-error'), new Error(`autosave failed: ${e.message}`));
   }
 }
 

@@ -40,9 +40,6 @@ export function showError(target, error) {
   const message = error instanceof Error ? error.message : String(error);
   target.textContent = message;
   target.hidden = false;
-  if (/device (was )?lost|lost device/i.test(message)) {
-    showBanner(`${message}. Create the model again or load a checkpoint: a fresh device is made on the next call.`);
-  }
 }
 
 export function clearError(target) {
@@ -50,11 +47,18 @@ export function clearError(target) {
   target.hidden = true;
 }
 
-export function showBanner(message) {
+/// The page-wide alert, with what the user can do next: `actions` are
+/// [{label, run}] buttons beside the message's own dismiss button.
+export function showBanner(message, actions = []) {
   const banner = $('banner');
-  banner.textContent = message;
+  banner.textContent = '';
+  const buttons = actions.map(({ label, run }) => el('button', { type: 'button', textContent: label, onclick: run }));
+  const dismiss = el('button', { type: 'button', className: 'dismiss', textContent: 'Dismiss', onclick: () => { banner.hidden = true; } });
+  banner.append(el('span', { className: 'message', textContent: message }), el('span', { className: 'actions' }, [...buttons, dismiss]));
   banner.hidden = false;
 }
+
+export const RELOAD = { label: 'Reload the page', run: () => location.reload() };
 
 /// Runs `fn` with `errorEl` cleared; a failure shows in `errorEl` and
 /// resolves to undefined.

@@ -78,6 +78,28 @@ function renderMemory(memory) {
   }
 }
 
+/// What the page holds: its thread's JS heap (Chrome's performance.memory),
+/// and the worker's heap, wasm memory and live GPU buffers.
+async function pageMemory() {
+  const held = await attempt($('inspect-error'), () => worker.call('memory'));
+  if (!held) return;
+  const rows = [
+    ['pageHeap', 'page JS heap', performance.memory?.usedJSHeapSize ?? null, bytes],
+    ['workerHeap', 'worker JS heap', held.heapBytes, bytes],
+    ['wasm', 'worker wasm memory', held.wasmBytes, bytes],
+    ['gpuBuffers', 'GPU buffers', held.gpuBuffers, count],
+    ['gpuBytes', 'GPU buffer memory', held.gpuBytes, bytes],
+  ];
+  const body = $('inspect-page-memory').querySelector('tbody');
+  body.textContent = '';
+  for (const [key, label, value, format] of rows) {
+    body.append(el('tr', { dataset: { kind: key, value: value ?? '' } }, [
+      el('th', { textContent: label }), el('td', { textContent: value === null ? '— (not reported by this browser)' : format(value) }),
+    ]));
+  }
+  $('inspect-page-memory').hidden = false;
+}
+
 /// A share (0–1) as a percent cell; its raw value in data-value. `null`:
 /// nothing to count (no weight moved, no nonzero v).
 function percent(share, col, why, group = false) {
@@ -146,6 +168,7 @@ async function inspect() {
   renderKernels(result.kernels, result.kernels_error);
   await gemm('kernels.get');
   renderMemory(result.memory);
+  await pageMemory();
   renderTensors(result.tensors);
   renderSoftmax(result.softmax);
   $('inspect-result').hidden = false;
@@ -154,6 +177,7 @@ async function inspect() {
 export function initInspect(w) {
   worker = w;
   $('inspect-run').addEventListener('click', inspect);
+  $('inspect-page-memory-run').addEventListener('click', pageMemory);
   $('inspect-gemm-unpin').addEventListener('click', () => gemm('kernels.unpin'));
   $('inspect-gemm-pin').addEventListener('change', async (e) => {
     const [file] = e.target.files;

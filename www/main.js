@@ -4,17 +4,21 @@
 
 import { startWorker } from './worker-client.js';
 import { renderAdapter, renderAdapterError } from './adapter-card.js';
-import { showBanner } from './dom.js';
+import { showBanner, RELOAD } from './dom.js';
 import { initCharts } from './charts.js';
 import { initCorpus, loadBuiltin } from './corpus.js';
 import { initSetup } from './setup.js';
-import { initTrainPanel } from './train-panel.js';
+import { initTrainPanel, resumeAfterLoss } from './train-panel.js';
 import { initInspect } from './inspect-panel.js';
 import { initInside } from './inside-panel.js';
 import { initGenerate } from './generate-panel.js';
 import { initCheckpoints, offerRestore } from './checkpoints.js';
 
-const worker = startWorker(showBanner);
+const worker = startWorker({
+  onFail: (message) => showBanner(`${message}. Reload the page; if it fails again, this browser cannot run the trainer (see the adapter card).`, [RELOAD]),
+  onRecovered: resumeAfterLoss,
+  onGone: (message) => showBanner(message, [RELOAD]),
+});
 
 initCharts();
 initTrainPanel(worker);
@@ -31,5 +35,5 @@ loadBuiltin().then(offerRestore);
 
 // Anything that escapes a panel still reaches the page.
 window.addEventListener('unhandledrejection', (e) => {
-  showBanner(`Unexpected error: ${e.reason?.message ?? e.reason}`);
+  showBanner(`Unexpected error: ${e.reason?.message ?? e.reason}. The run is kept: save a checkpoint (Checkpoints), then reload the page if it misbehaves.`);
 });

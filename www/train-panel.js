@@ -57,6 +57,32 @@ export function adoptRun(info, { name = runName, continues = false } = {}) {
   }
 }
 
+/// The device was lost and the worker rebuilt the run from its snapshot
+/// (`recovered`: {lostAt, resumedFrom, reason, info}): the charts go back
+/// to the snapshot's step and the steps after it are trained again.
+export function resumeAfterLoss({ lostAt, resumedFrom, reason, info }) {
+  charts.rewind(resumedFrom);
+  submitted = resumedFrom;
+  if (validatedAt > resumedFrom) validatedAt = -1;
+  update({ run: info });
+  const notice = $('train-notice');
+  const losses = Number(notice.dataset.losses ?? 0) + 1;
+  Object.assign(notice.dataset, { losses, lostAt, resumedFrom });
+  notice.textContent = `The GPU device was lost at step ${count(lostAt)} (${reason}); the run resumed by itself from its snapshot `
+    + `of step ${count(resumedFrom)}, repeating ${count(lostAt - resumedFrom)} steps.${losses > 1 ? ` (${losses} losses this session.)` : ''}`;
+  notice.hidden = false;
+  $('stat-step').textContent = count(submitted);
+  $('stat-step').dataset.step = submitted;
+}
+
+/// The worker's last snapshot: its step, interval and cost.
+function showSnapshot(snapshot) {
+  if (!snapshot) return;
+  $('stat-snapshot').textContent = `step ${count(snapshot.step)} · every ${count(snapshot.every)} steps · `
+    + `${snapshot.ms.toFixed(0)} ms, ${(100 * snapshot.share).toFixed(1)}% of the time`;
+  Object.assign($('stat-snapshot').dataset, { step: snapshot.step, every: snapshot.every, share: snapshot.share });
+}
+
 /// Draws a batch of step stats (from train.step, flush or inspect).
 export function record(stats, submittedNow = null) {
   if (submittedNow !== null) submitted = Math.max(submitted, submittedNow);
@@ -132,17 +158,20 @@ async function loop() {
   clearError($('train-error'));
   $('train-status').textContent = 'Training…';
   let error = null;
-  try {
-    while (!state.stopping && (stopAt === null || submitted < stopAt)) {
+  while (!state.stopping && (stopAt === null || submitted < stopAt)) {
+    try {
       const n = nextCallSteps(stopAt);
       const t0 = performance.now();
-      const stats = await worker.call('train.step', { n });
+      const { stats, snapshot } = await worker.call('train.step', { n });
       secondsPerStep = (performance.now() - t0) / 1000 / n;
       record(stats, submitted + n);
+      showSnapshot(snapshot);
       await atBoundaries();
+    } catch (e) {
+      if (e.recovered) continue; // resumeAfterLoss rewound the run: train on
+      error = e;
+      break;
     }
-  } catch (e) {
-    error = e;
   }
   // The pause: collect every submitted step, then one validation.
   update({ stopping: true });
@@ -162,8 +191,9 @@ async function loop() {
 
 async function singleStep() {
   await busy('step', () => attempt($('train-error'), async () => {
-    const stats = await worker.call('train.step', { n: 1 });
+    const { stats, snapshot } = await worker.call('train.step', { n: 1 });
     record(stats, submitted + 1);
+    showSnapshot(snapshot);
     record(await worker.call('train.flush'));
     await atBoundaries();
     $('train-status').textContent = `Stepped to ${count(submitted)}.`;

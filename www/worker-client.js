@@ -2,8 +2,11 @@
 // transfer) -> Promise; the worker may send progress values before the answer.
 // The worker owns the wasm module and the GPU device; this thread only draws.
 
-/// `onFail(message)` hears that the worker could not start; later calls reject at once.
-export function startWorker(onFail = () => {}) {
+/// `onFail(message)` hears that the worker could not start; later calls
+/// reject at once. A call that lost the GPU device rejects with the error's
+/// `recovered` (the run rebuilt from its snapshot) or `gone` (no new device)
+/// set, after `onRecovered(recovered)` or `onGone(message, gone)` heard it.
+export function startWorker({ onFail = () => {}, onRecovered = () => {}, onGone = () => {} } = {}) {
   const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
   const pending = new Map();
   let nextId = 1;
@@ -16,8 +19,11 @@ export function startWorker(onFail = () => {}) {
       return;
     }
     pending.delete(data.id);
-    if (data.error !== undefined) entry.reject(new Error(data.error));
-    else entry.resolve(data.result);
+    if (data.error === undefined) return entry.resolve(data.result);
+    const error = Object.assign(new Error(data.error), { recovered: data.recovered, gone: data.gone });
+    if (data.recovered) onRecovered(data.recovered);
+    if (data.gone) onGone(data.error, data.gone);
+    entry.reject(error);
   };
   // A worker that fails to load (no wasm support, a missing file) rejects
   // every outstanding call instead of leaving it hanging.

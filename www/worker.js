@@ -11,7 +11,8 @@
 //   run.defaults {preset}           spec: what a run of the preset starts from (Rust's RunSpec::preset)
 //   model.plan {spec}               {parameters, fits, reason, modes: [{precision, optim_state, memory}]}
 //   train.create {spec}             run info (parameters, memory, tokens, config)
-//   train.step {n}                  [StepStats] completed meanwhile (two steps late)
+//   train.step {n}                  {stats: [StepStats] completed meanwhile (two steps late),
+//                                   snapshot: {step, every, ms, share, bytes} or null}
 //   train.flush                     [StepStats] of every submitted step
 //   train.validate                  validation loss
 //   train.inspect                   {step, tensors (each with its step's survival), memory, steps, kernels, kernels_error}
@@ -28,12 +29,20 @@
 //   checkpoint.load {bytes}         run info (loads the built-in corpus first if no text is loaded)
 //   hf.import {files | zip, spec}   run info: a new run of a Hugging Face Llama folder (files:
 //                                   {path: ArrayBuffer}, or a .zip of the folder), spec's batch and schedule
-//   checkpoint.autosave             {step} after writing it to origin-private storage
+//   checkpoint.autosave             {step, stats} the step saved and the steps it waited for; the
+//                                   write to origin-private storage goes on in the background
+//   memory                          {gpuBuffers, gpuBytes, wasmBytes, heapBytes}: what this worker holds
 //   checkpoint.stored               {step, bytes, saved_at} or null
 //   checkpoint.restore              run info, from origin-private storage
 //   kernels.get                     {config, pinned}: the GEMM variants chosen on this adapter
 //   kernels.pin {json}              {config, pinned}: use this kernel config as it is (a run's reproducible speed)
 //   kernels.unpin                   {config, pinned}: tune (or reuse what was tuned) again
+//
+// A call that fails because the GPU device was lost rebuilds the run from
+// its latest snapshot on a new device (www/snapshots.js) and rejects with
+// `recovered: {lostAt, resumedFrom, reason, info}`; where no new
+// device can be had, with `gone: {lostAt, snapshotStep, reason}` after
+// keeping the snapshot in origin-private storage for a reload.
 //
 // spec: {preset, model?, batch, seq, precision, optimState, lr, warmup,
 //        steps, minLrRatio?, weightDecay?, clip?, beta1?, beta2?, eps?, seed?,
@@ -41,9 +50,11 @@
 
 import { unzipSync, zipSync } from 'fflate';
 import { isModelFile, modelFolder } from './hf-folder.js';
-import init, { adapterInfo, kernelConfig, planModel, runDefaults, setKernelConfig, Data, Trainer } from '../pkg/webtrain.js';
+import { Snapshots } from './snapshots.js';
+import init, { adapterInfo, deviceLost, kernelConfig, planModel, runDefaults, setKernelConfig, Data, Trainer } from '../pkg/webtrain.js';
 
 const ready = init();
+const gpuBuffers = countGpuBuffers();
 const AUTOSAVE = 'autosave.safetensors';
 const AUTOSAVE_STEP = 'autosave.json'; // {step}, so the offer can name it without reading the file
 // The GEMM variants the tuner chose (a KernelConfig), and whether the user pinned them.
@@ -51,6 +62,9 @@ const KERNELS = 'kernels.json'; // {config, pinned}
 
 let data = null;
 let trainer = null;
+const snapshots = new Snapshots();
+/// The autosave being written to storage, if one is.
+let writing = Promise.resolve();
 
 function needTrainer() {
   if (!trainer) throw new Error('create a model first (Setup → Create model)');
@@ -111,9 +125,86 @@ async function withKernels(make) {
 /// with its tokenizer from now on (not before: a refused run changes nothing).
 function adopt(next) {
   corpus().setTokenizer(next.tokenizerJson());
+  replaceTrainer(next);
+  return trainer.info();
+}
+
+function replaceTrainer(next) {
   trainer?.free();
   trainer = next;
-  return trainer.info();
+  snapshots.forget();
+}
+
+/// GPU buffers this worker's device holds: counted as made and as the
+/// garbage collector frees them (wgpu's web backend leaves freeing to it).
+function countGpuBuffers() {
+  const count = { live: 0, bytes: 0 };
+  if (typeof GPUDevice === 'undefined') return count;
+  const freed = new FinalizationRegistry((size) => { count.live--; count.bytes -= size; });
+  const createBuffer = GPUDevice.prototype.createBuffer;
+  GPUDevice.prototype.createBuffer = function (descriptor) {
+    const buffer = createBuffer.call(this, descriptor);
+    count.live++;
+    count.bytes += descriptor.size;
+    freed.register(buffer, descriptor.size);
+    return buffer;
+  };
+  return count;
+}
+
+/// Why the device was lost, if `error` came from a lost device.
+async function lostReason(error) {
+  // the device's lost promise may settle just after the failed call
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  const reason = deviceLost();
+  if (reason) return reason;
+  const message = error instanceof Error ? error.message : String(error);
+  return /GPU device was lost/i.test(message) ? message : null;
+}
+
+/// The run rebuilt on a new device from its latest snapshot.
+async function recover(reason) {
+  let lostAt = snapshots.latest?.step ?? 0;
+  try {
+    lostAt = trainer.info().step;
+  } catch { /* busy: the snapshot's step is all that is known */ }
+  const snapshot = snapshots.latest;
+  trainer.free();
+  trainer = null;
+  kernelsGiven = false; // the new device is given the kept kernel choices again
+  if (!snapshot) {
+    throw new Error(`the GPU device was lost at step ${lostAt} (${reason}) before the run's first snapshot: create the model again`);
+  }
+  try {
+    trainer = await withRetries(() => withKernels(() => Trainer.load(snapshot.bytes, corpus())));
+  } catch (e) {
+    await writing.catch(() => {});
+    const kept = await storeAutosave(snapshot.bytes, snapshot.step).then(() => true, () => false);
+    const error = new Error(`the GPU device was lost at step ${lostAt} (${reason}) and no new device could be had (${e.message}). `
+      + (kept ? `The run as it was at step ${snapshot.step} is kept in this browser's storage: reload the page to restore it.`
+        : `This browser's storage refused the run's snapshot of step ${snapshot.step}: reload the page and create the model again.`));
+    error.gone = { lostAt, snapshotStep: snapshot.step, reason };
+    throw error;
+  }
+  return { lostAt, resumedFrom: snapshot.step, reason, info: trainer.info() };
+}
+
+/// `make()`, tried again after 5 and 15 s: a browser may offer no adapter
+/// for a moment after its GPU process crashed.
+async function withRetries(make) {
+  for (const wait of [5_000, 10_000]) {
+    try {
+      return await make();
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+  }
+  return make();
+}
+
+async function storeAutosave(bytes, step) {
+  await writeFile(await autosaveFile(true), bytes);
+  await writeFile(await autosaveFile(true, AUTOSAVE_STEP), JSON.stringify({ step }));
 }
 
 const handlers = {
@@ -136,12 +227,18 @@ const handlers = {
   'model.plan': ({ spec }) => planModel(spec),
 
   'train.create': async ({ spec }) => {
-    const next = await withKernels(() => Trainer.create(spec, corpus()));
-    trainer?.free();
-    trainer = next;
+    replaceTrainer(await withKernels(() => Trainer.create(spec, corpus())));
     return trainer.info();
   },
-  'train.step': ({ n }) => needTrainer().step(n),
+  'train.step': async ({ n }) => {
+    const t = needTrainer();
+    if (snapshots.due(t.info().step)) await snapshots.take(t); // the run as made or loaded
+    const t0 = performance.now();
+    const stats = await t.step(n);
+    snapshots.stepped(n, performance.now() - t0);
+    if (snapshots.due(t.info().step)) stats.push(...await snapshots.take(t));
+    return { stats, snapshot: snapshots.report() };
+  },
   'train.flush': () => needTrainer().flush(),
   'train.validate': () => needTrainer().validate(),
   'train.inspect': () => needTrainer().inspect(),
@@ -149,6 +246,7 @@ const handlers = {
   ranges: () => needTrainer().ranges(),
   'train.reconfigure': async ({ precision, optimState }) => {
     await needTrainer().reconfigure(precision, optimState);
+    snapshots.forget(); // the next step snapshots the converted run
     return trainer.info();
   },
 
@@ -175,11 +273,14 @@ const handlers = {
     return adopt(await withKernels(() => Trainer.importHf(modelFolder(entries), spec, corpus())));
   },
   'checkpoint.autosave': async () => {
-    const bytes = await needTrainer().save();
+    await writing; // the last one's failure is this one's
+    const t0 = performance.now();
+    const stats = await needTrainer().flush();
+    const bytes = await trainer.save();
     const { step } = trainer.info();
-    await writeFile(await autosaveFile(true), bytes);
-    await writeFile(await autosaveFile(true, AUTOSAVE_STEP), JSON.stringify({ step }));
-    return { step };
+    snapshots.keep(bytes, step, performance.now() - t0);
+    writing = storeAutosave(bytes, step);
+    return { step, stats };
   },
   'checkpoint.stored': async () => {
     try {
@@ -193,6 +294,16 @@ const handlers = {
   'checkpoint.restore': async () => {
     const file = await (await autosaveFile(false)).getFile();
     return handlers['checkpoint.load']({ bytes: await file.arrayBuffer() });
+  },
+  memory: async () => {
+    globalThis.gc?.(); // where Chrome exposes it (--js-flags=--expose-gc): counts without garbage
+    await new Promise((resolve) => setTimeout(resolve, 100)); // finalizers run after a collection
+    return {
+      gpuBuffers: gpuBuffers.live,
+      gpuBytes: gpuBuffers.bytes,
+      wasmBytes: (await ready).memory.buffer.byteLength,
+      heapBytes: performance.memory?.usedJSHeapSize ?? null,
+    };
   },
   'kernels.get': async () => { await giveKernels(); return keepKernels(); },
   'kernels.pin': async ({ json }) => {
@@ -219,7 +330,24 @@ self.onmessage = ({ data: { id, type, payload } }) => {
       const transfer = result instanceof ArrayBuffer ? [result] : [];
       self.postMessage({ id, result }, transfer);
     } catch (e) {
-      self.postMessage({ id, error: e instanceof Error ? e.message : String(e) });
+      self.postMessage({ id, ...await failure(e) });
     }
   });
 };
+
+/// The answer to a failed call: its message, and where the device was
+/// lost, the run rebuilt from its snapshot (or why it could not be).
+async function failure(e) {
+  const message = e instanceof Error ? e.message : String(e);
+  const reason = trainer ? await lostReason(e) : null;
+  if (!reason) return { error: message };
+  try {
+    const recovered = await recover(reason);
+    return {
+      error: `the GPU device was lost at step ${recovered.lostAt}; the run resumed from its snapshot of step ${recovered.resumedFrom}`,
+      recovered,
+    };
+  } catch (gone) {
+    return { error: gone.message, gone: gone.gone };
+  }
+}

@@ -277,6 +277,86 @@ fn train_resumed_from_a_checkpoint_continues_exactly() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// A lost GPU device (`--lose-device-at`, hidden, destroys it after the
+/// step) costs the steps since the last snapshot and nothing else: the run
+/// goes on from the step-0 snapshot in memory, then from the `--save-every`
+/// checkpoint, each step's last line and the final checkpoint are those of
+/// a run that never lost it.
+#[test]
+fn train_survives_a_lost_device() {
+    let dir = std::env::temp_dir().join(format!("webtrain-lost-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (whole_ckpt, lost_ckpt) = (dir.join("whole.safetensors"), dir.join("lost.safetensors"));
+    let (whole_ckpt, lost_ckpt) = (whole_ckpt.to_str().unwrap(), lost_ckpt.to_str().unwrap());
+    let run_args = [
+        "train",
+        "--synthetic",
+        "--batch",
+        "4",
+        "--seq",
+        "32",
+        "--steps",
+        "12",
+        "--save-every",
+        "4",
+    ];
+    let whole = run(&[&run_args[..], &["--out", whole_ckpt]].concat());
+    let out = Command::new(env!("CARGO_BIN_EXE_webtrain"))
+        .args(
+            [
+                &run_args[..],
+                &["--out", lost_ckpt, "--lose-device-at", "3,10"],
+            ]
+            .concat(),
+        )
+        .output()
+        .expect("run webtrain");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    for said in [
+        "the GPU device was lost at step 3 (Destroyed); resuming from step 0 (the snapshot in memory), repeating 3 steps".to_string(),
+        format!("the GPU device was lost at step 10 (Destroyed); resuming from step 8 ({lost_ckpt}), repeating 2 steps"),
+    ] {
+        assert!(err.contains(&said), "{said:?} not in {err}");
+    }
+    let lost: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // a step trained again prints again: its last line counts
+    let mut last_per_step = std::collections::BTreeMap::new();
+    for l in step_lines(&lost) {
+        last_per_step.insert(l[0].as_u64().unwrap(), l);
+    }
+    let lost_steps: Vec<_> = last_per_step.into_values().collect();
+    assert_eq!(
+        lost_steps,
+        step_lines(&whole),
+        "every step's numbers, the last (12) included, as without the losses"
+    );
+    assert!(
+        step_lines(&lost).len() > 12,
+        "steps after a snapshot repeat"
+    );
+    assert_eq!(
+        std::fs::read(lost_ckpt).unwrap(),
+        std::fs::read(whole_ckpt).unwrap(),
+        "the same final state, to the byte"
+    );
+    let losses =
+        |lines: &[serde_json::Value]| lines.last().unwrap()["summary"]["device_losses"].clone();
+    assert_eq!((losses(&whole), losses(&lost)), (0.into(), 2.into()));
+
+    let out = Command::new(env!("CARGO_BIN_EXE_webtrain"))
+        .args(["train", "--synthetic", "--save-every", "4"])
+        .output()
+        .expect("run webtrain");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--out"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// A checkpoint the page saved before the page and the CLI shared one data
 /// state (`{files, val_fraction}`, on the built-in corpus) resumes here at
 /// its step; saved again, it carries the tokens' fingerprint.

@@ -10,14 +10,15 @@ const webdriver = JSON.parse(readFileSync(new URL('../../crate/webdriver.json', 
 // Playwright sets headless mode itself.
 const CHROME_ARGS = webdriver['goog:chromeOptions'].args.filter((a) => !a.startsWith('--headless'));
 
-/// `without` drops Chrome flags, e.g. to see the page on a browser with no adapter.
-export async function startApp({ without = [] } = {}) {
+/// `without` drops Chrome flags, e.g. to see the page on a browser with no
+/// adapter; `extra` adds some.
+export async function startApp({ without = [], extra = [] } = {}) {
   const server = await preview({ preview: { host: '127.0.0.1', port: 4173, strictPort: false }, logLevel: 'warn' });
   const url = server.resolvedUrls.local[0];
   const browser = await chromium.launch({
     executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
     headless: true,
-    args: CHROME_ARGS.filter((a) => !without.includes(a)),
+    args: [...CHROME_ARGS.filter((a) => !without.includes(a)), ...extra],
   });
   return {
     url,

@@ -107,7 +107,11 @@ impl Gpu {
         let health = Arc::new(Health::default());
         let h = Arc::clone(&health);
         device.set_device_lost_callback(move |reason, message| {
-            set_once(&h.lost, format!("{reason:?}: {message}"));
+            let reason = match message.is_empty() {
+                true => format!("{reason:?}"),
+                false => format!("{reason:?}: {message}"),
+            };
+            set_once(&h.lost, reason);
         });
         let h = Arc::clone(&health);
         device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {

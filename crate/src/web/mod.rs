@@ -39,6 +39,14 @@ async fn gpu() -> crate::Result<Gpu> {
     Ok(gpu)
 }
 
+/// Why the worker's device was lost, or `undefined` while it works (or
+/// before one is made): the worker asks after a failed call, to tell a lost
+/// device (rebuild the run from its snapshot) from any other failure.
+#[wasm_bindgen(js_name = deviceLost)]
+pub fn device_lost() -> Option<String> {
+    GPU.with(|g| g.borrow().as_ref().and_then(Gpu::lost_reason))
+}
+
 /// The adapter report (see `AdapterReport`) as a plain object. Rejects with
 /// a readable message where WebGPU or an adapter is missing.
 #[wasm_bindgen(js_name = adapterInfo)]

@@ -69,8 +69,14 @@ pub fn read_corpus(files: &[TextFile]) -> Result<Corpus> {
 
 /// The checkpoint at `path`, checked; its errors name the file.
 pub fn read_checkpoint(path: &Path) -> Result<Checkpoint> {
+    read_checkpoint_bytes(path).map(|(c, _)| c)
+}
+
+/// The checkpoint at `path`, checked, and the file's bytes.
+pub fn read_checkpoint_bytes(path: &Path) -> Result<(Checkpoint, Vec<u8>)> {
     let bytes = std::fs::read(path).map_err(|e| io(path, "be read", e))?;
-    Checkpoint::from_bytes(&bytes).map_err(|e| in_file(path, e))
+    let c = Checkpoint::from_bytes(&bytes).map_err(|e| in_file(path, e))?;
+    Ok((c, bytes))
 }
 
 /// A checkpoint's problem, naming its file.

@@ -11,6 +11,8 @@ mod hf;
 #[cfg(not(target_arch = "wasm32"))]
 mod probe;
 #[cfg(not(target_arch = "wasm32"))]
+mod recover;
+#[cfg(not(target_arch = "wasm32"))]
 mod train;
 
 #[cfg(not(target_arch = "wasm32"))]

@@ -1,8 +1,10 @@
 //! `webtrain train`: a training run from the command line. One JSON line
 //! per step (`step, loss, grad_norm, lr, tokens_per_s, …`), one per
 //! validation, and a final summary; progress in words on stderr. `--out`
-//! writes a checkpoint at the end; `--resume` continues one: its config,
-//! weights, optimizer state, step count and batch RNG, on the same data.
+//! writes a checkpoint at the end (and every `--save-every` steps);
+//! `--resume` continues one: its config, weights, optimizer state, step
+//! count and batch RNG, on the same data. A lost GPU device is replaced and
+//! the run goes on from its last checkpoint (`recover`).
 
 use std::path::PathBuf;
 
@@ -13,10 +15,11 @@ use webtrain::hf::HfModel;
 use webtrain::inspect::Inspector;
 use webtrain::model::{Config, PRESETS};
 use webtrain::run::{DataState, Run, RunSpec, Source, Text, VALIDATION_BATCHES, warmup_for};
-use webtrain::train::{TrainConfig, Trainer};
+use webtrain::train::{StepStats, TrainConfig, Trainer};
 use webtrain::{Error, Gpu, Result};
 
 use crate::files::{self, TextFile};
+use crate::recover::{Recovery, Snapshot};
 
 /// What a checkpoint's config fixes: not to be given with `--resume`.
 const FIXED_BY_CHECKPOINT: [&str; 17] = [
@@ -112,9 +115,16 @@ pub struct TrainArgs {
     /// have lost in that step: one JSON line {"step", "inspect": [per tensor]} (0: never).
     #[arg(long, default_value_t = 0)]
     inspect_every: u32,
-    /// Write a checkpoint (.safetensors) here at the end.
+    /// Write a checkpoint (.safetensors) here at the end (and every --save-every steps).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Also write it every N steps (0: only at the end). Where the GPU device is lost, the
+    /// run goes on from the last one written, on a new device.
+    #[arg(long, default_value_t = 0, requires = "out")]
+    save_every: u32,
+    /// Tests: destroy the GPU device after each of these steps is submitted, as if it were lost.
+    #[arg(long, hide = true, value_delimiter = ',')]
+    lose_device_at: Vec<u32>,
     /// Continue the run in this checkpoint (saved here or by the page): its model, precision,
     /// optimizer, batch shape, seed, schedule and batch order, on the same text: the files it
     /// names where they are found, else those --corpus gives, checked by their tokens.
@@ -240,11 +250,11 @@ pub async fn run(args: TrainArgs) -> Result<()> {
     let resumed = args
         .resume
         .as_deref()
-        .map(files::read_checkpoint)
+        .map(files::read_checkpoint_bytes)
         .transpose()?;
     let hf = args.from_hf.as_deref().map(files::read_hf).transpose()?;
     let (config, text) = match (&resumed, &args.resume) {
-        (Some(c), Some(path)) => (
+        (Some((c, _)), Some(path)) => (
             c.config.clone(),
             resumed_text(&args, c).map_err(|e| files::in_file(path, e))?,
         ),
@@ -256,9 +266,10 @@ pub async fn run(args: TrainArgs) -> Result<()> {
         }
     };
     let shape = config.shape;
-    let gpu = Gpu::new(&args.device.options()?).await?;
+    let options = args.device.options()?;
+    let gpu = Gpu::new(&options).await?;
     let mut run = match (&resumed, &hf) {
-        (Some(c), _) => Run::resume(&gpu, c, text, args.val_batches).await?,
+        (Some((c, _)), _) => Run::resume(&gpu, c, text, args.val_batches).await?,
         (None, Some(m)) => {
             let trainer = Trainer::with_weights(&gpu, config.clone(), &m.weights).await?;
             Run::start(trainer, text, args.val_batches)
@@ -309,13 +320,78 @@ pub async fn run(args: TrainArgs) -> Result<()> {
         }
     }
 
+    // what a lost device goes back to until the first save
+    let snapshot = match (resumed, &args.resume) {
+        (Some((_, bytes)), Some(path)) => Snapshot {
+            step: first - 1,
+            bytes,
+            file: Some(path.clone()),
+        },
+        _ => Snapshot {
+            step: 0,
+            bytes: run.save().await?,
+            file: None,
+        },
+    };
+    let lose_at = args.lose_device_at.clone();
+    let mut recovery = Recovery::new(snapshot, options, args.val_batches, end, lose_at);
+
     let started = std::time::Instant::now();
-    let mut inspector = Inspector::new(false); // the CLI prints no update ratios
-    let mut last = None;
-    let mut val_loss = None;
-    for step in first..=end {
-        let done = if args.inspect_every > 0 && step % args.inspect_every == 0 {
-            let i = inspector.step(&mut run, false).await?;
+    let mut steps = Steps {
+        args: &args,
+        end,
+        inspector: Inspector::new(false), // the CLI prints no update ratios
+        last: None,
+        val_loss: None,
+    };
+    let mut step = first;
+    while step <= end {
+        match steps.train(&mut run, &mut recovery, step).await {
+            Ok(()) => step += 1,
+            Err(e) => {
+                run = recovery.recover(e, run).await?;
+                step = run.trainer.steps() + 1;
+            }
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let summary = serde_json::json!({"summary": {
+        "adapter": run.trainer.gpu.info.name,
+        "preset": preset,
+        "precision": precision,
+        "optim_state": optim_state,
+        "steps": end,
+        "resumed_from": args.resume.as_ref().map(|_| first - 1),
+        "checkpoint": args.out.as_ref().map(|p| p.display().to_string()),
+        "loss": steps.last.map(|s| s.loss),
+        "val_loss": steps.val_loss,
+        "skipped_steps": run.trainer.skipped(),
+        "seconds": seconds,
+        "tokens_per_s": (args.steps as f64 * shape.rows() as f64) / seconds,
+        "optimizer_dispatches": run.trainer.optimizer_dispatches(),
+        "memory": memory,
+        "device_losses": recovery.losses(),
+    }});
+    println!("{summary}");
+    Ok(())
+}
+
+/// The loop's steps, and what they printed that the summary repeats.
+struct Steps<'a> {
+    args: &'a TrainArgs,
+    end: u32,
+    inspector: Inspector,
+    last: Option<StepStats>,
+    val_loss: Option<f64>,
+}
+
+impl Steps<'_> {
+    /// Trains `step` (inspected where asked), prints the steps completed
+    /// meanwhile, and validates and saves where asked.
+    async fn train(&mut self, run: &mut Run, recovery: &mut Recovery, step: u32) -> Result<()> {
+        let args = self.args;
+        let done = if args.inspect_every > 0 && step.is_multiple_of(args.inspect_every) {
+            let i = self.inspector.step(run, false).await?;
             let survival: Vec<_> = i.tensors.iter().map(|t| &t.survival).collect();
             println!(
                 "{}",
@@ -325,7 +401,8 @@ pub async fn run(args: TrainArgs) -> Result<()> {
         } else {
             run.step().await?
         };
-        let flush = step == end || (args.val_every > 0 && step % args.val_every == 0);
+        recovery.inject(run, step);
+        let flush = step == self.end || (args.val_every > 0 && step.is_multiple_of(args.val_every));
         let done = if flush {
             done.into_iter().chain(run.trainer.flush().await?).collect()
         } else {
@@ -339,43 +416,32 @@ pub async fn run(args: TrainArgs) -> Result<()> {
                     s.step, s.loss, s.grad_norm, s.lr, s.tokens_per_s
                 );
             }
-            last = Some(s);
+            self.last = Some(s);
         }
         if flush && !run.validation.is_empty() {
             let loss = run.validate().await?;
             println!("{}", serde_json::json!({"step": step, "val_loss": loss}));
             eprintln!("step {step:>5}  validation loss {loss:.4}");
-            val_loss = Some(loss);
+            self.val_loss = Some(loss);
         }
+        let save =
+            step == self.end || (args.save_every > 0 && step.is_multiple_of(args.save_every));
+        if let (true, Some(path)) = (save, &args.out) {
+            let bytes = run.save().await?;
+            files::write_atomically(path, &bytes)?;
+            eprintln!(
+                "train: step {step} saved to {} ({:.1} MiB)",
+                path.display(),
+                bytes.len() as f64 / (1 << 20) as f64
+            );
+            recovery.saved(Snapshot {
+                step,
+                bytes,
+                file: Some(path.clone()),
+            });
+        }
+        Ok(())
     }
-    let seconds = started.elapsed().as_secs_f64();
-    if let Some(path) = &args.out {
-        let bytes = run.save().await?;
-        files::write_atomically(path, &bytes)?;
-        eprintln!(
-            "train: step {end} saved to {} ({:.1} MiB)",
-            path.display(),
-            bytes.len() as f64 / (1 << 20) as f64
-        );
-    }
-    let summary = serde_json::json!({"summary": {
-        "adapter": gpu.info.name,
-        "preset": preset,
-        "precision": precision,
-        "optim_state": optim_state,
-        "steps": end,
-        "resumed_from": args.resume.as_ref().map(|_| first - 1),
-        "checkpoint": args.out.as_ref().map(|p| p.display().to_string()),
-        "loss": last.map(|s| s.loss),
-        "val_loss": val_loss,
-        "skipped_steps": run.trainer.skipped(),
-        "seconds": seconds,
-        "tokens_per_s": (args.steps as f64 * shape.rows() as f64) / seconds,
-        "optimizer_dispatches": run.trainer.optimizer_dispatches(),
-        "memory": memory,
-    }});
-    println!("{summary}");
-    Ok(())
 }
 
 fn json(s: &impl serde::Serialize) -> Result<String> {
