@@ -129,6 +129,7 @@ function adopt(next) {
   return trainer.info();
 }
 
+/// `next` (or none) is the run from now on; the old one is freed.
 function replaceTrainer(next) {
   trainer?.free();
   trainer = next;
@@ -164,20 +165,20 @@ async function lostReason(error) {
 
 /// The run rebuilt on a new device from its latest snapshot.
 async function recover(reason) {
-  let lostAt = snapshots.latest?.step ?? 0;
+  const snapshot = snapshots.latest;
+  let lostAt = snapshot?.step ?? 0;
   try {
     lostAt = trainer.info().step;
   } catch { /* busy: the snapshot's step is all that is known */ }
-  const snapshot = snapshots.latest;
-  trainer.free();
-  trainer = null;
-  kernelsGiven = false; // the new device is given the kept kernel choices again
   if (!snapshot) {
+    replaceTrainer(null);
     throw new Error(`the GPU device was lost at step ${lostAt} (${reason}) before the run's first snapshot: create the model again`);
   }
+  kernelsGiven = false; // the new device is given the kept kernel choices again
   try {
-    trainer = await withRetries(() => withKernels(() => Trainer.load(snapshot.bytes, corpus())));
+    await withRetries(() => withKernels(() => trainer.rewind(snapshot.bytes)));
   } catch (e) {
+    replaceTrainer(null);
     await writing.catch(() => {});
     const kept = await storeAutosave(snapshot.bytes, snapshot.step).then(() => true, () => false);
     const error = new Error(`the GPU device was lost at step ${lostAt} (${reason}) and no new device could be had (${e.message}). `

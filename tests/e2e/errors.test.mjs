@@ -4,7 +4,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { startApp, openPage, createModel, singleSteps, waitOrError, errorText } from './browser.mjs';
 
 let app;
@@ -30,6 +30,42 @@ test('a corrupt checkpoint is refused with a reason, and the run goes on', async
   await singleSteps(page);
 });
 
+// A tiny checkpoint the page saved (tests/e2e/interop.test.mjs loads it whole).
+const CHECKPOINT = readFileSync('tests/fixtures/checkpoints/page-7edd469.safetensors');
+
+/// Loads `bytes` as `name` through the Load picker; resolves with the refusal.
+async function refusedCheckpoint(name, bytes) {
+  const path = `test-results/inputs/${name}`;
+  writeFileSync(path, bytes);
+  await page.evaluate(() => { document.querySelector('#checkpoint-error').hidden = true; }); // the last test's
+  await page.setInputFiles('#load-input', path);
+  await page.waitForSelector('#checkpoint-error:not([hidden])', { timeout: 120_000 });
+  return errorText(page, 'checkpoint-error');
+}
+
+test('a truncated checkpoint is refused with the reason, and the run goes on', async () => {
+  const stepBefore = await page.locator('#stat-step').getAttribute('data-step');
+  const message = await refusedCheckpoint('truncated.safetensors', CHECKPOINT.subarray(0, Math.floor(CHECKPOINT.length * 0.6)));
+  assert.match(message, /truncated, or with bytes appended: its header describes \d+ bytes, the file has \d+/, message);
+  assert.equal(await page.locator('#stat-step').getAttribute('data-step'), stepBefore, 'the run is the one from before');
+  await singleSteps(page);
+});
+
+test('a checkpoint whose tensors are another model size than its config says is refused', async () => {
+  const n = Number(CHECKPOINT.readBigUInt64LE(0));
+  const header = JSON.parse(CHECKPOINT.subarray(8, 8 + n).toString());
+  const config = JSON.parse(header.__metadata__.config);
+  config.model.hidden_size *= 2; // the tensors stay the smaller model's
+  header.__metadata__.config = JSON.stringify(config);
+  const text = JSON.stringify(header);
+  const json = Buffer.from(text.padEnd(Math.ceil(text.length / 8) * 8, ' '));
+  const length = Buffer.alloc(8);
+  length.writeBigUInt64LE(BigInt(json.length));
+  const message = await refusedCheckpoint('other-size.safetensors', Buffer.concat([length, json, CHECKPOINT.subarray(8 + n)]));
+  assert.match(message, /its tensors do not match its config: tensor embed_tokens is F32 \[260, 32\], expected F32 \[260, 64\]/, message);
+  await singleSteps(page);
+});
+
 test('a binary file among text files is refused by name; the others stay', async () => {
   const text = 'webtrain reads plain text. '.repeat(400);
   writeFileSync('test-results/inputs/notes.txt', text);
@@ -52,6 +88,22 @@ test('a binary file among text files is refused by name; the others stay', async
   assert.equal(await page.locator('#corpus-files li[data-state="ok"]').count(), 2);
   await page.locator('#setup').screenshot({ path: 'test-results/panel-setup-refused.png' });
   // the run made before keeps its own text
+  await singleSteps(page);
+});
+
+test('a very large text file is read in chunks up to the page\'s cap, and the page says so', async () => {
+  const path = 'test-results/inputs/big.txt';
+  const line = Buffer.from('A line of a very large text file, read in chunks up to the cap.\n');
+  const block = Buffer.concat(Array(16384).fill(line)); // about 1 MiB
+  writeFileSync(path, Buffer.concat(Array(200).fill(block))); // about 200 MiB
+  await page.setInputFiles('#corpus-input', path);
+  const cut = page.locator('#corpus-files li[data-state="cut"][data-name="big.txt"]');
+  await cut.waitFor({ timeout: 300_000 });
+  assert.match(await cut.textContent(), /first .* of 20\d(\.\d)? MiB: the page takes at most 64 MiB of text/);
+  const held = await page.evaluate(() => [...document.querySelectorAll('#corpus-files li')].map((li) => li.textContent));
+  assert.ok(await page.locator('#corpus-progress').isHidden(), 'the progress bar is gone once read');
+  await page.locator('#setup').screenshot({ path: 'test-results/panel-setup-big-file.png' });
+  assert.equal(await errorText(page, 'setup-error'), null, held.join(' | '));
   await singleSteps(page);
 });
 

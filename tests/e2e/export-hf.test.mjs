@@ -203,6 +203,14 @@ test('the export imports back in the page, scores the validation text as the run
   assert.equal(await errorText(page, 'train-error'), null);
 });
 
+/// A tokenizer.json of `n` tokens: `tokenizer`'s, with tokens added to its
+/// vocabulary (another tokenizer than the model's).
+function withMoreTokens(tokenizer, n) {
+  const vocab = tokenizer.model.vocab;
+  for (let id = Object.keys(vocab).length; id < n; id++) vocab[`extra${id}`] = id;
+  return tokenizer;
+}
+
 test('a broken folder is refused in the page with the reason the CLI gives', async () => {
   const files = Object.fromEntries(['config.json', 'model.safetensors', 'tokenizer.json'].map((f) => [f, readFileSync(`${folder}/${f}`)]));
   const { n, header } = safetensorsHeader(new Uint8Array(files['model.safetensors']));
@@ -234,6 +242,8 @@ test('a broken folder is refused in the page with the reason the CLI gives', asy
     'missing-tensor': [{ 'model.safetensors': withHeader((h) => { delete h[down]; }) }, /missing tensors: .*down_proj/],
     'wrong-shape': [{ 'model.safetensors': withHeader((h) => { h[down].shape.reverse(); }) }, /tensor model\.layers\.1\.mlp\.down_proj\.weight has shape/],
     'unsupported-config': [{ 'config.json': JSON.stringify({ ...config, hidden_act: 'gelu' }) }, /config\.json: .*hidden_act "gelu"/],
+    'another-tokenizer': [{ 'tokenizer.json': JSON.stringify(withMoreTokens(JSON.parse(files['tokenizer.json'].toString()), config.vocab_size + 40)) },
+      /more than the model's vocab_size .*not this model's tokenizer/],
   };
   for (const [name, [changed, reason]] of Object.entries(broken)) {
     const dir = `${OUT}/broken/${name}`;

@@ -126,6 +126,15 @@ impl Run {
         Ok(Run::with_rng(trainer, text, rng, validation_batches))
     }
 
+    /// Goes back to `checkpoint`, this run's own from earlier, on `gpu` (a
+    /// new device where the old one was lost): its weights, optimizer
+    /// state, step and batch order; the text and held-out batches stay.
+    pub async fn rewind(&mut self, gpu: &Gpu, checkpoint: &Checkpoint) -> Result<()> {
+        self.trainer = checkpoint.restore(gpu).await?;
+        self.rng = SplitMix64(checkpoint.run.rng);
+        Ok(())
+    }
+
     fn with_rng(trainer: Trainer, text: Text, rng: SplitMix64, validation_batches: usize) -> Run {
         let shape = trainer.config.shape;
         let validation = text

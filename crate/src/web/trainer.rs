@@ -298,6 +298,22 @@ impl Trainer {
         })
     }
 
+    /// Rebuilds the run on the worker's device — a new one where the old
+    /// was lost — from `snapshot`, a checkpoint of this run saved earlier:
+    /// its weights, optimizer state, step and batch order, on the run's own
+    /// text (whatever text the page has loaded since).
+    pub fn rewind(&self, snapshot: Vec<u8>) -> Promise {
+        with_run(self.run.clone(), move |mut page| async move {
+            let rebuilt = async {
+                let checkpoint = Checkpoint::from_bytes(&snapshot)?;
+                page.run.rewind(&gpu().await?, &checkpoint).await
+            }
+            .await;
+            page.inspector = Inspector::new(true); // its last weights are gone
+            (page, rebuilt.map(|()| JsValue::UNDEFINED).map_err(js_error))
+        })
+    }
+
     /// The model as a Hugging Face `LlamaForCausalLM` folder, after every
     /// step submitted so far: `{file name: Uint8Array}` with config.json,
     /// model.safetensors (f32), generation_config.json and tokenizer.json.
