@@ -172,7 +172,9 @@ async function recover(reason) {
   } catch { /* busy: the snapshot's step is all that is known */ }
   if (!snapshot) {
     replaceTrainer(null);
-    throw new Error(`the GPU device was lost at step ${lostAt} (${reason}) before the run's first snapshot: create the model again`);
+    const error = new Error(`the GPU device was lost at step ${lostAt} (${reason}) before the run's first snapshot: create the model again`);
+    error.gone = { lostAt, snapshotStep: null, reason };
+    throw error;
   }
   kernelsGiven = false; // the new device is given the kept kernel choices again
   try {
@@ -274,7 +276,9 @@ const handlers = {
     return adopt(await withKernels(() => Trainer.importHf(modelFolder(entries), spec, corpus())));
   },
   'checkpoint.autosave': async () => {
-    await writing; // the last one's failure is this one's
+    const previous = writing;
+    writing = Promise.resolve();
+    await previous; // the last write's failure is told here, once
     const t0 = performance.now();
     const stats = await needTrainer().flush();
     const bytes = await trainer.save();
@@ -303,7 +307,7 @@ const handlers = {
       gpuBuffers: gpuBuffers.live,
       gpuBytes: gpuBuffers.bytes,
       wasmBytes: (await ready).memory.buffer.byteLength,
-      heapBytes: performance.memory?.usedJSHeapSize ?? null,
+      heapBytes: performance.memory?.usedJSHeapSize || null, // Chrome reports 0 in a worker
     };
   },
   'kernels.get': async () => { await giveKernels(); return keepKernels(); },

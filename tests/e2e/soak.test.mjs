@@ -53,6 +53,7 @@ test(`${LATE} steps with the charts open: memory and GPU buffers stay flat`, { s
   const late = await held();
   await page.click('#pause');
   t.diagnostic(`steps ${EARLY}→${LATE} in ${seconds.toFixed(0)} s; at ${EARLY}: ${JSON.stringify(early)}; at ${LATE}: ${JSON.stringify(late)}`);
+  t.diagnostic(`snapshot: ${await page.locator('#stat-snapshot').textContent()}`);
   for (const key of ['pageHeapCdp', 'workerHeap', 'wasm', 'gpuBuffers', 'gpuBytes']) {
     if (!Number.isFinite(early[key]) || early[key] === 0) continue; // not reported by this browser
     assert.ok(late[key] <= early[key] * (1 + SAME), `${key}: ${early[key]} at step ${EARLY}, ${late[key]} at step ${LATE}`);
