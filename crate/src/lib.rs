@@ -9,6 +9,8 @@ pub mod data;
 pub mod error;
 /// FNV-1a fingerprints of tokenizers, token streams and shader sources.
 pub mod fingerprint;
+/// What each fuzz target (crate/fuzz) does with its bytes, shared with the corpora's replay.
+pub mod fuzzing;
 /// Device side: adapter, limits, buffers, pipelines, dispatches, timing.
 pub mod gpu;
 /// Hugging Face interop: LlamaForCausalLM folders out and in.

@@ -4,5 +4,5 @@
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|bytes: &[u8]| {
-    let _ = webtrain::checkpoint::Checkpoint::from_bytes(bytes);
+    let _ = webtrain::fuzzing::checkpoint_reader(bytes);
 });

@@ -45,9 +45,10 @@ pub fn read(name: &str, bytes: &[u8], tokenizer: &Tokenizer) -> Result<Vec<u32>>
         bytes[28..36]
             .try_into()
             .map_err(|_| bad("truncated header"))?,
-    ) as usize;
+    );
     let body = &bytes[HEADER..];
-    if body.len() != 4 * count {
+    // in u64, and 4·count never formed: a count near 2^62 (2^30 in wasm32's usize) would overflow
+    if !body.len().is_multiple_of(4) || (body.len() / 4) as u64 != count {
         return Err(bad(&format!(
             "is truncated or padded: header says {count} tokens, {} bytes follow",
             body.len()
@@ -81,6 +82,15 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("truncated")
+        );
+        // a count whose byte size overflows: refused, not a panic
+        let mut huge = file.clone();
+        huge[28..36].copy_from_slice(&(1u64 << 62).to_le_bytes());
+        assert!(
+            read("t.bin", &huge, &a)
+                .unwrap_err()
+                .to_string()
+                .contains("header says 4611686018427387904 tokens")
         );
         assert!(
             read("t.bin", b"PK\x03\x04 a zip file, not tokens......", &a)

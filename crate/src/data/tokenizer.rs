@@ -1,6 +1,7 @@
 //! Byte-level BPE with the HF `tokenizers` crate: trained on the user's text,
 //! saved and loaded as a standard tokenizer.json, identified by a fingerprint.
 
+use tokenizers::Model;
 use tokenizers::models::TrainerWrapper;
 use tokenizers::models::bpe::{BPE, BpeTrainerBuilder};
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
@@ -85,11 +86,44 @@ impl Tokenizer {
         Self::wrap(inner)
     }
 
-    /// Loads a tokenizer.json (webtrain's or any HF byte-level BPE).
+    /// Loads a tokenizer.json (webtrain's or any HF byte-level BPE), its
+    /// truncation and padding settings ignored. Checked first for what
+    /// `tokenizers` would panic on rather than refuse (a panic kills the
+    /// page's worker): the whole file must be JSON (a syntax error inside
+    /// `decoder` or a normalizer panics there), no part may be one `hazard`
+    /// names, and its ids must be 0..vocab_size.
     pub fn from_json(json: &str) -> Result<Tokenizer> {
-        let inner = json
+        let unusable = |e: &dyn std::fmt::Display| {
+            Error::Tokenizer(format!("not a usable tokenizer.json: {e}"))
+        };
+        let value: serde_json::Value = serde_json::from_str(json).map_err(|e| unusable(&e))?;
+        if let Some(problem) = hazard(&value) {
+            return Err(unusable(&problem));
+        }
+        let mut inner = json
             .parse::<tokenizers::Tokenizer>()
-            .map_err(|e| Error::Tokenizer(format!("not a usable tokenizer.json: {e}")))?;
+            .map_err(|e| unusable(&e))?;
+        // Whole texts, as transformers' fast tokenizers encode unless asked
+        // otherwise: no truncation (a file's stride ≥ max_length panics) and
+        // no padding (to any length the file names).
+        inner.with_truncation(None).map_err(|e| unusable(&e))?;
+        inner.with_padding(None);
+        // Ids 0..vocab_size: `tokenizers` writes (and fingerprints) a vocabulary
+        // by walking every id up to the largest, so one id of 4e9 costs
+        // minutes and gigabytes; and a model's embedding has vocab_size rows.
+        let size = inner.get_vocab_size(true);
+        let added = inner.get_added_tokens_decoder();
+        let largest = inner
+            .get_model()
+            .get_vocab()
+            .into_values()
+            .chain(added.keys().copied())
+            .max();
+        if let Some(id) = largest.filter(|&id| id as usize >= size) {
+            return Err(unusable(&format!(
+                "it has token id {id} but {size} tokens: ids must be 0..{size}"
+            )));
+        }
         Self::wrap(inner)
     }
 
@@ -144,6 +178,40 @@ impl Tokenizer {
             made_with: made_with.to_string(),
             in_use: self.fingerprint.clone(),
         })
+    }
+}
+
+/// The first part of a tokenizer.json (at any depth) that `tokenizers`
+/// reads but then panics on, found by the tokenizer_json fuzz target:
+/// SentencePiece's `Precompiled` normalizer (its tables are trusted: a
+/// damaged one panics when read or when it normalizes), and a `Replace`
+/// (normalizer or decoder) whose pattern can match the empty string (it
+/// panics where it inserts text at an empty match). A literal pattern
+/// matches nothing empty but `""`; a regex may, so regex patterns are
+/// refused (webtrain's tokenizers have none, Llama-family ones replace
+/// literals). Found by their fields, not their `type`: `tokenizers` reads
+/// an object of an unknown type as whichever kind its fields fit.
+fn hazard(part: &serde_json::Value) -> Option<String> {
+    use serde_json::Value;
+    match part {
+        Value::Object(o) => {
+            if o.contains_key("precompiled_charsmap") {
+                return Some("SentencePiece's Precompiled normalizer is not supported".into());
+            }
+            // a Replace: pattern and content (a Split has a pattern, no content)
+            let replaced = o.get("pattern").filter(|_| o.contains_key("content"));
+            if let Some(pattern) = replaced.and_then(Value::as_object) {
+                if pattern.contains_key("Regex") {
+                    return Some("a Replace with a regex pattern is not supported".into());
+                }
+                if pattern.get("String").and_then(Value::as_str) == Some("") {
+                    return Some("a Replace with an empty pattern".into());
+                }
+            }
+            o.values().find_map(hazard)
+        }
+        Value::Array(a) => a.iter().find_map(hazard),
+        _ => None,
     }
 }
 
@@ -216,6 +284,77 @@ mod tests {
             "{err}"
         );
         assert!(a.check_fingerprint("tokens.bin", a.fingerprint()).is_ok());
+    }
+
+    /// Found by the tokenizer_json fuzz target: `tokenizers` panicked on
+    /// these instead of refusing them.
+    #[test]
+    fn damaged_tokenizer_json_is_refused_not_a_panic() {
+        let json = small().to_json().unwrap();
+        // a syntax error inside the decoder (a truncated or damaged file)
+        let at = json.find("\"decoder\"").unwrap();
+        let damaged = r#"{"decoder": {"type": "ByteLevel" "x"}}"#;
+        for bad in [damaged, &json[..at + 40]] {
+            let err = Tokenizer::from_json(bad).unwrap_err().to_string();
+            assert!(err.contains("not a usable tokenizer.json"), "{err}");
+        }
+        // SentencePiece's normalizer, damaged, alone or in a sequence;
+        // a Replace that can insert its content at an empty match
+        let mut value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let replace = |pattern: &str| {
+            format!(r#"{{"type": "Replace", "pattern": {pattern}, "content": " "}}"#)
+        };
+        for (part, normalizer, why) in [
+            (
+                "normalizer",
+                r#"{"type": "Precompiled", "precompiled_charsmap": null}"#.to_string(),
+                "Precompiled",
+            ),
+            (
+                "normalizer",
+                format!(
+                    r#"{{"type": "Sequence", "normalizers": [{{"type": "NFC"}}, {}]}}"#,
+                    replace(r#"{"String": ""}"#)
+                ),
+                "empty pattern",
+            ),
+            ("normalizer", replace(r#"{"Regex": "a*"}"#), "regex"),
+            (
+                "normalizer",
+                replace(r#"{"String": ""}"#).replace("Replace", "ReplacC"),
+                "empty pattern",
+            ),
+            ("decoder", replace(r#"{"Regex": "\\b"}"#), "regex"),
+        ] {
+            let before = value[part].clone();
+            value[part] = serde_json::from_str(&normalizer).unwrap();
+            let err = Tokenizer::from_json(&value.to_string())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(why), "{err}");
+            value[part] = before;
+        }
+        // an id far beyond the vocabulary: minutes and gigabytes to fingerprint
+        let mut far: serde_json::Value = serde_json::from_str(&json).unwrap();
+        far["model"]["vocab"]["a"] = u32::MAX.into();
+        let err = Tokenizer::from_json(&far.to_string())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("token id 4294967295 but 300 tokens"), "{err}");
+        // truncation (its stride beyond its length) and padding (to 4e9
+        // tokens) are ignored: whole texts, as transformers encodes them
+        let mut batching = value.clone();
+        batching["truncation"] = serde_json::json!({"direction": "Right", "max_length": 7,
+            "strategy": "LongestFirst", "stride": 8});
+        batching["padding"] = serde_json::json!({"strategy": {"Fixed": u32::MAX}, "direction": "Right",
+            "pad_to_multiple_of": null, "pad_id": 0, "pad_type_id": 0, "pad_token": "!"});
+        let t = Tokenizer::from_json(&batching.to_string()).unwrap();
+        assert_eq!(t.encode(TEXT).unwrap(), small().encode(TEXT).unwrap());
+        assert_eq!(t.fingerprint(), small().fingerprint());
+        // a literal pattern, as Llama-family tokenizers replace spaces
+        value["normalizer"] = serde_json::from_str(&replace(r#"{"String": "  "}"#)).unwrap();
+        let t = Tokenizer::from_json(&value.to_string()).unwrap();
+        assert!(t.decode(&t.encode("ça  va 🐈").unwrap()).is_ok());
     }
 
     #[test]
