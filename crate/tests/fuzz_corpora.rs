@@ -342,7 +342,13 @@ mod seeds {
             .into_iter()
             .chain(webtrain.encode_utf16().flat_map(u16::to_le_bytes))
             .collect();
+        let mut precompiled: Value = serde_json::from_str(&webtrain).unwrap();
+        precompiled["normalizer"] = json!({"type": "Precompiled", "precompiled_charsmap": null});
         seeds.extend([
+            (
+                "precompiled-null.json".into(),
+                serde_json::to_vec(&precompiled).unwrap(),
+            ),
             ("utf16le.json".into(), utf16),
             (
                 "truncated.json".into(),

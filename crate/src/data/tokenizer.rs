@@ -90,8 +90,8 @@ impl Tokenizer {
     /// truncation and padding settings ignored. Checked first for what
     /// `tokenizers` would panic on rather than refuse (a panic kills the
     /// page's worker): the whole file must be JSON (a syntax error inside
-    /// `decoder` or a normalizer panics there), no part may be one `hazard`
-    /// names, and its ids must be 0..vocab_size.
+    /// `decoder` panics there), no part may be one `hazard` names, and its
+    /// ids must be 0..vocab_size.
     pub fn from_json(json: &str) -> Result<Tokenizer> {
         let unusable = |e: &dyn std::fmt::Display| {
             Error::Tokenizer(format!("not a usable tokenizer.json: {e}"))
