@@ -173,8 +173,12 @@ test('a saved run loads in a fresh page and goes on from its step', async () => 
   assert.equal(await errorText(page, 'train-error'), null);
   assert.equal(Number(await chart('first-step')), savedStep + 1, 'the chart goes on from the checkpoint\'s step');
   const resumed = Number(await chart('first-loss'));
-  assert.ok(Math.abs(resumed - savedLoss) < 0.5 && resumed < firstLoss - 0.2,
-    `the loss goes on (${savedLoss} before the save, ${resumed} after the load; ${firstLoss} at the start)`);
+  // from the saved weights, not from scratch: near the saved loss and well
+  // under an untrained model's ln 301 = 5.71 (the tiny preset's vocabulary;
+  // the series' first loss is no such yardstick after a mode switch)
+  const untrained = Math.log(301);
+  assert.ok(Math.abs(resumed - savedLoss) < 0.5 && resumed < untrained - 0.5,
+    `the loss goes on (${savedLoss} before the save, ${resumed} after the load; ${firstLoss} at the series' start, ${untrained.toFixed(2)} untrained)`);
   await shot('checkpoints');
 });
 
