@@ -5,7 +5,7 @@
 // snapshots is chosen from what the last one cost, so that they take at
 // most COST_SHARE of the training time, within [MIN_EVERY, MAX_EVERY] steps.
 
-export const COST_SHARE = 0.02;
+const COST_SHARE = 0.02;
 const MIN_EVERY = 10;
 const MAX_EVERY = 1000;
 
