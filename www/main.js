@@ -7,6 +7,7 @@ import { renderAdapter, renderAdapterError } from './adapter-card.js';
 import { showBanner, RELOAD } from './dom.js';
 import { initCharts } from './charts.js';
 import { initCorpus, loadBuiltin } from './corpus.js';
+import { initTasks } from './tasks.js';
 import { initSetup } from './setup.js';
 import { initTrainPanel, resumeAfterLoss } from './train-panel.js';
 import { initInspect } from './inspect-panel.js';
@@ -23,6 +24,7 @@ const worker = startWorker({
 initCharts();
 initTrainPanel(worker);
 initCorpus(worker);
+initTasks(worker);
 initSetup(worker);
 initInspect(worker);
 initInside(worker);

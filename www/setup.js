@@ -1,10 +1,13 @@
 // Setup, steps 2 and 3: the tokenizer, the model and its memory plan, and
 // Create model. The plan comes from the worker (`model.plan`): Rust sizes
-// every buffer and says whether this adapter can hold them.
+// every buffer and says whether this adapter can hold them. A task chosen
+// in step 1 (`state.task`) fills the form from its preset and needs no
+// tokenizer; going back to text restores the form as it was.
 
 import { $, el, bytes, count, attempt, intValue, numberValue } from './dom.js';
 import { state, subscribe, update, busy } from './state.js';
 import { adoptRun } from './train-panel.js';
+import { taskLabel } from './tasks.js';
 
 let worker;
 
@@ -42,9 +45,21 @@ export function spec() {
     lr: numberValue('lr'),
     warmup: intValue('warmup'),
     steps: intValue('steps'),
+    weightDecay: numberValue('weight-decay'),
   };
   if (preset === 'custom') s.model = customModel();
+  if (state.task) s.task = state.task;
   return s;
+}
+
+/// Fills the form from a run spec (a preset's or a task's).
+function fill(d) {
+  $('vocab').value = d.model.vocab_size;
+  for (const [id, v] of [['batch', d.batch], ['seq', d.seq], ['lr', d.lr], ['warmup', d.warmup], ['steps', d.steps], ['weight-decay', d.weightDecay]]) $(id).value = v;
+  for (const input of customInputs()) {
+    const v = d.model[input.dataset.field];
+    if (input.type === 'checkbox') input.checked = v; else input.value = v;
+  }
 }
 
 async function presetChanged() {
@@ -54,14 +69,37 @@ async function presetChanged() {
     const d = await attempt($('setup-error'), () => worker.call('run.defaults', { preset }));
     if (!d || preset !== $('preset').value) return; // failed, or another preset was chosen meanwhile
     defaults = d;
-    $('vocab').value = d.model.vocab_size;
-    for (const [id, v] of [['batch', d.batch], ['seq', d.seq], ['lr', d.lr], ['warmup', d.warmup], ['steps', d.steps]]) $(id).value = v;
-    // custom starts from the last preset chosen
-    for (const input of customInputs()) {
-      const v = d.model[input.dataset.field];
-      if (input.type === 'checkbox') input.checked = v; else input.value = v;
-    }
+    fill(d); // custom starts from the last preset chosen
   }
+  planSoon();
+  showTokenizer(state);
+}
+
+// --- a task -----------------------------------------------------------
+
+/// The task as last seen, and the form as it was before a task filled
+/// it ([input, value] pairs).
+let seenTask = null;
+let beforeTask = null;
+
+const formInputs = () => ['preset', 'vocab', 'batch', 'seq', 'lr', 'warmup', 'steps', 'weight-decay'].map($).concat(customInputs());
+
+/// The task chosen changed (`name`, or null: back to text).
+async function taskChanged(name) {
+  if (name === null) {
+    for (const [input, v] of beforeTask ?? []) if (input.type === 'checkbox') input.checked = v; else input.value = v;
+    beforeTask = null;
+  } else {
+    beforeTask ??= formInputs().map((i) => [i, i.type === 'checkbox' ? i.checked : i.value]);
+    const d = await attempt($('setup-error'), () => worker.call('task.defaults', { name }));
+    if (!d || state.task?.name !== name) return; // failed, or another choice meanwhile
+    $('preset').value = 'custom';
+    fill(d);
+  }
+  // a task's model is sized in custom; its vocabulary is the task's characters
+  $('preset').disabled = name !== null;
+  document.querySelector('#custom-fields [data-field="vocab_size"]').disabled = name !== null;
+  $('custom-fields').hidden = $('preset').value !== 'custom';
   planSoon();
   showTokenizer(state);
 }
@@ -111,6 +149,11 @@ async function plan() {
 
 function showTokenizer(s) {
   const info = $('tokenizer-info');
+  if (s.task) {
+    info.dataset.state = 'task';
+    info.textContent = `Not needed: the task has its own vocabulary of ${count(modelVocab())} characters.`;
+    return;
+  }
   const t = s.tokenizer;
   if (!t) {
     info.dataset.state = 'none';
@@ -140,16 +183,24 @@ async function create() {
   const s = spec();
   const info = await busy('create', () => attempt($('setup-error'), () => worker.call('train.create', { spec: s })));
   if (!info) return;
-  adoptRun(info, { name: s.preset });
+  adoptRun(info, { name: s.task?.name ?? s.preset });
   $('create-status').textContent = `Created: ${count(info.parameters)} parameters, ${bytes(info.memory.total)} on the GPU, `
-    + `${count(info.train_tokens)} training tokens and ${count(info.validation_tokens)} held out.`;
+    + (info.task ? `the task ${taskLabel(info.task)}.` : `${count(info.train_tokens)} training tokens and ${count(info.validation_tokens)} held out.`);
 }
 
 function render(s) {
   const working = s.busy.has('corpus') || s.busy.has('tokenizer') || s.busy.has('create');
+  const source = s.task ?? s.tokenizer; // what the run will read
+  $('tokenizer').disabled = Boolean(s.task);
   $('tokenizer-train').disabled = working || s.training;
-  $('create').disabled = working || s.training || !s.fits || !s.tokenizer;
-  $('create').title = !s.tokenizer ? 'train a tokenizer first' : !s.fits ? 'the plan says this adapter cannot hold the model' : '';
+  $('create').disabled = working || s.training || !s.fits || !source;
+  $('create').title = !source ? 'train a tokenizer first' : !s.fits ? 'the plan says this adapter cannot hold the model' : '';
+  if (s.task !== seenTask) {
+    const was = seenTask?.name ?? null;
+    seenTask = s.task;
+    if ((s.task?.name ?? null) !== was) taskChanged(s.task?.name ?? null);
+    else planSoon(); // an option changed: the plan sends it
+  }
   showTokenizer(s);
 }
 

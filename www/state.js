@@ -12,6 +12,8 @@ export const state = {
   stopping: false,
   /// `tokenizer.train`'s answer, or null when the text changed since.
   tokenizer: null,
+  /// The task chosen in Setup's text step ({name, options}), or null: text.
+  task: null,
   /// The plan says the chosen model fits this adapter.
   fits: false,
   /// Operations in flight ('corpus', 'tokenizer', 'create', 'inspect', …).

@@ -9,12 +9,16 @@
 //   corpus.files                    [{name, bytes}]
 //   tokenizer.train {vocab}         {vocab_size, fingerprint, tokens}; progress: fraction
 //   run.defaults {preset}           spec: what a run of the preset starts from (Rust's RunSpec::preset)
+//   tasks                           [{name, title, summary, options: [{name, summary, default, min, max}]}]
+//   task.defaults {name}            spec: the task's preset (a custom model; `task` with every option's default)
 //   model.plan {spec}               {parameters, fits, reason, modes: [{precision, optim_state, memory}]}
-//   train.create {spec}             run info (parameters, memory, tokens, config)
+//   train.create {spec}             run info (parameters, memory, tokens, config, task); a spec
+//                                   with `task` trains on its examples: no text or tokenizer needed
 //   train.step {n}                  {stats: [StepStats] completed meanwhile (two steps late),
 //                                   snapshot: {step, every, ms, share, bytes} or null}
 //   train.flush                     [StepStats] of every submitted step
-//   train.validate                  validation loss
+//   train.validate                  {loss, accuracy, char_accuracy, examples: [{prompt, answer, predicted}]}
+//                                   (task runs; text runs: accuracies null, no examples)
 //   train.inspect                   {step, tensors (each with its step's survival), memory, steps, kernels, kernels_error}
 //   train.reconfigure {precision, optimState}   run info (weights kept, state converted)
 //   look {text, topK}               {step, precision, tokens, ids, heads, truncated, predictions,
@@ -26,7 +30,8 @@
 //   checkpoint.save                 ArrayBuffer (a .safetensors file)
 //   hf.export {folder}              ArrayBuffer (a .zip of folder/: config.json, model.safetensors,
 //                                   generation_config.json, tokenizer.json, for transformers)
-//   checkpoint.load {bytes}         run info (loads the built-in corpus first if no text is loaded)
+//   checkpoint.load {bytes}         run info (loads the built-in corpus first if no text is loaded;
+//                                   a task run's checkpoint reads none)
 //   hf.import {files | zip, spec}   run info: a new run of a Hugging Face Llama folder (files:
 //                                   {path: ArrayBuffer}, or a .zip of the folder), spec's batch and schedule
 //   checkpoint.autosave             {step, stats} the step saved and the steps it waited for; the
@@ -46,12 +51,12 @@
 //
 // spec: {preset, model?, batch, seq, precision, optimState, lr, warmup,
 //        steps, minLrRatio?, weightDecay?, clip?, beta1?, beta2?, eps?, seed?,
-//        valFraction?} (run::RunSpec)
+//        valFraction?, task?: {name, options: {key: integer}}} (run::RunSpec)
 
 import { unzipSync, zipSync } from 'fflate';
 import { isModelFile, modelFolder } from './hf-folder.js';
 import { Snapshots } from './snapshots.js';
-import init, { adapterInfo, deviceLost, kernelConfig, planModel, runDefaults, setKernelConfig, Data, Trainer } from '../pkg/webtrain.js';
+import init, { adapterInfo, deviceLost, kernelConfig, planModel, runDefaults, setKernelConfig, taskDefaults, tasks, Data, Trainer } from '../pkg/webtrain.js';
 
 const ready = init();
 const gpuBuffers = countGpuBuffers();
@@ -122,9 +127,10 @@ async function withKernels(make) {
 }
 
 /// A loaded or imported run replaces the current one; the text is read
-/// with its tokenizer from now on (not before: a refused run changes nothing).
+/// with its tokenizer from now on (not before: a refused run changes
+/// nothing), unless it is a task run, whose characters are its own.
 function adopt(next) {
-  corpus().setTokenizer(next.tokenizerJson());
+  if (!next.info().task) corpus().setTokenizer(next.tokenizerJson());
   replaceTrainer(next);
   return trainer.info();
 }
@@ -227,6 +233,8 @@ const handlers = {
   'tokenizer.train': ({ vocab }, progress) => corpus().trainTokenizer(vocab, (fraction) => progress({ fraction })),
 
   'run.defaults': ({ preset }) => runDefaults(preset),
+  tasks: () => tasks(),
+  'task.defaults': ({ name }) => taskDefaults(name),
   'model.plan': ({ spec }) => planModel(spec),
 
   'train.create': async ({ spec }) => {
