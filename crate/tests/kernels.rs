@@ -65,6 +65,7 @@ gpu_tests! {
         model::model_matches_reference_fp32,
         model::model_matches_reference_f16,
         model::model_matches_reference_tied,
+        model::model_matches_reference_on_answers_only,
         training::training_tracks_reference_fp32,
         checkpoint::checkpoint_load_refuses_what_it_cannot_use,
         training::profiled_step_times_every_kernel,

@@ -86,6 +86,24 @@ impl Tokenizer {
         Self::wrap(inner)
     }
 
+    /// One token per character of `alphabet`, in its order (a BPE without
+    /// merges, decoded without spaces): the tasks' vocabulary. Characters
+    /// outside it are dropped.
+    pub fn characters(alphabet: &str) -> Result<Tokenizer> {
+        let vocab: tokenizers::models::bpe::Vocab = alphabet
+            .chars()
+            .enumerate()
+            .map(|(i, c)| (c.to_string(), i as u32))
+            .collect();
+        let bpe = BPE::builder()
+            .vocab_and_merges(vocab, vec![])
+            .build()
+            .map_err(|e| Error::Tokenizer(e.to_string()))?;
+        let mut inner = tokenizers::Tokenizer::new(bpe);
+        inner.with_decoder(Some(tokenizers::decoders::fuse::Fuse::new()));
+        Self::wrap(inner)
+    }
+
     /// Loads a tokenizer.json (webtrain's or any HF byte-level BPE), its
     /// truncation and padding settings ignored. Checked first for what
     /// `tokenizers` would panic on rather than refuse (a panic kills the

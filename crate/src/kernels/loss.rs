@@ -34,22 +34,44 @@ impl CrossEntropy {
     /// The mean loss over the targets that count, no smoothing or z-loss:
     /// `grad_scale` = 1/count, or 0 when none count (zero gradients, not NaN).
     pub fn mean(targets: &[u32], vocab: u32, ignore_index: u32) -> Self {
-        let counted = targets
-            .iter()
-            .filter(|&&t| t < vocab && t != ignore_index)
-            .count();
         CrossEntropy {
             rows: targets.len() as u32,
             vocab,
             ignore_index,
             label_smoothing: 0.0,
             z_loss: 0.0,
+            grad_scale: 1.0,
+        }
+        .mean_over(targets)
+    }
+
+    /// These settings with `grad_scale` making the loss the mean over the
+    /// targets in `targets` that count (0 when none do).
+    pub fn mean_over(self, targets: &[u32]) -> Self {
+        let counted = targets
+            .iter()
+            .filter(|&&t| t < self.vocab && t != self.ignore_index)
+            .count();
+        CrossEntropy {
             grad_scale: if counted == 0 {
                 0.0
             } else {
                 1.0 / counted as f32
             },
+            ..self
         }
+    }
+
+    /// A uniform buffer holding these params.
+    pub fn uniform(&self, gpu: &Gpu) -> wgpu::Buffer {
+        gpu.uniform("cross_entropy", &self.params())
+    }
+
+    /// Overwrites `buffer` (from [`CrossEntropy::uniform`]) with these
+    /// params, for the next submission.
+    pub fn rewrite(&self, gpu: &Gpu, buffer: &wgpu::Buffer) {
+        gpu.queue
+            .write_buffer(buffer, 0, bytemuck::bytes_of(&self.params()));
     }
 
     fn params(&self) -> Params {
@@ -136,6 +158,25 @@ impl Loss {
         losses: BufferRange,
         lse: BufferRange,
     ) -> Result<Dispatch> {
+        let params = ce.uniform(gpu);
+        self.cross_entropy_in(gpu, ce, &params, targets, logits, losses, lse)
+    }
+
+    /// [`Loss::cross_entropy_forward_backward`] reading its params from
+    /// `params` (made by [`CrossEntropy::uniform`] for `ce`), which
+    /// [`CrossEntropy::rewrite`] may change between submissions: a batch
+    /// whose count of targets that count differs needs another `grad_scale`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn cross_entropy_in(
+        &self,
+        gpu: &Gpu,
+        ce: &CrossEntropy,
+        params: &wgpu::Buffer,
+        targets: BufferRange,
+        logits: BufferRange,
+        losses: BufferRange,
+        lse: BufferRange,
+    ) -> Result<Dispatch> {
         let op = "cross_entropy_forward_backward";
         check_settings(op, ce)?;
         let rows = ce.rows as u64;
@@ -143,7 +184,6 @@ impl Loss {
         gpu.check_binding(op, "logits", &logits, 4 * rows * ce.vocab as u64)?;
         gpu.check_binding(op, "losses", &losses, 4 * rows)?;
         gpu.check_binding(op, "lse", &lse, 4 * rows)?;
-        let params = gpu.uniform(op, &ce.params());
         let bindings = [
             params.as_entire_binding(),
             targets.binding(),

@@ -2,6 +2,10 @@
 //! chunks so the `[R, V]` logits never exist whole. In training each
 //! chunk's dlogits (the loss writes them over its logits) flow at once into
 //! d(xnf) and d(W_lm), before the next chunk reuses the logits buffer.
+//!
+//! The loss is the mean over the batch's targets that count (a task counts
+//! only its answers), so each batch's count sets the gradient's scale:
+//! `write_batch` rewrites the chunks' params (`HeadLoss`).
 
 use crate::error::Result;
 use crate::gpu::{BufferRange, Dispatch};
@@ -10,19 +14,46 @@ use crate::kernels::{LinearShape, Output};
 
 use super::{Net, Role};
 
+/// One row chunk's cross-entropy settings and the params buffer its
+/// dispatches read (training's and evaluation's alike).
+pub struct HeadLoss {
+    pub ce: CrossEntropy,
+    pub params: wgpu::Buffer,
+}
+
+impl HeadLoss {
+    /// One per row chunk of `dims`, scaled for a batch whose every target counts.
+    pub(super) fn chunks(gpu: &crate::gpu::Gpu, dims: &super::Dims) -> Vec<HeadLoss> {
+        let rows = dims.rows;
+        (0..rows)
+            .step_by(dims.chunk_rows as usize)
+            .map(|r0| {
+                let ce = CrossEntropy {
+                    rows: dims.chunk_rows.min(rows - r0) as u32,
+                    vocab: dims.vocab as u32,
+                    ignore_index: IGNORE_INDEX,
+                    label_smoothing: 0.0,
+                    z_loss: 0.0,
+                    grad_scale: 1.0 / rows as f32,
+                };
+                HeadLoss {
+                    params: ce.uniform(gpu),
+                    ce,
+                }
+            })
+            .collect()
+    }
+}
+
 impl<'a> Net<'a> {
     pub(super) fn head(&self, train: bool) -> Result<Vec<Dispatch>> {
         let (gpu, k, m) = (self.gpu, self.k, self.m);
         let (a, dm) = (&m.acts, m.acts.dims);
         let (rows, d, v) = (dm.rows, dm.d, dm.vocab);
-        // the mean over every row of the batch, whichever chunk a row is in
+        // loss_sum reads only the rows, vocabulary and ignore index
         let mean = CrossEntropy {
             rows: rows as u32,
-            vocab: v as u32,
-            ignore_index: IGNORE_INDEX,
-            label_smoothing: 0.0,
-            z_loss: 0.0,
-            grad_scale: 1.0 / rows as f32,
+            ..m.head_losses[0].ce
         };
         let range = |b: &'a wgpu::Buffer, r0: u64, n: u64, width: u64| BufferRange {
             buffer: b,
@@ -31,8 +62,8 @@ impl<'a> Net<'a> {
         };
         let mut s = Vec::new();
         let mut r0 = 0;
-        while r0 < rows {
-            let n = dm.chunk_rows.min(rows - r0);
+        for loss in &m.head_losses {
+            let n = loss.ce.rows as u64;
             let shape = LinearShape::new(n as u32, d as u32, v as u32);
             let (xnf, logits) = (range(&a.xnf, r0, n, d), range(&a.logits, 0, n, v));
             s.extend(k.head.forward(
@@ -42,19 +73,20 @@ impl<'a> Net<'a> {
                 self.w(Role::LmHead),
                 Output::Store(logits),
             )?);
-            let ce = CrossEntropy {
-                rows: n as u32,
-                ..mean
-            };
             let (targets, losses, lse) = (
                 range(&m.inputs.targets, r0, n, 1),
                 range(&a.losses, r0, n, 1),
                 range(&a.loss_lse, r0, n, 1),
             );
-            s.push(
-                k.loss
-                    .cross_entropy_forward_backward(gpu, &ce, targets, logits, losses, lse)?,
-            );
+            s.push(k.loss.cross_entropy_in(
+                gpu,
+                &loss.ce,
+                &loss.params,
+                targets,
+                logits,
+                losses,
+                lse,
+            )?);
             if train {
                 s.extend(k.head.backward_input(
                     gpu,

@@ -18,6 +18,7 @@ mod sample;
 pub use activations::{Activations, Dims};
 pub use config::{BatchShape, Config, PRESETS};
 pub use forward::qkv_views;
+pub use head::HeadLoss;
 pub use layout::{Chunk, ParamLayout, Role, Span, Tensor};
 
 use crate::error::{Error, Result};
@@ -186,6 +187,8 @@ pub struct Model {
     pub params: Params,
     pub acts: Activations,
     pub inputs: Inputs,
+    /// The loss head's per-chunk params, rescaled by each batch.
+    pub head_losses: Vec<HeadLoss>,
     /// embed → layers → final norm
     pub forward: Vec<Dispatch>,
     /// lm_head → loss per row chunk, each chunk's backward right after it; loss sum
@@ -225,6 +228,7 @@ impl Model {
             inv_freq: gpu.upload("inv_freq", &inv_freq(config.head_dim(), config.rope_theta))?,
             bad_tokens: gpu.storage_buffer("bad_tokens", 4)?,
         };
+        let head_losses = HeadLoss::chunks(gpu, &dims);
         let mut model = Model {
             config,
             shape,
@@ -233,6 +237,7 @@ impl Model {
             params,
             acts,
             inputs,
+            head_losses,
             forward: vec![],
             head_train: vec![],
             head_eval: vec![],
@@ -294,7 +299,8 @@ impl Model {
         Net { gpu, k, m: self }
     }
 
-    /// Writes a batch (`inputs` and `targets`, each `[B·T]`) for the next submission.
+    /// Writes a batch (`inputs` and `targets`, each `[B·T]`) for the next
+    /// submission, and the loss's scale: the mean over its targets that count.
     pub fn write_batch(&self, gpu: &Gpu, inputs: &[u32], targets: &[u32]) -> Result<()> {
         let r = self.shape.rows() as usize;
         if inputs.len() != r || targets.len() != r {
@@ -312,6 +318,9 @@ impl Model {
         let runs = TokenRuns::new(inputs, self.config.vocab).to_words();
         gpu.queue
             .write_buffer(&self.inputs.token_runs, 0, bytemuck::cast_slice(&runs));
+        for loss in &self.head_losses {
+            loss.ce.mean_over(targets).rewrite(gpu, &loss.params);
+        }
         Ok(())
     }
 

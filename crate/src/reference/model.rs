@@ -178,8 +178,9 @@ fn run(
         "inputs and targets must be [B·T] = [{r}]"
     );
     assert!(
-        inputs.iter().chain(targets).all(|&t| t < c.vocab),
-        "every token must be < vocab {}",
+        inputs.iter().all(|&t| t < c.vocab)
+            && targets.iter().all(|&t| t < c.vocab || t == u32::MAX),
+        "every token must be < vocab {} (a target may be u32::MAX: ignored)",
         c.vocab
     );
     let p = Plan::new(c, layout, shape);
@@ -222,16 +223,17 @@ fn run(
     }
     let (hf, rrmsf) = norm::rmsnorm_forward(&x, &w[p.final_norm.clone()], p.eps); // [R, D]
     let logits = linear::forward(&hf, &w[p.lm_head.clone()], d); // [R, V]
-    // targets are all < V (asserted above): every row counts, the mean is over R
+    // the mean over the targets that count (all but the ignored u32::MAX)
+    let counted = targets.iter().filter(|&&t| t != u32::MAX).count().max(1) as f64;
     let ce = CrossEntropy {
         vocab: c.vocab as usize,
         ignore_index: u32::MAX,
         label_smoothing: 0.0,
         z_loss: 0.0,
-        grad_scale: 1.0 / r as f64,
+        grad_scale: 1.0 / counted,
     };
     let out = cross_entropy_forward_backward(&ce, &logits, targets);
-    let loss = out.losses.iter().sum::<f64>() / r as f64;
+    let loss = out.losses.iter().sum::<f64>() / counted;
     if !backward {
         return ModelOutput {
             logits,
@@ -242,7 +244,7 @@ fn run(
 
     // backward: the forward read backwards; every parameter gradient adds into g
     let mut g = vec![0.0; layout.total as usize];
-    let dlogits = out.dlogits; // [R, V], already scaled by 1/R
+    let dlogits = out.dlogits; // [R, V], already scaled by 1/counted
     let mut dhf = vec![0.0; r * d];
     linear::backward_input(&dlogits, &w[p.lm_head.clone()], d, &mut dhf);
     linear::backward_weight(&dlogits, &hf, d, &mut g[p.lm_head.clone()]);
