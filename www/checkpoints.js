@@ -11,6 +11,7 @@ import { state, subscribe, busy } from './state.js';
 import { adoptRun, every, record, currentRunName, submittedSteps } from './train-panel.js';
 import { spec } from './setup.js';
 import { modelFolder } from './hf-folder.js';
+import { taskLabel } from './tasks.js';
 
 let worker;
 
@@ -52,9 +53,12 @@ async function load(file) {
   const info = await busy('load', () => attempt($('checkpoint-error'), () =>
     worker.call('checkpoint.load', { bytes: data }, undefined, [data])));
   if (!info) return;
-  adoptRun(info, { name: runNameOf(file.name) });
-  $('checkpoint-status').textContent = `Loaded ${file.name}: step ${count(info.step)}; training goes on from there.`;
+  adoptRun(info, { name: runNameOf(file.name), origin: 'loaded' });
+  $('checkpoint-status').textContent = `Loaded ${file.name}: ${ofTask(info)}step ${count(info.step)}; training goes on from there.`;
 }
+
+/// "the task reverse (len 8), " for a task run's info.
+const ofTask = (info) => (info.task ? `the task ${taskLabel(info.task)}, ` : '');
 
 /// A new run from a Hugging Face folder: `payload` is {files: {path:
 /// ArrayBuffer}} or {zip: ArrayBuffer}; `name` names the run.
@@ -62,7 +66,7 @@ async function importHf(payload, name, transfer) {
   const info = await busy('load', () => attempt($('checkpoint-error'), () =>
     worker.call('hf.import', { ...payload, spec: spec() }, undefined, transfer)));
   if (!info) return;
-  adoptRun(info, { name });
+  adoptRun(info, { name, origin: 'imported' });
   $('checkpoint-status').textContent = `Imported ${name}: ${count(info.parameters)} parameters on ${count(info.train_tokens)} training tokens. `
     + 'Validate scores it on the held-out text (Train panel); Start fine-tunes it.';
 }
@@ -160,8 +164,8 @@ async function restore() {
   const info = await busy('load', () => attempt($('checkpoint-error'), () => worker.call('checkpoint.restore')));
   if (!info) return;
   $('restore-offer').hidden = true;
-  adoptRun(info, { name: 'autosave' });
-  $('checkpoint-status').textContent = `Restored the autosaved run at step ${count(info.step)}.`;
+  adoptRun(info, { name: 'autosave', origin: 'restored' });
+  $('checkpoint-status').textContent = `Restored the autosaved run: ${ofTask(info)}step ${count(info.step)}.`;
 }
 
 export function initCheckpoints(w) {
