@@ -1,15 +1,15 @@
 // Live charts (uPlot): loss with validation, gradient norm with the clip
 // scale, learning rate, tokens/s, and in sf16 / fp8 the step's counts per
-// site. Every run keeps its series; earlier runs (an earlier model, or
-// this one before a precision switch) are drawn dashed and dimmed behind
-// the current one, labelled with their mode.
+// site. Every run keeps its series, one segment per mode it trained in,
+// owned by its row of the runs table (www/runs.js): the live run is always
+// drawn, its earlier modes dashed; other runs are drawn dashed and dimmed
+// behind it where the table chooses them, in their own colour and labelled
+// with their number and mode.
 
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import { $ } from './dom.js';
 
-/// Runs drawn: the current one and up to MAX_RUNS − 1 overlays.
-const MAX_RUNS = 5;
 const PALETTE = ['#3056d3', '#d9480f', '#2b8a3e', '#9c36b5', '#c2255c', '#1098ad', '#e67700'];
 const HEIGHT = 210;
 /// Points a run's table keeps: past this, its older points are thinned to
@@ -21,7 +21,8 @@ const RECENT = 500;
 const STEP_TICKS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6];
 
 // Each chart: groups of series from one table of a run (`train` steps or
-// `val`idations); `current` series are not drawn for overlays.
+// `val`idations); `current` series are not drawn for overlays, nor runs
+// `only` refuses.
 const CHARTS = {
   loss: {
     id: 'chart-loss',
@@ -29,6 +30,17 @@ const CHARTS = {
       { from: 'train', series: [{ key: 'loss', label: 'train' }] },
       { from: 'val', series: [{ key: 'loss', label: 'validation', points: true }] },
     ],
+  },
+  // task runs: the share of held-out examples answered whole, and of
+  // answer characters right; overlaid only by runs that have them
+  accuracy: {
+    id: 'chart-accuracy',
+    y: { range: [0, 1] },
+    only: (run, current) => current || run.val.accuracy?.some((a) => a !== null),
+    groups: [{ from: 'val', series: [
+      { key: 'accuracy', label: 'exact match', points: true, line: true },
+      { key: 'char_accuracy', label: 'per character', points: true, line: true, dash: [2, 3] },
+    ] }],
   },
   grad: {
     id: 'chart-grad',
@@ -57,34 +69,91 @@ const seriesIn = (group, run) => (typeof group.series === 'function' ? group.ser
 
 const KEYS = ['loss', 'grad_norm', 'clip_scale', 'lr', 'tokens_per_s'];
 
+// Segments: {owner, label, color, precision, sites, train, val}, oldest first.
 const runs = [];
-let nextRun = 1;
+/// The live run's owner (its number in the runs table), or null.
+let liveOwner = null;
+/// Other runs' owners the charts overlay.
+let shown = new Set();
 let logLoss = false;
 const plots = {};
 let pending = false;
 let lastDraw = 0;
 
-/// A new series for every chart; the previous current run becomes an
-/// overlay. `precision` picks the counts charted (sf16, fp8).
-export function startRun(label, precision) {
-  // a run that drew nothing (switched again before a step) leaves no overlay
+/// Run `n`'s colour, in the charts and the runs table.
+export const runColor = (n) => PALETTE[(n - 1) % PALETTE.length];
+
+/// The live run's newest segment, or null.
+function live() {
   const last = runs[runs.length - 1];
-  if (last && last.train.step.length === 0 && last.val.step.length === 0) {
-    runs.pop();
-    nextRun--;
-  }
+  return last && last.owner === liveOwner ? last : null;
+}
+
+/// The segments drawn, each with `current` set on the live run's newest.
+function drawn() {
+  const now = live();
+  return runs.filter((r) => r.owner === liveOwner || shown.has(r.owner)).map((run) => ({ run, current: run === now }));
+}
+
+function segment(owner, label, precision) {
   const train = { step: [] };
   for (const k of KEYS) train[k] = [];
-  runs.push({ n: nextRun, label: `#${nextRun} ${label}`, color: PALETTE[(nextRun - 1) % PALETTE.length], precision, sites: [], train, val: { step: [], loss: [] } });
-  nextRun++;
-  while (runs.length > MAX_RUNS) runs.shift();
+  const val = { step: [], loss: [], accuracy: [], char_accuracy: [] };
+  return { owner, label: `#${owner} ${label}`, color: runColor(owner), precision, sites: [], train, val };
+}
+
+/// A new segment for every chart, owned by run `owner`: a new run, or the
+/// live one in a new mode. `precision` picks the counts charted (sf16, fp8).
+export function startRun(label, precision, owner) {
+  // a segment that drew nothing (switched again before a step) leaves no overlay
+  const last = live();
+  if (last && last.train.step.length === 0 && last.val.step.length === 0) runs.pop();
+  liveOwner = owner;
+  runs.push(segment(owner, label, precision));
   rebuildAll();
+}
+
+/// A finished run's segments, as `curves` gave them (a run kept across a reload).
+export function addPast(owner, segments) {
+  const at = runs.findIndex((r) => r.owner === liveOwner);
+  const past = segments.map(({ label, precision, train, val }) => ({ ...segment(owner, label, precision), label, train, val }));
+  runs.splice(at < 0 ? runs.length : at, 0, ...past);
+  rebuildAll();
+}
+
+/// Run `owner`'s segments go (removed from the runs table).
+export function forget(owner) {
+  for (let i = runs.length - 1; i >= 0; i--) if (runs[i].owner === owner) runs.splice(i, 1);
+  rebuildAll();
+}
+
+/// The owners whose runs are overlaid (the live run is always drawn).
+export function overlay(owners) {
+  shown = new Set(owners);
+  rebuildAll();
+}
+
+/// Run `owner`'s segments, thinned to about `points` steps in all spread
+/// evenly (sites' counts left out), for keeping.
+export function curves(owner, points) {
+  const mine = runs.filter((r) => r.owner === owner);
+  const share = points / mine.length;
+  const keep = (table) => {
+    const every = Math.ceil(table.step.length / share);
+    const last = table.step.length - 1;
+    const out = {};
+    for (const [key, column] of Object.entries(table)) {
+      if (!key.startsWith('clamped.')) out[key] = column.filter((_, i) => i % every === 0 || i === last);
+    }
+    return out;
+  };
+  return mine.map(({ label, precision, train, val }) => ({ label, precision, train: keep(train), val: keep(val) }));
 }
 
 const finite = (x) => (Number.isFinite(x) ? x : null);
 
 export function addSteps(stats) {
-  const run = runs[runs.length - 1];
+  const run = live();
   if (!run || stats.length === 0) return;
   if (run.sites.length === 0 && stats[0].clamped) {
     run.sites = sitesOf(run.precision, stats[0].clamped);
@@ -111,7 +180,7 @@ function thin(table) {
 /// The current run went back to `step` (rebuilt from a snapshot after a
 /// lost device): its points after that step go, the steps are redone.
 export function rewind(step) {
-  const run = runs[runs.length - 1];
+  const run = live();
   if (!run) return;
   for (const table of [run.train, run.val]) {
     const keep = table.step.filter((s) => s <= step).length;
@@ -120,22 +189,32 @@ export function rewind(step) {
   schedule();
 }
 
-export function addValidation(step, loss) {
-  const run = runs[runs.length - 1];
+/// A validation's loss, and a task run's accuracies (null for text).
+export function addValidation(step, loss, accuracy = null, charAccuracy = null) {
+  const run = live();
   if (!run) return;
   run.val.step.push(step);
   run.val.loss.push(finite(loss));
+  run.val.accuracy.push(finite(accuracy));
+  run.val.char_accuracy.push(finite(charAccuracy));
   schedule();
+}
+
+/// The accuracy chart is shown for a task run, hidden for a text run.
+export function showAccuracy(task) {
+  $(CHARTS.accuracy.id).closest('figure').hidden = !task;
 }
 
 function css(name) {
   return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || '#888';
 }
 
+/// The segments `def` draws.
+const drawnIn = (def) => drawn().filter(({ run, current }) => !def.only || def.only(run, current));
+
 function seriesOf(def) {
   const out = [];
-  runs.forEach((run, i) => {
-    const current = i === runs.length - 1;
+  drawnIn(def).forEach(({ run, current }) => {
     for (const g of def.groups) {
       for (const s of seriesIn(g, run)) {
         if (s.current && !current) continue;
@@ -148,8 +227,7 @@ function seriesOf(def) {
 
 function tables(def) {
   const t = [];
-  runs.forEach((run, i) => {
-    const current = i === runs.length - 1;
+  drawnIn(def).forEach(({ run, current }) => {
     for (const g of def.groups) {
       const table = run[g.from];
       const keys = seriesIn(g, run).filter((s) => current || !s.current).map((s) => table[s.key]);
@@ -191,8 +269,8 @@ function options(name, def, width) {
       dash: s.dash ?? (current ? undefined : [6, 4]),
       scale: s.scale ?? 'y',
       spanGaps: true,
-      // validations: hollow rings, no line
-      ...(s.points ? { paths: () => null, points: { show: true, size: current ? 8 : 6, width: 2, stroke: color, fill: css('--card') } } : { points: { show: false } }),
+      // validations: hollow rings, no line unless asked
+      ...(s.points ? { ...(s.line ? {} : { paths: () => null }), points: { show: true, size: current ? 8 : 6, width: 2, stroke: color, fill: css('--card') } } : { points: { show: false } }),
       value: (u, v) => (v === null || v === undefined ? '—' : Number(v.toPrecision(4)).toString()),
     });
   }
@@ -227,10 +305,11 @@ function rebuildAll() {
 }
 
 /// Test hooks: how many points the current run has, its first and last
-/// loss, and its last 64 steps' [step, loss] pairs.
+/// loss, its last 64 steps' [step, loss] pairs, and the runs overlaid.
 function mark(name) {
   const host = $(CHARTS[name].id);
-  const run = runs[runs.length - 1];
+  const run = live();
+  const segments = drawn();
   host.dataset.points = run ? run.train.step.length : 0;
   if (name === 'clamped') {
     host.closest('figure').hidden = !run || run.sites.length === 0;
@@ -239,8 +318,9 @@ function mark(name) {
     host.dataset.points = run && run.sites.length > 0 ? counted.length / run.sites.length : 0;
     host.dataset.total = counted.reduce((a, n) => a + n, 0);
   }
-  host.dataset.runs = runs.length;
-  host.dataset.labels = runs.map((r) => r.label).join(' | ');
+  host.dataset.runs = segments.length;
+  host.dataset.labels = segments.map(({ run: r }) => r.label).join(' | ');
+  host.dataset.overlays = [...new Set(segments.map(({ run: r }) => r.owner).filter((o) => o !== liveOwner))].join(' ');
   if (name === 'loss' && run) {
     const losses = run.train.loss.filter((x) => x !== null);
     host.dataset.firstLoss = losses[0] ?? '';
@@ -253,6 +333,11 @@ function mark(name) {
     host.dataset.minGap = gaps.length ? Math.min(...gaps) : '';
     host.dataset.maxGap = gaps.length ? Math.max(...gaps) : '';
     host.dataset.validations = run.val.step.length;
+  }
+  if (name === 'accuracy') {
+    const scored = run ? run.val.step.map((step, i) => [step, run.val.accuracy[i], run.val.char_accuracy[i]]).filter(([, a]) => a !== null) : [];
+    host.dataset.points = scored.length;
+    host.dataset.accuracies = JSON.stringify(scored); // [step, exact, per character]
   }
 }
 

@@ -9,6 +9,9 @@ import { initCharts } from './charts.js';
 import { initCorpus, loadBuiltin } from './corpus.js';
 import { initTasks } from './tasks.js';
 import { initSetup } from './setup.js';
+import { initDefaults } from './defaults.js';
+import { initUrlSettings } from './url-settings.js';
+import { initRuns } from './runs.js';
 import { initTrainPanel, resumeAfterLoss } from './train-panel.js';
 import { initInspect } from './inspect-panel.js';
 import { initInside } from './inside-panel.js';
@@ -22,10 +25,13 @@ const worker = startWorker({
 });
 
 initCharts();
+initDefaults(worker);
+initRuns();
 initTrainPanel(worker);
 initCorpus(worker);
 initTasks(worker);
 initSetup(worker);
+initUrlSettings(); // after initSetup: the address's settings go over the preset's defaults
 initInspect(worker);
 initInside(worker);
 initGenerate(worker);

@@ -60,6 +60,8 @@ function fill(d) {
     const v = d.model[input.dataset.field];
     if (input.type === 'checkbox') input.checked = v; else input.value = v;
   }
+  // values set by code fire no input events: the URL (url-settings.js) hears this
+  $('setup').dispatchEvent(new Event('filled'));
 }
 
 async function presetChanged() {

@@ -6,6 +6,9 @@
 import { $, num, count, attempt, intValue, showError, clearError } from './dom.js';
 import { state, subscribe, update, busy, runMode } from './state.js';
 import * as charts from './charts.js';
+import * as runs from './runs.js';
+import { taskLabel } from './tasks.js';
+import { resetExamples, showExamples } from './task-examples.js';
 
 let worker;
 /// Steps submitted in this run (the trainer's count).
@@ -35,25 +38,33 @@ export function submittedSteps() {
 }
 
 /// Makes `info` (from train.create, checkpoint.load, …) the page's run. A
-/// new run starts its own chart series; `continues` (a precision switch)
-/// keeps its counters, and the previous series stays as an overlay.
-export function adoptRun(info, { name = runName, continues = false } = {}) {
+/// new run starts its own row in the runs table and its own chart series,
+/// `origin` saying how it began; `continues` (a precision switch) keeps its
+/// counters and row, and the previous series stays as an overlay.
+export function adoptRun(info, { name = runName, continues = false, origin = 'created' } = {}) {
   runName = name;
   submitted = info.step;
   validatedAt = -1;
   if (!continues) totals = { skipped: 0, nonfinite: 0, badTokens: 0 };
   $('precision').value = info.config.precision;
   $('optim-state').value = info.config.optim.state;
-  charts.startRun(`${name} · ${runMode(info)}`, info.config.precision);
-  update({ run: info, tokenizer: info.tokenizer });
+  const owner = continues ? runs.switched(info) : runs.begin(info, { name, origin });
+  charts.startRun(`${name} · ${runMode(info)}`, info.config.precision, owner);
+  // a task run's characters are not a tokenizer of the text
+  update({ run: info, tokenizer: info.task ? state.tokenizer : info.tokenizer });
   showTotals();
   $('stat-step').textContent = count(submitted);
   $('stat-step').dataset.step = submitted;
   $('stat-mode').textContent = runMode(info);
+  $('stat-task-row').hidden = !info.task;
+  $('stat-task').textContent = info.task ? taskLabel(info.task) : '—';
+  $('stat-accuracy-row').hidden = !info.task;
+  charts.showAccuracy(Boolean(info.task));
   if (!continues) {
-    for (const id of ['stat-loss', 'stat-val', 'stat-lr', 'stat-tps']) $(id).textContent = '—';
+    for (const id of ['stat-loss', 'stat-val', 'stat-accuracy', 'stat-lr', 'stat-tps']) $(id).textContent = '—';
     delete $('stat-val').dataset.loss;
     delete $('stat-val').dataset.step;
+    resetExamples(info.task);
   }
 }
 
@@ -98,6 +109,7 @@ export function record(stats, submittedNow = null) {
     $('stat-lr').textContent = num(last.lr);
     $('stat-tps').textContent = count(last.tokens_per_s);
     showClamped(last.clamped, state.run?.config.precision);
+    runs.progress(last.step, last.loss);
   }
   $('stat-step').textContent = count(submitted);
   $('stat-step').dataset.step = submitted;
@@ -123,13 +135,19 @@ function showTotals() {
   }
 }
 
+/// The held-out loss, and for a task run its accuracies and examples.
 async function validate() {
-  const loss = await worker.call('train.validate');
+  const { loss, accuracy, char_accuracy: charAccuracy, examples } = await worker.call('train.validate');
   validatedAt = submitted;
-  charts.addValidation(submitted, loss);
+  charts.addValidation(submitted, loss, accuracy, charAccuracy);
+  runs.validated(submitted, loss, accuracy);
   $('stat-val').textContent = `${loss.toFixed(4)} (step ${count(submitted)})`;
   Object.assign($('stat-val').dataset, { loss, step: submitted }); // unrounded, for tests
+  if (accuracy !== null) $('stat-accuracy').textContent = `${percent(accuracy)} · ${percent(charAccuracy)}`;
+  showExamples(examples, submitted);
 }
+
+const percent = (x) => `${(100 * x).toFixed(1)}%`;
 
 /// Steps for the next call: about a third of a second of work, never
 /// past the next validation, autosave or the schedule's end.

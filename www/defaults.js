@@ -1,0 +1,74 @@
+// The presets' and tasks' runs as Rust defines them (the worker's
+// `run.defaults` and `task.defaults`), asked once each, and what sets a run apart from
+// them: the runs table (www/runs.js) lists a run's differences, the URL
+// (www/url-settings.js) carries the form's.
+
+import { $ } from './dom.js';
+
+let worker;
+const asked = new Map();
+
+/// The RunSpec fields a run's config holds, besides its model and mode.
+export const SETTINGS = ['batch', 'seq', 'lr', 'warmup', 'steps', 'minLrRatio', 'weightDecay', 'clip', 'beta1', 'beta2', 'eps', 'seed'];
+
+export function initDefaults(w) {
+  worker = w;
+}
+
+/// The presets the Setup form offers (custom aside).
+export const presets = () => [...$('preset').options].map((o) => o.value).filter((v) => v !== 'custom');
+
+/// The preset a fresh page shows, and custom's fields start from.
+export const firstPreset = () => [...$('preset').options].find((o) => o.defaultSelected).value;
+
+/// The worker's answer to `type` with `payload`, asked once; a failed ask
+/// is asked again next time.
+function once(type, payload) {
+  const key = JSON.stringify([type, payload]);
+  if (!asked.has(key)) {
+    asked.set(key, worker.call(type, payload).catch((e) => {
+      asked.delete(key);
+      throw e;
+    }));
+  }
+  return asked.get(key);
+}
+
+/// `preset`'s RunSpec.
+export const presetDefaults = (preset) => once('run.defaults', { preset });
+
+/// Task `name`'s RunSpec: its model (preset custom) and every option's default.
+export const taskDefaults = (name) => once('task.defaults', { name });
+
+export const sameModel = (a, b) => Object.keys(a).every((k) => a[k] === b[k]);
+
+/// What a run of `model` (and `task`, or null) is compared with: the task's
+/// RunSpec, the preset whose model it is, or for any other model, custom
+/// against the first preset's settings.
+export async function baseOf(model, task) {
+  if (task) return { preset: 'custom', defaults: await taskDefaults(task.name) };
+  for (const preset of presets()) {
+    const d = await presetDefaults(preset);
+    if (sameModel(d.model, model)) return { preset, defaults: d };
+  }
+  return { preset: 'custom', defaults: await presetDefaults(firstPreset()) };
+}
+
+/// A run's config (`info.config`: model::TrainConfig) as RunSpec fields.
+export function specOf(config) {
+  const { shape, optim } = config;
+  const { schedule } = optim;
+  return {
+    model: config.model, batch: shape.batch, seq: shape.seq, precision: config.precision, optimState: optim.state,
+    lr: schedule.peak, warmup: schedule.warmup, steps: schedule.total, minLrRatio: schedule.min_ratio,
+    weightDecay: optim.weight_decay, clip: optim.max_grad_norm, beta1: optim.beta1, beta2: optim.beta2, eps: optim.eps, seed: config.seed,
+  };
+}
+
+/// Equal up to f32 rounding (the clip is an f32 in Rust).
+const same = (a, b) => a === b || (typeof a === 'number' && typeof b === 'number' && Math.abs(a - b) <= 1e-7 * Math.abs(b));
+
+/// The `keys` whose values in `spec` differ from `base`'s: [[key, value]].
+export function differences(spec, base, keys) {
+  return keys.filter((k) => spec[k] !== undefined && !same(spec[k], base[k])).map((k) => [k, spec[k]]);
+}
