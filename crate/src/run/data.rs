@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::data::tasks::TaskSpec;
 use crate::error::{Error, Result};
 
 /// The name the built-in Brown corpus goes by in a run's file list (the
@@ -18,12 +19,15 @@ pub enum Source {
     Corpus,
     /// The seeded synthetic stream (`train::synthetic`): tests, benchmarks.
     Synthetic,
+    /// An algorithmic task's examples (`data::tasks`), generated from the seed.
+    Task,
 }
 
 /// What a checkpoint keeps of a run's data: enough to draw the same
 /// batches again and to refuse other text.
 ///
-/// Forms read: this one (since 2026-11-25, both front ends); the CLI's
+/// Forms read: this one (since 2026-11-25, both front ends; `task` since
+/// 2026-11-26, absent before and for text); the CLI's
 /// before it (the same fields, its files named by path, the built-in
 /// corpus by its path too); the page's before it (`{files, val_fraction}`:
 /// no source, no token count or fingerprint, so only the file names can
@@ -45,6 +49,10 @@ pub struct DataState {
     /// tokenizer gives the same one.
     #[serde(default)]
     pub tokens_fingerprint: Option<String>,
+    /// The task, every option written out (its held-out examples are the
+    /// tokens fingerprinted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskSpec>,
 }
 
 impl DataState {
@@ -56,6 +64,15 @@ impl DataState {
             val_fraction,
             tokens: Some(tokens.len()),
             tokens_fingerprint: Some(fingerprint(tokens)),
+            task: None,
+        }
+    }
+
+    /// The state of a run on `task`, whose held-out examples are `held_out`.
+    pub fn of_task(task: TaskSpec, held_out: &[u32]) -> DataState {
+        DataState {
+            task: Some(task),
+            ..DataState::of(Source::Task, vec![], 0.0, held_out)
         }
     }
 
@@ -82,7 +99,7 @@ impl DataState {
             (Some(saved), Some(got)) => self.tokens == now.tokens && saved == got,
             _ => names(&self.files) == names(&now.files),
         };
-        if same && self.source == now.source {
+        if same && self.source == now.source && self.task == now.task {
             return Ok(());
         }
         Err(Error::DataMismatch {
@@ -95,6 +112,10 @@ impl DataState {
     pub fn describe(&self) -> String {
         let what = match self.source {
             Source::Synthetic => "the synthetic token stream".to_string(),
+            Source::Task => match &self.task {
+                Some(t) => t.to_string(),
+                None => "a task it does not name".to_string(),
+            },
             Source::Corpus if self.files.is_empty() => "no text".to_string(),
             Source::Corpus => self.files.join(", "),
         };

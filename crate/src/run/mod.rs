@@ -11,7 +11,10 @@ mod spec;
 pub use data::{BUILTIN_CORPUS, DataState, Source};
 pub use spec::{BATCH_SEED, RunSpec, VALIDATION_BATCHES, warmup_for};
 
+use serde::Serialize;
+
 use crate::checkpoint::{self, Checkpoint, RunState};
+use crate::data::tasks::{self, Accuracy, Task, TaskSet, TaskSpec};
 use crate::data::{Batch, Corpus, Dataset, SplitMix64, Tokenizer};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
@@ -20,13 +23,54 @@ use crate::train::{StepStats, Trainer, synthetic};
 /// Tokens of the synthetic stream.
 const SYNTHETIC_TOKENS: usize = 1 << 20;
 
+/// Held-out examples a validation shows with the model's answers.
+const EXAMPLES_SHOWN: usize = 8;
+
 /// The token stream a run trains on: its tokenizer (none for synthetic
-/// tokens), the training part and the held-out tail, and what a checkpoint
+/// tokens), its training and held-out batches, and what a checkpoint
 /// records of them.
 pub struct Text {
     pub tokenizer: Option<Tokenizer>,
-    pub data: Dataset,
+    pub data: Batches,
     pub state: DataState,
+}
+
+/// Where a run's batches come from.
+pub enum Batches {
+    /// Windows of a token stream, its tail held out.
+    Stream(Dataset),
+    /// A task's examples, a fixed set held out.
+    Task(TaskSet),
+}
+
+impl Batches {
+    pub fn train_tokens(&self) -> usize {
+        match self {
+            Batches::Stream(d) => d.train_tokens(),
+            Batches::Task(t) => t.train_tokens(),
+        }
+    }
+
+    pub fn validation_tokens(&self) -> usize {
+        match self {
+            Batches::Stream(d) => d.validation_tokens(),
+            Batches::Task(t) => t.validation_tokens(),
+        }
+    }
+
+    fn train_batch(&self, rng: &mut SplitMix64, batch: usize) -> Batch {
+        match self {
+            Batches::Stream(d) => d.train_batch(rng, batch),
+            Batches::Task(t) => t.train_batch(rng, batch),
+        }
+    }
+
+    fn validation_batches(&self, batch: usize) -> Vec<Batch> {
+        match self {
+            Batches::Stream(d) => d.validation_batches(batch),
+            Batches::Task(t) => t.validation_batches(batch),
+        }
+    }
 }
 
 impl Text {
@@ -50,7 +94,7 @@ impl Text {
         let state = DataState::of(Source::Corpus, files, val_fraction, &tokens);
         Ok(Text {
             tokenizer: Some(tokenizer),
-            data: Dataset::new(tokens, seq as usize, val_fraction)?,
+            data: Batches::Stream(Dataset::new(tokens, seq as usize, val_fraction)?),
             state,
         })
     }
@@ -61,12 +105,23 @@ impl Text {
         let state = DataState::of(Source::Synthetic, vec![], val_fraction, &tokens);
         Ok(Text {
             tokenizer: None,
-            data: Dataset::new(tokens, seq as usize, val_fraction)?,
+            data: Batches::Stream(Dataset::new(tokens, seq as usize, val_fraction)?),
             state,
         })
     }
 
-    /// The stream `checkpoint` trained on: its synthetic one, or `corpus`
+    /// `spec`'s examples for a run of `seed` in rows of `seq`, through the
+    /// tasks' character tokenizer.
+    pub fn task(spec: &TaskSpec, seed: u64, seq: u32) -> Result<Text> {
+        let set = TaskSet::new(Task::parse(spec)?, seed, seq as usize)?;
+        Ok(Text {
+            tokenizer: Some(tasks::tokenizer()?),
+            state: DataState::of_task(set.task.spec(), &set.held_out_tokens()),
+            data: Batches::Task(set),
+        })
+    }
+
+    /// The stream `checkpoint` trained on: its synthetic one or its task, or `corpus`
     /// (the files it names, found by the caller) through its tokenizer;
     /// refused, saying what it needs, unless the tokens are those it
     /// trained on.
@@ -76,6 +131,12 @@ impl Text {
         let (vocab, seq) = (c.model.vocab, c.shape.seq);
         let text = match (saved.source, corpus) {
             (Source::Synthetic, _) => Text::synthetic(vocab, c.seed, seq, saved.val_fraction)?,
+            (Source::Task, _) => {
+                let task = saved.task.as_ref().ok_or_else(|| {
+                    Error::Checkpoint("it trained on a task but does not name it".into())
+                })?;
+                Text::task(task, c.seed, seq)?
+            }
             (Source::Corpus, None) => {
                 return Err(Error::DataMismatch {
                     trained_on: saved.describe(),
@@ -92,6 +153,26 @@ impl Text {
         saved.check(&text.state)?;
         Ok(text)
     }
+}
+
+/// One validation: the held-out loss, and for a task the share of answers
+/// wholly right, of answer characters right, and a few examples answered.
+#[derive(Clone, Debug, Serialize)]
+pub struct Validation {
+    pub loss: f64,
+    pub accuracy: Option<f64>,
+    pub char_accuracy: Option<f64>,
+    pub examples: Vec<Shown>,
+}
+
+/// A held-out example and the model's answer: at each answer position its
+/// most likely character given the true ones before it, so `predicted`
+/// equals `answer` exactly when the example counts as right.
+#[derive(Clone, Debug, Serialize)]
+pub struct Shown {
+    pub prompt: String,
+    pub answer: String,
+    pub predicted: String,
 }
 
 /// A trainer, the text it trains on, the batch order and the held-out
@@ -165,9 +246,42 @@ impl Run {
         self.trainer.step(&batch).await
     }
 
-    /// The mean loss over the held-out batches at the current weights.
-    pub async fn validate(&mut self) -> Result<f64> {
-        self.trainer.evaluate(&self.validation).await
+    /// The mean loss over the held-out batches at the current weights, and
+    /// for a task its accuracy and the first few examples answered.
+    pub async fn validate(&mut self) -> Result<Validation> {
+        let Batches::Task(set) = &self.text.data else {
+            let loss = self.trainer.evaluate(&self.validation, false).await?.loss;
+            return Ok(Validation {
+                loss,
+                accuracy: None,
+                char_accuracy: None,
+                examples: vec![],
+            });
+        };
+        let e = self.trainer.evaluate(&self.validation, true).await?;
+        let seq = self.trainer.config.shape.seq as usize;
+        let mut accuracy = Accuracy::default();
+        for (b, predicted) in self.validation.iter().zip(&e.predicted) {
+            accuracy.add(Accuracy::of(&b.targets, predicted, seq));
+        }
+        // the validation batches hold the held-out examples in order
+        let first = (&self.validation[0].targets, &e.predicted[0]);
+        let examples = tasks::answers(first.0, seq)
+            .into_iter()
+            .zip(set.held_out())
+            .take(EXAMPLES_SHOWN)
+            .map(|(span, example)| Shown {
+                prompt: tasks::text(&example.prompt),
+                answer: tasks::text(&example.answer),
+                predicted: tasks::text(&first.1[span]),
+            })
+            .collect();
+        Ok(Validation {
+            loss: e.loss,
+            accuracy: Some(accuracy.exact()),
+            char_accuracy: Some(accuracy.per_char()),
+            examples,
+        })
     }
 
     /// What a checkpoint keeps besides the trainer: the batch order, the

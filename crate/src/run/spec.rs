@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::data::tasks::{self, Task, TaskSpec};
 use crate::error::{Error, Result};
 use crate::model::{BatchShape, Config, Precision};
 use crate::optim::{LrSchedule, OptimConfig, OptimState};
@@ -54,7 +55,13 @@ pub struct RunSpec {
     /// The held-out tail's share of the tokens.
     #[serde(default = "defaults::val_fraction")]
     pub val_fraction: f64,
+    /// Train on this task's examples instead of text (`RunSpec::task`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskSpec>,
 }
+
+/// Tokens a task preset's row holds about: whole examples up to it.
+const TASK_ROW: usize = 64;
 
 /// The fields every preset shares (AdamW's from `OptimConfig::default`).
 mod defaults {
@@ -121,6 +128,44 @@ impl RunSpec {
             eps: defaults::eps(),
             seed: defaults::seed(),
             val_fraction: defaults::val_fraction(),
+            task: None,
+        })
+    }
+
+    /// What a run of `task` starts from: a small model of the tasks'
+    /// character vocabulary, rows of whole examples (about `TASK_ROW`
+    /// tokens), and settings that reach the task's goal in about a minute
+    /// on a laptop GPU (docs/TASKS.md).
+    pub fn task(task: &TaskSpec) -> Result<RunSpec> {
+        let parsed = Task::parse(task)?;
+        let model = Config {
+            vocab: tasks::vocab(),
+            max_seq: 128,
+            ..Config::preset("tiny")?
+        };
+        let len = parsed.example_len();
+        let seq = ((TASK_ROW / len).max(1) * len - 1) as u32;
+        // (batch, peak rate, steps, weight decay, β2)
+        let (batch, lr, steps, weight_decay, beta2) = match parsed {
+            Task::Copy { .. } | Task::Reverse { .. } | Task::Sort { .. } => {
+                (32, 3e-3, 1500, defaults::weight_decay(), defaults::beta2())
+            }
+            Task::Add { .. } => (32, 3e-3, 3000, defaults::weight_decay(), defaults::beta2()),
+            // grokking's: strong decoupled weight decay, β2 0.98 (Power et al. 2022)
+            Task::ModAdd { .. } => (64, 1e-3, 5000, 1.0, 0.98),
+        };
+        Ok(RunSpec {
+            preset: "custom".into(),
+            model: Some(model),
+            batch,
+            seq,
+            lr,
+            warmup: warmup_for(steps),
+            steps,
+            weight_decay,
+            beta2,
+            task: Some(parsed.spec()),
+            ..RunSpec::preset("tiny")?
         })
     }
 
@@ -195,5 +240,28 @@ mod tests {
             ..spec
         };
         assert!(custom.config().is_err(), "custom without sizes");
+    }
+
+    #[test]
+    fn every_task_has_a_valid_run_of_whole_examples() {
+        for t in tasks::TASKS {
+            let spec = RunSpec::task(&TaskSpec {
+                name: t.name.into(),
+                options: Default::default(),
+            })
+            .unwrap();
+            let c = spec.config().unwrap();
+            assert_eq!(c.model.vocab, tasks::vocab());
+            let task = Task::parse(spec.task.as_ref().unwrap()).unwrap();
+            let len = task.example_len() as u32;
+            assert_eq!(
+                (spec.seq + 1) % len,
+                0,
+                "{}: rows of whole examples",
+                t.name
+            );
+            let json = serde_json::to_string(&spec).unwrap();
+            assert_eq!(serde_json::from_str::<RunSpec>(&json).unwrap(), spec);
+        }
     }
 }

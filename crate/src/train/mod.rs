@@ -325,15 +325,19 @@ impl Trainer {
         }))
     }
 
-    /// Mean loss over `batches` with the current weights (no update). Batches
-    /// that are not the model's shape are refused.
-    pub async fn evaluate(&mut self, batches: &[Batch]) -> Result<f64> {
+    /// Mean loss over `batches` with the current weights (no update), and
+    /// with `predict` each batch's most likely token at every position
+    /// (`[rows]` per batch: the logits are read back, so meant for small
+    /// vocabularies such as the tasks'). Batches that are not the model's
+    /// shape are refused.
+    pub async fn evaluate(&mut self, batches: &[Batch], predict: bool) -> Result<Evaluation> {
         if batches.is_empty() {
             return Err(Error::Unsupported(
                 "no validation batches to evaluate".into(),
             ));
         }
         let mut sum = 0.0;
+        let mut predicted = Vec::new();
         for b in batches {
             self.model.write_batch(&self.gpu, &b.inputs, &b.targets)?;
             let m = &self.model;
@@ -341,9 +345,40 @@ impl Trainer {
                 .run(&m.forward.iter().chain(&m.head_eval).collect::<Vec<_>>())
                 .await?;
             sum += self.gpu.read_back::<f32>((&m.acts.loss).into()).await?[1] as f64;
+            if predict {
+                let logits = m.logits(&self.gpu, &self.k).await?;
+                predicted.push(argmax_rows(&logits, m.config.vocab as usize));
+            }
         }
-        Ok(sum / batches.len() as f64)
+        Ok(Evaluation {
+            loss: sum / batches.len() as f64,
+            predicted,
+        })
     }
+}
+
+/// What `Trainer::evaluate` found.
+pub struct Evaluation {
+    /// The mean of the batches' mean losses.
+    pub loss: f64,
+    /// Per batch, the most likely token at each position (empty unless asked).
+    pub predicted: Vec<Vec<u32>>,
+}
+
+/// The index of each `width`-wide row's largest value (the first of equals).
+fn argmax_rows(values: &[f32], width: usize) -> Vec<u32> {
+    values
+        .chunks(width)
+        .map(|row| {
+            let mut best = 0;
+            for (j, &z) in row.iter().enumerate() {
+                if z > row[best] {
+                    best = j;
+                }
+            }
+            best as u32
+        })
+        .collect()
 }
 
 /// Seconds on a monotonic clock (the browser's `Date.now` where `Instant` panics).

@@ -13,6 +13,7 @@ use wasm_bindgen_futures::future_to_promise;
 use super::{Data, from_js, gpu, js_error, to_js};
 use crate::checkpoint::Checkpoint;
 use crate::data::Tokenizer;
+use crate::data::tasks::TaskSpec;
 use crate::hf::{self, HfFiles, HfModel};
 use crate::inspect::{Inspector, Prediction, Probe, ranges};
 use crate::model::decode::{Decoder, Generation, Sampling};
@@ -26,6 +27,25 @@ use crate::train::{self, Memory, TrainConfig};
 #[wasm_bindgen(js_name = runDefaults)]
 pub fn run_defaults(preset: &str) -> Result<JsValue, JsError> {
     to_js(&RunSpec::preset(preset).map_err(js_error)?)
+}
+
+/// Every task the page offers: `[{name, title, summary, options: [{name,
+/// summary, default, min, max}]}]`.
+#[wasm_bindgen]
+pub fn tasks() -> Result<JsValue, JsError> {
+    to_js(&crate::data::tasks::TASKS)
+}
+
+/// What a run of task `name` starts from (`run::RunSpec::task`), with
+/// `options` (`{name: value}`; undefined: the defaults): the page's form
+/// is filled from it.
+#[wasm_bindgen(js_name = taskDefaults)]
+pub fn task_defaults(name: String, options: JsValue) -> Result<JsValue, JsError> {
+    let options = match options.is_undefined() || options.is_null() {
+        true => Default::default(),
+        false => from_js(options)?,
+    };
+    to_js(&RunSpec::task(&TaskSpec { name, options }).map_err(js_error)?)
 }
 
 /// Memory per precision × optimizer state for one model on this adapter,
@@ -121,6 +141,27 @@ where
 }
 
 impl Trainer {
+    /// A new run's text: `data`'s files through its tokenizer, whose
+    /// vocabulary must be the model's.
+    fn text(spec: &RunSpec, config: &TrainConfig, data: &Data) -> Result<Text, JsError> {
+        let tokenizer = data.tokenizer()?;
+        let vocab = config.model.vocab;
+        if tokenizer.vocab_size() != vocab {
+            return Err(JsError::new(&format!(
+                "the tokenizer has {} tokens but the model's vocabulary is {vocab}: train a tokenizer of {vocab} tokens",
+                tokenizer.vocab_size(),
+            )));
+        }
+        Text::from_corpus(
+            data.corpus(),
+            tokenizer.clone(),
+            vocab,
+            config.shape.seq,
+            spec.val_fraction,
+        )
+        .map_err(js_error)
+    }
+
     fn of(run: Run) -> Trainer {
         let page = PageRun {
             run,
@@ -144,32 +185,21 @@ struct Created<'a> {
     config: &'a TrainConfig,
     optimizer_dispatches: usize,
     tokenizer: super::data::TokenizerInfo<'a>,
+    /// The task it trains on, every option written out; null for text.
+    task: Option<&'a TaskSpec>,
 }
 
 #[wasm_bindgen]
 impl Trainer {
-    /// A new run of `spec` on `data`'s text and tokenizer (whose vocabulary
-    /// must be the model's).
+    /// A new run of `spec` on its task, or else on `data`'s text and
+    /// tokenizer (whose vocabulary must be the model's).
     pub fn create(spec: JsValue, data: &Data) -> Result<Promise, JsError> {
         let spec: RunSpec = from_js(spec)?;
         let config = spec.config().map_err(js_error)?;
-        let tokenizer = data.tokenizer()?;
-        let vocab = config.model.vocab;
-        if tokenizer.vocab_size() != vocab {
-            return Err(JsError::new(&format!(
-                "the tokenizer has {} tokens but the model's vocabulary is {vocab}: train a tokenizer of {vocab} tokens",
-                tokenizer.vocab_size(),
-            )));
-        }
-        let tokenizer = tokenizer.clone();
-        let text = Text::from_corpus(
-            data.corpus(),
-            tokenizer,
-            vocab,
-            config.shape.seq,
-            spec.val_fraction,
-        )
-        .map_err(js_error)?;
+        let text = match &spec.task {
+            Some(task) => Text::task(task, config.seed, config.shape.seq).map_err(js_error)?,
+            None => Self::text(&spec, &config, data)?,
+        };
         Ok(future_to_promise(async move {
             let gpu = gpu().await.map_err(js_error)?;
             let trainer = train::Trainer::new(&gpu, config).await.map_err(js_error)?;
@@ -199,6 +229,7 @@ impl Trainer {
                 fingerprint: tokenizer.fingerprint(),
                 tokens: data.train_tokens() + data.validation_tokens(),
             },
+            task: run.text.state.task.as_ref(),
         })
     }
 
@@ -232,15 +263,15 @@ impl Trainer {
         })
     }
 
-    /// The mean loss over the held-out batches, at the current weights.
+    /// `{loss, accuracy, char_accuracy, examples: [{prompt, answer,
+    /// predicted}]}` on the held-out batches at the current weights: the
+    /// accuracies and examples for a task (`run::Validation`), else null and [].
     pub fn validate(&self) -> Promise {
         with_run(self.run.clone(), |mut page| async move {
-            let result = page
-                .run
-                .validate()
-                .await
-                .map(JsValue::from_f64)
-                .map_err(js_error);
+            let result = match page.run.validate().await {
+                Ok(v) => to_js(&v),
+                Err(e) => Err(js_error(e)),
+            };
             (page, result)
         })
     }

@@ -11,10 +11,13 @@ use std::path::PathBuf;
 use clap::Args;
 use webtrain::checkpoint::Checkpoint;
 use webtrain::data::Tokenizer;
+use webtrain::data::tasks::TaskSpec;
 use webtrain::hf::HfModel;
 use webtrain::inspect::Inspector;
 use webtrain::model::{Config, PRESETS};
-use webtrain::run::{DataState, Run, RunSpec, Source, Text, VALIDATION_BATCHES, warmup_for};
+use webtrain::run::{
+    DataState, Run, RunSpec, Source, Text, VALIDATION_BATCHES, Validation, warmup_for,
+};
 use webtrain::train::{StepStats, TrainConfig, Trainer};
 use webtrain::{Error, Gpu, Result};
 
@@ -22,9 +25,11 @@ use crate::files::{self, TextFile};
 use crate::recover::{Recovery, Snapshot};
 
 /// What a checkpoint's config fixes: not to be given with `--resume`.
-const FIXED_BY_CHECKPOINT: [&str; 17] = [
+const FIXED_BY_CHECKPOINT: [&str; 19] = [
     "preset",
     "synthetic",
+    "task",
+    "task_option",
     "precision",
     "optim_state",
     "seed",
@@ -51,17 +56,26 @@ pub struct TrainArgs {
     preset: String,
     /// UTF-8 text files to train on (a BPE tokenizer of the preset's vocabulary is learned from them);
     /// default: the built-in Brown corpus.
-    #[arg(long, num_args = 1.., conflicts_with = "synthetic")]
+    #[arg(long, num_args = 1.., conflicts_with_all = ["synthetic", "task"])]
     corpus: Vec<PathBuf>,
+    /// Train on an algorithmic task instead of text: copy, reverse, sort, add or modadd. Its
+    /// preset sets the model, batch and schedule (other flags change them); validations report
+    /// accuracy. See docs/TASKS.md.
+    #[arg(long, conflicts_with_all = ["synthetic", "preset", "from_hf"])]
+    task: Option<String>,
+    /// A task's option, as NAME=VALUE (repeatable): len for copy, reverse and sort; digits for
+    /// add; p and train_percent for modadd.
+    #[arg(long, requires = "task", value_parser = task_option)]
+    task_option: Vec<(String, u32)>,
     /// Use this tokenizer.json instead of learning one (its vocabulary must be the preset's).
     #[arg(long, requires = "corpus")]
     tokenizer: Option<PathBuf>,
     /// Train on a seeded synthetic token stream (tests, benchmarks) instead of text.
     #[arg(long)]
     synthetic: bool,
-    /// Steps to train (with --resume: steps more).
-    #[arg(long, default_value_t = 100)]
-    steps: u32,
+    /// Steps to train (with --resume: steps more; default 100, or a task's preset's).
+    #[arg(long)]
+    steps: Option<u32>,
     /// The step the learning-rate schedule ends at (default: --steps). Set it beyond
     /// --steps to stop early, save with --out and --resume later on the same schedule.
     #[arg(long)]
@@ -136,7 +150,24 @@ pub struct TrainArgs {
     from_hf: Option<PathBuf>,
 }
 
+/// Steps a run trains unless `--steps` says (a task's preset has its own).
+const DEFAULT_STEPS: u32 = 100;
+
 impl TrainArgs {
+    /// `--steps`, else a new task run's preset's steps, else `DEFAULT_STEPS`.
+    fn steps_to_train(&self) -> u32 {
+        let preset = || {
+            let task = self.task.as_ref()?;
+            let options = self.task_option.iter().cloned().collect();
+            let spec = RunSpec::task(&TaskSpec {
+                name: task.clone(),
+                options,
+            });
+            Some(spec.ok()?.steps)
+        };
+        self.steps.or_else(preset).unwrap_or(DEFAULT_STEPS)
+    }
+
     /// For `webtrain inspect`: every step inspected unless asked otherwise.
     pub fn inspecting(mut self) -> Self {
         if self.inspect_every == 0 {
@@ -146,14 +177,28 @@ impl TrainArgs {
     }
 }
 
-/// The new run the flags describe: the preset's (or the `--from-hf`
-/// model's) defaults, with every field a flag names changed.
+fn task_option(s: &str) -> std::result::Result<(String, u32), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: give NAME=VALUE"))?;
+    let v = v
+        .parse()
+        .map_err(|_| format!("{s:?}: the value must be a whole number"))?;
+    Ok((k.to_string(), v))
+}
+
+/// The new run the flags describe: the preset's (or the task's, or the
+/// `--from-hf` model's) defaults, with every field a flag names changed.
 fn spec(args: &TrainArgs, hf: Option<&HfModel>) -> Result<RunSpec> {
-    let mut spec = match hf {
-        None => RunSpec::preset(&args.preset)?,
+    let mut spec = match (hf, &args.task) {
+        (None, Some(name)) => RunSpec::task(&TaskSpec {
+            name: name.clone(),
+            options: args.task_option.iter().cloned().collect(),
+        })?,
+        (None, None) => RunSpec::preset(&args.preset)?,
         // an imported model: base's batch of 8 and shared settings, the
         // model's own context up to 512, the fine-tuning rate the CLI always had
-        Some(m) => RunSpec {
+        (Some(m), _) => RunSpec {
             preset: "custom".into(),
             model: Some(m.config.clone()),
             seq: m.config.max_seq.min(512),
@@ -161,7 +206,7 @@ fn spec(args: &TrainArgs, hf: Option<&HfModel>) -> Result<RunSpec> {
             ..RunSpec::preset("base")?
         },
     };
-    spec.steps = args.schedule_steps.unwrap_or(args.steps);
+    spec.steps = args.schedule_steps.unwrap_or(args.steps_to_train());
     spec.warmup = args.warmup.unwrap_or(warmup_for(spec.steps));
     spec.precision.clone_from(&args.precision);
     spec.optim_state.clone_from(&args.optim_state);
@@ -179,18 +224,21 @@ fn spec(args: &TrainArgs, hf: Option<&HfModel>) -> Result<RunSpec> {
     Ok(spec)
 }
 
-/// A new run's tokens: the synthetic stream, or the text files (default:
+/// A new run's tokens: a task's examples, the synthetic stream, or the text files (default:
 /// the built-in corpus) through the `--from-hf` folder's tokenizer, the
 /// `--tokenizer` given, or one learned from them.
 fn new_text(
     args: &TrainArgs,
     config: &TrainConfig,
-    val_fraction: f64,
+    spec: &RunSpec,
     hf: Option<&HfModel>,
 ) -> Result<Text> {
     let (vocab, seq) = (config.model.vocab, config.shape.seq);
+    if let Some(task) = &spec.task {
+        return Text::task(task, config.seed, seq);
+    }
     if args.synthetic {
-        return Text::synthetic(vocab, config.seed, seq, val_fraction);
+        return Text::synthetic(vocab, config.seed, seq, spec.val_fraction);
     }
     let files = match args.corpus.is_empty() {
         true => vec![TextFile::builtin()?],
@@ -209,10 +257,10 @@ fn new_text(
             Tokenizer::train(&texts, vocab, |_| {})?
         }
     };
-    Text::from_corpus(&corpus, tokenizer, vocab, seq, val_fraction)
+    Text::from_corpus(&corpus, tokenizer, vocab, seq, spec.val_fraction)
 }
 
-/// The tokens a resumed run trained on: its synthetic stream, or the files
+/// The tokens a resumed run trained on: its synthetic stream or task, or the files
 /// it names where they are here (the built-in corpus always is), else the
 /// `--corpus` files; refused, saying what it needs, unless they are the
 /// same tokens.
@@ -221,7 +269,7 @@ fn resumed_text(args: &TrainArgs, c: &Checkpoint) -> Result<Text> {
         c.check_tokenizer(read_tokenizer(path)?.fingerprint())?;
     }
     let saved = DataState::parse(c.run.data.as_deref())?;
-    if saved.source == Source::Synthetic {
+    if saved.source != Source::Corpus {
         return Text::of_checkpoint(c, None);
     }
     let files: Vec<TextFile> = match args.corpus.is_empty() {
@@ -261,7 +309,7 @@ pub async fn run(args: TrainArgs) -> Result<()> {
         _ => {
             let spec = spec(&args, hf.as_ref())?;
             let config = spec.config()?;
-            let text = new_text(&args, &config, spec.val_fraction, hf.as_ref())?;
+            let text = new_text(&args, &config, &spec, hf.as_ref())?;
             (config, text)
         }
     };
@@ -281,9 +329,11 @@ pub async fn run(args: TrainArgs) -> Result<()> {
         ),
     };
     let memory = run.trainer.memory()?;
-    let preset = match &args.from_hf {
-        Some(dir) => dir.to_str().unwrap_or("hf"),
-        None => PRESETS
+    let task = run.text.state.task.as_ref().map(|t| t.to_string());
+    let preset = match (&args.from_hf, &task) {
+        (Some(dir), _) => dir.to_str().unwrap_or("hf"),
+        (None, Some(task)) => task,
+        (None, None) => PRESETS
             .iter()
             .find(|p| Config::preset(p).is_ok_and(|m| m == config.model))
             .copied()
@@ -302,10 +352,10 @@ pub async fn run(args: TrainArgs) -> Result<()> {
         data.validation_tokens()
     );
     let first = run.trainer.steps() + 1;
-    let end = first.checked_add(args.steps).ok_or_else(|| {
+    let end = first.checked_add(args.steps_to_train()).ok_or_else(|| {
         Error::Unsupported(format!(
             "{} more steps after step {} overflow the step count",
-            args.steps,
+            args.steps_to_train(),
             first - 1
         ))
     })? - 1;
@@ -342,7 +392,7 @@ pub async fn run(args: TrainArgs) -> Result<()> {
         end,
         inspector: Inspector::new(false), // the CLI prints no update ratios
         last: None,
-        val_loss: None,
+        validation: None,
     };
     let mut step = first;
     while step <= end {
@@ -364,10 +414,13 @@ pub async fn run(args: TrainArgs) -> Result<()> {
         "resumed_from": args.resume.as_ref().map(|_| first - 1),
         "checkpoint": args.out.as_ref().map(|p| p.display().to_string()),
         "loss": steps.last.map(|s| s.loss),
-        "val_loss": steps.val_loss,
+        "val_loss": steps.validation.as_ref().map(|v| v.loss),
+        "accuracy": steps.validation.as_ref().and_then(|v| v.accuracy),
+        "char_accuracy": steps.validation.as_ref().and_then(|v| v.char_accuracy),
+        "task": run.text.state.task,
         "skipped_steps": run.trainer.skipped(),
         "seconds": seconds,
-        "tokens_per_s": (args.steps as f64 * shape.rows() as f64) / seconds,
+        "tokens_per_s": (args.steps_to_train() as f64 * shape.rows() as f64) / seconds,
         "optimizer_dispatches": run.trainer.optimizer_dispatches(),
         "memory": memory,
         "device_losses": recovery.losses(),
@@ -382,7 +435,7 @@ struct Steps<'a> {
     end: u32,
     inspector: Inspector,
     last: Option<StepStats>,
-    val_loss: Option<f64>,
+    validation: Option<Validation>,
 }
 
 impl Steps<'_> {
@@ -419,10 +472,27 @@ impl Steps<'_> {
             self.last = Some(s);
         }
         if flush && !run.validation.is_empty() {
-            let loss = run.validate().await?;
-            println!("{}", serde_json::json!({"step": step, "val_loss": loss}));
-            eprintln!("step {step:>5}  validation loss {loss:.4}");
-            self.val_loss = Some(loss);
+            let v = run.validate().await?;
+            let line = serde_json::json!({"step": step, "val_loss": v.loss});
+            match (v.accuracy, v.char_accuracy) {
+                (Some(exact), Some(chars)) => {
+                    let mut line = line;
+                    line["accuracy"] = exact.into();
+                    line["char_accuracy"] = chars.into();
+                    println!("{line}");
+                    eprintln!(
+                        "step {step:>5}  validation loss {:.4}  accuracy {:.1}% ({:.1}% of characters)",
+                        v.loss,
+                        100.0 * exact,
+                        100.0 * chars
+                    );
+                }
+                _ => {
+                    println!("{line}");
+                    eprintln!("step {step:>5}  validation loss {:.4}", v.loss);
+                }
+            }
+            self.validation = Some(v);
         }
         let save =
             step == self.end || (args.save_every > 0 && step.is_multiple_of(args.save_every));

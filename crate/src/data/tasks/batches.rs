@@ -130,12 +130,18 @@ impl TaskSet {
         }
     }
 
-    /// The held-out examples in order, in batches of up to `batch` rows
-    /// (the last may be smaller): the same every time.
+    /// The held-out examples in order, in batches of `batch` rows (the
+    /// last filled with rows of no answer): the same every time.
     pub fn validation_batches(&self, batch: usize) -> Vec<Batch> {
+        let rows = batch.max(1);
         self.held_out
-            .chunks(batch.max(1) * self.per_row)
-            .map(|c| self.pack(c))
+            .chunks(rows * self.per_row)
+            .map(|c| {
+                let mut b = self.pack(c);
+                b.inputs.resize(rows * self.seq, END);
+                b.targets.resize(rows * self.seq, IGNORE_INDEX);
+                b
+            })
             .collect()
     }
 

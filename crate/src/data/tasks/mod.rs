@@ -36,6 +36,18 @@ pub struct TaskSpec {
     pub options: BTreeMap<String, u32>,
 }
 
+/// `task add (digits 3)`: for messages.
+impl std::fmt::Display for TaskSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let options: Vec<String> = self
+            .options
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        write!(f, "task {} ({})", self.name, options.join(", "))
+    }
+}
+
 /// One option of a task, for the CLI's help and the page's form.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct TaskOption {

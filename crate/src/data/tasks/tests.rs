@@ -154,6 +154,13 @@ fn rows_hold_whole_examples_and_count_only_answers() {
         [&first.prompt[..], &first.answer, &[END]].concat()[..]
     );
     assert_eq!(answers(&b.targets, 24).len(), 6);
+    // 2000 held out (a fifth of 10⁴ prompts): the last batch is filled out
+    let last = set.validation_batches(3).pop().unwrap();
+    assert_eq!(set.held_out().len(), 2000);
+    assert_eq!(
+        (last.inputs.len(), answers(&last.targets, 24).len()),
+        (72, 2000 % 6)
+    );
     assert!(
         TaskSet::new(t, 1, 8)
             .unwrap_err()
