@@ -37,8 +37,10 @@ function once(type, payload) {
 /// `preset`'s RunSpec.
 export const presetDefaults = (preset) => once('run.defaults', { preset });
 
-/// Task `name`'s RunSpec: its model (preset custom) and every option's default.
-export const taskDefaults = (name) => once('task.defaults', { name });
+/// A task's RunSpec for its options (rows hold whole examples): its model
+/// (preset custom) and `task` with every option set, those left out at
+/// their defaults.
+export const taskDefaults = ({ name, options }) => once('task.defaults', { name, options });
 
 export const sameModel = (a, b) => Object.keys(a).every((k) => a[k] === b[k]);
 
@@ -46,7 +48,7 @@ export const sameModel = (a, b) => Object.keys(a).every((k) => a[k] === b[k]);
 /// RunSpec, the preset whose model it is, or for any other model, custom
 /// against the first preset's settings.
 export async function baseOf(model, task) {
-  if (task) return { preset: 'custom', defaults: await taskDefaults(task.name) };
+  if (task) return { preset: 'custom', defaults: await taskDefaults(task) };
   for (const preset of presets()) {
     const d = await presetDefaults(preset);
     if (sameModel(d.model, model)) return { preset, defaults: d };

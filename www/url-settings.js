@@ -75,15 +75,18 @@ function writeSoon() {
   writeTimer = setTimeout(write, 100);
 }
 
-/// The address for the form as it stands: what differs from the task's
-/// defaults, or the preset's (custom: the first preset's).
+/// The address for the form as it stands: the task's options that are not
+/// their defaults, and what differs from the task's preset for its options,
+/// or from the preset's (custom: the first preset's).
 async function write() {
   const mine = ++writes;
   const preset = $('preset').value;
   const task = state.task;
   let base;
+  let plain;
   try {
-    base = await (task ? taskDefaults(task.name) : presetDefaults(preset === 'custom' ? firstPreset() : preset));
+    base = await (task ? taskDefaults(task) : presetDefaults(preset === 'custom' ? firstPreset() : preset));
+    plain = task && await taskDefaults({ name: task.name });
   } catch {
     return; // no defaults to compare with: the address stays as it was
   }
@@ -91,7 +94,7 @@ async function write() {
   const q = new URLSearchParams();
   if (task) {
     q.set('task', task.name);
-    for (const [k, v] of Object.entries(task.options)) if (base.task?.options[k] !== v) q.set(`task.${k}`, v);
+    for (const [k, v] of Object.entries(task.options)) if (plain.task.options[k] !== v) q.set(`task.${k}`, v);
   } else if (preset !== firstPreset()) {
     q.set('preset', preset);
   }
@@ -139,10 +142,14 @@ async function apply(params, filled) {
       set($('task'), task);
       used.push(`task ${task}`);
       await fill;
+      // the task's preset follows its options: the fields go over the last fill
+      const refill = nextFill();
+      const before = used.length;
       for (const input of optionInputs()) {
         const raw = take(`task.${input.dataset.option}`);
         if (raw !== undefined) put(input, `task.${input.dataset.option}`, raw);
       }
+      if (used.length > before) await refill;
     }
   }
   const preset = take('preset');

@@ -24,6 +24,14 @@ before(async () => {
 });
 after(async () => { await app?.close(); });
 
+/// The runs table's rows, newest first.
+const rows = () => page.locator('#runs-table tbody tr').evaluateAll((trs) => trs.map((tr) => ({
+  ...tr.dataset,
+  ...Object.fromEntries([...tr.querySelectorAll('td[data-col]')].map((td) => [td.dataset.col, td.dataset.value ?? td.textContent])),
+})));
+const overlays = () => page.locator('#chart-loss').getAttribute('data-overlays');
+const tick = (n) => page.locator(`#runs-table tr[data-run="${n}"] input[type="checkbox"]`);
+
 async function open(path) {
   ({ page, errors } = await openPage(app, path));
   allErrors.push(errors);
@@ -69,13 +77,31 @@ test('a link with settings opens the page set up that way, and the form writes t
   await page.close();
 });
 
-/// The runs table's rows, newest first.
-const rows = () => page.locator('#runs-table tbody tr').evaluateAll((trs) => trs.map((tr) => ({
-  ...tr.dataset,
-  ...Object.fromEntries([...tr.querySelectorAll('td[data-col]')].map((td) => [td.dataset.col, td.dataset.value ?? td.textContent])),
-})));
-const overlays = () => page.locator('#chart-loss').getAttribute('data-overlays');
-const tick = (n) => page.locator(`#runs-table tr[data-run="${n}"] input[type="checkbox"]`);
+test('a link with a task sets up the task, and its run is listed with its accuracy', async () => {
+  await open('/?task=reverse&task.len=5&warmup=2&steps=6');
+  assert.ok(await page.locator('#corpus-task').isChecked());
+  assert.equal(await value('task'), 'reverse');
+  assert.equal(await page.locator('#task-options [data-option="len"]').inputValue(), '5');
+  assert.equal(await value('steps'), '6', 'over the task\'s defaults');
+  assert.deepEqual(query(), { task: 'reverse', 'task.len': '5', warmup: '2', steps: '6' });
+  // back to the option's default: out of the address
+  await page.fill('#task-options [data-option="len"]', '6');
+  await page.waitForFunction(() => !new URL(location.href).searchParams.has('task.len'), null, { timeout: 10_000 });
+
+  await page.waitForSelector('#adapter[data-state="ready"]', { timeout: 120_000 });
+  await page.waitForSelector('#plan-status[data-fits="true"]', { timeout: 120_000 });
+  await page.waitForSelector('#create:not([disabled])', { timeout: 60_000 });
+  await page.click('#create');
+  assert.equal(await waitOrError(page, () => document.querySelector('#train').dataset.phase === 'idle', 'setup-error'), null);
+  await trainUntil(page, 6);
+  await page.waitForFunction(() => document.querySelector('#runs-table td[data-col="accuracy"]').textContent !== '—');
+  const [run] = await rows();
+  assert.equal(run.text, 'reverse (len 6)');
+  assert.equal(run.model, 'reverse\'s');
+  assert.equal(run.settings, 'warmup 2, steps 6');
+  assert.match(run.accuracy, /^\d+\.\d%$/);
+  await page.close();
+});
 
 test('two runs are listed with their settings and losses, overlaid by choice, and kept across a reload', async () => {
   await open('/');
