@@ -26,6 +26,9 @@ const SYNTHETIC_TOKENS: usize = 1 << 20;
 /// Held-out examples a validation shows with the model's answers.
 const EXAMPLES_SHOWN: usize = 8;
 
+/// Batches of training examples a task's validation also scores.
+const TRAINING_SAMPLE_BATCHES: usize = 2;
+
 /// The token stream a run trains on: its tokenizer (none for synthetic
 /// tokens), its training and held-out batches, and what a checkpoint
 /// records of them.
@@ -156,12 +159,14 @@ impl Text {
 }
 
 /// One validation: the held-out loss, and for a task the share of answers
-/// wholly right, of answer characters right, and a few examples answered.
+/// wholly right, of answer characters right, the share of a fixed sample of
+/// training answers wholly right, and a few held-out examples answered.
 #[derive(Clone, Debug, Serialize)]
 pub struct Validation {
     pub loss: f64,
     pub accuracy: Option<f64>,
     pub char_accuracy: Option<f64>,
+    pub train_accuracy: Option<f64>,
     pub examples: Vec<Shown>,
 }
 
@@ -184,6 +189,9 @@ pub struct Run {
     pub rng: SplitMix64,
     /// Full batches of the held-out tail, the same every time.
     pub validation: Vec<Batch>,
+    /// A task's fixed sample of training batches, scored for its training
+    /// accuracy (none for text).
+    pub training_sample: Vec<Batch>,
 }
 
 impl Run {
@@ -225,11 +233,18 @@ impl Run {
             .filter(|b| b.inputs.len() == shape.rows() as usize)
             .take(validation_batches)
             .collect();
+        let training_sample = match &text.data {
+            Batches::Task(set) => {
+                set.training_sample(shape.batch as usize, TRAINING_SAMPLE_BATCHES)
+            }
+            Batches::Stream(_) => vec![],
+        };
         Run {
             trainer,
             text,
             rng,
             validation,
+            training_sample,
         }
     }
 
@@ -255,15 +270,22 @@ impl Run {
                 loss,
                 accuracy: None,
                 char_accuracy: None,
+                train_accuracy: None,
                 examples: vec![],
             });
         };
-        let e = self.trainer.evaluate(&self.validation, true).await?;
         let seq = self.trainer.config.shape.seq as usize;
-        let mut accuracy = Accuracy::default();
-        for (b, predicted) in self.validation.iter().zip(&e.predicted) {
-            accuracy.add(Accuracy::of(&b.targets, predicted, seq));
-        }
+        let score = |batches: &[Batch], predicted: &[Vec<u32>]| {
+            let mut a = Accuracy::default();
+            for (b, p) in batches.iter().zip(predicted) {
+                a.add(Accuracy::of(&b.targets, p, seq));
+            }
+            a
+        };
+        let trained = self.trainer.evaluate(&self.training_sample, true).await?;
+        let train_accuracy = score(&self.training_sample, &trained.predicted).exact();
+        let e = self.trainer.evaluate(&self.validation, true).await?;
+        let accuracy = score(&self.validation, &e.predicted);
         // the validation batches hold the held-out examples in order
         let first = (&self.validation[0].targets, &e.predicted[0]);
         let examples = tasks::answers(first.0, seq)
@@ -280,6 +302,7 @@ impl Run {
             loss: e.loss,
             accuracy: Some(accuracy.exact()),
             char_accuracy: Some(accuracy.per_char()),
+            train_accuracy: Some(train_accuracy),
             examples,
         })
     }

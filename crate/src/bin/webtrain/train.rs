@@ -417,6 +417,7 @@ pub async fn run(args: TrainArgs) -> Result<()> {
         "val_loss": steps.validation.as_ref().map(|v| v.loss),
         "accuracy": steps.validation.as_ref().and_then(|v| v.accuracy),
         "char_accuracy": steps.validation.as_ref().and_then(|v| v.char_accuracy),
+        "train_accuracy": steps.validation.as_ref().and_then(|v| v.train_accuracy),
         "task": run.text.state.task,
         "skipped_steps": run.trainer.skipped(),
         "seconds": seconds,
@@ -474,17 +475,19 @@ impl Steps<'_> {
         if flush && !run.validation.is_empty() {
             let v = run.validate().await?;
             let line = serde_json::json!({"step": step, "val_loss": v.loss});
-            match (v.accuracy, v.char_accuracy) {
-                (Some(exact), Some(chars)) => {
+            match (v.accuracy, v.char_accuracy, v.train_accuracy) {
+                (Some(exact), Some(chars), Some(train)) => {
                     let mut line = line;
                     line["accuracy"] = exact.into();
                     line["char_accuracy"] = chars.into();
+                    line["train_accuracy"] = train.into();
                     println!("{line}");
                     eprintln!(
-                        "step {step:>5}  validation loss {:.4}  accuracy {:.1}% ({:.1}% of characters)",
+                        "step {step:>5}  validation loss {:.4}  accuracy {:.1}% ({:.1}% of characters; {:.1}% on training examples)",
                         v.loss,
                         100.0 * exact,
-                        100.0 * chars
+                        100.0 * chars,
+                        100.0 * train
                     );
                 }
                 _ => {

@@ -15,10 +15,14 @@ const HELD_OUT: usize = 2048;
 /// Keeps the held-out draw apart from the weights' and the batches'.
 const SPLIT_SEED: u64 = 0x7a5c_5e1d;
 
+/// Keeps the fixed sample of training examples apart from the rest.
+const SAMPLE_SEED: u64 = 0x5a3b_1e5e;
+
 /// One task's examples for one run: the split, and the rows they pack into.
 #[derive(Debug)]
 pub struct TaskSet {
     pub task: Task,
+    seed: u64,
     seq: usize,
     /// Whole examples in a row of `seq + 1` tokens.
     per_row: usize,
@@ -73,6 +77,7 @@ impl TaskSet {
         };
         Ok(TaskSet {
             task,
+            seed,
             seq,
             per_row,
             held_out,
@@ -128,6 +133,16 @@ impl TaskSet {
                 return e;
             }
         }
+    }
+
+    /// `batches` batches of training examples, the same every time: what
+    /// the model is scored on for its training accuracy (grokking shows as
+    /// this at 100% long before the held-out accuracy rises).
+    pub fn training_sample(&self, batch: usize, batches: usize) -> Vec<Batch> {
+        let mut rng = SplitMix64(self.seed ^ SAMPLE_SEED);
+        (0..batches)
+            .map(|_| self.train_batch(&mut rng, batch))
+            .collect()
     }
 
     /// The held-out examples in order, in batches of `batch` rows (the

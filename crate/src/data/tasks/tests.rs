@@ -94,8 +94,10 @@ fn held_out_examples_are_fixed_by_the_seed_and_never_trained_on() {
         assert_eq!(held.len(), a.held_out().len(), "distinct");
         assert!(held.len() as u64 <= t.space() / 5);
         let mut rng = SplitMix64(1);
-        for _ in 0..200 {
-            let b = a.train_batch(&mut rng, 4);
+        let sample = a.training_sample(4, 3);
+        assert_eq!(sample, a.training_sample(4, 3), "the same sample every time");
+        let drawn = (0..200).map(|_| a.train_batch(&mut rng, 4));
+        for b in drawn.chain(sample) {
             for row in b.inputs.chunks(64) {
                 // every example starts after an END: the row's first, and each after a `\n`
                 let s = text(row);
