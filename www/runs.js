@@ -109,37 +109,68 @@ function remove(n) {
 
 // --- the table -------------------------------------------------------
 
+/// Each row's <tr>, made once and updated in place: a tick clicked while
+/// the live row redraws several times a second is not lost.
+const trs = new Map();
+
+const COLS = ['text', 'model', 'modes', 'settings', 'step', 'loss', 'val', 'accuracy'];
+/// Columns of numbers, right-aligned; the others are words.
+const NUMBERS = new Set(['step', 'loss', 'val', 'accuracy']);
+
+function made(r) {
+  const tick = el('input', {
+    type: 'checkbox', 'aria-label': `overlay run #${r.n}`,
+    onchange: (e) => { r.overlay = e.target.checked; changed(); },
+  });
+  const swatch = el('span', { className: 'swatch' });
+  swatch.style.background = charts.runColor(r.n);
+  const drop = el('button', { type: 'button', className: 'remove', textContent: '×', title: 'remove from the table', 'aria-label': `remove run #${r.n}`, onclick: () => remove(r.n) });
+  const cells = COLS.map((col) => el('td', { className: NUMBERS.has(col) ? '' : 'name', dataset: { col } }));
+  const tr = el('tr', { dataset: { run: r.n } }, [el('td', {}, [tick, swatch]), el('td', { className: 'name', dataset: { col: 'name' } }), ...cells, el('td', {}, [drop])]);
+  trs.set(r.n, tr);
+  return tr;
+}
+
+function show(tr, r) {
+  const isLive = r.n === live;
+  const tick = tr.querySelector('input');
+  tick.checked = isLive || r.overlay;
+  tick.disabled = isLive;
+  tick.title = isLive ? 'the live run is always drawn' : 'overlay its curves on the charts';
+  tr.querySelector('button.remove').disabled = isLive;
+  Object.assign(tr.dataset, { live: isLive, kept: r.kept, overlay: isLive || r.overlay });
+  const status = isLive ? 'live' : r.kept ? 'finished; weights not kept' : 'finished';
+  const cell = (col) => tr.querySelector(`td[data-col="${col}"]`);
+  cell('name').textContent = '';
+  cell('name').append(`#${r.n} ${r.name}`, el('span', { className: 'muted small', textContent: ` ${r.origin} · ${status}` }));
+  const text = {
+    text: r.text,
+    model: r.model,
+    modes: r.modes.join(' → '),
+    settings: r.settings.map(([k, v]) => `${k} ${typeof v === 'number' ? num(v, 4) : v}`).join(', ') || 'the defaults',
+    step: count(r.step),
+    loss: r.loss === null ? '—' : r.loss.toFixed(4),
+    val: r.val ? `${Number.isFinite(r.val.loss) ? r.val.loss.toFixed(4) : r.val.loss} (step ${count(r.val.step)})` : '—',
+    accuracy: r.val?.accuracy === null || r.val?.accuracy === undefined ? '—' : `${(100 * r.val.accuracy).toFixed(1)}%`,
+  };
+  for (const col of COLS) cell(col).textContent = text[col];
+  cell('loss').dataset.value = r.loss ?? '';
+  cell('val').dataset.value = r.val?.loss ?? '';
+}
+
 function render() {
   const body = $('runs-table').querySelector('tbody');
-  body.textContent = '';
-  for (const r of [...rows].reverse()) {
-    const isLive = r.n === live;
-    const tick = el('input', {
-      type: 'checkbox', checked: isLive || r.overlay, disabled: isLive,
-      title: isLive ? 'the live run is always drawn' : 'overlay its curves on the charts',
-      onchange: (e) => { r.overlay = e.target.checked; changed(); },
-    });
-    const swatch = el('span', { className: 'swatch' });
-    swatch.style.background = charts.runColor(r.n);
-    const status = isLive ? 'live' : r.kept ? 'finished; weights not kept' : 'finished';
-    const settings = r.settings.map(([k, v]) => `${k} ${typeof v === 'number' ? num(v, 4) : v}`).join(', ') || 'the defaults';
-    const val = r.val ? `${Number.isFinite(r.val.loss) ? r.val.loss.toFixed(4) : r.val.loss} (step ${count(r.val.step)})` : '—';
-    const accuracy = r.val?.accuracy === null || r.val?.accuracy === undefined ? '—' : `${(100 * r.val.accuracy).toFixed(1)}%`;
-    const drop = el('button', { type: 'button', className: 'remove', textContent: '×', title: 'remove from the table', disabled: isLive, onclick: () => remove(r.n) });
-    body.append(el('tr', { dataset: { run: r.n, live: isLive, kept: r.kept, overlay: isLive || r.overlay } }, [
-      el('td', {}, [tick, swatch]),
-      el('td', { className: 'name' }, [`#${r.n} ${r.name}`, el('span', { className: 'muted small', textContent: ` ${r.origin} · ${status}` })]),
-      el('td', { className: 'name', textContent: r.text, dataset: { col: 'text' } }),
-      el('td', { className: 'name', textContent: r.model, dataset: { col: 'model' } }),
-      el('td', { className: 'name', textContent: r.modes.join(' → '), dataset: { col: 'modes' } }),
-      el('td', { className: 'name', textContent: settings, dataset: { col: 'settings' } }),
-      el('td', { textContent: count(r.step), dataset: { col: 'step' } }),
-      el('td', { textContent: r.loss === null ? '—' : r.loss.toFixed(4), dataset: { col: 'loss', value: r.loss ?? '' } }),
-      el('td', { textContent: val, dataset: { col: 'val', value: r.val?.loss ?? '' } }),
-      el('td', { textContent: accuracy, dataset: { col: 'accuracy' } }),
-      el('td', {}, [drop]),
-    ]));
+  for (const [n, tr] of trs) {
+    if (!find(n)) {
+      tr.remove();
+      trs.delete(n);
+    }
   }
+  [...rows].reverse().forEach((r, i) => { // newest first
+    const tr = trs.get(r.n) ?? made(r);
+    show(tr, r);
+    if (body.children[i] !== tr) body.insertBefore(tr, body.children[i] ?? null);
+  });
   $('runs-table').dataset.count = rows.length;
   $('runs-empty').hidden = rows.length > 0;
 }
