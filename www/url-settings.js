@@ -7,7 +7,7 @@
 // page opens, and a query edited by hand reloads the page (a hash would not).
 
 import { $ } from './dom.js';
-import { state } from './state.js';
+import { state, subscribe } from './state.js';
 import { firstPreset, presetDefaults, taskDefaults } from './defaults.js';
 
 /// [name in the address, the input's id, its RunSpec field (null: the
@@ -212,5 +212,12 @@ export function initUrlSettings() {
     document.addEventListener(type, (e) => { if (e.target.closest?.('#setup, #train')) writeSoon(); });
   }
   $('setup').addEventListener('filled', writeSoon);
+  // a run made, loaded or converted sets the precision and state shown
+  let seenRun = null;
+  subscribe((s) => {
+    if (s.run === seenRun) return;
+    seenRun = s.run;
+    writeSoon();
+  });
   $('copy-link').addEventListener('click', copyLink);
 }
