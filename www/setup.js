@@ -52,13 +52,22 @@ export function spec() {
   return s;
 }
 
-/// Fills the form from a run spec (a preset's or a task's).
-function fill(d) {
-  $('vocab').value = d.model.vocab_size;
-  for (const [id, v] of [['batch', d.batch], ['seq', d.seq], ['lr', d.lr], ['warmup', d.warmup], ['steps', d.steps], ['weight-decay', d.weightDecay]]) $(id).value = v;
-  for (const input of customInputs()) {
-    const v = d.model[input.dataset.field];
-    if (input.type === 'checkbox') input.checked = v; else input.value = v;
+/// The form's inputs a run spec fills, each with its value in a spec.
+const filledBy = () => [
+  [$('vocab'), (d) => d.model.vocab_size],
+  ...[['batch', 'batch'], ['seq', 'seq'], ['lr', 'lr'], ['warmup', 'warmup'], ['steps', 'steps'], ['weight-decay', 'weightDecay']].map(([id, key]) => [$(id), (d) => d[key]]),
+  ...customInputs().map((input) => [input, (d) => d.model[input.dataset.field]]),
+];
+
+const valueOf = (input) => (input.type === 'checkbox' ? input.checked : input.value);
+const put = (input, v) => { if (input.type === 'checkbox') input.checked = v; else input.value = v; };
+
+/// Fills the form from a run spec (a preset's or a task's); with `follow`
+/// (the spec filled last), only the inputs still at its values, so a
+/// person's own edits stay.
+function fill(d, follow = null) {
+  for (const [input, of] of filledBy()) {
+    if (!follow || String(valueOf(input)) === String(of(follow))) put(input, of(d));
   }
   // values set by code fire no input events: the URL (url-settings.js) hears this
   $('setup').dispatchEvent(new Event('filled'));
@@ -79,28 +88,32 @@ async function presetChanged() {
 
 // --- a task -----------------------------------------------------------
 
-/// The task as last seen, and the form as it was before a task filled
-/// it ([input, value] pairs).
+/// The task as last seen; the form as it was before a task filled it
+/// ([input, value] pairs); the task preset it was filled from last.
 let seenTask = null;
 let beforeTask = null;
+let taskFill = null;
 
-const formInputs = () => ['preset', 'vocab', 'batch', 'seq', 'lr', 'warmup', 'steps', 'weight-decay'].map($).concat(customInputs());
-
-/// The task chosen changed (`name`, or null: back to text).
-async function taskChanged(name) {
-  if (name === null) {
-    for (const [input, v] of beforeTask ?? []) if (input.type === 'checkbox') input.checked = v; else input.value = v;
+/// The task chosen changed (`task`, or null: back to text). Its preset
+/// depends on its options (a row holds whole examples): a new option
+/// refills what the person has not changed.
+async function taskChanged(task) {
+  if (task === null) {
+    for (const [input, v] of beforeTask ?? []) put(input, v);
     beforeTask = null;
+    taskFill = null;
+    $('setup').dispatchEvent(new Event('filled'));
   } else {
-    beforeTask ??= formInputs().map((i) => [i, i.type === 'checkbox' ? i.checked : i.value]);
-    const d = await attempt($('setup-error'), () => worker.call('task.defaults', { name }));
-    if (!d || state.task?.name !== name) return; // failed, or another choice meanwhile
+    beforeTask ??= [$('preset'), ...filledBy().map(([input]) => input)].map((input) => [input, valueOf(input)]);
+    const d = await attempt($('setup-error'), () => worker.call('task.defaults', task));
+    if (!d || state.task !== task) return; // failed, or another choice meanwhile
     $('preset').value = 'custom';
-    fill(d);
+    fill(d, taskFill?.task.name === task.name ? taskFill : null);
+    taskFill = d;
   }
   // a task's model is sized in custom; its vocabulary is the task's characters
-  $('preset').disabled = name !== null;
-  document.querySelector('#custom-fields [data-field="vocab_size"]').disabled = name !== null;
+  $('preset').disabled = task !== null;
+  document.querySelector('#custom-fields [data-field="vocab_size"]').disabled = task !== null;
   $('custom-fields').hidden = $('preset').value !== 'custom';
   planSoon();
   showTokenizer(state);
@@ -198,10 +211,8 @@ function render(s) {
   $('create').disabled = working || s.training || !s.fits || !source;
   $('create').title = !source ? 'train a tokenizer first' : !s.fits ? 'the plan says this adapter cannot hold the model' : '';
   if (s.task !== seenTask) {
-    const was = seenTask?.name ?? null;
     seenTask = s.task;
-    if ((s.task?.name ?? null) !== was) taskChanged(s.task?.name ?? null);
-    else planSoon(); // an option changed: the plan sends it
+    taskChanged(s.task);
   }
   showTokenizer(s);
 }

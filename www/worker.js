@@ -10,7 +10,8 @@
 //   tokenizer.train {vocab}         {vocab_size, fingerprint, tokens}; progress: fraction
 //   run.defaults {preset}           spec: what a run of the preset starts from (Rust's RunSpec::preset)
 //   tasks                           [{name, title, summary, options: [{name, summary, default, min, max}]}]
-//   task.defaults {name}            spec: the task's preset (a custom model; `task` with every option's default)
+//   task.defaults {name, options?}  spec: the task's preset for those options (a custom model, rows of
+//                                   whole examples; `task` with every option set)
 //   model.plan {spec}               {parameters, fits, reason, modes: [{precision, optim_state, memory}]}
 //   train.create {spec}             run info (parameters, memory, tokens, config, task); a spec
 //                                   with `task` trains on its examples: no text or tokenizer needed
@@ -30,8 +31,8 @@
 //   checkpoint.save                 ArrayBuffer (a .safetensors file)
 //   hf.export {folder}              ArrayBuffer (a .zip of folder/: config.json, model.safetensors,
 //                                   generation_config.json, tokenizer.json, for transformers)
-//   checkpoint.load {bytes}         run info (loads the built-in corpus first if no text is loaded;
-//                                   a task run's checkpoint reads none)
+//   checkpoint.load {bytes}         run info (a text run's, where no text is loaded, on the built-in
+//                                   corpus; a task run's reads none)
 //   hf.import {files | zip, spec}   run info: a new run of a Hugging Face Llama folder (files:
 //                                   {path: ArrayBuffer}, or a .zip of the folder), spec's batch and schedule
 //   checkpoint.autosave             {step, stats} the step saved and the steps it waited for; the
@@ -234,7 +235,7 @@ const handlers = {
 
   'run.defaults': ({ preset }) => runDefaults(preset),
   tasks: () => tasks(),
-  'task.defaults': ({ name }) => taskDefaults(name),
+  'task.defaults': ({ name, options }) => taskDefaults(name, options),
   'model.plan': ({ spec }) => planModel(spec),
 
   'train.create': async ({ spec }) => {
@@ -273,9 +274,16 @@ const handlers = {
     return zip.byteLength === zip.buffer.byteLength ? zip.buffer : zip.slice().buffer;
   },
   'checkpoint.load': async ({ bytes }) => {
-    // a fresh page has no text yet: most runs train on the built-in corpus
-    if (corpus().files().length === 0) await handlers['corpus.builtin']();
-    return adopt(await withKernels(() => Trainer.load(new Uint8Array(bytes), corpus())));
+    const load = async () => adopt(await withKernels(() => Trainer.load(new Uint8Array(bytes), corpus())));
+    if (corpus().files().length > 0) return load();
+    // no text loaded: a task run reads none, and most text runs trained
+    // on the built-in corpus
+    try {
+      return await load();
+    } catch {
+      await handlers['corpus.builtin']();
+      return load();
+    }
   },
   'hf.import': async ({ files, zip, spec }) => {
     if (corpus().files().length === 0) await handlers['corpus.builtin']();
