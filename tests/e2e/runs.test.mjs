@@ -1,9 +1,9 @@
 // Runs you can compare, and a setup shared by its address: a link with
-// settings opens the page set up that way (bad values told, not thrown)
-// and the form writes its changes back into the address; two short runs
-// are listed in the runs table with their settings and losses, a row's
-// tick adds and removes its overlay on the charts, and the table survives
-// a reload.
+// settings (or a task) opens the page set up that way (bad values told,
+// not thrown) and the form writes its changes back into the address; two
+// short runs are listed in the runs table with their settings and losses,
+// a row's tick adds and removes its overlay on the charts, the table
+// survives a reload, and a loaded checkpoint gets a row of its own.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -19,7 +19,7 @@ const value = (id) => page.locator(`#${id}`).inputValue();
 const query = () => Object.fromEntries(new URL(page.url()).searchParams);
 
 before(async () => {
-  mkdirSync('test-results', { recursive: true });
+  mkdirSync('test-results/runs', { recursive: true }); // a checkpoint's name names its run
   app = await startApp();
 });
 after(async () => { await app?.close(); });
@@ -108,7 +108,12 @@ test('two runs are listed with their settings and losses, overlaid by choice, an
   await open('/');
   await createModel(page, { batch: 4, seq: 32, steps: 6, warmup: 2, lr: 0.003 });
   await trainUntil(page, 6);
-  await createModel(page, { batch: 4, seq: 32, steps: 6, warmup: 2, lr: 0.01 });
+  // the second on the same tokenizer, at another rate
+  await page.fill('#lr', '0.01');
+  await page.waitForSelector('#create:not([disabled])', { timeout: 60_000 });
+  await page.click('#create');
+  assert.equal(await waitOrError(page, () => document.querySelector('#runs-table').dataset.count === '2'
+    && document.querySelector('#train').dataset.phase === 'idle', 'setup-error'), null);
   await trainUntil(page, 6);
   // a switch at the pause: the row lists both modes
   await page.selectOption('#precision', 'f16');
@@ -141,6 +146,10 @@ test('two runs are listed with their settings and losses, overlaid by choice, an
   assert.match(await page.locator('#chart-loss').getAttribute('data-labels'), /#1 tiny/);
   await shot('runs');
   await shot('train');
+  const download = page.waitForEvent('download', { timeout: 120_000 });
+  await page.click('#save');
+  const saved = `test-results/runs/${(await download).suggestedFilename()}`;
+  await (await download).saveAs(saved);
 
   // a reload lists both as finished runs without weights, none overlaid until ticked
   await page.waitForTimeout(2_500); // the table is kept two seconds after its last change
@@ -157,12 +166,26 @@ test('two runs are listed with their settings and losses, overlaid by choice, an
   await page.waitForFunction(() => document.querySelector('#chart-loss').dataset.overlays === '2');
   assert.match(await page.locator('#chart-loss').getAttribute('data-labels'), /#2 tiny · fp32 \/ fp32 state \| #2 tiny · f16/);
 
+  // a loaded checkpoint is a run of its own, its preset found from its model
+  await page.waitForSelector('#corpus-files[data-count="1"]', { timeout: 120_000 });
+  await page.setInputFiles('#load-input', saved);
+  assert.equal(await waitOrError(page, () => document.querySelector('#train').dataset.phase === 'idle', 'checkpoint-error'), null);
+  await page.waitForFunction(() => document.querySelector('#runs-table tr[data-run="3"] td[data-col="model"]')?.textContent === 'tiny');
+  const [loaded] = await rows();
+  assert.equal(loaded.run, '3');
+  assert.equal(loaded.live, 'true');
+  assert.match(loaded.name, /^#3 tiny loaded · live$/);
+  assert.equal(loaded.settings, second.settings);
+  assert.equal(loaded.modes, 'f16 / fp32 state');
+  assert.equal(loaded.step, '6');
+
   // removed from the table, and so from the next visit
   await page.locator('#runs-table tr[data-run="1"] button.remove').click();
-  assert.equal(await page.locator('#runs-table').getAttribute('data-count'), '1');
+  assert.equal(await page.locator('#runs-table').getAttribute('data-count'), '2');
   await page.waitForTimeout(2_500);
   await page.reload();
-  await page.waitForSelector('#runs-table[data-count="1"]', { timeout: 60_000 });
+  await page.waitForSelector('#runs-table[data-count="2"]', { timeout: 60_000 });
+  assert.deepEqual((await rows()).map((r) => r.run), ['3', '2']);
   await shot('runs');
 });
 
