@@ -664,32 +664,31 @@ fn accuracies(lines: &[serde_json::Value]) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// The bar, on a smaller setting than the presets (strings of 4,
-/// batch 16, 400 steps) so the test takes minutes on lavapipe: sort and
-/// reverse reach ≥ 99% of held-out answers wholly right.
+/// The bar, on shorter strings and schedules than the presets' so
+/// the test takes about 3 minutes on lavapipe: sort and reverse reach ≥ 99%
+/// of held-out answers wholly right. (Sort of 4 digits was at 99.0% after
+/// 600 steps, 98.8% after 500; sort of 3 stalls near 98.5%: its 800
+/// training strings are learned by heart. Reverse of 3 is at 100% by 150.)
 #[test]
 fn sort_and_reverse_tasks_are_learned() {
-    for task in ["sort", "reverse"] {
+    for (task, len, steps) in [("sort", "len=4", "800"), ("reverse", "len=3", "200")] {
         let lines = run(&[
             "train",
             "--task",
             task,
             "--task-option",
-            "len=4",
-            "--batch",
-            "16",
+            len,
             "--steps",
-            "400",
+            steps,
             "--val-every",
             "100",
         ]);
         let acc = accuracies(&lines);
-        assert_eq!(acc.len(), 4, "{task}: a validation every 100 steps");
         let (exact, chars) = *acc.last().unwrap();
         assert!(exact >= 0.99, "{task}: {acc:?}");
         assert!(chars >= exact && acc[0].0 < exact, "{task}: {acc:?}");
         let summary = &lines.last().unwrap()["summary"];
-        assert_eq!(summary["task"]["options"]["len"], 4);
+        assert_eq!(summary["task"]["name"], task);
         assert_eq!(summary["accuracy"].as_f64(), Some(exact));
     }
 }

@@ -148,9 +148,9 @@ impl RunSpec {
         // (batch, peak rate, steps, weight decay, β2)
         let (batch, lr, steps, weight_decay, beta2) = match parsed {
             Task::Copy { .. } | Task::Reverse { .. } | Task::Sort { .. } => {
-                (32, 3e-3, 1500, defaults::weight_decay(), defaults::beta2())
+                (16, 3e-3, 1000, defaults::weight_decay(), defaults::beta2())
             }
-            Task::Add { .. } => (32, 3e-3, 3000, defaults::weight_decay(), defaults::beta2()),
+            Task::Add { .. } => (16, 3e-3, 3000, defaults::weight_decay(), defaults::beta2()),
             // grokking's: strong decoupled weight decay, β2 0.98 (Power et al. 2022)
             Task::ModAdd { .. } => (64, 1e-3, 5000, 1.0, 0.98),
         };

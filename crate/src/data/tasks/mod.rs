@@ -70,7 +70,7 @@ pub struct TaskInfo {
 const LEN: TaskOption = TaskOption {
     name: "len",
     summary: "digits in the string",
-    default: 6,
+    default: 5,
     min: 1,
     max: 32,
 };

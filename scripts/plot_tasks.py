@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Accuracy over steps of `webtrain train --task` runs, one panel per task.
+
+    python3 scripts/plot_tasks.py OUT.png PANEL/LABEL=RUN.jsonl [...]
+
+e.g. `add/fp32=add-fp32.jsonl modadd/fp8=modadd-fp8.jsonl`. Each run's
+held-out exact-match accuracy is a solid line, its accuracy on the fixed
+sample of training examples a dashed one (grokking: the dashed line at
+100% long before the solid one rises). Prints each run's final numbers and
+the first step held-out accuracy reached 99%. Needs matplotlib; run by
+hand, not in CI.
+"""
+
+import json
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def read(path):
+    rows = []
+    for line in open(path):
+        d = json.loads(line)
+        if "accuracy" in d and "step" in d:
+            rows.append((d["step"], d["accuracy"], d["train_accuracy"]))
+    return rows
+
+
+def main():
+    out, runs = sys.argv[1], [a.split("=", 1) for a in sys.argv[2:]]
+    panels = list(dict.fromkeys(name.split("/")[0] for name, _ in runs))
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.2), dpi=110, squeeze=False)
+    for name, path in runs:
+        panel, label = name.split("/", 1)
+        ax = axes[0][panels.index(panel)]
+        rows = read(path)
+        steps = [r[0] for r in rows]
+        line, = ax.plot(steps, [100 * r[1] for r in rows], label=f"{label} held out")
+        ax.plot(steps, [100 * r[2] for r in rows], "--", color=line.get_color(), alpha=0.7,
+                label=f"{label} training sample")
+        reached = next((s for s, a, _ in rows if a >= 0.99), None)
+        print(f"{panel} {label}: final held-out {100 * rows[-1][1]:.1f}%, training {100 * rows[-1][2]:.1f}%, "
+              f"≥ 99% held out from step {reached}")
+    for panel, ax in zip(panels, axes[0]):
+        ax.set_title(panel)
+        ax.set_xlabel("step")
+        ax.set_ylabel("exact-match accuracy (%)")
+        ax.set_ylim(-2, 102)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out)
+
+
+if __name__ == "__main__":
+    main()
