@@ -35,7 +35,7 @@ function renderOptions(task) {
   }
 }
 
-/// The task picked, or none when the radio is on text.
+/// `state.task` from the form: the task picked, or null where the radio is on text.
 function choose() {
   const on = $('corpus-task').checked;
   $('task-fields').hidden = !on;

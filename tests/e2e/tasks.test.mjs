@@ -21,6 +21,7 @@ const TASK = 'copy';
 const LEN = 3;
 const BATCH = 4;
 const SEQ = 31;
+const LR = 0.003;
 const STEPS = 80;
 const VAL_EVERY = 20;
 
@@ -63,6 +64,7 @@ test('a task is chosen in the text step: its options, its preset, no tokenizer',
   await page.waitForSelector('#tokenizer-info[data-state="task"]', { timeout: 60_000 });
   await page.fill('#batch', String(BATCH));
   await page.fill('#seq', String(SEQ));
+  await page.fill('#lr', String(LR));
   await page.fill('#steps', String(STEPS));
   await page.fill('#warmup', '10');
   await page.fill('#val-every', String(VAL_EVERY));
