@@ -32,6 +32,30 @@ const shot = (name) => page.locator(`#${name}`).screenshot({ path: `test-results
 /// [[step, exact, per character]] at each validation of the current run.
 const accuracies = async () => JSON.parse(await page.locator('#chart-accuracy').getAttribute('data-accuracies'));
 
+/// The examples shown, each character checked against its answer's:
+/// {right, wrong} characters counted.
+async function checkExamples() {
+  const rows = await page.locator('#task-examples-table tbody tr').evaluateAll((trs) => trs.map((tr) => ({
+    right: tr.dataset.right,
+    prompt: tr.querySelector('.prompt').textContent,
+    answer: tr.querySelector('.answer').textContent,
+    chars: [...tr.querySelectorAll('.predicted .char')].map((c) => ({ c: c.textContent, right: c.dataset.right, cls: c.className })),
+  })));
+  assert.ok(rows.length >= 1 && rows.length <= 8, `${rows.length} examples shown`);
+  const counts = { right: 0, wrong: 0 };
+  for (const { right, prompt, answer, chars } of rows) {
+    assert.equal(chars.length, answer.length, `one predicted character per answer character (${prompt} → ${answer})`);
+    chars.forEach(({ c, right: r, cls }, i) => {
+      const ok = c === answer[i];
+      assert.equal(r, String(ok), `${prompt}: character ${i} "${c}" against "${answer[i]}"`);
+      assert.equal(cls, `char ${ok ? 'right' : 'wrong'}`);
+      counts[ok ? 'right' : 'wrong']++;
+    });
+    assert.equal(right, String(chars.every((c) => c.right === 'true')), `${prompt}: whole answer right iff every character is`);
+  }
+  return counts;
+}
+
 before(async () => {
   mkdirSync('test-results', { recursive: true });
   app = await startApp();
@@ -83,6 +107,9 @@ test('the accuracy rises over the validations and the examples show each charact
   // the untrained model first: its exact-match accuracy is about 10^-LEN
   await page.click('#validate');
   await page.waitForFunction(() => document.querySelector('#chart-accuracy').dataset.points === '1', undefined, { timeout: 120_000 });
+  assert.equal(await page.locator('#task-examples').getAttribute('data-step'), '0');
+  const untrained = await checkExamples();
+  assert.ok(untrained.wrong > 0, `the untrained model's examples have wrong characters: ${JSON.stringify(untrained)}`);
   const t0 = Date.now();
   await trainUntil(page, STEPS);
   const seconds = (Date.now() - t0) / 1000;
@@ -102,25 +129,8 @@ test('the accuracy rises over the validations and the examples show each charact
   const box = page.locator('#task-examples');
   assert.ok(await box.isVisible());
   assert.equal(Number(await box.getAttribute('data-step')), STEPS);
-  const rows = await page.locator('#task-examples-table tbody tr').evaluateAll((trs) => trs.map((tr) => ({
-    right: tr.dataset.right,
-    prompt: tr.querySelector('.prompt').textContent,
-    answer: tr.querySelector('.answer').textContent,
-    chars: [...tr.querySelectorAll('.predicted .char')].map((c) => ({ c: c.textContent, right: c.dataset.right, cls: c.className })),
-  })));
-  assert.ok(rows.length >= 1 && rows.length <= 8, `${rows.length} examples shown`);
-  let green = 0;
-  for (const { right, prompt, answer, chars } of rows) {
-    assert.equal(chars.length, answer.length, `one predicted character per answer character (${prompt} → ${answer})`);
-    chars.forEach(({ c, right: r, cls }, i) => {
-      const ok = c === answer[i];
-      assert.equal(r, String(ok), `${prompt}: character ${i} "${c}" against "${answer[i]}"`);
-      assert.equal(cls, `char ${ok ? 'right' : 'wrong'}`);
-      if (ok) green++;
-    });
-    assert.equal(right, String(chars.every((c) => c.right === 'true')), `${prompt}: whole answer right iff every character is`);
-  }
-  assert.ok(green > 0, 'the trained model gets characters right');
+  const trained = await checkExamples();
+  assert.ok(trained.right > 0, `the trained model gets characters right: ${JSON.stringify(trained)}`);
   await page.locator('#task-examples').screenshot({ path: 'test-results/panel-task-examples.png' });
   await shot('train');
 });
