@@ -11,7 +11,7 @@ mkdir -p "$out"
 webtrain=target/release/webtrain
 cargo build --release --quiet --bin webtrain
 runs=()
-for task in "add --task-option digits=2 --steps 1200" "modadd --task-option p=23 --steps 2000"; do
+for task in "modadd --task-option p=23 --steps 2000" "add --task-option digits=2 --steps 1000"; do
   name=${task%% *}
   for precision in fp32 f16 sf16 fp8; do
     log="$out/$name-$precision.jsonl"

@@ -10,6 +10,19 @@ import { subscribe, busy } from './state.js';
 
 let worker;
 
+/// The prompt this panel last put in for a task run (its first held-out
+/// example's): a text's "The " means nothing in a task's characters. The
+/// person's own prompt is never replaced.
+let offered = null;
+
+function offerPrompt(run) {
+  const box = $('prompt');
+  const mine = box.value !== box.defaultValue && box.value !== offered;
+  if (mine) return;
+  offered = run?.task_prompt ?? null;
+  box.value = offered ?? box.defaultValue;
+}
+
 async function generate() {
   const prompt = $('prompt').value;
   const out = $('generate-output');
@@ -46,5 +59,6 @@ export function initGenerate(w) {
   subscribe((s) => {
     $('generate-run').disabled = !s.run || s.busy.has('generate') || s.busy.has('load');
     if (s.run) $('gen-length').max = s.run.config.model.max_position_embeddings;
+    offerPrompt(s.run);
   });
 }

@@ -100,6 +100,7 @@ test('a task is chosen in the text step: its options, its preset, no tokenizer',
   assert.equal(created, null);
   assert.match(await page.locator('#stat-task').textContent(), new RegExp(`${TASK} \\(len ${LEN}\\)`));
   assert.ok(await page.locator('#chart-accuracy').isVisible(), 'a task run shows the accuracy chart');
+  assert.match(await page.locator('#prompt').inputValue(), new RegExp(`^\\d{${LEN}}>$`), 'Generate offers a held-out prompt in the task\'s characters');
   await shot('setup');
 });
 

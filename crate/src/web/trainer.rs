@@ -13,13 +13,13 @@ use wasm_bindgen_futures::future_to_promise;
 use super::{Data, from_js, gpu, js_error, to_js};
 use crate::checkpoint::Checkpoint;
 use crate::data::Tokenizer;
-use crate::data::tasks::TaskSpec;
+use crate::data::tasks::{self, TaskSpec};
 use crate::hf::{self, HfFiles, HfModel};
 use crate::inspect::{Inspector, Prediction, Probe, ranges};
 use crate::model::decode::{Decoder, Generation, Sampling};
 use crate::model::{ParamLayout, Precision};
 use crate::optim::OptimState;
-use crate::run::{DataState, Run, RunSpec, Source, Text, VALIDATION_BATCHES};
+use crate::run::{Batches, DataState, Run, RunSpec, Source, Text, VALIDATION_BATCHES};
 use crate::train::{self, Memory, TrainConfig};
 
 /// What a new run of `preset` starts from (`run::RunSpec::preset`): the
@@ -187,6 +187,8 @@ struct Created<'a> {
     tokenizer: super::data::TokenizerInfo<'a>,
     /// The task it trains on, every option written out; null for text.
     task: Option<&'a TaskSpec>,
+    /// The first held-out example's prompt, for Generate; null for text.
+    task_prompt: Option<String>,
 }
 
 #[wasm_bindgen]
@@ -230,6 +232,10 @@ impl Trainer {
                 tokens: data.train_tokens() + data.validation_tokens(),
             },
             task: run.text.state.task.as_ref(),
+            task_prompt: match data {
+                Batches::Task(set) => set.held_out().first().map(|e| tasks::text(&e.prompt)),
+                Batches::Stream(_) => None,
+            },
         })
     }
 

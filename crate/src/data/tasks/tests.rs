@@ -95,7 +95,11 @@ fn held_out_examples_are_fixed_by_the_seed_and_never_trained_on() {
         assert!(held.len() as u64 <= t.space() / 5);
         let mut rng = SplitMix64(1);
         let sample = a.training_sample(4, 3);
-        assert_eq!(sample, a.training_sample(4, 3), "the same sample every time");
+        assert_eq!(
+            sample,
+            a.training_sample(4, 3),
+            "the same sample every time"
+        );
         let drawn = (0..200).map(|_| a.train_batch(&mut rng, 4));
         for b in drawn.chain(sample) {
             for row in b.inputs.chunks(64) {
