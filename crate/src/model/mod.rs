@@ -318,8 +318,14 @@ impl Model {
         let runs = TokenRuns::new(inputs, self.config.vocab).to_words();
         gpu.queue
             .write_buffer(&self.inputs.token_runs, 0, bytemuck::cast_slice(&runs));
+        // the batch's targets counted once; every chunk takes the same scale
+        let grad_scale = self.head_losses[0].ce.mean_over(targets).grad_scale;
         for loss in &self.head_losses {
-            loss.ce.mean_over(targets).rewrite(gpu, &loss.params);
+            let ce = crate::kernels::loss::CrossEntropy {
+                grad_scale,
+                ..loss.ce
+            };
+            ce.rewrite(gpu, &loss.params);
         }
         Ok(())
     }
