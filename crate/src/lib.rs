@@ -27,6 +27,8 @@ pub mod ops;
 pub mod optim;
 /// CPU twins of every kernel and of the whole model: plain loops, f64 sums.
 pub mod reference;
+/// The one seeded RNG (SplitMix64), shared by data, weights, sampling and tuning.
+pub mod rng;
 /// One training run as the page and the CLI drive it: defaults, data state, batches, save and resume.
 pub mod run;
 /// The WGSL registry, composition and the f16 storage modes.

@@ -664,33 +664,31 @@ fn accuracies(lines: &[serde_json::Value]) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// The bar, on shorter strings and schedules than the presets' so
-/// the test takes about 3 minutes on lavapipe: sort and reverse reach ≥ 99%
-/// of held-out answers wholly right. (Sort of 4 digits was at 99.0% after
-/// 600 steps, 98.8% after 500; sort of 3 stalls near 98.5%: its 800
-/// training strings are learned by heart. Reverse of 3 is at 100% by 150.)
+/// A task is learned: reverse of 3 digits in 120 steps (about 50 s on
+/// lavapipe), its held-out exact match rising to ≥ 95% (measured: 0.72 at
+/// step 80, 1.0 at 120 of this schedule; 0.80 at 100 of a 100-step one).
+/// The bar of ≥ 99% on sort and reverse is scripts/task-bench.sh's, on the
+/// release binary (docs/TASKS.md).
 #[test]
-fn sort_and_reverse_tasks_are_learned() {
-    for (task, len, steps) in [("sort", "len=4", "800"), ("reverse", "len=3", "200")] {
-        let lines = run(&[
-            "train",
-            "--task",
-            task,
-            "--task-option",
-            len,
-            "--steps",
-            steps,
-            "--val-every",
-            "100",
-        ]);
-        let acc = accuracies(&lines);
-        let (exact, chars) = *acc.last().unwrap();
-        assert!(exact >= 0.99, "{task}: {acc:?}");
-        assert!(chars >= exact && acc[0].0 < exact, "{task}: {acc:?}");
-        let summary = &lines.last().unwrap()["summary"];
-        assert_eq!(summary["task"]["name"], task);
-        assert_eq!(summary["accuracy"].as_f64(), Some(exact));
-    }
+fn a_task_is_learned() {
+    let lines = run(&[
+        "train",
+        "--task",
+        "reverse",
+        "--task-option",
+        "len=3",
+        "--steps",
+        "120",
+        "--val-every",
+        "60",
+    ]);
+    let acc = accuracies(&lines);
+    let (exact, chars) = *acc.last().unwrap();
+    assert!(exact >= 0.95, "{acc:?}");
+    assert!(chars >= exact && acc[0].0 < exact, "{acc:?}");
+    let summary = &lines.last().unwrap()["summary"];
+    assert_eq!(summary["task"]["name"], "reverse");
+    assert_eq!(summary["accuracy"].as_f64(), Some(exact));
 }
 
 /// A task run's checkpoint resumes on its own examples, exactly; a bad

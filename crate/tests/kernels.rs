@@ -11,6 +11,7 @@ gpu_tests! {
         pipelines::broken_kernel_is_a_located_error,
         pipelines::lost_device_is_reported,
         pipelines::timestamps_time_dispatches,
+        pipelines::pipelines_are_created_when_first_dispatched,
         infrastructure::fill_matches_reference,
         infrastructure::scale_matches_reference,
         infrastructure::axpy_matches_reference,

@@ -4,9 +4,9 @@
 use serde_json::Value;
 
 use super::*;
-use crate::data::SplitMix64;
 use crate::model::{BatchShape, Config, ParamLayout, Precision};
 use crate::optim::{LrSchedule, OptimConfig, OptimState};
+use crate::rng::SplitMix64;
 
 const TEXT: &str = "the cat sat on the mat. the dog sat on the log. a model learns a language one token at a time.";
 

@@ -9,6 +9,6 @@ pub mod tasks;
 pub mod token_file;
 pub mod tokenizer;
 
-pub use batches::{Batch, Dataset, SplitMix64};
+pub use batches::{Batch, Dataset};
 pub use corpus::Corpus;
 pub use tokenizer::Tokenizer;

@@ -7,6 +7,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::KernelConfig;
+use super::pipeline::PipelineCache;
 use crate::error::{Error, Result};
 use crate::shaders::{F16Storage, Numerics};
 
@@ -77,6 +78,8 @@ pub struct Gpu {
     /// The GEMM variants chosen on this adapter (kernels::linear::tune),
     /// shared by every handle of the device.
     pub kernels: Arc<Mutex<KernelConfig>>,
+    /// The modules and pipelines built on the device so far.
+    pub pipelines: Arc<PipelineCache>,
 }
 
 impl Gpu {
@@ -145,6 +148,7 @@ impl Gpu {
             boundary_counts,
             health,
             kernels,
+            pipelines: Arc::default(),
         })
     }
 

@@ -14,5 +14,5 @@ pub use buffers::{BufferRange, f16_bytes};
 pub use context::{BOUNDARY_COUNTERS, Capabilities, Gpu, GpuOptions};
 pub use dispatch::{Dispatch, Grid, WG, grid_1d, grid_groups};
 pub use kernel_config::{GemmPick, KernelConfig};
-pub use pipeline::{Kernel, KernelDesc, Slot, build_kernels, build_variant_kernels};
+pub use pipeline::{Kernel, KernelDesc, PipelineCache, Slot, build_kernels, build_variant_kernels};
 pub use report::{AdapterReport, FeatureReport, LimitReport};

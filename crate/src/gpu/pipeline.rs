@@ -1,6 +1,14 @@
-//! Compute pipelines with explicit bind-group layouts, built inside error
-//! scopes so that a kernel that does not compile is a returned error naming
-//! the kernel and its source line, never a panic.
+//! Compute pipelines with explicit bind-group layouts. A shader module is
+//! built inside an error scope, so a kernel that does not compile is a
+//! returned error naming the kernel and its source line, never a panic.
+//! Modules and pipelines are cached per device by what they are built
+//! from, and a pipeline is created the first time a dispatch needs it: a
+//! kernel set built again (another `Kernels`, each test, a recovered run)
+//! compiles nothing twice, and a kernel never dispatched is never compiled
+//! (SwiftShader and lavapipe JIT-compile each pipeline for up to seconds).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use super::Gpu;
 use super::dispatch::{Dispatch, Grid};
@@ -8,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::shaders::{Module, compose_variant};
 
 /// One binding of a kernel, in the order of its `@binding` numbers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Slot {
     /// `var<uniform>` params struct.
     Uniform(u32),
@@ -41,12 +49,49 @@ pub struct KernelDesc {
     pub slots: &'static [Slot],
 }
 
-/// A built kernel: what a launcher turns into [`Dispatch`]es.
+/// A kernel of a built module: what a launcher turns into [`Dispatch`]es.
+/// Its pipeline is created by its first dispatch.
 pub struct Kernel {
     pub entry: &'static str,
     slots: &'static [Slot],
+    module: Arc<CachedModule>,
+    built: OnceLock<Built>,
+}
+
+#[derive(Clone)]
+struct Built {
     layout: wgpu::BindGroupLayout,
     pipeline: wgpu::ComputePipeline,
+}
+
+/// A compiled module and the pipelines made from it so far, by entry point.
+struct CachedModule {
+    module: wgpu::ShaderModule,
+    pipelines: Mutex<HashMap<(&'static str, &'static [Slot]), Built>>,
+}
+
+/// Every module built on one device, by composed source (which spells out
+/// the f16 storage mode, the numeric mode and the variant's constants):
+/// shared by every handle of the device.
+#[derive(Default)]
+pub struct PipelineCache {
+    modules: Mutex<HashMap<String, Arc<CachedModule>>>,
+}
+
+impl PipelineCache {
+    /// How many pipelines have been created on this device: what the
+    /// tests check laziness by.
+    pub fn pipelines_created(&self) -> usize {
+        lock(&self.modules)
+            .values()
+            .map(|m| lock(&m.pipelines).len())
+            .sum()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A poisoned lock only means a panic elsewhere; the map is intact.
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Builds every kernel of one shader file (a `ShaderFile`, or a `Module`
@@ -71,41 +116,65 @@ pub async fn build_variant_kernels<const N: usize>(
     let module = module.into();
     let file = module.file;
     let composed = compose_variant(module, storage, gpu.numerics(), constants);
-    let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
-    let module = gpu
-        .device
-        .create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some(file.name),
-            source: wgpu::ShaderSource::Wgsl(composed.source.as_str().into()),
-        });
-    let kernels = descs.map(|d| build_one(gpu, &module, d));
-    if let Some(error) = scope.pop().await {
-        let info = module.get_compilation_info().await;
-        let located: Vec<String> = info
-            .messages
-            .iter()
-            .map(|m| match &m.location {
-                Some(loc) => format!("{}: {}", composed.locate(loc.line_number), m.message),
-                None => m.message.clone(),
-            })
-            .collect();
-        let message = if located.is_empty() {
-            error.to_string()
-        } else {
-            located.join("; ")
-        };
-        return Err(Error::Shader {
-            kernel: file.name,
-            storage: storage.name(),
-            message,
-        });
-    }
-    Ok(kernels)
+    let cached = lock(&gpu.pipelines.modules).get(&composed.source).cloned();
+    let module = match cached {
+        Some(module) => module,
+        None => {
+            let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
+            let module = gpu
+                .device
+                .create_shader_module(wgpu::ShaderModuleDescriptor {
+                    label: Some(file.name),
+                    source: wgpu::ShaderSource::Wgsl(composed.source.as_str().into()),
+                });
+            if let Some(error) = scope.pop().await {
+                let info = module.get_compilation_info().await;
+                let located: Vec<String> = info
+                    .messages
+                    .iter()
+                    .map(|m| match &m.location {
+                        Some(loc) => format!("{}: {}", composed.locate(loc.line_number), m.message),
+                        None => m.message.clone(),
+                    })
+                    .collect();
+                let message = if located.is_empty() {
+                    error.to_string()
+                } else {
+                    located.join("; ")
+                };
+                return Err(Error::Shader {
+                    kernel: file.name,
+                    storage: storage.name(),
+                    message,
+                });
+            }
+            let module = Arc::new(CachedModule {
+                module,
+                pipelines: Mutex::default(),
+            });
+            lock(&gpu.pipelines.modules).insert(composed.source, Arc::clone(&module));
+            module
+        }
+    };
+    Ok(descs.map(|d| Kernel {
+        entry: d.entry,
+        slots: d.slots,
+        module: Arc::clone(&module),
+        built: OnceLock::new(),
+    }))
 }
 
-fn build_one(gpu: &Gpu, module: &wgpu::ShaderModule, desc: KernelDesc) -> Kernel {
-    let entries: Vec<wgpu::BindGroupLayoutEntry> = desc
-        .slots
+/// The layout and pipeline of `entry` in `module`, created on first use.
+fn build_one(
+    gpu: &Gpu,
+    module: &CachedModule,
+    entry: &'static str,
+    slots: &'static [Slot],
+) -> Built {
+    if let Some(built) = lock(&module.pipelines).get(&(entry, slots)) {
+        return built.clone();
+    }
+    let entries: Vec<wgpu::BindGroupLayoutEntry> = slots
         .iter()
         .map(|slot| {
             let ty = match *slot {
@@ -131,32 +200,29 @@ fn build_one(gpu: &Gpu, module: &wgpu::ShaderModule, desc: KernelDesc) -> Kernel
     let layout = gpu
         .device
         .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some(desc.entry),
+            label: Some(entry),
             entries: &entries,
         });
     let pipeline_layout = gpu
         .device
         .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some(desc.entry),
+            label: Some(entry),
             bind_group_layouts: &[Some(&layout)],
             immediate_size: 0,
         });
     let pipeline = gpu
         .device
         .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(desc.entry),
+            label: Some(entry),
             layout: Some(&pipeline_layout),
-            module,
-            entry_point: Some(desc.entry),
+            module: &module.module,
+            entry_point: Some(entry),
             compilation_options: Default::default(),
             cache: None,
         });
-    Kernel {
-        entry: desc.entry,
-        slots: desc.slots,
-        layout,
-        pipeline,
-    }
+    let built = Built { layout, pipeline };
+    lock(&module.pipelines).insert((entry, slots), built.clone());
+    built
 }
 
 impl Kernel {
@@ -196,14 +262,17 @@ impl Kernel {
                 resource: gpu.boundary_counts.as_entire_binding(),
             });
         }
+        let built = self
+            .built
+            .get_or_init(|| build_one(gpu, &self.module, self.entry, self.slots));
         let bind_group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some(self.entry),
-            layout: &self.layout,
+            layout: &built.layout,
             entries: &entries,
         });
         Ok(Dispatch {
             label: self.entry,
-            pipeline: self.pipeline.clone(),
+            pipeline: built.pipeline.clone(),
             bind_group,
             grid,
         })

@@ -34,8 +34,9 @@ use crate::error::Result;
 use crate::gpu::{BufferRange, Gpu, f16_bytes};
 use crate::shaders::Numerics;
 
-/// Every kernel family, built once per device and storage mode (the browser
-/// compiles pipelines synchronously: build them all before the first step).
+/// Every kernel family in one device's storage and numeric mode. Building
+/// it compiles each shader module once per device (`gpu::PipelineCache`);
+/// each pipeline is created by its first dispatch.
 pub struct Kernels {
     pub infra: Infrastructure,
     pub embed: Embedding,

@@ -13,11 +13,11 @@ use std::ops::ControlFlow;
 
 use serde::{Deserialize, Serialize};
 
-use crate::data::SplitMix64;
 use crate::error::{Error, Result};
 use crate::gpu::{Dispatch, Gpu};
 use crate::kernels::rope::RopeShape;
 use crate::kernels::{DecodeShape, Heads, Kernels, LinearShape, Output, Qkv};
+use crate::rng::SplitMix64;
 
 use super::forward::LayerIo;
 pub use super::sample::{Sampling, probability, sample, softmax};

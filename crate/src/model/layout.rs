@@ -5,8 +5,8 @@
 //! larger than one binding is cut into chunks. Dispatches per step depend
 //! on the model's size, never on its number of tensors.
 
-use crate::data::SplitMix64;
 use crate::error::{Error, Result};
+use crate::rng::SplitMix64;
 
 use super::Config;
 

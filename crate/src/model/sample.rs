@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::data::SplitMix64;
 use crate::error::{Error, Result};
+use crate::rng::SplitMix64;
 
 /// How the next token is chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

@@ -79,7 +79,7 @@ impl HostState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::SplitMix64;
+    use crate::rng::SplitMix64;
 
     fn state(n: usize, seed: u64) -> HostState {
         let mut r = SplitMix64(seed);

@@ -313,8 +313,8 @@ fn add(a: &[f64], b: &[f64]) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::SplitMix64;
     use crate::reference::gradcheck::assert_gradient;
+    use crate::rng::SplitMix64;
 
     /// vocab 11, D 32, 2 layers, GQA 2:1 (Dh 16), F 24.
     fn small(tied: bool) -> Config {

@@ -157,7 +157,7 @@ pub fn adamw_8bit(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::SplitMix64;
+    use crate::rng::SplitMix64;
 
     #[test]
     fn codes_round_trip_and_are_monotone() {

@@ -15,9 +15,10 @@ use serde::Serialize;
 
 use crate::checkpoint::{self, Checkpoint, RunState};
 use crate::data::tasks::{self, Accuracy, Task, TaskSet, TaskSpec};
-use crate::data::{Batch, Corpus, Dataset, SplitMix64, Tokenizer};
+use crate::data::{Batch, Corpus, Dataset, Tokenizer};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
+use crate::rng::SplitMix64;
 use crate::train::{StepStats, Trainer, synthetic};
 
 /// Tokens of the synthetic stream.

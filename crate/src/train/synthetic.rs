@@ -2,7 +2,7 @@
 //! chain whose rows put most mass on a few seeded successors, so a model
 //! has something to learn (its entropy is well below ln V) without a corpus.
 
-use crate::data::SplitMix64;
+use crate::rng::SplitMix64;
 
 /// `n` tokens below `vocab` from the chain of `seed`.
 pub fn markov_tokens(vocab: u32, n: usize, seed: u64) -> Vec<u32> {

@@ -3,9 +3,10 @@
 //! weights and optimizer state, to the bit.
 
 use webtrain::checkpoint::{self, Checkpoint, RunState};
-use webtrain::data::{Dataset, SplitMix64};
+use webtrain::data::Dataset;
 use webtrain::model::{Config, ParamLayout, Precision};
 use webtrain::optim::{HostState, LrSchedule, OptimConfig, OptimState};
+use webtrain::rng::SplitMix64;
 use webtrain::train::synthetic::markov_tokens;
 use webtrain::train::{StepStats, TrainConfig, Trainer};
 use webtrain::{Error, Gpu, Result};

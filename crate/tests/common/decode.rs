@@ -5,12 +5,12 @@
 
 use std::ops::ControlFlow;
 
-use webtrain::data::SplitMix64;
 use webtrain::kernels::{Attention, DecodeShape, Heads, Kernels, LinearShape, Output};
 use webtrain::model::decode::{Decoder, Generation, Sampling, sample};
 use webtrain::model::{BatchShape, Config, Model, ParamLayout, Precision, Role};
 use webtrain::reference::attention as reference;
 use webtrain::reference::model as reference_model;
+use webtrain::rng::SplitMix64;
 use webtrain::{Gpu, Result};
 
 use super::check::{assert_close_to_scale, assert_identical, refs, rng, uniform};

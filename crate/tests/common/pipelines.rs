@@ -73,3 +73,22 @@ pub async fn timestamps_time_dispatches(gpu: &Gpu) -> Result<()> {
     );
     Ok(())
 }
+
+/// Building the kernels compiles no pipeline; a dispatch creates its own
+/// once, and a kernel set built again on the device reuses it.
+pub async fn pipelines_are_created_when_first_dispatched(_shared: &Gpu) -> Result<()> {
+    let gpu = Gpu::new(&webtrain::GpuOptions::from_env()).await?;
+    let created = || gpu.pipelines.pipelines_created();
+    let first = webtrain::kernels::Kernels::new(&gpu, &[16]).await?;
+    assert_eq!(created(), 0, "building the kernels created pipelines");
+    let y = gpu.storage_buffer("y", 64)?;
+    first.infra.fill(&gpu, (&y).into(), 16, 1.0)?;
+    first.infra.fill(&gpu, (&y).into(), 16, 2.0)?;
+    assert_eq!(created(), 1, "one kernel dispatched twice");
+    let again = webtrain::kernels::Kernels::new(&gpu, &[16]).await?;
+    let fill = again.infra.fill(&gpu, (&y).into(), 16, 3.0)?;
+    assert_eq!(created(), 1, "a kernel set built again compiled anew");
+    gpu.run(&[&fill]).await?;
+    assert_eq!(gpu.read_back::<f32>((&y).into()).await?, vec![3.0; 16]);
+    Ok(())
+}

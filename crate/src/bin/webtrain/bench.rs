@@ -166,7 +166,7 @@ pub async fn copy_bandwidth(gpu: &Gpu, k: &Kernels, reps: u32) -> Result<f64> {
     // 256 MiB each way: far past any adapter's cache, as the base preset's optimizer state is
     let words = (256u64 << 20).min(gpu.limits.max_storage_buffer_binding_size) / 16;
     // random words: a copy of zeros ran faster than the H100's HBM3 peak allows
-    let mut rng = webtrain::data::SplitMix64(3);
+    let mut rng = webtrain::rng::SplitMix64(3);
     let data: Vec<u32> = (0..4 * words).map(|_| rng.next_u64() as u32).collect();
     let (x, y) = (
         gpu.upload("x", &data)?,
@@ -223,7 +223,7 @@ fn cases<'a>(gpu: &'a Gpu, k: &'a Kernels, s: &'a Sizes) -> Vec<(String, Build<'
     let r = rows as f64;
     // random values in [-1, 1), not zeros: all-zero traffic can run faster than real data
     let buf = move |label: &str, floats: u32| {
-        let mut rng = webtrain::data::SplitMix64(floats as u64);
+        let mut rng = webtrain::rng::SplitMix64(floats as u64);
         let data: Vec<f32> = (0..floats)
             .map(|_| (rng.next_u64() >> 40) as f32 * 2f32.powi(-23) - 1.0)
             .collect();

@@ -6,10 +6,11 @@
 
 use serde::Serialize;
 use webtrain::Result;
-use webtrain::data::{Batch, SplitMix64};
+use webtrain::data::Batch;
 use webtrain::gpu::{BufferRange, Dispatch, Gpu};
 use webtrain::model::{Precision, Span};
 use webtrain::optim::OptimState;
+use webtrain::rng::SplitMix64;
 use webtrain::run::RunSpec;
 use webtrain::train::{Memory, Trainer, synthetic};
 

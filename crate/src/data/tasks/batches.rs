@@ -5,9 +5,10 @@
 use std::collections::HashSet;
 
 use super::{END, Example, Task};
-use crate::data::{Batch, SplitMix64};
+use crate::data::Batch;
 use crate::error::{Error, Result};
 use crate::kernels::loss::IGNORE_INDEX;
+use crate::rng::SplitMix64;
 
 /// Held-out examples at most (modadd holds out its whole share of pairs).
 const HELD_OUT: usize = 2048;

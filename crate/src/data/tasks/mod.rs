@@ -17,8 +17,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::data::{SplitMix64, Tokenizer};
+use crate::data::Tokenizer;
 use crate::error::{Error, Result};
+use crate::rng::SplitMix64;
 
 /// Every task's characters; a character's index is its token id.
 pub const ALPHABET: &str = "\n0123456789+=>";

@@ -196,7 +196,7 @@ impl Operands {
         let (m, n, k) = (key.m as u64, key.n as u64, key.k as u64);
         // random values: all-zero traffic can run faster than real data
         let random = |label: &str, words: u64, halves: bool| {
-            let mut rng = crate::data::SplitMix64(words);
+            let mut rng = crate::rng::SplitMix64(words);
             let data: Vec<u32> = (0..words)
                 .map(|_| {
                     // f32 in [1, 2), or two f16 in [1, 2)
