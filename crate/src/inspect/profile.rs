@@ -32,7 +32,7 @@ impl Trainer {
             )));
         }
         let mut stats = self.flush().await?;
-        let labels: Vec<&'static str> = self.step_dispatches().map(|d| d.label).collect();
+        let labels: Vec<&'static str> = self.step_dispatches().iter().map(|d| d.label).collect();
         let count = 2 * labels.len() as u32;
         let queries = self.gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
             label: Some("profile"),

@@ -17,7 +17,7 @@ use crate::data::Batch;
 use crate::error::Result;
 use crate::gpu::{BufferRange, Dispatch};
 use crate::kernels::histogram::{BINS, Histogram};
-use crate::model::{Model, f32_range};
+use crate::model::{Model, Pass, f32_range};
 use crate::ops::histogram::{BINADES, INF_BIN, NAN_BIN, ZERO_BIN, binade};
 use crate::optim::{HostState, OptimState, StateBuffers};
 use crate::train::Trainer;
@@ -271,27 +271,17 @@ pub async fn measure(t: &mut Trainer, batch: &Batch) -> Result<Vec<Range>> {
     let on_backward = (0..after.len())
         .map(|i| measure(before.len() + i, &after[i]))
         .collect::<Result<Vec<_>>>()?;
-    // the run goes on as if nothing happened: AdamW expects zero gradients
-    // (chunk by chunk, as the optimizer binds them)
-    let zero = m
-        .layout
-        .chunks(gpu.limits.max_storage_buffer_binding_size)?
-        .iter()
-        .map(|c| {
-            let span = f32_range(&m.params.grads, c.span.start, c.span.len);
-            t.k.infra.fill(gpu, span, c.span.len as u32, 0.0)
-        })
-        .collect::<Result<Vec<_>>>()?;
     m.write_batch(gpu, &batch.inputs, &batch.targets)?;
-    let order: Vec<&Dispatch> = [&zero_counts]
-        .into_iter()
-        .chain(&m.forward)
-        .chain(&on_forward)
-        .chain(&m.head_train)
-        .chain(&m.backward)
-        .chain(&on_backward)
-        .chain(&zero)
-        .collect();
+    // the run goes on as if nothing happened: AdamW expects zero gradients
+    let order: Vec<&Dispatch> = [
+        vec![&zero_counts],
+        m.pass(Pass::Forward),
+        on_forward.iter().collect(),
+        m.pass(Pass::Backward),
+        on_backward.iter().collect(),
+        m.pass(Pass::ZeroGrads),
+    ]
+    .concat();
     gpu.run(&order).await?;
     let counts: Vec<u32> = gpu.read_back((&counts).into()).await?;
     let sums: Vec<f32> = gpu.read_back((&sums).into()).await?;

@@ -4,7 +4,8 @@
 //! order: `forward` (embed → layers → norm), `head` (lm_head → loss, and its
 //! backward, over row chunks), `backward` (the forward read backwards).
 //! Every dispatch is built once, when the model is made; a step only
-//! rewrites the batch's tokens.
+//! rewrites the batch's tokens. Callers ask for a [`Pass`] and read the
+//! typed loss; the lists stay the model's own.
 
 pub mod activations;
 mod backward;
@@ -25,6 +26,7 @@ use crate::error::{Error, Result};
 use crate::gpu::{BufferRange, Dispatch, Gpu, f16_bytes};
 use crate::kernels::embedding::TokenRuns;
 use crate::kernels::linear::{BStorage, GemmKey};
+use crate::kernels::loss::LossTotals;
 use crate::kernels::rope::inv_freq;
 use crate::kernels::{Kernels, LinearShape, Weights};
 use crate::shaders::Numerics;
@@ -190,22 +192,45 @@ pub struct Model {
     /// The loss head's per-chunk params, rescaled by each batch.
     pub head_losses: Vec<HeadLoss>,
     /// embed → layers → final norm
-    pub forward: Vec<Dispatch>,
+    forward: Vec<Dispatch>,
     /// lm_head → loss per row chunk, each chunk's backward right after it; loss sum
-    pub head_train: Vec<Dispatch>,
+    head_train: Vec<Dispatch>,
     /// lm_head → loss per row chunk, no gradients; loss sum
-    pub head_eval: Vec<Dispatch>,
+    head_eval: Vec<Dispatch>,
     /// final norm ← layers ← embed, accumulating into `params.grads`
-    pub backward: Vec<Dispatch>,
+    backward: Vec<Dispatch>,
     /// After the optimizer: fp8's E4M3 mirror from the updated master
     /// weights (empty in other precisions; AdamW writes the f16 mirror).
-    pub mirror_update: Vec<Dispatch>,
+    mirror_update: Vec<Dispatch>,
+    /// Zeros into `params.grads`, chunk by chunk as the optimizer binds them.
+    zero_grads: Vec<Dispatch>,
+}
+
+/// A pass over the batch written last (`Model::write_batch`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pass {
+    /// embed → layers → final norm: what the logits and probes read.
+    Forward,
+    /// After `Forward`: the head and its loss, each row chunk's backward
+    /// right after it, then the layers' backward into the gradients.
+    Backward,
+    /// `Forward` then `Backward`: a training step before its update.
+    Train,
+    /// `Forward`, then the head's loss without gradients.
+    Evaluate,
+    /// After the optimizer's update: fp8's E4M3 mirror from the new master
+    /// weights (nothing in other precisions: AdamW writes the f16 mirror).
+    AfterUpdate,
+    /// Zeroes the gradients: AdamW does as it updates, so a `Backward` not
+    /// followed by an update must, for the run to go on as it was.
+    ZeroGrads,
 }
 
 impl Model {
-    /// Uploads `weights` (a `layout.total` vector, e.g. `initial_weights`)
-    /// and builds every dispatch. Refuses shapes the adapter cannot bind.
-    pub fn new(
+    /// Uploads `weights` (a `layout.total` vector, e.g. `initial_weights`),
+    /// builds every dispatch and fills the forward's mirror of the weights.
+    /// Refuses shapes the adapter cannot bind.
+    pub async fn new(
         gpu: &Gpu,
         k: &Kernels,
         config: Config,
@@ -243,14 +268,16 @@ impl Model {
             head_eval: vec![],
             backward: vec![],
             mirror_update: vec![],
+            zero_grads: vec![],
         };
         let net = model.net(gpu, k);
-        let (forward, head_train, head_eval, backward, mirror_update) = (
+        let (forward, head_train, head_eval, backward, mirror_update, zero_grads) = (
             net.forward()?,
             net.head(true)?,
             net.head(false)?,
             net.backward()?,
             net.e4m3_mirror()?,
+            net.zero_grads()?,
         );
         (
             model.forward,
@@ -258,8 +285,52 @@ impl Model {
             model.head_eval,
             model.backward,
             model.mirror_update,
-        ) = (forward, head_train, head_eval, backward, mirror_update);
+            model.zero_grads,
+        ) = (
+            forward,
+            head_train,
+            head_eval,
+            backward,
+            mirror_update,
+            zero_grads,
+        );
+        let sync = model.sync_mirror(gpu, k)?;
+        if !sync.is_empty() {
+            gpu.run(&sync.iter().collect::<Vec<_>>()).await?;
+        }
         Ok(model)
+    }
+
+    /// The dispatches of `pass`, in order.
+    pub fn pass(&self, pass: Pass) -> Vec<&Dispatch> {
+        let lists: &[&Vec<Dispatch>] = match pass {
+            Pass::Forward => &[&self.forward],
+            Pass::Backward => &[&self.head_train, &self.backward],
+            Pass::Train => &[&self.forward, &self.head_train, &self.backward],
+            Pass::Evaluate => &[&self.forward, &self.head_eval],
+            Pass::AfterUpdate => &[&self.mirror_update],
+            Pass::ZeroGrads => &[&self.zero_grads],
+        };
+        lists.iter().flat_map(|l| l.iter()).collect()
+    }
+
+    /// Runs `pass` and waits for it.
+    pub async fn run(&self, gpu: &Gpu, pass: Pass) -> Result<()> {
+        gpu.run(&self.pass(pass)).await
+    }
+
+    /// The loss of the last `Backward` or `Evaluate`.
+    pub async fn loss(&self, gpu: &Gpu) -> Result<LossTotals> {
+        Ok(gpu
+            .read_back::<LossTotals>((&self.acts.loss).into())
+            .await?[0])
+    }
+
+    /// The loss of the current weights on a batch, without gradients.
+    pub async fn evaluate(&self, gpu: &Gpu, inputs: &[u32], targets: &[u32]) -> Result<LossTotals> {
+        self.write_batch(gpu, inputs, targets)?;
+        self.run(gpu, Pass::Evaluate).await?;
+        self.loss(gpu).await
     }
 
     /// Every product shape a step of this model runs (the layers' and the
@@ -331,9 +402,9 @@ impl Model {
     }
 
     /// Fills the mirror from the master weights: at creation, before the
-    /// first forward (then AdamW keeps the f16 mirror, `mirror_update` the
-    /// E4M3 one).
-    pub fn sync_mirror(&self, gpu: &Gpu, k: &Kernels) -> Result<Vec<Dispatch>> {
+    /// first forward (then AdamW keeps the f16 mirror, `Pass::AfterUpdate`
+    /// the E4M3 one).
+    fn sync_mirror(&self, gpu: &Gpu, k: &Kernels) -> Result<Vec<Dispatch>> {
         let mirror = match &self.params.mirror {
             None => return Ok(vec![]),
             Some(Mirror::E4m3 { .. }) => return self.net(gpu, k).e4m3_mirror(),
@@ -428,6 +499,19 @@ impl<'a> Net<'a> {
                 "{role:?} is not a layer's linear weight"
             ))),
         }
+    }
+
+    /// Zeros into the gradients, one dispatch per bindable chunk.
+    fn zero_grads(&self) -> Result<Vec<Dispatch>> {
+        let m = self.m;
+        m.layout
+            .chunks(self.gpu.limits.max_storage_buffer_binding_size)?
+            .iter()
+            .map(|c| {
+                let span = f32_range(&m.params.grads, c.span.start, c.span.len);
+                self.k.infra.fill(self.gpu, span, c.span.len as u32, 0.0)
+            })
+            .collect()
     }
 
     /// fp8: every layer's linear weight through E4M3 into the mirror (one

@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::gpu::{BOUNDARY_COUNTERS, Dispatch, Gpu};
 use crate::kernels::Kernels;
 use crate::kernels::boundary::{self, Clamped};
-use crate::model::{BatchShape, Config, Model, ParamLayout, Precision};
+use crate::model::{BatchShape, Config, Model, ParamLayout, Pass, Precision};
 use crate::optim::{Adam, OptimConfig, OptimState};
 use crate::shaders::Numerics;
 use readback::Readback;
@@ -106,12 +106,9 @@ impl Trainer {
             config.shape,
             config.precision,
             weights,
-        )?;
+        )
+        .await?;
         let adam = Adam::new(gpu, &k, &model, config.optim)?;
-        let sync = model.sync_mirror(gpu, &k)?;
-        if !sync.is_empty() {
-            gpu.run(&sync.iter().collect::<Vec<_>>()).await?;
-        }
         Ok(Trainer {
             gpu: gpu.clone(),
             k,
@@ -206,19 +203,16 @@ impl Trainer {
         Ok(done)
     }
 
-    /// Every dispatch of a step, in order: forward, head, backward,
+    /// Every dispatch of a step, in order: the model's training pass, the
     /// optimizer, and fp8's E4M3 mirror of the updated weights.
-    pub fn step_dispatches(&self) -> impl Iterator<Item = &Dispatch> {
+    pub fn step_dispatches(&self) -> Vec<&Dispatch> {
         let m = &self.model;
         [
-            &m.forward,
-            &m.head_train,
-            &m.backward,
-            &self.adam.dispatches,
-            &m.mirror_update,
+            m.pass(Pass::Train),
+            self.adam.dispatches.iter().collect(),
+            m.pass(Pass::AfterUpdate),
         ]
-        .into_iter()
-        .flatten()
+        .concat()
     }
 
     /// Records and submits step t + 1: one compute pass, or with `timing`
@@ -243,10 +237,12 @@ impl Trainer {
                     label: Some("train_step"),
                     timestamp_writes: None,
                 });
-                self.step_dispatches().for_each(|d| d.record(&mut pass));
+                self.step_dispatches()
+                    .into_iter()
+                    .for_each(|d| d.record(&mut pass));
             }
             Some(queries) => {
-                for (i, d) in self.step_dispatches().enumerate() {
+                for (i, d) in self.step_dispatches().into_iter().enumerate() {
                     let writes = wgpu::ComputePassTimestampWrites {
                         query_set: queries,
                         beginning_of_pass_write_index: Some(2 * i as u32),
@@ -339,12 +335,8 @@ impl Trainer {
         let mut sum = 0.0;
         let mut predicted = Vec::new();
         for b in batches {
-            self.model.write_batch(&self.gpu, &b.inputs, &b.targets)?;
             let m = &self.model;
-            self.gpu
-                .run(&m.forward.iter().chain(&m.head_eval).collect::<Vec<_>>())
-                .await?;
-            sum += self.gpu.read_back::<f32>((&m.acts.loss).into()).await?[1] as f64;
+            sum += m.evaluate(&self.gpu, &b.inputs, &b.targets).await?.mean as f64;
             if predict {
                 let logits = m.logits(&self.gpu, &self.k).await?;
                 predicted.push(argmax_rows(&logits, m.config.vocab as usize));

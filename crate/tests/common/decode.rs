@@ -7,7 +7,7 @@ use std::ops::ControlFlow;
 
 use webtrain::kernels::{Attention, DecodeShape, Heads, Kernels, LinearShape, Output};
 use webtrain::model::decode::{Decoder, Generation, Sampling, sample};
-use webtrain::model::{BatchShape, Config, Model, ParamLayout, Precision, Role};
+use webtrain::model::{BatchShape, Config, Model, ParamLayout, Pass, Precision, Role};
 use webtrain::reference::attention as reference;
 use webtrain::reference::model as reference_model;
 use webtrain::rng::SplitMix64;
@@ -119,14 +119,7 @@ async fn training_logits(
     inputs: &[u32],
 ) -> Result<Vec<f32>> {
     model.write_batch(gpu, inputs, inputs)?;
-    gpu.run(
-        &model
-            .sync_mirror(gpu, k)?
-            .iter()
-            .chain(&model.forward)
-            .collect::<Vec<_>>(),
-    )
-    .await?;
+    model.run(gpu, Pass::Forward).await?;
     let shape = LinearShape::new(model.shape.rows(), model.config.d_model, model.config.vocab);
     let logits = gpu.storage_buffer("logits", 4 * shape.rows as u64 * shape.d_out as u64)?;
     let w = model.forward_weights(Role::LmHead);
@@ -175,7 +168,7 @@ async fn matches_forward(gpu: &Gpu, precision: Precision) -> Result<()> {
     let layout = ParamLayout::new(&config);
     let w = weights(&layout, 95);
     let inputs = tokens(96, SHAPE.rows() as usize, config.vocab); // different tokens per sequence
-    let model = Model::new(gpu, &k, config.clone(), SHAPE, precision, &w)?;
+    let model = Model::new(gpu, &k, config.clone(), SHAPE, precision, &w).await?;
     let forward = training_logits(gpu, &k, &model, &inputs).await?;
     let mut decoder = Decoder::new(gpu, &k, &model, SHAPE.batch, SHAPE.seq)?;
     let got = decode_all(gpu, &k, &model, &mut decoder, &inputs, SHAPE).await?;
@@ -247,7 +240,8 @@ pub async fn decoder_refuses_past_max_len_and_resets(gpu: &Gpu) -> Result<()> {
         shape,
         Precision::Fp32,
         &weights(&layout, 98),
-    )?;
+    )
+    .await?;
     let inputs = tokens(99, 5, config.vocab);
     let mut d = Decoder::new(gpu, &k, &model, 1, 5)?;
     let first = decode_all(gpu, &k, &model, &mut d, &inputs, shape).await?;
@@ -276,7 +270,8 @@ pub async fn decoder_refuses_past_max_len_and_resets(gpu: &Gpu) -> Result<()> {
         shape,
         Precision::Fp32,
         &weights(&ParamLayout::new(&other), 98),
-    )?;
+    )
+    .await?;
     assert!(
         d.step(gpu, &k, &other_model, &[1]).await.is_err(),
         "another model's config"
@@ -309,7 +304,8 @@ pub async fn generate_streams_the_tokens_it_samples(gpu: &Gpu) -> Result<()> {
         BatchShape { batch: 1, seq: 8 },
         Precision::Fp32,
         &weights(&layout, 100),
-    )?;
+    )
+    .await?;
     let prompts = [vec![5u32, 17, 300], vec![42, 0, 7]];
     let mut d = Decoder::new(gpu, &k, &model, 2, 12)?;
     let greedy = Generation {

@@ -3,7 +3,7 @@
 
 use webtrain::kernels::Kernels;
 use webtrain::kernels::loss::IGNORE_INDEX;
-use webtrain::model::{BatchShape, Config, Model, ParamLayout, Precision};
+use webtrain::model::{BatchShape, Config, Model, ParamLayout, Pass, Precision};
 use webtrain::reference::model as reference;
 use webtrain::{Gpu, Result};
 
@@ -44,25 +44,11 @@ pub async fn run_step(
     targets: &[u32],
 ) -> Result<(Vec<f32>, f32, Vec<f32>)> {
     model.write_batch(gpu, inputs, targets)?;
-    gpu.run(
-        &model
-            .sync_mirror(gpu, k)?
-            .iter()
-            .chain(&model.forward)
-            .collect::<Vec<_>>(),
-    )
-    .await?;
+    model.run(gpu, Pass::Forward).await?;
     // the logits, before the loss overwrites them with dlogits
     let logits = model.logits(gpu, k).await?;
-    gpu.run(
-        &model
-            .head_train
-            .iter()
-            .chain(&model.backward)
-            .collect::<Vec<_>>(),
-    )
-    .await?;
-    let loss = gpu.read_back::<f32>((&model.acts.loss).into()).await?[1];
+    model.run(gpu, Pass::Backward).await?;
+    let loss = model.loss(gpu).await?.mean;
     Ok((logits, loss, model.read_grads(gpu).await?))
 }
 
@@ -87,7 +73,7 @@ async fn matches_reference_on(
     let w = weights(&layout, 90);
     let n = SHAPE.rows() as usize;
     let inputs = tokens(91, n, config.vocab);
-    let model = Model::new(gpu, &k, config.clone(), SHAPE, precision, &w)?;
+    let model = Model::new(gpu, &k, config.clone(), SHAPE, precision, &w).await?;
     let (logits, loss, grads) = run_step(gpu, &k, &model, &inputs, targets).await?;
     let want = reference::forward_backward(
         &config,

@@ -160,7 +160,7 @@ async fn matches_pytorch(
 
     // forward and backward
     let k = Kernels::new(gpu, &[hf.config.head_dim()]).await?;
-    let model = Model::new(gpu, &k, hf.config.clone(), shape, precision, &hf.weights)?;
+    let model = Model::new(gpu, &k, hf.config.clone(), shape, precision, &hf.weights).await?;
     let (logits, loss, grads) =
         super::model::run_step(gpu, &k, &model, &batch.inputs, &batch.targets).await?;
     assert_close_to_scale(

@@ -307,7 +307,7 @@ pub async fn profiled_step_times_every_kernel(gpu: &Gpu) -> Result<()> {
     assert_eq!(stats.iter().map(|s| s.step).collect::<Vec<_>>(), [1, 2]);
     assert_eq!(t.steps(), 2);
     let dispatches: u32 = times.iter().map(|k| k.dispatches).sum();
-    assert_eq!(dispatches as usize, t.step_dispatches().count());
+    assert_eq!(dispatches as usize, t.step_dispatches().len());
     for name in [
         "matmul",
         "attention_forward",

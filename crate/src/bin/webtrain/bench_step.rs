@@ -108,7 +108,7 @@ pub async fn run(gpu: &Gpu, runs: &Runs<'_>, reps: u32, copy_bw: f64) -> Result<
         );
         trainer.adam.write_step(gpu, &trainer.k, 1)?;
         let m = &trainer.model;
-        let step: Vec<&Dispatch> = trainer.step_dispatches().collect();
+        let step: Vec<&Dispatch> = trainer.step_dispatches();
         gpu.warm_up(&step, 0.5).await?;
         let step_s = gpu.time_dispatches(&step, reps).await?;
         let adam_s = adamw_seconds(gpu, &trainer, reps).await?;
@@ -178,8 +178,7 @@ pub async fn profile(gpu: &Gpu, runs: &Runs<'_>, reps: u32) -> Result<()> {
             targets: tokens[1..].to_vec(),
         };
         trainer.adam.write_step(gpu, &trainer.k, 1)?; // warm up on a real update
-        gpu.warm_up(&trainer.step_dispatches().collect::<Vec<_>>(), 0.5)
-            .await?;
+        gpu.warm_up(&trainer.step_dispatches(), 0.5).await?;
         let mut best = trainer.profiled_step(&batch).await?.1;
         for _ in 1..reps {
             for t in trainer.profiled_step(&batch).await?.1 {

@@ -112,19 +112,11 @@ pub async fn eval(args: &EvalArgs) -> Result<()> {
         shape,
         precision,
         &model.weights,
-    )?;
-    // position t predicts token t+1; the last predicts nothing (transformers' shift)
-    let targets: Vec<u32> = ids[1..].iter().copied().chain([IGNORE_INDEX]).collect();
-    m.write_batch(&gpu, &ids, &targets)?;
-    gpu.run(
-        &m.sync_mirror(&gpu, &k)?
-            .iter()
-            .chain(&m.forward)
-            .chain(&m.head_eval)
-            .collect::<Vec<_>>(),
     )
     .await?;
-    let loss = gpu.read_back::<f32>((&m.acts.loss).into()).await?[1];
+    // position t predicts token t+1; the last predicts nothing (transformers' shift)
+    let targets: Vec<u32> = ids[1..].iter().copied().chain([IGNORE_INDEX]).collect();
+    let loss = m.evaluate(&gpu, &ids, &targets).await?.mean;
     if let Some(path) = &args.logits {
         let logits = m.logits(&gpu, &k).await?;
         let view = safetensors::tensor::TensorView::new(
@@ -168,9 +160,8 @@ pub async fn generate(args: &GenerateArgs) -> Result<()> {
         BatchShape { batch: 1, seq: 1 },
         Precision::parse(&args.precision)?,
         &model.weights,
-    )?;
-    gpu.run(&m.sync_mirror(&gpu, &k)?.iter().collect::<Vec<_>>())
-        .await?;
+    )
+    .await?;
     // a cache for this generation only, not the whole context
     let needed = (prompt.len() as u64 + (args.max_new as u64).saturating_sub(1))
         .min(model.config.max_seq as u64) as u32;
