@@ -11,6 +11,7 @@ import { state, subscribe, busy } from './state.js';
 import { adoptRun, every, record, currentRunName, submittedSteps } from './train-panel.js';
 import { spec } from './setup.js';
 import { modelFolder } from './hf-folder.js';
+import { checkCheckpoint, checkModelFiles, checkZip } from './limits.js';
 import { taskLabel } from './tasks.js';
 
 let worker;
@@ -49,9 +50,11 @@ function runNameOf(fileName) {
 }
 
 async function load(file) {
-  const data = await file.arrayBuffer();
-  const info = await busy('load', () => attempt($('checkpoint-error'), () =>
-    worker.call('checkpoint.load', { bytes: data }, undefined, [data])));
+  const info = await busy('load', () => attempt($('checkpoint-error'), async () => {
+    checkCheckpoint(file.name, file.size); // before it is read
+    const data = await file.arrayBuffer();
+    return worker.call('checkpoint.load', { bytes: data }, undefined, [data]);
+  }));
   if (!info) return;
   adoptRun(info, { name: runNameOf(file.name), origin: 'loaded' });
   $('checkpoint-status').textContent = `Loaded ${file.name}: ${ofTask(info)}step ${count(info.step)}; training goes on from there.`;
@@ -60,12 +63,19 @@ async function load(file) {
 /// "the task reverse (len 8), " for a task run's info.
 const ofTask = (info) => (info.task ? `the task ${taskLabel(info.task)}, ` : '');
 
-/// A new run from a Hugging Face folder: `payload` is {files: {path:
-/// ArrayBuffer}} or {zip: ArrayBuffer}; `name` names the run.
-async function importHf(payload, name, transfer) {
-  const info = await busy('load', () => attempt($('checkpoint-error'), () =>
-    worker.call('hf.import', { ...payload, spec: spec() }, undefined, transfer)));
-  if (!info) return;
+/// A new run from a Hugging Face folder: `read()` checks the files' sizes
+/// (www/limits.js), then reads them and resolves with {payload: {files:
+/// {path: ArrayBuffer}} or {zip: ArrayBuffer}, transfer}; `name` names the
+/// run. A refusal, the page's or the worker's, leaves the run as it was.
+async function importHf(name, read) {
+  const info = await busy('load', () => attempt($('checkpoint-error'), async () => {
+    const { payload, transfer } = await read();
+    return worker.call('hf.import', { ...payload, spec: spec() }, undefined, transfer);
+  }));
+  if (!info) {
+    $('checkpoint-status').textContent = `Did not import ${name}: the reason is above.${state.run ? ' The run from before goes on.' : ''}`;
+    return;
+  }
   adoptRun(info, { name, origin: 'imported' });
   $('checkpoint-status').textContent = `Imported ${name}: ${count(info.parameters)} parameters on ${count(info.train_tokens)} training tokens. `
     + 'Validate scores it on the held-out text (Train panel); Start fine-tunes it.';
@@ -82,14 +92,12 @@ function announce(name) {
 /// are read); `name` names the run.
 async function importEntries(pairs, name) {
   announce(name);
-  let chosen;
-  try {
-    chosen = Object.entries(modelFolder(pairs));
-  } catch (e) {
-    return showError($('checkpoint-error'), e);
-  }
-  const files = Object.fromEntries(await Promise.all(chosen.map(async ([file, f]) => [file, await f.arrayBuffer()])));
-  await importHf({ files }, name, Object.values(files));
+  await importHf(name, async () => {
+    const chosen = Object.entries(modelFolder(pairs));
+    checkModelFiles(chosen.map(([file, f]) => [file, f.size]));
+    const files = Object.fromEntries(await Promise.all(chosen.map(async ([file, f]) => [file, await f.arrayBuffer()])));
+    return { payload: { files }, transfer: Object.values(files) };
+  });
 }
 
 /// Files picked with the folder picker (their paths start with the folder's name).
@@ -100,8 +108,11 @@ function importPicked(files) {
 
 async function importZip(file) {
   announce(file.name);
-  const zip = await file.arrayBuffer();
-  await importHf({ zip }, file.name.replace(/\.zip$/i, ''), [zip]);
+  await importHf(file.name.replace(/\.zip$/i, ''), async () => {
+    checkZip(file.name, file.size); // read whole: its entries' sizes are checked in the worker
+    const zip = await file.arrayBuffer();
+    return { payload: { zip }, transfer: [zip] };
+  });
 }
 
 /// A dropped folder's own files (not its subfolders'), as [path, File].

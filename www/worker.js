@@ -34,7 +34,9 @@
 //   checkpoint.load {bytes}         run info (a text run's, where no text is loaded, on the built-in
 //                                   corpus; a task run's reads none)
 //   hf.import {files | zip, spec}   run info: a new run of a Hugging Face Llama folder (files:
-//                                   {path: ArrayBuffer}, or a .zip of the folder), spec's batch and schedule
+//                                   {path: ArrayBuffer}, or a .zip of the folder), spec's batch and schedule;
+//                                   files (or what a zip's entries declare) beyond www/limits.js's caps
+//                                   are refused before anything is unpacked or handed to the module
 //   checkpoint.autosave             {step, stats} the step saved and the steps it waited for; the
 //                                   write to origin-private storage goes on in the background
 //   memory                          {gpuBuffers, gpuBytes, wasmBytes, heapBytes}: what this worker holds
@@ -56,6 +58,7 @@
 
 import { unzipSync, zipSync } from 'fflate';
 import { isModelFile, modelFolder } from './hf-folder.js';
+import { checkCheckpoint, checkModelFiles, checkZip } from './limits.js';
 import { Snapshots } from './snapshots.js';
 import init, { adapterInfo, deviceLost, kernelConfig, planModel, runDefaults, setKernelConfig, taskDefaults, tasks, Data, Trainer } from '../pkg/webtrain.js';
 
@@ -125,6 +128,28 @@ async function withKernels(make) {
   const made = await make();
   await keepKernels();
   return made;
+}
+
+/// The model folder's files in `zip` ([path, Uint8Array]), unpacked only
+/// once what their entries declare they unpack to is within the caps
+/// (www/limits.js): fflate allocates each entry's declared size, and
+/// never writes past it, so a zip that lies about a size gives a truncated
+/// file, refused when read, never more memory. Only the first entry of a
+/// path is taken.
+function unzipModel(zip) {
+  const data = new Uint8Array(zip);
+  checkZip('the zip', data.byteLength);
+  const declared = new Map();
+  unzipSync(data, {
+    filter: (f) => {
+      if (isModelFile(f.name) && !declared.has(f.name)) declared.set(f.name, Math.max(f.size, f.originalSize));
+      return false; // listed, not unpacked
+    },
+  });
+  const chosen = Object.values(modelFolder([...declared.keys()].map((path) => [path, path])));
+  checkModelFiles(chosen.map((path) => [path, declared.get(path)]), { unpacked: true });
+  const wanted = new Set(chosen);
+  return Object.entries(unzipSync(data, { filter: (f) => wanted.delete(f.name) }));
 }
 
 /// A loaded or imported run replaces the current one; the text is read
@@ -274,6 +299,7 @@ const handlers = {
     return zip.byteLength === zip.buffer.byteLength ? zip.buffer : zip.slice().buffer;
   },
   'checkpoint.load': async ({ bytes }) => {
+    checkCheckpoint('the checkpoint', bytes.byteLength);
     const load = async () => adopt(await withKernels(() => Trainer.load(new Uint8Array(bytes), corpus())));
     if (corpus().files().length > 0) return load();
     // no text loaded: a task run reads none, and most text runs trained
@@ -286,9 +312,10 @@ const handlers = {
     }
   },
   'hf.import': async ({ files, zip, spec }) => {
+    // refused before the text is loaded or anything unpacked: the run that was there goes on
+    const entries = zip ? unzipModel(zip) : Object.entries(files).map(([path, buffer]) => [path, new Uint8Array(buffer)]);
+    if (!zip) checkModelFiles(entries.map(([path, bytes]) => [path, bytes.byteLength]));
     if (corpus().files().length === 0) await handlers['corpus.builtin']();
-    const entries = zip ? Object.entries(unzipSync(new Uint8Array(zip), { filter: (f) => isModelFile(f.name) }))
-      : Object.entries(files).map(([path, buffer]) => [path, new Uint8Array(buffer)]);
     return adopt(await withKernels(() => Trainer.importHf(modelFolder(entries), spec, corpus())));
   },
   'checkpoint.autosave': async () => {
@@ -314,6 +341,7 @@ const handlers = {
   },
   'checkpoint.restore': async () => {
     const file = await (await autosaveFile(false)).getFile();
+    checkCheckpoint('the autosaved checkpoint', file.size);
     return handlers['checkpoint.load']({ bytes: await file.arrayBuffer() });
   },
   memory: async () => {

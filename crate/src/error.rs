@@ -123,3 +123,19 @@ pub(crate) fn name_list(names: &[String]) -> String {
         more => format!("{shown} and {more} more"),
     }
 }
+
+/// "3 GiB", "1.5 GiB", "64 MiB", "900 B": a size in an error message, as
+/// the page writes sizes (www/dom.js `bytes`).
+pub(crate) fn byte_size(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let (mut x, mut unit) = (n as f64, 0);
+    while x >= 1024.0 && unit < UNITS.len() - 1 {
+        x /= 1024.0;
+        unit += 1;
+    }
+    if x.fract() == 0.0 {
+        format!("{x} {}", UNITS[unit])
+    } else {
+        format!("{x:.1} {}", UNITS[unit])
+    }
+}

@@ -1,11 +1,13 @@
 // Bad input is explained in the page and the session survives it: a
-// corrupt checkpoint, a binary file among the user's text files, and a
-// model too big for the adapter. Training goes on afterwards.
+// corrupt checkpoint, a zip or a folder or a checkpoint beyond what the
+// page's wasm module can hold, a binary file among the user's text files,
+// and a model too big for the adapter. Training goes on afterwards.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { startApp, openPage, createModel, singleSteps, waitOrError, errorText } from './browser.mjs';
+import { mkdirSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
+import { strToU8, zipSync } from 'fflate';
+import { startApp, openPage, createModel, singleSteps, stepCount, waitOrError, errorText } from './browser.mjs';
 
 let app;
 let page;
@@ -63,6 +65,73 @@ test('a checkpoint whose tensors are another model size than its config says is 
   length.writeBigUInt64LE(BigInt(json.length));
   const message = await refusedCheckpoint('other-size.safetensors', Buffer.concat([length, json, CHECKPOINT.subarray(8 + n)]));
   assert.match(message, /its tensors do not match its config: tensor embed_tokens is F32 \[260, 32\], expected F32 \[260, 64\]/, message);
+  await singleSteps(page);
+});
+
+/// Imports or loads `path` through `input`; resolves with the refusal in
+/// the Checkpoints panel, in `within` ms at most (it is refused before
+/// anything is read, unpacked or handed to the wasm module).
+async function refusedFile(input, path, within) {
+  await page.evaluate(() => { document.querySelector('#checkpoint-error').hidden = true; }); // the last test's
+  const t0 = Date.now();
+  await page.setInputFiles(input, path);
+  await page.waitForSelector('#checkpoint-error:not([hidden])', { timeout: within });
+  return { message: await errorText(page, 'checkpoint-error'), ms: Date.now() - t0 };
+}
+
+test('a zip whose config.json declares 3 GiB is refused before unpacking, with the cap; the run goes on', async (t) => {
+  // a small zip of a folder, its config.json's central directory entry
+  // patched to declare 3 GiB unpacked (as a 3 MB zip of 3 GiB of spaces does)
+  const zip = zipSync({
+    'bomb/config.json': strToU8(JSON.stringify({ model_type: 'llama' })),
+    'bomb/model.safetensors': new Uint8Array(64),
+    'bomb/tokenizer.json': strToU8('{}'),
+  });
+  const view = new DataView(zip.buffer);
+  let patched = 0;
+  for (let at = 0; at + 46 <= zip.length; at++) {
+    if (view.getUint32(at, true) !== 0x02014b50) continue; // a central directory entry
+    const name = Buffer.from(zip.subarray(at + 46, at + 46 + view.getUint16(at + 28, true))).toString();
+    if (name === 'bomb/config.json') { view.setUint32(at + 24, 3 * 2 ** 30, true); patched++; }
+  }
+  assert.equal(patched, 1);
+  const path = 'test-results/inputs/bomb.zip';
+  writeFileSync(path, zip);
+  const stepBefore = await stepCount(page);
+  const { message, ms } = await refusedFile('#hf-zip-input', path, 30_000);
+  t.diagnostic(`refused in ${ms} ms (${zip.length} bytes of zip): ${message}`);
+  assert.match(message, /^bomb\/config\.json: would unpack to 3 GiB, beyond the cap of 64 MiB for a JSON file of a model folder: the page's wasm module/, message);
+  assert.match(await page.locator('#checkpoint-status').textContent(), /^Did not import bomb: the reason is above\. The run from before goes on\.$/);
+  assert.equal(await stepCount(page), stepBefore, 'the run is the one from before');
+  await page.locator('#checkpoints').screenshot({ path: 'test-results/panel-checkpoints-zip-bomb.png' });
+  await singleSteps(page);
+});
+
+test('a model folder or a checkpoint beyond the page\'s caps is refused before it is read', async (t) => {
+  // sparse files: their size is what the page sees, nothing is written or read
+  const dir = 'test-results/inputs/huge-folder';
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(`${dir}/config.json`, JSON.stringify({ model_type: 'llama' }));
+  writeFileSync(`${dir}/tokenizer.json`, '{}');
+  writeFileSync(`${dir}/model.safetensors`, '');
+  truncateSync(`${dir}/model.safetensors`, 1.25 * 2 ** 30);
+  const checkpoint = 'test-results/inputs/huge.safetensors';
+  writeFileSync(checkpoint, '');
+  truncateSync(checkpoint, 1.75 * 2 ** 30);
+  try {
+    const stepBefore = await stepCount(page);
+    const folder = await refusedFile('#hf-folder-input', dir, 30_000);
+    t.diagnostic(`folder refused in ${folder.ms} ms: ${folder.message}`);
+    assert.match(folder.message, /^model\.safetensors: is 1\.3 GiB, beyond the cap of 1 GiB for a model folder's files/, folder.message);
+    assert.match(await page.locator('#checkpoint-status').textContent(), /^Did not import huge-folder: /);
+    const loaded = await refusedFile('#load-input', checkpoint, 30_000);
+    t.diagnostic(`checkpoint refused in ${loaded.ms} ms: ${loaded.message}`);
+    assert.match(loaded.message, /^huge\.safetensors: is 1\.8 GiB, beyond the cap of 1\.5 GiB for a checkpoint the page loads/, loaded.message);
+    assert.equal(await stepCount(page), stepBefore, 'the run is the one from before');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(checkpoint, { force: true });
+  }
   await singleSteps(page);
 });
 

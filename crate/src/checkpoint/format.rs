@@ -488,6 +488,18 @@ fn check_config(c: &TrainConfig, tensors: usize) -> Result<()> {
             m.n_layers
         )));
     }
+    // Counted in u128, before the layout sums its u64 offsets, which two
+    // layers of 2^30-wide matrices overflow: a checkpoint holds at most 12
+    // bytes a parameter (f32 weights, m and v), so under 2^63 bytes no
+    // offset, length or sum of them overflows. A config the file's tensors
+    // do not match is told by the tensors' check below, by name; the
+    // values are read only once the file is known to hold them.
+    if 16 * m.parameters() > 1 << 63 {
+        return Err(bad(format!(
+            "its config describes {} parameters: a checkpoint of them would pass 2^63 bytes",
+            m.parameters()
+        )));
+    }
     let qkv = (m.n_heads as u64 + 2 * m.n_kv_heads as u64) * m.head_dim() as u64;
     let rows = c.shape.batch as u64 * c.shape.seq as u64;
     if qkv > u32::MAX as u64 || 2 * m.ffn as u64 > u32::MAX as u64 || rows > u32::MAX as u64 {

@@ -58,7 +58,31 @@ pub struct Checkpoint {
     pub state: HostState,
 }
 
+/// The largest checkpoint the page loads. Its module is wasm32: one 4 GiB
+/// address space holds the file's bytes and the weights and optimizer
+/// state read from them (as large again), then the run; no allocation may
+/// pass 2 GiB. 1.5 GiB takes the base preset's run with fp32 moments (110 M
+/// parameters: 1.23 GiB) and keeps file and copy at 3 GiB. The CLI
+/// (`webtrain train --resume`) reads any size. www/limits.js holds the
+/// same number for the file the page reads.
+pub const PAGE_MAX_BYTES: u64 = 3 << 29;
+
 impl Checkpoint {
+    /// Refuses, before it is read, a checkpoint of `bytes` that the page
+    /// cannot hold (`PAGE_MAX_BYTES`).
+    pub fn check_page_size(bytes: u64) -> Result<()> {
+        if bytes <= PAGE_MAX_BYTES {
+            return Ok(());
+        }
+        Err(Error::Checkpoint(format!(
+            "the file is {}, beyond the cap of {} for a checkpoint the page loads: the page's \
+             wasm module (4 GiB of memory for the file, the run it holds and the model) takes \
+             no more; the CLI (webtrain train --resume) has no such cap",
+            crate::error::byte_size(bytes),
+            crate::error::byte_size(PAGE_MAX_BYTES)
+        )))
+    }
+
     /// The trainer's weights and AdamW state after every step submitted so far.
     pub async fn read(trainer: &Trainer, run: RunState) -> Result<Checkpoint> {
         let tokenizer_fingerprint = run.tokenizer()?.map(|t| t.fingerprint().to_string());

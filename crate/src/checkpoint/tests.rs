@@ -435,3 +435,50 @@ fn checkpoint_tokenizer_is_checked() {
             .contains("no tokenizer")
     );
 }
+
+/// A config of two layers of 2^30-wide matrices: the layout's u64 offsets
+/// would overflow (a panic in a debug build, the CLI's or the tests'), so
+/// its size is counted in u128 before it is laid out.
+#[test]
+fn checkpoint_config_too_large_to_lay_out_is_refused_before_it_is() {
+    let bytes = tiny(OptimState::Fp32, false).to_bytes().unwrap();
+    let mut wide = config(OptimState::Fp32);
+    wide.model = Config {
+        vocab: u32::MAX,
+        d_model: 1 << 30,
+        n_heads: 1 << 24,
+        n_kv_heads: 1 << 24,
+        ffn: (1 << 31) - 1,
+        ..wide.model
+    };
+    let e = refused(&with_meta(
+        &bytes,
+        "config",
+        &serde_json::to_string(&wide).unwrap(),
+    ));
+    assert!(
+        e.contains(
+            "its config describes 32281802125770489856 parameters: a checkpoint of them would pass 2^63 bytes"
+        ),
+        "{e}"
+    );
+}
+
+/// The page loads a checkpoint up to 1.5 GiB (its wasm module holds the
+/// file and what is read from it): the base preset's run with fp32
+/// moments fits; a larger file is refused with its size and the cap
+/// before it is copied into the module.
+#[test]
+fn the_page_refuses_a_checkpoint_beyond_its_cap() {
+    let base = ParamLayout::new(&Config::preset("base").unwrap());
+    let fp32_run = 3 * 4 * base.total + (1 << 20); // weights, m and v, and a header under 1 MiB
+    Checkpoint::check_page_size(fp32_run).expect("the base preset's run loads in the page");
+    Checkpoint::check_page_size(super::PAGE_MAX_BYTES).unwrap();
+    let e = Checkpoint::check_page_size(3 << 30).unwrap_err();
+    assert!(matches!(e, Error::Checkpoint(_)), "{e:?}");
+    assert!(
+        e.to_string()
+            .starts_with("checkpoint: the file is 3 GiB, beyond the cap of 1.5 GiB for a checkpoint the page loads"),
+        "{e}"
+    );
+}

@@ -14,7 +14,7 @@ use safetensors::SafeTensors;
 use safetensors::tensor::{Dtype, TensorView};
 
 use crate::data::Tokenizer;
-use crate::error::{Error, Result, name_list as list};
+use crate::error::{Error, Result, byte_size, name_list as list};
 use crate::model::{Config, ParamLayout};
 use names::{Part, parts};
 
@@ -23,6 +23,96 @@ pub const GENERATION_CONFIG: &str = "generation_config.json";
 pub const WEIGHTS: &str = "model.safetensors";
 pub const WEIGHTS_INDEX: &str = "model.safetensors.index.json";
 pub const TOKENIZER: &str = "tokenizer.json";
+
+/// What an import takes of a model folder, each checked before anything
+/// is read or allocated from it (`Limits::check_files` on the sizes the
+/// files declare, `HfModel::import_within` on the model their config
+/// describes).
+///
+/// The page's module is wasm32: one 4 GiB address space, no allocation
+/// over 2 GiB, shared by the files as given (`files`), the f32 weights made
+/// from them (`weights`), one tensor's f32 copy at a time, the text's
+/// tokens and the run itself. `PAGE` leaves a model this app makes plenty
+/// of room — the base preset (110 M parameters) exports a 420 MiB
+/// model.safetensors and takes 420 MiB of f32 weights — and keeps files plus
+/// weights at half the address space. JSON files (config.json,
+/// tokenizer.json, the shard index) are parsed into trees several times
+/// their size: 64 MiB is some seven times Llama 3's 9 MB tokenizer.json.
+/// www/limits.js holds the same numbers for what the page reads and
+/// unzips. The CLI reads into native memory and takes any size (`NONE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// The folder's files together.
+    pub files: u64,
+    /// One JSON file.
+    pub json_file: u64,
+    /// The model's f32 weights, 4 bytes a parameter.
+    pub weights: u64,
+}
+
+impl Limits {
+    /// The page's: see above.
+    pub const PAGE: Limits = Limits {
+        files: 1 << 30,
+        json_file: 64 << 20,
+        weights: 1 << 30,
+    };
+    /// No cap: native memory.
+    pub const NONE: Limits = Limits {
+        files: u64::MAX,
+        json_file: u64::MAX,
+        weights: u64::MAX,
+    };
+    /// This build's: `PAGE` in wasm32, `NONE` natively.
+    pub const HERE: Limits = if cfg!(target_arch = "wasm32") {
+        Limits::PAGE
+    } else {
+        Limits::NONE
+    };
+
+    /// Refuses, before any is read, files of a folder (name, bytes) that
+    /// these limits do not hold: a JSON file over `json_file` (by name), a
+    /// file or all of them together over `files`.
+    pub fn check_files<'a>(&self, files: impl IntoIterator<Item = (&'a str, u64)>) -> Result<()> {
+        let why = "the page's wasm module (4 GiB of memory for the files, the model and the run) \
+                   takes no more; the CLI (webtrain train --from-hf) has no such cap";
+        let mut total = 0u64;
+        for (name, bytes) in files {
+            if name.ends_with(".json") && bytes > self.json_file {
+                return Err(refuse(
+                    name,
+                    format!(
+                        "is {}, beyond the cap of {} for a JSON file of a model folder: {why}",
+                        byte_size(bytes),
+                        byte_size(self.json_file)
+                    ),
+                ));
+            }
+            if bytes > self.files {
+                return Err(refuse(
+                    name,
+                    format!(
+                        "is {}, beyond the cap of {} for a model folder's files: {why}",
+                        byte_size(bytes),
+                        byte_size(self.files)
+                    ),
+                ));
+            }
+            total = total.saturating_add(bytes);
+        }
+        if total > self.files {
+            return Err(refuse(
+                "the model folder",
+                format!(
+                    "its files take {} in all, beyond the cap of {} for a model folder's files: {why}",
+                    byte_size(total),
+                    byte_size(self.files)
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
 
 /// The files of an HF model folder.
 #[derive(Clone, Debug, Default)]
@@ -173,8 +263,33 @@ impl HfModel {
     /// Reads and checks an HF Llama folder: the config (see `config`), every
     /// tensor present with its shape, dtype F32, F16 or BF16, and finite
     /// values; no tensor webtrain would not use; a tokenizer no larger than
-    /// the vocabulary.
+    /// the vocabulary; within this build's `Limits::HERE`.
     pub fn import(files: &HfFiles) -> Result<HfModel> {
+        Self::import_within(files, &Limits::HERE)
+    }
+
+    /// `import`, refusing files or a model beyond `limits` before the
+    /// weights are allocated.
+    pub fn import_within(files: &HfFiles, limits: &Limits) -> Result<HfModel> {
+        let optional = |name, text: &Option<String>| text.as_ref().map(|t| (name, t.len() as u64));
+        let shard_names: Vec<String> = (1..=files.weights.len())
+            .map(|i| match files.weights.len() {
+                1 => WEIGHTS.to_string(),
+                _ => format!("weights shard {i}"),
+            })
+            .collect();
+        limits.check_files(
+            [(CONFIG, files.config_json.len() as u64)]
+                .into_iter()
+                .chain(optional(GENERATION_CONFIG, &files.generation_config_json))
+                .chain(optional(TOKENIZER, &files.tokenizer_json))
+                .chain(
+                    shard_names
+                        .iter()
+                        .zip(&files.weights)
+                        .map(|(n, w)| (n.as_str(), w.len() as u64)),
+                ),
+        )?;
         let config = config::from_json(&files.config_json)?;
         let shards = files
             .weights
@@ -186,6 +301,7 @@ impl HfModel {
                 } else {
                     format!("weights shard {}", i + 1)
                 };
+                check_offsets(&file, bytes)?;
                 let st = SafeTensors::deserialize(bytes)
                     .map_err(|e| refuse(&file, format!("not a readable safetensors file ({e})")))?;
                 Ok((file, st))
@@ -209,6 +325,19 @@ impl HfModel {
                 ),
             ));
         }
+        // In u128, before the layout's u64 offsets are summed: a parameter
+        // takes at least 2 bytes (F16, BF16), so the files bound the model.
+        let file_bytes: u128 = files.weights.iter().map(|w| w.len() as u128).sum();
+        if 2 * config.parameters() > file_bytes {
+            return Err(refuse(
+                CONFIG,
+                format!(
+                    "it describes {} parameters, but the weights files hold {file_bytes} bytes \
+                     (at least 2 a parameter)",
+                    config.parameters()
+                ),
+            ));
+        }
         let layout = ParamLayout::new(&config);
         let parts = parts(&config, &layout);
         let missing: Vec<String> = parts
@@ -229,6 +358,19 @@ impl HfModel {
                 format!(
                     "it describes {} parameters, but the weights hold {held} values",
                     layout.parameters()
+                ),
+            ));
+        }
+        if layout.total.saturating_mul(4) > limits.weights {
+            return Err(refuse(
+                CONFIG,
+                format!(
+                    "its {} parameters take {} as f32 weights, beyond the cap of {}: the page's \
+                     wasm module (4 GiB of memory for the files, the model and the run) holds no \
+                     more; the CLI (webtrain train --from-hf) has no such cap",
+                    layout.parameters(),
+                    byte_size(4 * layout.total),
+                    byte_size(limits.weights)
                 ),
             ));
         }
@@ -307,6 +449,47 @@ impl HfModel {
             tokenizer_json: files.tokenizer_json.clone(),
         })
     }
+}
+
+/// Refuses a safetensors file whose header places a tensor past the end of
+/// its data, before the `safetensors` crate adds the offsets up: 0.8.0
+/// adds the header's length to the last one unchecked, which overflows (a
+/// panic in a build with overflow checks) for ends near 2^64. Anything
+/// else wrong with the header is left to the crate to tell.
+fn check_offsets(file: &str, bytes: &[u8]) -> Result<()> {
+    const MAX_HEADER: usize = 100_000_000; // the crate's: it refuses a longer one itself
+    let Some(n) = bytes
+        .get(..8)
+        .map(|b| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+    else {
+        return Ok(());
+    };
+    let Some(n) = usize::try_from(n).ok().filter(|&n| n <= MAX_HEADER) else {
+        return Ok(());
+    };
+    let Some(header) = bytes.get(8..).and_then(|rest| rest.get(..n)) else {
+        return Ok(());
+    };
+    let Ok(serde_json::Value::Object(tensors)) = serde_json::from_slice(header) else {
+        return Ok(());
+    };
+    let data = (bytes.len() - 8 - n) as u64;
+    for (name, tensor) in &tensors {
+        let end = tensor
+            .get("data_offsets")
+            .and_then(|o| o.get(1))
+            .and_then(serde_json::Value::as_u64);
+        if let Some(end) = end.filter(|&end| end > data) {
+            return Err(refuse(
+                file,
+                format!(
+                    "not a readable safetensors file (tensor {name} ends at byte {end} of the \
+                     data, which is {data} bytes: truncated, or its header is damaged)"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn check_shape(file: &str, part: &Part, shape: &[usize]) -> Result<()> {

@@ -248,3 +248,129 @@ fn a_diverged_model_is_not_exported() {
             .contains("non-finite weights (a diverged run) in model.layers.1.mlp.down_proj.weight")
     );
 }
+
+/// A config.json whose matrices are 2^30 wide, with any small weights: the
+/// layout's u64 offsets of two such layers would overflow (a panic in a
+/// debug build), so the files' bytes bound the model before it is laid out.
+#[test]
+fn a_config_larger_than_its_files_is_refused_before_it_is_laid_out() {
+    let files = model(false).export().unwrap();
+    let wide = HfFiles {
+        config_json: r#"{"model_type": "llama", "vocab_size": 2, "hidden_size": 1073741824,
+            "num_hidden_layers": 2, "num_attention_heads": 16777216,
+            "num_key_value_heads": 16777216, "intermediate_size": 2147483647}"#
+            .into(),
+        ..files.clone()
+    };
+    let e = refusal(&wide);
+    assert!(
+        e.contains(
+            "config.json: it describes 23058430095358164992 parameters, but the weights files hold"
+        ),
+        "{e}"
+    );
+}
+
+/// The page's wasm module takes a model folder's files up to its caps,
+/// each refused by name with its size and the cap before anything is read;
+/// a model the app makes fits them with room to spare.
+#[test]
+fn the_page_refuses_files_and_models_beyond_its_caps() {
+    let page = Limits::PAGE;
+    let e = page
+        .check_files([("model.safetensors", 1000), ("config.json", 3 << 30)])
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "config.json: is 3 GiB, beyond the cap of 64 MiB for a JSON file of a model folder: \
+         the page's wasm module (4 GiB of memory for the files, the model and the run) takes no \
+         more; the CLI (webtrain train --from-hf) has no such cap"
+    );
+    let e = page
+        .check_files([("model-00001-of-00002.safetensors", 5 << 30)])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("model-00001-of-00002.safetensors: is 5 GiB, beyond the cap of 1 GiB"),
+        "{e}"
+    );
+    let e = page
+        .check_files([("a.safetensors", 600 << 20), ("b.safetensors", 600 << 20)])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("the model folder: its files take 1.2 GiB in all, beyond the cap of 1 GiB"),
+        "{e}"
+    );
+    // a file whose size wraps u64 when summed is still refused
+    assert!(
+        page.check_files([("config.json", 10), ("model.safetensors", u64::MAX)])
+            .is_err()
+    );
+    assert!(Limits::NONE.check_files([("config.json", 3 << 30)]).is_ok());
+
+    // the weights an import would allocate, refused before they are
+    let files = model(false).export().unwrap();
+    let small = Limits {
+        weights: 64 << 10,
+        ..Limits::NONE
+    };
+    let e = HfModel::import_within(&files, &small)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("config.json: its 131008 parameters take 517 KiB as f32 weights, beyond the cap of 64 KiB"),
+        "{e}"
+    );
+    // and the files it was given, by name
+    let e = HfModel::import_within(
+        &files,
+        &Limits {
+            json_file: 100,
+            ..Limits::NONE
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.starts_with("config.json: is "), "{e}");
+    HfModel::import_within(&files, &page).expect("the tiny model fits the page");
+
+    // the base preset: its export and its f32 weights, each under half its cap
+    let base = Config::preset("base").unwrap();
+    let layout = ParamLayout::new(&base);
+    let weights = 4 * layout.total;
+    let file = 4 * layout.parameters() + (1 << 20); // the header: far under 1 MiB
+    assert!(
+        2 * weights < page.weights && 2 * file < page.files,
+        "{weights} {file}"
+    );
+}
+
+/// A model.safetensors whose header places its tensors past the end of the
+/// file, their offsets adding up to just under 2^64: the `safetensors`
+/// crate would overflow adding the header's length (a panic where overflow
+/// is checked); refused first, naming the tensor.
+#[test]
+fn tensors_placed_past_the_end_of_the_file_are_refused() {
+    let size: u64 = (1 << 61) - 1; // the most bytes a U8 tensor may declare
+    let header: serde_json::Map<String, serde_json::Value> = (0..8u64)
+        .map(|i| {
+            let offsets = [i * size, (i + 1) * size];
+            let tensor =
+                serde_json::json!({"dtype": "U8", "shape": [size], "data_offsets": offsets});
+            (format!("t{i}"), tensor)
+        })
+        .collect();
+    let mut text = serde_json::to_vec(&header).unwrap();
+    text.resize(text.len().next_multiple_of(8), b' ');
+    let files = HfFiles {
+        weights: vec![[&(text.len() as u64).to_le_bytes()[..], &text, b"data"].concat()],
+        ..model(false).export().unwrap()
+    };
+    assert_eq!(
+        refusal(&files),
+        "model.safetensors: not a readable safetensors file (tensor t0 ends at byte \
+         2305843009213693951 of the data, which is 4 bytes: truncated, or its header is damaged)"
+    );
+}

@@ -77,6 +77,21 @@ impl Config {
         self.qkv_heights().iter().sum()
     }
 
+    /// The parameters (padding excluded) the model of this config has,
+    /// counted in u128 so that any config's count is exact: a reader of a
+    /// user's file compares it with what the file holds before
+    /// `ParamLayout::new`, whose u64 offsets would overflow for sizes no
+    /// file can back (two layers of 2^30-wide matrices).
+    pub fn parameters(&self) -> u128 {
+        let (v, d, f) = (self.vocab as u128, self.d_model as u128, self.ffn as u128);
+        let qkv = (self.n_heads as u128 + 2 * self.n_kv_heads as u128) * self.head_dim() as u128;
+        let heads = self.n_heads as u128 * self.head_dim() as u128;
+        // [q|k|v], o, [gate|up], down, and the two norms' gains
+        let layer = qkv * d + d * heads + 2 * f * d + d * f + 2 * d;
+        let heads_out = if self.tie_word_embeddings { 1 } else { 2 };
+        heads_out * v * d + self.n_layers as u128 * layer + d
+    }
+
     /// Refuses shapes the kernels cannot run, with the reason.
     pub fn validate(&self) -> Result<()> {
         let bad = |what: &str| Err(Error::Unsupported(format!("model config: {what}")));
@@ -159,6 +174,30 @@ mod tests {
             assert_eq!(serde_json::from_value::<Config>(json).unwrap(), c);
         }
         assert!(Config::preset("huge").is_err());
+    }
+
+    #[test]
+    fn parameters_are_the_layouts_and_never_overflow() {
+        for name in PRESETS {
+            for tie_word_embeddings in [false, true] {
+                let c = Config {
+                    tie_word_embeddings,
+                    ..Config::preset(name).unwrap()
+                };
+                let layout = crate::model::ParamLayout::new(&c);
+                assert_eq!(c.parameters(), layout.parameters() as u128, "{name}");
+            }
+        }
+        let widest = Config {
+            vocab: u32::MAX,
+            d_model: u32::MAX,
+            n_layers: u32::MAX,
+            n_heads: 1,
+            n_kv_heads: 1,
+            ffn: u32::MAX,
+            ..Config::preset("tiny").unwrap()
+        };
+        assert!(widest.parameters() > u64::MAX as u128);
     }
 
     #[test]

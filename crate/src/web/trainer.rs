@@ -97,6 +97,15 @@ pub async fn plan_model(spec: JsValue) -> Result<JsValue, JsError> {
     })
 }
 
+/// A Uint8Array's length in bytes, exactly: `length()` is a u32, which
+/// JavaScript's arrays of 4 GiB and more wrap around.
+fn js_length(bytes: &js_sys::Uint8Array) -> u64 {
+    js_sys::Reflect::get(bytes, &JsValue::from_str("byteLength"))
+        .ok()
+        .and_then(|n| n.as_f64())
+        .map_or(u64::MAX, |n| n as u64)
+}
+
 /// The run, and what the page's inspector remembers of it.
 struct PageRun {
     run: Run,
@@ -366,8 +375,14 @@ impl Trainer {
     /// train` — on `data`'s text, which must be the text it trained on (its
     /// tokens are checked). The run reads with the checkpoint's tokenizer
     /// (`tokenizerJson`, for the page's Data once the run is made).
-    pub fn load(bytes: &[u8], data: &Data) -> Result<Promise, JsError> {
-        let c = Checkpoint::from_bytes(bytes).map_err(js_error)?;
+    ///
+    /// `bytes` is a Uint8Array, copied into the module only once its size
+    /// is checked (`Checkpoint::check_page_size`): a slice argument would be
+    /// copied by wasm-bindgen first, and a copy wasm32 cannot hold aborts the
+    /// module.
+    pub fn load(bytes: &js_sys::Uint8Array, data: &Data) -> Result<Promise, JsError> {
+        Checkpoint::check_page_size(js_length(bytes)).map_err(js_error)?;
+        let c = Checkpoint::from_bytes(&bytes.to_vec()).map_err(js_error)?;
         if DataState::parse(c.run.data.as_deref())
             .map_err(js_error)?
             .source
@@ -416,6 +431,18 @@ impl Trainer {
         spec: JsValue,
         data: &Data,
     ) -> Result<Promise, JsError> {
+        // every file's size checked before any is copied into the module
+        let sizes: Vec<(String, u64)> = js_sys::Object::entries(files)
+            .iter()
+            .filter_map(|entry| {
+                let entry = entry.dyn_into::<js_sys::Array>().ok()?;
+                let bytes = entry.get(1).dyn_into::<js_sys::Uint8Array>().ok()?;
+                Some((entry.get(0).as_string()?, js_length(&bytes)))
+            })
+            .collect();
+        hf::Limits::PAGE
+            .check_files(sizes.iter().map(|(name, bytes)| (name.as_str(), *bytes)))
+            .map_err(js_error)?;
         let get = |name: &str| -> crate::Result<Option<Vec<u8>>> {
             let value = js_sys::Reflect::get(files, &JsValue::from_str(name)).unwrap_or_default();
             Ok(value
