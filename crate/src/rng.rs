@@ -26,4 +26,38 @@ impl SplitMix64 {
             }
         }
     }
+
+    /// Uniform in `lo..hi` (lo < hi): 24 random bits scaled onto the
+    /// range, drawn again in the rare case rounding lands on `hi`.
+    pub fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
+        assert!(lo < hi, "uniform: empty range {lo}..{hi}");
+        loop {
+            let unit = (self.next_u64() >> 40) as f32 * 2f32.powi(-24);
+            let x = lo + (hi - lo) * unit;
+            if x < hi {
+                return x;
+            }
+        }
+    }
+}
+
+/// `n` values uniform in `lo..hi`, in turn from `rng`: the random operands
+/// of the kernel bench, the GEMM tuner and the kernel tests. Random, not
+/// zeros: all-zero traffic can run faster than real data.
+pub fn uniform(rng: &mut SplitMix64, n: usize, lo: f32, hi: f32) -> Vec<f32> {
+    (0..n).map(|_| rng.uniform(lo, hi)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uniform_stays_in_its_range_and_is_seeded() {
+        let xs = uniform(&mut SplitMix64(1), 10_000, -1.0, 1.0);
+        assert!(xs.iter().all(|x| (-1.0..1.0).contains(x)));
+        let mean = xs.iter().sum::<f32>() / xs.len() as f32;
+        assert!(mean.abs() < 0.05, "mean {mean}");
+        assert_eq!(xs, uniform(&mut SplitMix64(1), 10_000, -1.0, 1.0));
+    }
 }

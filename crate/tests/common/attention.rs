@@ -3,7 +3,6 @@
 //! heads, Dh head dim, L cache length.
 
 use rand::Rng;
-use rand::rngs::SmallRng;
 use webtrain::gpu::Dispatch;
 use webtrain::kernels::attention_map::AttentionMap;
 use webtrain::kernels::{
@@ -14,7 +13,7 @@ use webtrain::reference::quantize::q115;
 use webtrain::shaders::Numerics;
 use webtrain::{Gpu, Result};
 
-use super::check::{assert_close, assert_identical, rng, uniform};
+use super::check::{TestRng, assert_close, assert_identical, rng, uniform};
 
 fn f64s(v: &[f32]) -> Vec<f64> {
     v.iter().map(|&x| x as f64).collect()
@@ -51,7 +50,7 @@ struct Inputs {
 
 impl Inputs {
     /// q and k in ±`qk_range`, v in ±1.
-    fn random(r: &mut SmallRng, s: &AttentionShape, qk_range: f32) -> Inputs {
+    fn random(r: &mut TestRng, s: &AttentionShape, qk_range: f32) -> Inputs {
         let rows = (s.batch * s.seq_len) as usize;
         let (nq, nkv) = (
             rows * (s.heads * s.head_dim) as usize,
@@ -623,7 +622,7 @@ async fn check_backward(
     a: &Attention,
     s: &AttentionShape,
     x: &Inputs,
-    r: &mut SmallRng,
+    r: &mut TestRng,
     atol: f64,
 ) -> Result<()> {
     let d_o = uniform(

@@ -1,15 +1,38 @@
 //! Comparison against references, with failures that say where and by how much.
 
 use half::f16;
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::RngCore;
+use webtrain::rng::SplitMix64;
 
-pub fn rng(seed: u64) -> SmallRng {
-    SmallRng::seed_from_u64(seed)
+/// The tests' RNG: the library's one seeded RNG, behind rand's `Rng` for
+/// the integer and float ranges the tests draw besides `uniform`.
+pub struct TestRng(SplitMix64);
+
+impl RngCore for TestRng {
+    fn next_u32(&mut self) -> u32 {
+        (self.0.next_u64() >> 32) as u32
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.0.next_u64()
+    }
+
+    fn fill_bytes(&mut self, dest: &mut [u8]) {
+        for chunk in dest.chunks_mut(8) {
+            let bytes = self.0.next_u64().to_le_bytes();
+            chunk.copy_from_slice(&bytes[..chunk.len()]);
+        }
+    }
 }
 
-pub fn uniform(rng: &mut SmallRng, n: usize, lo: f32, hi: f32) -> Vec<f32> {
-    (0..n).map(|_| rng.random_range(lo..hi)).collect()
+pub fn rng(seed: u64) -> TestRng {
+    TestRng(SplitMix64(seed))
+}
+
+/// `n` values uniform in `lo..hi`: the bench's and the tuner's generator
+/// (webtrain::rng::uniform).
+pub fn uniform(rng: &mut TestRng, n: usize, lo: f32, hi: f32) -> Vec<f32> {
+    webtrain::rng::uniform(&mut rng.0, n, lo, hi)
 }
 
 /// Asserts `|got - want| <= atol + rtol * |want|` everywhere; on failure

@@ -10,7 +10,7 @@ use webtrain::data::Batch;
 use webtrain::gpu::{BufferRange, Dispatch, Gpu};
 use webtrain::model::{Precision, Span};
 use webtrain::optim::OptimState;
-use webtrain::rng::SplitMix64;
+use webtrain::rng::{SplitMix64, uniform};
 use webtrain::run::RunSpec;
 use webtrain::train::{Memory, Trainer, synthetic};
 
@@ -227,10 +227,8 @@ pub async fn profile(gpu: &Gpu, runs: &Runs<'_>, reps: u32) -> Result<()> {
 /// its own, outside the timed one (AdamW zeroes it, and all-zero traffic ran
 /// faster than the H100's HBM3 peak allows).
 async fn adamw_seconds(gpu: &Gpu, trainer: &Trainer, reps: u32) -> Result<f64> {
-    let mut rng = SplitMix64(7);
-    let saved: Vec<f32> = (0..trainer.model.layout.total)
-        .map(|_| (rng.next_u64() >> 40) as f32 * 2f32.powi(-24) * 2e-3 - 1e-3)
-        .collect();
+    let n = trainer.model.layout.total as usize;
+    let saved = uniform(&mut SplitMix64(7), n, -1e-3, 1e-3);
     let saved = gpu.upload("saved gradients", &saved)?;
     let range = |buffer, span: &Span| BufferRange {
         buffer,

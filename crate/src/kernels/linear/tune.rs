@@ -2,10 +2,13 @@
 
 use std::collections::HashMap;
 
+use half::f16;
+
 use super::gemm::{BStorage, Epilogue, GemmKey, GemmModule, Layout, Params, TileVariant};
 use crate::error::Result;
 use crate::gpu::{Dispatch, GemmPick, Gpu, KernelConfig};
 use crate::kernels::boundary::SITE_NONE;
+use crate::rng::{SplitMix64, uniform};
 use crate::shaders::{COMMON, LINEAR, LINEAR_B16, LINEAR_B32};
 
 /// SwiftShader's variant: it JIT-compiles every pipeline module for
@@ -194,31 +197,21 @@ pub struct Operands {
 impl Operands {
     pub fn new(gpu: &Gpu, key: GemmKey) -> Result<Operands> {
         let (m, n, k) = (key.m as u64, key.n as u64, key.k as u64);
-        // random values: all-zero traffic can run faster than real data
-        let random = |label: &str, words: u64, halves: bool| {
-            let mut rng = crate::rng::SplitMix64(words);
-            let data: Vec<u32> = (0..words)
-                .map(|_| {
-                    // f32 in [1, 2), or two f16 in [1, 2)
-                    let r = rng.next_u64();
-                    if halves {
-                        0x3c00_3c00 | (r as u32 & 0x03ff_03ff)
-                    } else {
-                        0x3f80_0000 | (r as u32 >> 9)
-                    }
-                })
-                .collect();
-            gpu.upload(label, &data)
-        };
-        let b_words = match key.b {
-            BStorage::F32 => k * n,
-            BStorage::F16 => (k * n).div_ceil(2),
+        // random (crate::rng::uniform), in [1, 2)
+        let random = |len: u64| uniform(&mut SplitMix64(len), len as usize, 1.0, 2.0);
+        let b = match key.b {
+            BStorage::F32 => gpu.upload("b", &random(k * n))?,
+            // the same draws as f16, two to a word
+            BStorage::F16 => {
+                let halves: Vec<f16> = random(k * n).into_iter().map(f16::from_f32).collect();
+                gpu.upload("b", &halves)?
+            }
         };
         Ok(Operands {
             key,
-            a: random("a", m * k, false)?,
-            b: random("b", b_words, key.b == BStorage::F16)?,
-            c: random("c", m * n, false)?,
+            a: gpu.upload("a", &random(m * k))?,
+            b,
+            c: gpu.upload("c", &random(m * n))?,
         })
     }
 }
@@ -227,12 +220,8 @@ impl Operands {
     /// `C += A·B` of these operands in `module`'s variant.
     fn dispatch(&self, gpu: &Gpu, module: &GemmModule) -> Result<Dispatch> {
         let p = Params::of(&self.key, SITE_NONE);
-        let buffers = [
-            self.a.as_entire_binding(),
-            self.b.as_entire_binding(),
-            self.c.as_entire_binding(),
-        ];
-        module.launch(gpu, Epilogue::Accumulate, p, &buffers)
+        let buffers = [(&self.a).into(), (&self.b).into(), (&self.c).into()];
+        module.launch(gpu, "gemm_tune", Epilogue::Accumulate, p, &buffers)
     }
 }
 
