@@ -37,6 +37,31 @@ impl<'a> BufferRange<'a> {
             size: wgpu::BufferSize::new(self.size),
         })
     }
+
+    /// This range bound to a slot that reads or writes `bytes` of it.
+    pub fn needs(self, bytes: u64) -> Bind<'a> {
+        Bind {
+            range: self,
+            needed: bytes,
+        }
+    }
+}
+
+/// What a dispatch binds to one slot: a range and the bytes the kernel
+/// needs of it, which `Kernel::dispatch` checks against the slot (a
+/// uniform is bound unchecked).
+#[derive(Clone, Copy, Debug)]
+pub struct Bind<'a> {
+    pub range: BufferRange<'a>,
+    pub needed: u64,
+}
+
+/// A whole buffer, all of it needed: a params uniform, or a buffer the
+/// launcher made itself.
+impl<'a> From<&'a wgpu::Buffer> for Bind<'a> {
+    fn from(buffer: &'a wgpu::Buffer) -> Self {
+        BufferRange::from(buffer).needs(buffer.size())
+    }
 }
 
 /// Bytes of an f16 tensor of `n` elements: whole 32-bit words.
@@ -99,8 +124,9 @@ impl Gpu {
         Ok(())
     }
 
-    /// Checks that `range` can be bound as `what` of `op` and holds `needed` bytes.
-    pub fn check_binding(
+    /// Checks that `range` can be bound as `what` of `op` and holds `needed`
+    /// bytes: what `Kernel::dispatch` asks of each storage binding.
+    pub(super) fn check_binding(
         &self,
         op: &'static str,
         what: &'static str,

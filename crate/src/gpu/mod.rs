@@ -10,7 +10,7 @@ mod pipeline;
 mod report;
 mod timing;
 
-pub use buffers::{BufferRange, f16_bytes};
+pub use buffers::{Bind, BufferRange, f16_bytes};
 pub use context::{BOUNDARY_COUNTERS, Capabilities, Gpu, GpuOptions};
 pub use dispatch::{Dispatch, Grid, WG, grid_1d, grid_groups};
 pub use kernel_config::{GemmPick, KernelConfig};

@@ -11,19 +11,22 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::Gpu;
+use super::buffers::Bind;
 use super::dispatch::{Dispatch, Grid};
 use crate::error::{Error, Result};
 use crate::shaders::{Module, compose_variant};
 
-/// One binding of a kernel, in the order of its `@binding` numbers.
+/// One binding of a kernel, in the order of its `@binding` numbers. A
+/// storage slot carries the name its launcher's errors give the buffer
+/// bound to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Slot {
-    /// `var<uniform>` params struct.
+    /// `var<uniform>` params struct: bound unchecked.
     Uniform(u32),
     /// `var<storage, read>` input.
-    Read(u32),
+    Read(u32, &'static str),
     /// `var<storage, read_write>` output.
-    ReadWrite(u32),
+    ReadWrite(u32, &'static str),
     /// `boundary_counts` (00_common.wgsl, binding 15), the clamp counters of
     /// the forward boundaries: bound by [`Kernel::dispatch`] itself, from
     /// the device handle, so launchers pass no resource for it.
@@ -36,7 +39,7 @@ const BOUNDARY_COUNTS_BINDING: u32 = 15;
 impl Slot {
     fn binding(self) -> u32 {
         match self {
-            Slot::Uniform(b) | Slot::Read(b) | Slot::ReadWrite(b) => b,
+            Slot::Uniform(b) | Slot::Read(b, _) | Slot::ReadWrite(b, _) => b,
             Slot::BoundaryCounts => BOUNDARY_COUNTS_BINDING,
         }
     }
@@ -179,8 +182,8 @@ fn build_one(
         .map(|slot| {
             let ty = match *slot {
                 Slot::Uniform(_) => wgpu::BufferBindingType::Uniform,
-                Slot::Read(_) => wgpu::BufferBindingType::Storage { read_only: true },
-                Slot::ReadWrite(_) | Slot::BoundaryCounts => {
+                Slot::Read(..) => wgpu::BufferBindingType::Storage { read_only: true },
+                Slot::ReadWrite(..) | Slot::BoundaryCounts => {
                     wgpu::BufferBindingType::Storage { read_only: false }
                 }
             };
@@ -226,12 +229,15 @@ fn build_one(
 }
 
 impl Kernel {
-    /// Binds `resources` (one per slot, in slot order, `BoundaryCounts`
-    /// left out) for a dispatch of `grid`.
+    /// Binds `binds` (one per slot, in slot order, `BoundaryCounts` left
+    /// out) for a dispatch of `grid`, each storage binding first checked
+    /// against its slot (`Gpu::check_binding`; errors name `op` and the
+    /// slot's name).
     pub fn dispatch(
         &self,
         gpu: &Gpu,
-        resources: &[wgpu::BindingResource<'_>],
+        op: &'static str,
+        binds: &[Bind<'_>],
         grid: Grid,
     ) -> Result<Dispatch> {
         let given: Vec<Slot> = self
@@ -240,22 +246,24 @@ impl Kernel {
             .copied()
             .filter(|s| *s != Slot::BoundaryCounts)
             .collect();
-        if resources.len() != given.len() {
+        if binds.len() != given.len() {
             return Err(Error::shape(
                 self.entry,
                 "bindings",
                 given.len(),
-                resources.len(),
+                binds.len(),
             ));
         }
-        let mut entries: Vec<wgpu::BindGroupEntry> = given
-            .iter()
-            .zip(resources)
-            .map(|(slot, resource)| wgpu::BindGroupEntry {
+        let mut entries = Vec::with_capacity(self.slots.len());
+        for (slot, bind) in given.iter().zip(binds) {
+            if let Slot::Read(_, name) | Slot::ReadWrite(_, name) = *slot {
+                gpu.check_binding(op, name, &bind.range, bind.needed)?;
+            }
+            entries.push(wgpu::BindGroupEntry {
                 binding: slot.binding(),
-                resource: resource.clone(),
-            })
-            .collect();
+                resource: bind.range.binding(),
+            });
+        }
         if given.len() < self.slots.len() {
             entries.push(wgpu::BindGroupEntry {
                 binding: BOUNDARY_COUNTS_BINDING,

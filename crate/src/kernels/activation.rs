@@ -18,36 +18,36 @@ struct Params {
 const SWIGLU_FORWARD_GU: KernelDesc = KernelDesc {
     entry: "swiglu_forward_gu",
     slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(1),      // gu: [R, 2F] f32, gate | up per row
-        Slot::ReadWrite(2), // h: [R, F] f32
+        Slot::Uniform(0),        // params
+        Slot::Read(1, "gu"),     // [R, 2F] f32, gate | up per row
+        Slot::ReadWrite(2, "h"), // [R, F] f32
         Slot::BoundaryCounts,
     ],
 };
 const SWIGLU_BACKWARD_GU: KernelDesc = KernelDesc {
     entry: "swiglu_backward_gu",
     slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(1),      // dh: [R, F] f32
-        Slot::Read(2),      // gu: [R, 2F] f32
-        Slot::ReadWrite(3), // dgu: [R, 2F] f32, written
+        Slot::Uniform(0),          // params
+        Slot::Read(1, "dh"),       // [R, F] f32
+        Slot::Read(2, "gu"),       // [R, 2F] f32
+        Slot::ReadWrite(3, "dgu"), // [R, 2F] f32, written
     ],
 };
 const GELU_FORWARD: KernelDesc = KernelDesc {
     entry: "gelu_forward",
     slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(1),      // x: [n] f32
-        Slot::ReadWrite(2), // y: [n] f32
+        Slot::Uniform(0),        // params
+        Slot::Read(1, "x"),      // [n] f32
+        Slot::ReadWrite(2, "y"), // [n] f32
     ],
 };
 const GELU_BACKWARD: KernelDesc = KernelDesc {
     entry: "gelu_backward",
     slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(1),      // dy: [n] f32
-        Slot::Read(2),      // x: [n] f32
-        Slot::ReadWrite(3), // dx: [n] f32, written
+        Slot::Uniform(0),         // params
+        Slot::Read(1, "dy"),      // [n] f32
+        Slot::Read(2, "x"),       // [n] f32
+        Slot::ReadWrite(3, "dx"), // [n] f32, written
     ],
 };
 
@@ -96,19 +96,14 @@ impl Activation {
     ) -> Result<Dispatch> {
         let op = "swiglu_forward_gu";
         let n = rows_times(op, rows, ffn)?;
-        gpu.check_binding(op, "gu", &gu, 8 * n as u64)?;
-        gpu.check_binding(op, "h", &h, 4 * n as u64)?;
-        let params = gpu.uniform(
-            op,
-            &Params {
-                n,
-                ffn,
-                _pad: [0; 2],
-            },
-        );
-        let bindings = [params.as_entire_binding(), gu.binding(), h.binding()];
+        let params = params(gpu, op, n, ffn);
+        let binds = [
+            (&params).into(),
+            gu.needs(8 * n as u64),
+            h.needs(4 * n as u64),
+        ];
         self.swiglu_forward_gu
-            .dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
+            .dispatch(gpu, op, &binds, gpu.grid_1d(op, n as u64)?)
     }
 
     /// `dgu = [dgate | dup]` per row (written, not added) from `dh` `[rows, ffn]`.
@@ -123,25 +118,15 @@ impl Activation {
     ) -> Result<Dispatch> {
         let op = "swiglu_backward_gu";
         let n = rows_times(op, rows, ffn)?;
-        gpu.check_binding(op, "dh", &dh, 4 * n as u64)?;
-        gpu.check_binding(op, "gu", &gu, 8 * n as u64)?;
-        gpu.check_binding(op, "dgu", &dgu, 8 * n as u64)?;
-        let params = gpu.uniform(
-            op,
-            &Params {
-                n,
-                ffn,
-                _pad: [0; 2],
-            },
-        );
-        let bindings = [
-            params.as_entire_binding(),
-            dh.binding(),
-            gu.binding(),
-            dgu.binding(),
+        let params = params(gpu, op, n, ffn);
+        let binds = [
+            (&params).into(),
+            dh.needs(4 * n as u64),
+            gu.needs(8 * n as u64),
+            dgu.needs(8 * n as u64),
         ];
         self.swiglu_backward_gu
-            .dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
+            .dispatch(gpu, op, &binds, gpu.grid_1d(op, n as u64)?)
     }
 
     /// `y = gelu(x)`, tanh approximation, over n elements.
@@ -153,18 +138,11 @@ impl Activation {
         n: u32,
     ) -> Result<Dispatch> {
         let op = "gelu_forward";
-        check(gpu, op, &[("x", &x), ("y", &y)], n)?;
-        let params = gpu.uniform(
-            op,
-            &Params {
-                n,
-                ffn: 0,
-                _pad: [0; 2],
-            },
-        );
-        let bindings = [params.as_entire_binding(), x.binding(), y.binding()];
+        let params = params(gpu, op, n, 0);
+        let bytes = 4 * n as u64;
+        let binds = [(&params).into(), x.needs(bytes), y.needs(bytes)];
         self.gelu_forward
-            .dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
+            .dispatch(gpu, op, &binds, gpu.grid_1d(op, n as u64)?)
     }
 
     /// `dx = dy·gelu'(x)`: written, not added.
@@ -177,23 +155,16 @@ impl Activation {
         n: u32,
     ) -> Result<Dispatch> {
         let op = "gelu_backward";
-        check(gpu, op, &[("dy", &dy), ("x", &x), ("dx", &dx)], n)?;
-        let params = gpu.uniform(
-            op,
-            &Params {
-                n,
-                ffn: 0,
-                _pad: [0; 2],
-            },
-        );
-        let bindings = [
-            params.as_entire_binding(),
-            dy.binding(),
-            x.binding(),
-            dx.binding(),
+        let params = params(gpu, op, n, 0);
+        let bytes = 4 * n as u64;
+        let binds = [
+            (&params).into(),
+            dy.needs(bytes),
+            x.needs(bytes),
+            dx.needs(bytes),
         ];
         self.gelu_backward
-            .dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
+            .dispatch(gpu, op, &binds, gpu.grid_1d(op, n as u64)?)
     }
 }
 
@@ -213,14 +184,8 @@ fn rows_times(op: &'static str, rows: u32, ffn: u32) -> Result<u32> {
     }
 }
 
-/// Every tensor of an element-wise kernel holds n f32.
-fn check(
-    gpu: &Gpu,
-    op: &'static str,
-    tensors: &[(&'static str, &BufferRange)],
-    n: u32,
-) -> Result<()> {
-    tensors
-        .iter()
-        .try_for_each(|(what, range)| gpu.check_binding(op, what, range, 4 * n as u64))
+/// The params uniform over n elements (`ffn` 0 for GeLU).
+fn params(gpu: &Gpu, op: &'static str, n: u32, ffn: u32) -> wgpu::Buffer {
+    let _pad = [0; 2];
+    gpu.uniform(op, &Params { n, ffn, _pad })
 }

@@ -6,7 +6,9 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::error::{Error, Result};
-use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_variant_kernels};
+use crate::gpu::{
+    Bind, BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_variant_kernels,
+};
 use crate::shaders::{ATTENTION, ATTENTION_BACKWARD, ATTENTION_COMMON, Module};
 
 pub use crate::ops::shapes::{AttentionShape, DecodeShape};
@@ -29,6 +31,13 @@ pub struct Heads<'a> {
     pub data: BufferRange<'a>,
     pub row_stride: u32,
     pub col: u32,
+}
+
+impl<'a> Heads<'a> {
+    /// The binding of `rows` rows of this view.
+    pub(super) fn needs(&self, rows: u64) -> Bind<'a> {
+        self.data.needs(4 * rows * self.row_stride as u64)
+    }
 }
 
 /// The attention inputs; for decode, k and v are the caches `[B·Lmax, ·]`.
@@ -102,61 +111,61 @@ pub(super) struct Params {
 const FORWARD: KernelDesc = KernelDesc {
     entry: "attention_forward",
     slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(1),      // q: [B·T, q_stride] f32
-        Slot::Read(2),      // k: [B·T, k_stride] f32
-        Slot::Read(3),      // v: [B·T, v_stride] f32
-        Slot::ReadWrite(4), // o: [B·T, H·Dh] f32
-        Slot::ReadWrite(5), // lse: [B·T, H] f32, saved for backward
+        Slot::Uniform(0),          // params
+        Slot::Read(1, "q"),        // [B·T, q_stride] f32
+        Slot::Read(2, "k"),        // [B·T, k_stride] f32
+        Slot::Read(3, "v"),        // [B·T, v_stride] f32
+        Slot::ReadWrite(4, "o"),   // [B·T, H·Dh] f32
+        Slot::ReadWrite(5, "lse"), // [B·T, H] f32, saved for backward
         Slot::BoundaryCounts,
     ],
 };
 const DECODE: KernelDesc = KernelDesc {
     entry: "attention_decode",
     slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(1),      // q: [B, q_stride] f32, the new tokens
-        Slot::Read(2),      // k: [B·Lmax, k_stride] f32 cache
-        Slot::Read(3),      // v: [B·Lmax, v_stride] f32 cache
-        Slot::ReadWrite(4), // o: [B, H·Dh] f32
+        Slot::Uniform(0),         // params
+        Slot::Read(1, "q"),       // [B, q_stride] f32, the new tokens
+        Slot::Read(2, "k_cache"), // k: [B·Lmax, k_stride] f32 cache
+        Slot::Read(3, "v_cache"), // v: [B·Lmax, v_stride] f32 cache
+        Slot::ReadWrite(4, "o"),  // [B, H·Dh] f32
         Slot::BoundaryCounts,
     ],
 };
 const KV_APPEND: KernelDesc = KernelDesc {
     entry: "kv_append",
     slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(2),      // k: [B, k_stride] f32, the new tokens' keys (rotated)
-        Slot::Read(3),      // v: [B, v_stride] f32, their values
-        Slot::ReadWrite(6), // k_cache: [B·Lmax, Hkv·Dh] f32, row b·Lmax + L − 1 written
-        Slot::ReadWrite(7), // v_cache: [B·Lmax, Hkv·Dh] f32, likewise
+        Slot::Uniform(0),              // params
+        Slot::Read(2, "k"),            // [B, k_stride] f32, the new tokens' keys (rotated)
+        Slot::Read(3, "v"),            // [B, v_stride] f32, their values
+        Slot::ReadWrite(6, "k_cache"), // [B·Lmax, Hkv·Dh] f32, row b·Lmax + L − 1 written
+        Slot::ReadWrite(7, "v_cache"), // [B·Lmax, Hkv·Dh] f32, likewise
     ],
 };
 const BACKWARD_DQ: KernelDesc = KernelDesc {
     entry: "attention_backward_dq",
     slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(1),      // q: [B·T, q_stride] f32
-        Slot::Read(2),      // k: [B·T, k_stride] f32
-        Slot::Read(3),      // v: [B·T, v_stride] f32
-        Slot::Read(4),      // o: [B·T, H·Dh] f32
-        Slot::Read(5),      // d_o: [B·T, H·Dh] f32
-        Slot::Read(6),      // lse: [B·T, H] f32
-        Slot::ReadWrite(7), // dq: [B·T, dq_stride] f32, written
-        Slot::ReadWrite(8), // delta: [B·T, H] f32 scratch, written
+        Slot::Uniform(0),            // params
+        Slot::Read(1, "q"),          // [B·T, q_stride] f32
+        Slot::Read(2, "k"),          // [B·T, k_stride] f32
+        Slot::Read(3, "v"),          // [B·T, v_stride] f32
+        Slot::Read(4, "o"),          // [B·T, H·Dh] f32
+        Slot::Read(5, "d_o"),        // [B·T, H·Dh] f32
+        Slot::Read(6, "lse"),        // [B·T, H] f32
+        Slot::ReadWrite(7, "dq"),    // [B·T, dq_stride] f32, written
+        Slot::ReadWrite(8, "delta"), // [B·T, H] f32 scratch, written
     ],
 };
 const BACKWARD_DKV: KernelDesc = KernelDesc {
     entry: "attention_backward_dkv",
     slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(1),      // q: [B·T, q_stride] f32
-        Slot::Read(2),      // k: [B·T, k_stride] f32
-        Slot::Read(3),      // v: [B·T, v_stride] f32
-        Slot::Read(5),      // d_o: [B·T, H·Dh] f32
-        Slot::Read(6),      // lse: [B·T, H] f32
-        Slot::Read(7),      // delta_in: [B·T, H] f32
-        Slot::ReadWrite(8), // dkv: [B·T, dkv_stride] f32, dK and dV written
+        Slot::Uniform(0),          // params
+        Slot::Read(1, "q"),        // [B·T, q_stride] f32
+        Slot::Read(2, "k"),        // [B·T, k_stride] f32
+        Slot::Read(3, "v"),        // [B·T, v_stride] f32
+        Slot::Read(5, "d_o"),      // [B·T, H·Dh] f32
+        Slot::Read(6, "lse"),      // [B·T, H] f32
+        Slot::Read(7, "delta"),    // delta_in: [B·T, H] f32
+        Slot::ReadWrite(8, "dkv"), // [B·T, dkv_stride] f32, dK and dV written
     ],
 };
 
@@ -295,24 +304,19 @@ impl Attention {
         let mut p = params(op, s.batch, s.seq_len, s.heads, s.kv_heads, s.head_dim)?;
         let groups = query_groups(&mut p, FORWARD_COLS);
         let rows = s.rows();
-        let Qkv { q, k, v } = x;
-        (p.q_stride, p.q_col) = check_heads(gpu, op, "q", &q, rows, s.heads, s.head_dim)?;
-        (p.k_stride, p.k_col) = check_heads(gpu, op, "k", &k, rows, s.kv_heads, s.head_dim)?;
-        (p.v_stride, p.v_col) = check_heads(gpu, op, "v", &v, rows, s.kv_heads, s.head_dim)?;
-        gpu.check_binding(op, "o", &o, 4 * rows * s.heads as u64 * s.head_dim as u64)?;
-        gpu.check_binding(op, "lse", &lse, 4 * rows * s.heads as u64)?;
+        let [q, k, v] = check_qkv(op, &mut p, &x, ["k", "v"], [rows; 2])?;
         let params = gpu.uniform(op, &p);
-        let bindings = [
-            params.as_entire_binding(),
-            q.data.binding(),
-            k.data.binding(),
-            v.data.binding(),
-            o.binding(),
-            lse.binding(),
+        let binds = [
+            (&params).into(),
+            q,
+            k,
+            v,
+            o.needs(4 * rows * s.heads as u64 * s.head_dim as u64),
+            lse.needs(4 * rows * s.heads as u64),
         ];
         kernels
             .forward
-            .dispatch(gpu, &bindings, gpu.grid_groups(op, groups)?)
+            .dispatch(gpu, op, &binds, gpu.grid_groups(op, groups)?)
     }
 
     /// One generation step: `o[b] = attention(q[b], cache rows 0..L of b)`.
@@ -320,39 +324,15 @@ impl Attention {
     pub fn decode(&self, gpu: &Gpu, s: DecodeShape, x: Qkv, o: BufferRange) -> Result<Dispatch> {
         let op = "attention_decode";
         let kernels = self.family(op, s.head_dim)?;
-        let Qkv {
-            q,
-            k: k_cache,
-            v: v_cache,
-        } = x;
         let mut p = decode_params(op, s)?;
-        let cache_rows = s.batch as u64 * s.max_len as u64;
-        (p.q_stride, p.q_col) = check_heads(gpu, op, "q", &q, s.batch as u64, s.heads, s.head_dim)?;
-        (p.k_stride, p.k_col) = check_heads(
-            gpu, op, "k_cache", &k_cache, cache_rows, s.kv_heads, s.head_dim,
-        )?;
-        (p.v_stride, p.v_col) = check_heads(
-            gpu, op, "v_cache", &v_cache, cache_rows, s.kv_heads, s.head_dim,
-        )?;
-        gpu.check_binding(
-            op,
-            "o",
-            &o,
-            4 * s.batch as u64 * s.heads as u64 * s.head_dim as u64,
-        )?;
+        let (batch, cache_rows) = (s.batch as u64, s.batch as u64 * s.max_len as u64);
+        let kv = ["k_cache", "v_cache"];
+        let [q, k, v] = check_qkv(op, &mut p, &x, kv, [batch, cache_rows])?;
         let params = gpu.uniform(op, &p);
-        let bindings = [
-            params.as_entire_binding(),
-            q.data.binding(),
-            k_cache.data.binding(),
-            v_cache.data.binding(),
-            o.binding(),
-        ];
-        kernels.decode.dispatch(
-            gpu,
-            &bindings,
-            gpu.grid_groups(op, s.batch as u64 * s.heads as u64)?,
-        )
+        let o = o.needs(4 * batch * s.heads as u64 * s.head_dim as u64);
+        let binds = [(&params).into(), q, k, v, o];
+        let grid = gpu.grid_groups(op, batch * s.heads as u64)?;
+        kernels.decode.dispatch(gpu, op, &binds, grid)
     }
 
     /// Writes the new tokens' k and v (row b of each view) into row L − 1
@@ -372,32 +352,21 @@ impl Attention {
         let kernels = self.family(op, s.head_dim)?;
         let mut p = decode_params(op, s)?;
         let batch = s.batch as u64;
-        (p.k_stride, p.k_col) = check_heads(gpu, op, "k", &k, batch, s.kv_heads, s.head_dim)?;
-        (p.v_stride, p.v_col) = check_heads(gpu, op, "v", &v, batch, s.kv_heads, s.head_dim)?;
+        (p.k_stride, p.k_col) = check_heads(op, "k", &k, s.kv_heads, s.head_dim)?;
+        (p.v_stride, p.v_col) = check_heads(op, "v", &v, s.kv_heads, s.head_dim)?;
         let width = s.kv_heads as u64 * s.head_dim as u64;
-        gpu.check_binding(
-            op,
-            "k_cache",
-            &k_cache,
-            4 * batch * s.max_len as u64 * width,
-        )?;
-        gpu.check_binding(
-            op,
-            "v_cache",
-            &v_cache,
-            4 * batch * s.max_len as u64 * width,
-        )?;
+        let cache_bytes = 4 * batch * s.max_len as u64 * width;
         let params = gpu.uniform(op, &p);
-        let bindings = [
-            params.as_entire_binding(),
-            k.data.binding(),
-            v.data.binding(),
-            k_cache.binding(),
-            v_cache.binding(),
+        let binds = [
+            (&params).into(),
+            k.needs(batch),
+            v.needs(batch),
+            k_cache.needs(cache_bytes),
+            v_cache.needs(cache_bytes),
         ];
         kernels
             .kv_append
-            .dispatch(gpu, &bindings, gpu.grid_1d(op, batch * width / 4)?)
+            .dispatch(gpu, op, &binds, gpu.grid_1d(op, batch * width / 4)?)
     }
 
     /// dQ, dK and dV (written, not accumulated), in two dispatches to record
@@ -417,11 +386,8 @@ impl Attention {
             * s.batch as u64;
         let rows = s.rows();
         let (hdh, kvdh) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
-        let Qkv { q, k, v } = g.qkv;
-        (p.q_stride, p.q_col) = check_heads(gpu, op, "q", &q, rows, s.heads, s.head_dim)?;
-        (p.k_stride, p.k_col) = check_heads(gpu, op, "k", &k, rows, s.kv_heads, s.head_dim)?;
-        (p.v_stride, p.v_col) = check_heads(gpu, op, "v", &v, rows, s.kv_heads, s.head_dim)?;
-        (p.dq_stride, p.dq_col) = check_heads(gpu, op, "dq", &g.dq, rows, s.heads, s.head_dim)?;
+        let [q, k, v] = check_qkv(op, &mut p, &g.qkv, ["k", "v"], [rows; 2])?;
+        (p.dq_stride, p.dq_col) = check_heads(op, "dq", &g.dq, s.heads, s.head_dim)?;
         let dkv = g.dkv;
         let dk = Heads {
             data: dkv.data,
@@ -433,8 +399,8 @@ impl Attention {
             row_stride: dkv.row_stride,
             col: dkv.v_col,
         };
-        (p.dkv_stride, p.dk_col) = check_heads(gpu, op, "dk", &dk, rows, s.kv_heads, s.head_dim)?;
-        p.dv_col = check_heads(gpu, op, "dv", &dv, rows, s.kv_heads, s.head_dim)?.1;
+        (p.dkv_stride, p.dk_col) = check_heads(op, "dk", &dk, s.kv_heads, s.head_dim)?;
+        p.dv_col = check_heads(op, "dv", &dv, s.kv_heads, s.head_dim)?.1;
         if dkv.k_col.abs_diff(dkv.v_col) < kvdh {
             return Err(Error::shape(
                 op,
@@ -443,42 +409,30 @@ impl Attention {
                 format!("{} and {}", dkv.k_col, dkv.v_col),
             ));
         }
-        gpu.check_binding(op, "o", &g.o, 4 * rows * hdh as u64)?;
-        gpu.check_binding(op, "d_o", &g.d_o, 4 * rows * hdh as u64)?;
-        gpu.check_binding(op, "lse", &g.lse, 4 * rows * s.heads as u64)?;
-        gpu.check_binding(op, "delta", &g.delta, s.backward_scratch_bytes())?;
         let params = gpu.uniform(op, &p);
-        let u = || params.as_entire_binding();
-        let (q, k, v) = (q.data.binding(), k.data.binding(), v.data.binding());
+        let d_o = g.d_o.needs(4 * rows * hdh as u64);
+        let lse = g.lse.needs(4 * rows * s.heads as u64);
+        let delta = g.delta.needs(s.backward_scratch_bytes());
         let dq = kernels.backward_dq.dispatch(
             gpu,
+            op,
             &[
-                u(),
-                q.clone(),
-                k.clone(),
-                v.clone(),
-                g.o.binding(),
-                g.d_o.binding(),
-                g.lse.binding(),
-                g.dq.data.binding(),
-                g.delta.binding(),
-            ],
-            gpu.grid_groups(op, dq_groups)?,
-        )?;
-        let dkv = kernels.backward_dkv.dispatch(
-            gpu,
-            &[
-                u(),
+                (&params).into(),
                 q,
                 k,
                 v,
-                g.d_o.binding(),
-                g.lse.binding(),
-                g.delta.binding(),
-                dkv.data.binding(),
+                g.o.needs(4 * rows * hdh as u64),
+                d_o,
+                lse,
+                g.dq.needs(rows),
+                delta,
             ],
-            gpu.grid_groups(op, dkv_groups)?,
+            gpu.grid_groups(op, dq_groups)?,
         )?;
+        // dk and dv are column ranges of one binding, dkv, checked once
+        let binds = [(&params).into(), q, k, v, d_o, lse, delta, dk.needs(rows)];
+        let grid = gpu.grid_groups(op, dkv_groups)?;
+        let dkv = kernels.backward_dkv.dispatch(gpu, op, &binds, grid)?;
         Ok([dq, dkv])
     }
 }
@@ -567,14 +521,28 @@ fn decode_params(op: &'static str, s: DecodeShape) -> Result<Params> {
     })
 }
 
-/// Checks that `heads` heads fit in each row of `x` and that `rows` rows
-/// are bound; returns (row_stride, col).
+/// Checks the views of `x` (k and v named `kv`), setting their row strides
+/// and columns in `p`; returns their bindings, of `rows` q rows and k and
+/// v rows.
+fn check_qkv<'a>(
+    op: &'static str,
+    p: &mut Params,
+    x: &Qkv<'a>,
+    kv: [&'static str; 2],
+    [q_rows, kv_rows]: [u64; 2],
+) -> Result<[Bind<'a>; 3]> {
+    (p.q_stride, p.q_col) = check_heads(op, "q", &x.q, p.heads, p.head_dim)?;
+    (p.k_stride, p.k_col) = check_heads(op, kv[0], &x.k, p.kv_heads, p.head_dim)?;
+    (p.v_stride, p.v_col) = check_heads(op, kv[1], &x.v, p.kv_heads, p.head_dim)?;
+    Ok([x.q.needs(q_rows), x.k.needs(kv_rows), x.v.needs(kv_rows)])
+}
+
+/// Checks that `heads` heads fit in each row of `x` (its binding is checked
+/// by the dispatch, [`Heads::needs`]); returns (row_stride, col).
 pub(super) fn check_heads(
-    gpu: &Gpu,
     op: &'static str,
     what: &'static str,
     x: &Heads,
-    rows: u64,
     heads: u32,
     head_dim: u32,
 ) -> Result<(u32, u32)> {
@@ -595,6 +563,5 @@ pub(super) fn check_heads(
             format!("up to column {width}"),
         ));
     }
-    gpu.check_binding(op, what, &x.data, 4 * rows * x.row_stride as u64)?;
     Ok((x.row_stride, x.col))
 }

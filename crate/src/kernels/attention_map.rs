@@ -13,11 +13,11 @@ use super::attention::{
 const MAP: KernelDesc = KernelDesc {
     entry: "attention_map",
     slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(1),      // q: [B·T, q_stride] f32, rotated
-        Slot::Read(2),      // k: [B·T, k_stride] f32, rotated
-        Slot::Read(5),      // lse: [B·T, H] f32, the forward's
-        Slot::ReadWrite(6), // probs: [B, H, T, T] f32, written
+        Slot::Uniform(0),            // params
+        Slot::Read(1, "q"),          // [B·T, q_stride] f32, rotated
+        Slot::Read(2, "k"),          // [B·T, k_stride] f32, rotated
+        Slot::Read(5, "lse"),        // [B·T, H] f32, the forward's
+        Slot::ReadWrite(6, "probs"), // [B, H, T, T] f32, written
     ],
 };
 
@@ -74,19 +74,17 @@ impl AttentionMap {
                 ))
             })?;
         let rows = s.rows();
-        (p.q_stride, p.q_col) = check_heads(gpu, op, "q", &q, rows, s.heads, s.head_dim)?;
-        (p.k_stride, p.k_col) = check_heads(gpu, op, "k", &k, rows, s.kv_heads, s.head_dim)?;
-        gpu.check_binding(op, "lse", &lse, 4 * rows * s.heads as u64)?;
+        (p.q_stride, p.q_col) = check_heads(op, "q", &q, s.heads, s.head_dim)?;
+        (p.k_stride, p.k_col) = check_heads(op, "k", &k, s.kv_heads, s.head_dim)?;
         let entries = rows * s.heads as u64 * s.seq_len as u64;
-        gpu.check_binding(op, "probs", &probs, 4 * entries)?;
         let params = gpu.uniform(op, &p);
-        let bindings = [
-            params.as_entire_binding(),
-            q.data.binding(),
-            k.data.binding(),
-            lse.binding(),
-            probs.binding(),
+        let binds = [
+            (&params).into(),
+            q.needs(rows),
+            k.needs(rows),
+            lse.needs(4 * rows * s.heads as u64),
+            probs.needs(4 * entries),
         ];
-        kernel.dispatch(gpu, &bindings, gpu.grid_1d(op, entries)?)
+        kernel.dispatch(gpu, op, &binds, gpu.grid_1d(op, entries)?)
     }
 }

@@ -20,27 +20,27 @@ struct Params {
 const F32_TO_F16: KernelDesc = KernelDesc {
     entry: "cast_f32_to_f16",
     slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(1),      // src_f32: [n] f32
-        Slot::ReadWrite(2), // dst_h: [ceil(n/2)] half2
+        Slot::Uniform(0),          // params
+        Slot::Read(1, "src"),      // src_f32: [n] f32
+        Slot::ReadWrite(2, "dst"), // dst_h: [ceil(n/2)] half2
     ],
 };
 const F16_TO_F32: KernelDesc = KernelDesc {
     entry: "cast_f16_to_f32",
     slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(1),      // src_h: [ceil(n/2)] half2
-        Slot::ReadWrite(2), // dst_f32: [n] f32
+        Slot::Uniform(0),          // params
+        Slot::Read(1, "src"),      // src_h: [ceil(n/2)] half2
+        Slot::ReadWrite(2, "dst"), // dst_f32: [n] f32
     ],
 };
 
 const SIMULATE: KernelDesc = KernelDesc {
     entry: "simulate_precision",
     slots: &[
-        Slot::Uniform(0),   // sim: n, mode
-        Slot::Read(1),      // sim_src: [n] f32
-        Slot::ReadWrite(2), // sim_dst: [n] f32
-        Slot::ReadWrite(3), // sim_counts: [2] u32 (clamped or saturated, flushed to zero)
+        Slot::Uniform(0),             // sim: n, mode
+        Slot::Read(1, "src"),         // sim_src: [n] f32
+        Slot::ReadWrite(2, "dst"),    // sim_dst: [n] f32
+        Slot::ReadWrite(3, "counts"), // sim_counts: [2] u32 (clamped or saturated, flushed to zero)
     ],
 };
 
@@ -89,12 +89,14 @@ impl Cast {
         n: u32,
     ) -> Result<Dispatch> {
         let op = "cast_f32_to_f16";
-        gpu.check_binding(op, "src", &src, 4 * n as u64)?;
-        gpu.check_binding(op, "dst", &dst, f16_bytes(n as u64))?;
         let params = gpu.uniform(op, &Params { n, _pad: [0; 3] });
-        let bindings = [params.as_entire_binding(), src.binding(), dst.binding()];
+        let binds = [
+            (&params).into(),
+            src.needs(4 * n as u64),
+            dst.needs(f16_bytes(n as u64)),
+        ];
         self.f32_to_f16
-            .dispatch(gpu, &bindings, gpu.grid_1d(op, (n as u64).div_ceil(2))?)
+            .dispatch(gpu, op, &binds, gpu.grid_1d(op, (n as u64).div_ceil(2))?)
     }
 
     /// `dst[..n] = f32(src[..n])`, one invocation per element.
@@ -106,12 +108,14 @@ impl Cast {
         n: u32,
     ) -> Result<Dispatch> {
         let op = "cast_f16_to_f32";
-        gpu.check_binding(op, "src", &src, f16_bytes(n as u64))?;
-        gpu.check_binding(op, "dst", &dst, 4 * n as u64)?;
         let params = gpu.uniform(op, &Params { n, _pad: [0; 3] });
-        let bindings = [params.as_entire_binding(), src.binding(), dst.binding()];
+        let binds = [
+            (&params).into(),
+            src.needs(f16_bytes(n as u64)),
+            dst.needs(4 * n as u64),
+        ];
         self.f16_to_f32
-            .dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
+            .dispatch(gpu, op, &binds, gpu.grid_1d(op, n as u64)?)
     }
 
     /// `dst[..n] = q(src[..n])`; adds to `counts` (2 u32, zeroed by the
@@ -126,9 +130,6 @@ impl Cast {
         n: u32,
     ) -> Result<Dispatch> {
         let op = "simulate_precision";
-        gpu.check_binding(op, "src", &src, 4 * n as u64)?;
-        gpu.check_binding(op, "dst", &dst, 4 * n as u64)?;
-        gpu.check_binding(op, "counts", &counts, 8)?;
         let mode = match q {
             Quantizer::Q115 => 0,
             Quantizer::Sf16Matmul => 1,
@@ -142,13 +143,13 @@ impl Cast {
                 _pad: [0; 2],
             },
         );
-        let bindings = [
-            params.as_entire_binding(),
-            src.binding(),
-            dst.binding(),
-            counts.binding(),
+        let binds = [
+            (&params).into(),
+            src.needs(4 * n as u64),
+            dst.needs(4 * n as u64),
+            counts.needs(8),
         ];
         self.simulate
-            .dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?)
+            .dispatch(gpu, op, &binds, gpu.grid_1d(op, n as u64)?)
     }
 }

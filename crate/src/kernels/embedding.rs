@@ -26,11 +26,11 @@ struct Params {
 }
 
 const LOOKUP_SLOTS: &[Slot] = &[
-    Slot::Uniform(0),   // params
-    Slot::Read(1),      // tokens: [S] u32
-    Slot::Read(2),      // table: [V, D] f32, or table_h: [V, D] f16
-    Slot::ReadWrite(3), // out: [S, D] f32
-    Slot::ReadWrite(4), // bad_tokens: atomic u32, += tokens >= V
+    Slot::Uniform(0),                 // params
+    Slot::Read(1, "tokens"),          // [S] u32
+    Slot::Read(2, "table"),           // [V, D] f32, or table_h: [V, D] f16
+    Slot::ReadWrite(3, "out"),        // [S, D] f32
+    Slot::ReadWrite(4, "bad_tokens"), // atomic u32, += tokens >= V
     Slot::BoundaryCounts,
 ];
 const LOOKUP: KernelDesc = KernelDesc {
@@ -44,10 +44,10 @@ const LOOKUP_W16: KernelDesc = KernelDesc {
 const BACKWARD_SORTED: KernelDesc = KernelDesc {
     entry: "embed_backward_sorted",
     slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(1),      // runs: [3S + 2] u32, TokenRuns::to_words
-        Slot::Read(2),      // dout: [S, D] f32
-        Slot::ReadWrite(3), // dtable: [V, D] f32, accumulated
+        Slot::Uniform(0),             // params
+        Slot::Read(1, "index"),       // runs: [3S + 2] u32, TokenRuns::to_words
+        Slot::Read(2, "dout"),        // [S, D] f32
+        Slot::ReadWrite(3, "dtable"), // [V, D] f32, accumulated
     ],
 };
 
@@ -81,23 +81,19 @@ impl Embedding {
     ) -> Result<Dispatch> {
         let op = "embed_lookup";
         let (s, d, v) = (shape.tokens as u64, shape.d as u64, shape.vocab as u64);
-        gpu.check_binding(op, "tokens", &tokens, 4 * s)?;
-        gpu.check_binding(op, "table", &table.range(), table.bytes(v * d))?;
-        gpu.check_binding(op, "out", &out, 4 * s * d)?;
-        gpu.check_binding(op, "bad_tokens", &bad_tokens, 4)?;
         let kernel = match table.is_f16() {
             false => &self.lookup,
             true => &self.lookup_w16,
         };
         let params = gpu.uniform(op, &params(shape));
-        let bindings = [
-            params.as_entire_binding(),
-            tokens.binding(),
-            table.range().binding(),
-            out.binding(),
-            bad_tokens.binding(),
+        let binds = [
+            (&params).into(),
+            tokens.needs(4 * s),
+            table.range().needs(table.bytes(v * d)),
+            out.needs(4 * s * d),
+            bad_tokens.needs(4),
         ];
-        kernel.dispatch(gpu, &bindings, gpu.grid_1d(op, s * d)?)
+        kernel.dispatch(gpu, op, &binds, gpu.grid_1d(op, s * d)?)
     }
 
     /// `dtable[t] += Σ dout[s]` over the positions s of each token t of
@@ -116,18 +112,15 @@ impl Embedding {
     ) -> Result<Dispatch> {
         let op = "embed_backward_sorted";
         let (s, d, v) = (shape.tokens as u64, shape.d as u64, shape.vocab as u64);
-        gpu.check_binding(op, "index", &index, 4 * TokenRuns::words(shape.tokens))?;
-        gpu.check_binding(op, "dout", &dout, 4 * s * d)?;
-        gpu.check_binding(op, "dtable", &dtable, 4 * v * d)?;
         let params = gpu.uniform(op, &params(shape));
-        let bindings = [
-            params.as_entire_binding(),
-            index.binding(),
-            dout.binding(),
-            dtable.binding(),
+        let binds = [
+            (&params).into(),
+            index.needs(4 * TokenRuns::words(shape.tokens)),
+            dout.needs(4 * s * d),
+            dtable.needs(4 * v * d),
         ];
         self.backward_sorted
-            .dispatch(gpu, &bindings, gpu.grid_1d(op, s * d)?)
+            .dispatch(gpu, op, &binds, gpu.grid_1d(op, s * d)?)
     }
 }
 

@@ -23,10 +23,10 @@ struct Params {
 const LOG2: KernelDesc = KernelDesc {
     entry: "log2_histogram",
     slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(1),      // x: [n] f32
-        Slot::ReadWrite(2), // counts: [BINS] u32, accumulated
-        Slot::ReadWrite(3), // sums: [Histogram::groups(n)] f32, sums of squares
+        Slot::Uniform(0),             // params
+        Slot::Read(1, "x"),           // [n] f32
+        Slot::ReadWrite(2, "counts"), // [BINS] u32, accumulated
+        Slot::ReadWrite(3, "sums"),   // [Histogram::groups(n)] f32, sums of squares
     ],
 };
 
@@ -58,18 +58,15 @@ impl Histogram {
     ) -> Result<Dispatch> {
         let op = "log2_histogram";
         let n32 = u32::try_from(n).map_err(|_| Error::shape(op, "n", "below 2^32", n))?;
-        gpu.check_binding(op, "x", &x, 4 * n)?;
-        gpu.check_binding(op, "counts", &counts, 4 * BINS as u64)?;
         let groups = Self::groups(n);
-        gpu.check_binding(op, "sums", &sums, 4 * groups)?;
         let params = gpu.uniform(op, &Params { n: n32 });
-        let bindings = [
-            params.as_entire_binding(),
-            x.binding(),
-            counts.binding(),
-            sums.binding(),
+        let binds = [
+            (&params).into(),
+            x.needs(4 * n),
+            counts.needs(4 * BINS as u64),
+            sums.needs(4 * groups),
         ];
         self.log2
-            .dispatch(gpu, &bindings, gpu.grid_groups(op, groups)?)
+            .dispatch(gpu, op, &binds, gpu.grid_groups(op, groups)?)
     }
 }

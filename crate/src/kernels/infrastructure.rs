@@ -18,39 +18,39 @@ struct Params {
 const FILL: KernelDesc = KernelDesc {
     entry: "fill",
     slots: &[
-        Slot::Uniform(0),   // params
-        Slot::ReadWrite(2), // y: [n] f32
+        Slot::Uniform(0),        // params
+        Slot::ReadWrite(2, "y"), // [n] f32
     ],
 };
 const SCALE: KernelDesc = KernelDesc {
     entry: "scale",
     slots: &[
-        Slot::Uniform(0),   // params
-        Slot::ReadWrite(2), // y: [n] f32, scaled in place
+        Slot::Uniform(0),        // params
+        Slot::ReadWrite(2, "y"), // [n] f32, scaled in place
     ],
 };
 const AXPY: KernelDesc = KernelDesc {
     entry: "axpy",
     slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(1),      // x: [n] f32
-        Slot::ReadWrite(2), // y: [n] f32, accumulated in place
+        Slot::Uniform(0),        // params
+        Slot::Read(1, "x"),      // [n] f32
+        Slot::ReadWrite(2, "y"), // [n] f32, accumulated in place
     ],
 };
 const COPY: KernelDesc = KernelDesc {
     entry: "copy",
     slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(1),      // x: [n] f32
-        Slot::ReadWrite(2), // y: [n] f32
+        Slot::Uniform(0),        // params
+        Slot::Read(1, "x"),      // [n] f32
+        Slot::ReadWrite(2, "y"), // [n] f32
     ],
 };
 const COPY_WORDS: KernelDesc = KernelDesc {
     entry: "copy_words",
     slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(3),      // x_words: [n] vec4<f32>
-        Slot::ReadWrite(4), // y_words: [n] vec4<f32>
+        Slot::Uniform(0),        // params
+        Slot::Read(3, "x"),      // x_words: [n] vec4<f32>
+        Slot::ReadWrite(4, "y"), // y_words: [n] vec4<f32>
     ],
 };
 
@@ -77,38 +77,20 @@ impl Infrastructure {
 
     /// `y[..n] = value`
     pub fn fill(&self, gpu: &Gpu, y: BufferRange, n: u32, value: f32) -> Result<Dispatch> {
-        gpu.check_binding("fill", "y", &y, 4 * n as u64)?;
-        let params = gpu.uniform(
-            "fill",
-            &Params {
-                n,
-                alpha: value,
-                _pad: [0; 2],
-            },
-        );
-        self.fill.dispatch(
-            gpu,
-            &[params.as_entire_binding(), y.binding()],
-            gpu.grid_1d("fill", n as u64)?,
-        )
+        let op = "fill";
+        let params = params(gpu, op, n, value);
+        let binds = [(&params).into(), y.needs(4 * n as u64)];
+        self.fill
+            .dispatch(gpu, op, &binds, gpu.grid_1d(op, n as u64)?)
     }
 
     /// `y[..n] *= alpha`
     pub fn scale(&self, gpu: &Gpu, y: BufferRange, n: u32, alpha: f32) -> Result<Dispatch> {
-        gpu.check_binding("scale", "y", &y, 4 * n as u64)?;
-        let params = gpu.uniform(
-            "scale",
-            &Params {
-                n,
-                alpha,
-                _pad: [0; 2],
-            },
-        );
-        self.scale.dispatch(
-            gpu,
-            &[params.as_entire_binding(), y.binding()],
-            gpu.grid_1d("scale", n as u64)?,
-        )
+        let op = "scale";
+        let params = params(gpu, op, n, alpha);
+        let binds = [(&params).into(), y.needs(4 * n as u64)];
+        self.scale
+            .dispatch(gpu, op, &binds, gpu.grid_1d(op, n as u64)?)
     }
 
     /// `y[..n] += alpha * x[..n]`, one rounding per element (fused multiply-add).
@@ -120,36 +102,28 @@ impl Infrastructure {
         n: u32,
         alpha: f32,
     ) -> Result<Dispatch> {
-        gpu.check_binding("axpy", "x", &x, 4 * n as u64)?;
-        gpu.check_binding("axpy", "y", &y, 4 * n as u64)?;
-        let params = gpu.uniform(
-            "axpy",
-            &Params {
-                n,
-                alpha,
-                _pad: [0; 2],
-            },
-        );
-        let bindings = [params.as_entire_binding(), x.binding(), y.binding()];
+        let op = "axpy";
+        let params = params(gpu, op, n, alpha);
+        let binds = [
+            (&params).into(),
+            x.needs(4 * n as u64),
+            y.needs(4 * n as u64),
+        ];
         self.axpy
-            .dispatch(gpu, &bindings, gpu.grid_1d("axpy", n as u64)?)
+            .dispatch(gpu, op, &binds, gpu.grid_1d(op, n as u64)?)
     }
 
     /// `y[..n] = x[..n]`
     pub fn copy(&self, gpu: &Gpu, x: BufferRange, y: BufferRange, n: u32) -> Result<Dispatch> {
-        gpu.check_binding("copy", "x", &x, 4 * n as u64)?;
-        gpu.check_binding("copy", "y", &y, 4 * n as u64)?;
-        let params = gpu.uniform(
-            "copy",
-            &Params {
-                n,
-                alpha: 0.0,
-                _pad: [0; 2],
-            },
-        );
-        let bindings = [params.as_entire_binding(), x.binding(), y.binding()];
+        let op = "copy";
+        let params = params(gpu, op, n, 0.0);
+        let binds = [
+            (&params).into(),
+            x.needs(4 * n as u64),
+            y.needs(4 * n as u64),
+        ];
         self.copy
-            .dispatch(gpu, &bindings, gpu.grid_1d("copy", n as u64)?)
+            .dispatch(gpu, op, &binds, gpu.grid_1d(op, n as u64)?)
     }
 
     /// `y[..4·words] = x[..4·words]`, 16 bytes per invocation.
@@ -160,18 +134,17 @@ impl Infrastructure {
         y: BufferRange,
         words: u32,
     ) -> Result<Dispatch> {
-        gpu.check_binding("copy_words", "x", &x, 16 * words as u64)?;
-        gpu.check_binding("copy_words", "y", &y, 16 * words as u64)?;
-        let params = gpu.uniform(
-            "copy_words",
-            &Params {
-                n: words,
-                alpha: 0.0,
-                _pad: [0; 2],
-            },
-        );
-        let bindings = [params.as_entire_binding(), x.binding(), y.binding()];
+        let op = "copy_words";
+        let params = params(gpu, op, words, 0.0);
+        let bytes = 16 * words as u64;
+        let binds = [(&params).into(), x.needs(bytes), y.needs(bytes)];
         self.copy_words
-            .dispatch(gpu, &bindings, gpu.grid_1d("copy_words", words as u64)?)
+            .dispatch(gpu, op, &binds, gpu.grid_1d(op, words as u64)?)
     }
+}
+
+/// The params uniform of `n` elements (or words) and `alpha`.
+fn params(gpu: &Gpu, op: &'static str, n: u32, alpha: f32) -> wgpu::Buffer {
+    let _pad = [0; 2];
+    gpu.uniform(op, &Params { n, alpha, _pad })
 }

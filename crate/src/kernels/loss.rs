@@ -116,20 +116,20 @@ struct Params {
 const CROSS_ENTROPY: KernelDesc = KernelDesc {
     entry: "cross_entropy_forward_backward",
     slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(1),      // targets: [R] u32
-        Slot::ReadWrite(2), // logits: [R, V] f32, overwritten by dlogits · grad_scale
-        Slot::ReadWrite(3), // losses: [R] f32
-        Slot::ReadWrite(4), // lse: [R] f32, saved log-sum-exp
+        Slot::Uniform(0),             // params
+        Slot::Read(1, "targets"),     // [R] u32
+        Slot::ReadWrite(2, "logits"), // [R, V] f32, overwritten by dlogits · grad_scale
+        Slot::ReadWrite(3, "losses"), // [R] f32
+        Slot::ReadWrite(4, "lse"),    // [R] f32, saved log-sum-exp
     ],
 };
 const LOSS_SUM: KernelDesc = KernelDesc {
     entry: "loss_sum",
     slots: &[
-        Slot::Uniform(0),   // params (rows, vocab, ignore_index)
-        Slot::Read(1),      // targets: [R] u32
-        Slot::Read(2),      // losses: [R] f32
-        Slot::ReadWrite(3), // totals: LossTotals (16 bytes)
+        Slot::Uniform(0),             // params (rows, vocab, ignore_index)
+        Slot::Read(1, "targets"),     // [R] u32
+        Slot::Read(2, "losses"),      // [R] f32
+        Slot::ReadWrite(3, "totals"), // LossTotals (16 bytes)
     ],
 };
 
@@ -180,19 +180,15 @@ impl Loss {
         let op = "cross_entropy_forward_backward";
         check_settings(op, ce)?;
         let rows = ce.rows as u64;
-        gpu.check_binding(op, "targets", &targets, 4 * rows)?;
-        gpu.check_binding(op, "logits", &logits, 4 * rows * ce.vocab as u64)?;
-        gpu.check_binding(op, "losses", &losses, 4 * rows)?;
-        gpu.check_binding(op, "lse", &lse, 4 * rows)?;
-        let bindings = [
-            params.as_entire_binding(),
-            targets.binding(),
-            logits.binding(),
-            losses.binding(),
-            lse.binding(),
+        let binds = [
+            params.into(),
+            targets.needs(4 * rows),
+            logits.needs(4 * rows * ce.vocab as u64),
+            losses.needs(4 * rows),
+            lse.needs(4 * rows),
         ];
         self.cross_entropy
-            .dispatch(gpu, &bindings, gpu.grid_groups(op, rows)?)
+            .dispatch(gpu, op, &binds, gpu.grid_groups(op, rows)?)
     }
 
     /// [`LossTotals`] of the per-row `losses`, in one workgroup.
@@ -207,18 +203,15 @@ impl Loss {
         let op = "loss_sum";
         check_settings(op, ce)?;
         let rows = ce.rows as u64;
-        gpu.check_binding(op, "targets", &targets, 4 * rows)?;
-        gpu.check_binding(op, "losses", &losses, 4 * rows)?;
-        gpu.check_binding(op, "totals", &totals, size_of::<LossTotals>() as u64)?;
         let params = gpu.uniform(op, &ce.params());
-        let bindings = [
-            params.as_entire_binding(),
-            targets.binding(),
-            losses.binding(),
-            totals.binding(),
+        let binds = [
+            (&params).into(),
+            targets.needs(4 * rows),
+            losses.needs(4 * rows),
+            totals.needs(size_of::<LossTotals>() as u64),
         ];
         self.loss_sum
-            .dispatch(gpu, &bindings, gpu.grid_groups(op, 1)?)
+            .dispatch(gpu, op, &binds, gpu.grid_groups(op, 1)?)
     }
 }
 

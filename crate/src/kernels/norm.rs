@@ -38,21 +38,21 @@ struct Params {
 }
 
 const FORWARD_SLOTS: &[Slot] = &[
-    Slot::Uniform(0),   // params
-    Slot::Read(1),      // x: [R, D] f32
-    Slot::Read(2),      // gain: [D] f32, or gain_h: [D] f16
-    Slot::ReadWrite(3), // y: [R, D] f32
-    Slot::ReadWrite(4), // rrms: [R] f32, saved for backward
+    Slot::Uniform(0),           // params
+    Slot::Read(1, "x"),         // [R, D] f32
+    Slot::Read(2, "gain"),      // [D] f32, or gain_h: [D] f16
+    Slot::ReadWrite(3, "y"),    // [R, D] f32
+    Slot::ReadWrite(4, "rrms"), // [R] f32, saved for backward
     Slot::BoundaryCounts,
 ];
 const BACKWARD_SLOTS: &[Slot] = &[
-    Slot::Uniform(0),   // params
-    Slot::Read(1),      // x: [R, D] f32
-    Slot::Read(2),      // gain: [D] f32, or gain_h: [D] f16
-    Slot::Read(3),      // rrms_saved: [R] f32
-    Slot::Read(4),      // dy: [R, D] f32
-    Slot::ReadWrite(5), // dx: [R, D] f32, accumulated
-    Slot::ReadWrite(6), // partials: [⌈R/8⌉, D] f32 scratch, dgain's
+    Slot::Uniform(0),              // params
+    Slot::Read(1, "x"),            // [R, D] f32
+    Slot::Read(2, "gain"),         // [D] f32, or gain_h: [D] f16
+    Slot::Read(3, "rrms"),         // rrms_saved: [R] f32
+    Slot::Read(4, "dy"),           // [R, D] f32
+    Slot::ReadWrite(5, "dx"),      // [R, D] f32, accumulated
+    Slot::ReadWrite(6, "scratch"), // partials: [⌈R/8⌉, D] f32, dgain's
 ];
 const FORWARD: KernelDesc = KernelDesc {
     entry: "rmsnorm_forward",
@@ -73,9 +73,9 @@ const BACKWARD_W16: KernelDesc = KernelDesc {
 const DGAIN_FINISH: KernelDesc = KernelDesc {
     entry: "rmsnorm_dgain_finish",
     slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(1),      // partials_in: [⌈R/8⌉, D] f32
-        Slot::ReadWrite(2), // dgain: [D] f32, accumulated
+        Slot::Uniform(0),            // params
+        Slot::Read(1, "scratch"),    // partials_in: [⌈R/8⌉, D] f32
+        Slot::ReadWrite(2, "dgain"), // [D] f32, accumulated
     ],
 };
 
@@ -130,58 +130,49 @@ impl RmsNorm {
     ) -> Result<Dispatch> {
         let op = "rmsnorm_forward";
         let (r, d) = (shape.rows as u64, shape.d as u64);
-        gpu.check_binding(op, "x", &x, 4 * r * d)?;
-        gpu.check_binding(op, "gain", &gain.range(), gain.bytes(d))?;
-        gpu.check_binding(op, "y", &y, 4 * r * d)?;
-        gpu.check_binding(op, "rrms", &rrms, 4 * r)?;
         let kernel = match gain.is_f16() {
             false => &self.forward,
             true => &self.forward_w16,
         };
         let params = gpu.uniform(op, &params(shape));
-        let bindings = [
-            params.as_entire_binding(),
-            x.binding(),
-            gain.range().binding(),
-            y.binding(),
-            rrms.binding(),
+        let binds = [
+            (&params).into(),
+            x.needs(4 * r * d),
+            gain.range().needs(gain.bytes(d)),
+            y.needs(4 * r * d),
+            rrms.needs(4 * r),
         ];
-        kernel.dispatch(gpu, &bindings, gpu.grid_groups(op, r.div_ceil(ROWS))?)
+        kernel.dispatch(gpu, op, &binds, gpu.grid_groups(op, r.div_ceil(ROWS))?)
     }
 
     /// dx and dgain, in two dispatches to record in order.
     pub fn backward(&self, gpu: &Gpu, shape: NormShape, b: &NormBackward) -> Result<[Dispatch; 2]> {
         let op = "rmsnorm_backward";
         let (r, d) = (shape.rows as u64, shape.d as u64);
-        gpu.check_binding(op, "x", &b.x, 4 * r * d)?;
-        gpu.check_binding(op, "gain", &b.gain.range(), b.gain.bytes(d))?;
-        gpu.check_binding(op, "rrms", &b.rrms, 4 * r)?;
-        gpu.check_binding(op, "dy", &b.dy, 4 * r * d)?;
-        gpu.check_binding(op, "dx", &b.dx, 4 * r * d)?;
-        gpu.check_binding(op, "dgain", &b.dgain, 4 * d)?;
-        gpu.check_binding(op, "scratch", &b.scratch, shape.backward_scratch_bytes())?;
         let kernel = match b.gain.is_f16() {
             false => &self.backward,
             true => &self.backward_w16,
         };
         let params = gpu.uniform(op, &params(shape));
-        let p = || params.as_entire_binding();
+        let scratch = b.scratch.needs(shape.backward_scratch_bytes());
         let dx_and_partials = kernel.dispatch(
             gpu,
+            op,
             &[
-                p(),
-                b.x.binding(),
-                b.gain.range().binding(),
-                b.rrms.binding(),
-                b.dy.binding(),
-                b.dx.binding(),
-                b.scratch.binding(),
+                (&params).into(),
+                b.x.needs(4 * r * d),
+                b.gain.range().needs(b.gain.bytes(d)),
+                b.rrms.needs(4 * r),
+                b.dy.needs(4 * r * d),
+                b.dx.needs(4 * r * d),
+                scratch,
             ],
             gpu.grid_groups(op, r.div_ceil(ROWS))?,
         )?;
         let finish = self.dgain_finish.dispatch(
             gpu,
-            &[p(), b.scratch.binding(), b.dgain.binding()],
+            op,
+            &[(&params).into(), scratch, b.dgain.needs(4 * d)],
             gpu.grid_groups(op, d.div_ceil(FINISH_COLUMNS))?,
         )?;
         Ok([dx_and_partials, finish])

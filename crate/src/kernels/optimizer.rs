@@ -5,7 +5,9 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::error::{Error, Result};
-use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_kernels, f16_bytes};
+use crate::gpu::{
+    Bind, BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_kernels, f16_bytes,
+};
 pub use crate::ops::adam::AdamHyper;
 use crate::ops::adam::Int8Maps;
 use crate::shaders::OPTIMIZER;
@@ -49,6 +51,9 @@ pub struct GradStats {
     /// weights and moments untouched, gradients zeroed.
     pub skip: u32,
 }
+
+/// Bytes of the [`GradStats`] the update kernels read.
+const STATS_BYTES: u64 = size_of::<GradStats>() as u64;
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -117,28 +122,28 @@ impl AdamHyper {
 const REDUCE: KernelDesc = KernelDesc {
     entry: "reduce_norm_sq",
     slots: &[
-        Slot::Uniform(0),   // reduce_params
-        Slot::Read(1),      // grads_in: [n] f32
-        Slot::ReadWrite(2), // partials: [G total] (Σg², non-finite)
+        Slot::Uniform(0),               // reduce_params
+        Slot::Read(1, "grads"),         // grads_in: [n] f32
+        Slot::ReadWrite(2, "partials"), // [G total] (Σg², non-finite)
     ],
 };
 const FINALIZE: KernelDesc = KernelDesc {
     entry: "finalize_grad_stats",
     slots: &[
-        Slot::Uniform(0),   // finalize_params
-        Slot::Read(1),      // partials_in: [G total]
-        Slot::Read(2),      // loss_in: LossTotals, the step's loss
-        Slot::ReadWrite(3), // stats_out: GradStats
+        Slot::Uniform(0),            // finalize_params
+        Slot::Read(1, "partials"),   // partials_in: [G total]
+        Slot::Read(2, "loss"),       // loss_in: LossTotals, the step's loss
+        Slot::ReadWrite(3, "stats"), // stats_out: GradStats
     ],
 };
 const UPDATE_SLOTS: [Slot; 7] = [
-    Slot::Uniform(0),   // adam: AdamBlock
-    Slot::Uniform(1),   // adam_step: AdamStep
-    Slot::Read(2),      // stats: GradStats
-    Slot::ReadWrite(3), // weights: [n] f32
-    Slot::ReadWrite(4), // grads: [n] f32, zeroed
-    Slot::ReadWrite(5), // moment1: [n] f32
-    Slot::ReadWrite(6), // moment2: [n] f32
+    Slot::Uniform(0),              // adam: AdamBlock
+    Slot::Uniform(1),              // adam_step: AdamStep
+    Slot::Read(2, "stats"),        // GradStats
+    Slot::ReadWrite(3, "weights"), // [n] f32
+    Slot::ReadWrite(4, "grads"),   // [n] f32, zeroed
+    Slot::ReadWrite(5, "moment1"), // [n] f32
+    Slot::ReadWrite(6, "moment2"), // [n] f32
 ];
 const UPDATE: KernelDesc = KernelDesc {
     entry: "adamw_update",
@@ -154,7 +159,7 @@ const UPDATE_F16: KernelDesc = KernelDesc {
         UPDATE_SLOTS[4],
         UPDATE_SLOTS[5],
         UPDATE_SLOTS[6],
-        Slot::ReadWrite(7), // mirror: [n] f16
+        Slot::ReadWrite(7, "mirror"), // [n] f16
     ],
 };
 
@@ -162,13 +167,13 @@ const UPDATE_8BIT_SLOTS: [Slot; 10] = [
     UPDATE_SLOTS[0],
     UPDATE_SLOTS[1],
     UPDATE_SLOTS[2],
-    Slot::Read(10), // code_tables: [1024] f32, values of m and v, then their steps
+    Slot::Read(10, "code_tables"), // [1024] f32, values of m and v, then their steps
     UPDATE_SLOTS[3],
     UPDATE_SLOTS[4],
-    Slot::ReadWrite(5), // m_codes: [⌈n/4⌉] u32, 4 bytes of m
-    Slot::ReadWrite(6), // v_codes: [⌈n/4⌉] u32, 4 bytes of v
-    Slot::ReadWrite(7), // m_scales: [⌈n/256⌉] f32
-    Slot::ReadWrite(8), // v_scales: [⌈n/256⌉] f32
+    Slot::ReadWrite(5, "m_codes"),  // [⌈n/4⌉] u32, 4 bytes of m
+    Slot::ReadWrite(6, "v_codes"),  // [⌈n/4⌉] u32, 4 bytes of v
+    Slot::ReadWrite(7, "m_scales"), // [⌈n/256⌉] f32
+    Slot::ReadWrite(8, "v_scales"), // [⌈n/256⌉] f32
 ];
 const UPDATE_8BIT: KernelDesc = KernelDesc {
     entry: "adamw_8bit_update",
@@ -187,7 +192,7 @@ const UPDATE_8BIT_F16: KernelDesc = KernelDesc {
         UPDATE_8BIT_SLOTS[7],
         UPDATE_8BIT_SLOTS[8],
         UPDATE_8BIT_SLOTS[9],
-        Slot::ReadWrite(9), // q_mirror: [n] f16
+        Slot::ReadWrite(9, "mirror"), // q_mirror: [n] f16
     ],
 };
 
@@ -273,13 +278,6 @@ impl Optimizer {
     ) -> Result<Dispatch> {
         let op = "reduce_norm_sq";
         let groups = partials_for(n as u64);
-        gpu.check_binding(op, "grads", &grads, 4 * n as u64)?;
-        gpu.check_binding(
-            op,
-            "partials",
-            &partials,
-            8 * (partial_offset as u64 + groups),
-        )?;
         let params = gpu.uniform(
             op,
             &ReduceParams {
@@ -288,15 +286,13 @@ impl Optimizer {
                 _pad: [0; 2],
             },
         );
-        self.reduce.dispatch(
-            gpu,
-            &[
-                params.as_entire_binding(),
-                grads.binding(),
-                partials.binding(),
-            ],
-            gpu.grid_groups(op, groups)?,
-        )
+        let binds = [
+            (&params).into(),
+            grads.needs(4 * n as u64),
+            partials.needs(8 * (partial_offset as u64 + groups)),
+        ];
+        self.reduce
+            .dispatch(gpu, op, &binds, gpu.grid_groups(op, groups)?)
     }
 
     /// The step's [`GradStats`] from all `partials` and the step's `loss`
@@ -311,9 +307,6 @@ impl Optimizer {
         stats: BufferRange,
     ) -> Result<Dispatch> {
         let op = "finalize_grad_stats";
-        gpu.check_binding(op, "partials", &partials, 8 * count as u64)?;
-        gpu.check_binding(op, "loss", &loss, 16)?;
-        gpu.check_binding(op, "stats", &stats, size_of::<GradStats>() as u64)?;
         let params = gpu.uniform(
             op,
             &FinalizeParams {
@@ -322,14 +315,14 @@ impl Optimizer {
                 _pad: [0; 2],
             },
         );
-        let bindings = [
-            params.as_entire_binding(),
-            partials.binding(),
-            loss.binding(),
-            stats.binding(),
+        let binds = [
+            (&params).into(),
+            partials.needs(8 * count as u64),
+            loss.needs(16),
+            stats.needs(STATS_BYTES),
         ];
         self.finalize
-            .dispatch(gpu, &bindings, gpu.grid_groups(op, 1)?)
+            .dispatch(gpu, op, &binds, gpu.grid_groups(op, 1)?)
     }
 
     /// The uniform every update dispatch reads the step's values from;
@@ -369,34 +362,24 @@ impl Optimizer {
     ) -> Result<Dispatch> {
         let op = "adamw_update";
         let bytes = 4 * n as u64;
-        gpu.check_binding(op, "stats", &stats, size_of::<GradStats>() as u64)?;
-        for (what, r) in [
-            ("weights", &b.weights),
-            ("grads", &b.grads),
-            ("moment1", &b.moment1),
-            ("moment2", &b.moment2),
-        ] {
-            gpu.check_binding(op, what, r, bytes)?;
-        }
         let params = gpu.uniform(op, &hyper.block(n, decays));
-        let mut bindings = vec![
-            params.as_entire_binding(),
-            step.as_entire_binding(),
-            stats.binding(),
-            b.weights.binding(),
-            b.grads.binding(),
-            b.moment1.binding(),
-            b.moment2.binding(),
+        let mut binds: Vec<Bind> = vec![
+            (&params).into(),
+            step.into(),
+            stats.needs(STATS_BYTES),
+            b.weights.needs(bytes),
+            b.grads.needs(bytes),
+            b.moment1.needs(bytes),
+            b.moment2.needs(bytes),
         ];
         match b.mirror {
             None => self
                 .update
-                .dispatch(gpu, &bindings, gpu.grid_1d(op, n as u64)?),
+                .dispatch(gpu, op, &binds, gpu.grid_1d(op, n as u64)?),
             Some(mirror) => {
-                gpu.check_binding(op, "mirror", &mirror, f16_bytes(n as u64))?;
-                bindings.push(mirror.binding());
-                self.update_f16
-                    .dispatch(gpu, &bindings, gpu.grid_1d(op, (n as u64).div_ceil(2))?)
+                binds.push(mirror.needs(f16_bytes(n as u64)));
+                let grid = gpu.grid_1d(op, (n as u64).div_ceil(2))?;
+                self.update_f16.dispatch(gpu, op, &binds, grid)
             }
         }
     }
@@ -417,33 +400,26 @@ impl Optimizer {
     ) -> Result<Dispatch> {
         let op = "adamw_8bit_update";
         let (n64, words) = (n as u64, (n as u64).div_ceil(4));
-        gpu.check_binding(op, "stats", &stats, size_of::<GradStats>() as u64)?;
-        gpu.check_binding(op, "weights", &b.weights, 4 * n64)?;
-        gpu.check_binding(op, "grads", &b.grads, 4 * n64)?;
-        gpu.check_binding(op, "m_codes", &b.m_codes, int8_state_bytes(n64))?;
-        gpu.check_binding(op, "v_codes", &b.v_codes, int8_state_bytes(n64))?;
-        gpu.check_binding(op, "m_scales", &b.m_scales, int8_scale_bytes(n64))?;
-        gpu.check_binding(op, "v_scales", &b.v_scales, int8_scale_bytes(n64))?;
         let params = gpu.uniform(op, &hyper.block(n, decays));
-        let mut bindings = vec![
-            params.as_entire_binding(),
-            step.as_entire_binding(),
-            stats.binding(),
-            self.code_tables.as_entire_binding(),
-            b.weights.binding(),
-            b.grads.binding(),
-            b.m_codes.binding(),
-            b.v_codes.binding(),
-            b.m_scales.binding(),
-            b.v_scales.binding(),
+        let mut binds: Vec<Bind> = vec![
+            (&params).into(),
+            step.into(),
+            stats.needs(STATS_BYTES),
+            // the tables `new` uploaded, bound whole (its check always passes)
+            (&self.code_tables).into(),
+            b.weights.needs(4 * n64),
+            b.grads.needs(4 * n64),
+            b.m_codes.needs(int8_state_bytes(n64)),
+            b.v_codes.needs(int8_state_bytes(n64)),
+            b.m_scales.needs(int8_scale_bytes(n64)),
+            b.v_scales.needs(int8_scale_bytes(n64)),
         ];
         let grid = gpu.grid_1d(op, words)?;
         match b.mirror {
-            None => self.update_8bit.dispatch(gpu, &bindings, grid),
+            None => self.update_8bit.dispatch(gpu, op, &binds, grid),
             Some(mirror) => {
-                gpu.check_binding(op, "mirror", &mirror, f16_bytes(n64))?;
-                bindings.push(mirror.binding());
-                self.update_8bit_f16.dispatch(gpu, &bindings, grid)
+                binds.push(mirror.needs(f16_bytes(n64)));
+                self.update_8bit_f16.dispatch(gpu, op, &binds, grid)
             }
         }
     }

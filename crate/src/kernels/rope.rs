@@ -17,9 +17,9 @@ struct Params {
 }
 
 const SLOTS: &[Slot] = &[
-    Slot::Uniform(0),   // params
-    Slot::Read(1),      // inv_freq: [Dh/2] f32
-    Slot::ReadWrite(2), // x: [R, row_stride] f32, rotated in place
+    Slot::Uniform(0),          // params
+    Slot::Read(1, "inv_freq"), // [Dh/2] f32
+    Slot::ReadWrite(2, "x"),   // [R, row_stride] f32, rotated in place
 ];
 const FORWARD: KernelDesc = KernelDesc {
     entry: "rope_forward",
@@ -98,14 +98,13 @@ impl Rope {
                 limit: MAX_POSITION as u64,
             });
         }
-        gpu.check_binding(op, "inv_freq", &inv_freq, 4 * (s.head_dim as u64 / 2))?;
-        gpu.check_binding(op, "x", &x, 4 * s.rows as u64 * s.row_stride as u64)?;
         let params = gpu.uniform(op, &Params { shape: s, _pad: 0 });
         let pairs = s.rows as u64 * s.heads as u64 * (s.head_dim as u64 / 2);
-        kernel.dispatch(
-            gpu,
-            &[params.as_entire_binding(), inv_freq.binding(), x.binding()],
-            gpu.grid_1d(op, pairs)?,
-        )
+        let binds = [
+            (&params).into(),
+            inv_freq.needs(4 * (s.head_dim as u64 / 2)),
+            x.needs(4 * s.rows as u64 * s.row_stride as u64),
+        ];
+        kernel.dispatch(gpu, op, &binds, gpu.grid_1d(op, pairs)?)
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gpu::{BufferRange, Dispatch, Gpu, Grid, Kernel, KernelDesc, Slot, build_kernels};
 use crate::shaders::LINEAR_FP8;
 
@@ -77,9 +77,9 @@ struct Params {
 const QUANTIZE: KernelDesc = KernelDesc {
     entry: "fp8_quantize",
     slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(1),      // x: [rows, cols]
-        Slot::ReadWrite(2), // y: [rows, cols], E4M3 values × their scales
+        Slot::Uniform(0),        // params
+        Slot::Read(1, "x"),      // [rows, cols]
+        Slot::ReadWrite(2, "y"), // [rows, cols], E4M3 values × their scales
         Slot::BoundaryCounts,
     ],
 };
@@ -114,8 +114,18 @@ impl Fp8 {
         })
     }
 
-    /// A scratch buffer for `side` of at least `bytes`.
+    /// A scratch buffer for `side` of at least `bytes`, never grown past
+    /// what one binding may hold (a product binds it whole).
     pub fn scratch(&self, gpu: &Gpu, side: Side, bytes: u64) -> Result<wgpu::Buffer> {
+        let limit = gpu.limits.max_storage_buffer_binding_size;
+        if bytes > limit {
+            return Err(Error::Limit {
+                op: "fp8_quantize",
+                what: "scratch".into(),
+                needed: bytes,
+                limit,
+            });
+        }
         let mut slot = self.scratch[side as usize]
             .lock()
             .unwrap_or_else(|p| p.into_inner());
@@ -142,8 +152,6 @@ impl Fp8 {
     ) -> Result<Dispatch> {
         let op = "fp8_quantize";
         let bytes = 4 * o.rows as u64 * o.cols as u64;
-        gpu.check_binding(op, "x", &x, bytes)?;
-        gpu.check_binding(op, "y", &y, bytes)?;
         let [tile_rows, tile_cols, lane_cols, region_rows, region_cols] = tiles.geometry();
         let p = Params {
             rows: o.rows,
@@ -163,7 +171,7 @@ impl Fp8 {
         };
         let max = gpu.limits.max_compute_workgroups_per_dimension;
         if grid.x > max || grid.y > max {
-            return Err(crate::error::Error::Limit {
+            return Err(Error::Limit {
                 op,
                 what: "regions per dimension".into(),
                 needed: grid.x.max(grid.y) as u64,
@@ -171,10 +179,7 @@ impl Fp8 {
             });
         }
         let params = gpu.uniform(op, &p);
-        self.kernel.dispatch(
-            gpu,
-            &[params.as_entire_binding(), x.binding(), y.binding()],
-            grid,
-        )
+        let binds = [(&params).into(), x.needs(bytes), y.needs(bytes)];
+        self.kernel.dispatch(gpu, op, &binds, grid)
     }
 }

@@ -5,7 +5,7 @@ use bytemuck::{Pod, Zeroable};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::gpu::{Dispatch, Gpu, Grid, Kernel, KernelDesc, Slot, build_variant_kernels};
+use crate::gpu::{Bind, Dispatch, Gpu, Grid, Kernel, KernelDesc, Slot, build_variant_kernels};
 use crate::shaders::{LINEAR, LINEAR_B16, LINEAR_B32, Module};
 
 /// Which operand is contiguous along K: one compiled layout per product.
@@ -205,37 +205,46 @@ impl Params {
     }
 }
 
-const STORE: KernelDesc = KernelDesc {
-    entry: "matmul",
-    slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(1),      // a: A
-        Slot::Read(2),      // b: B, f32 or f16 (prelude)
-        Slot::ReadWrite(4), // c: [M, N]
-        Slot::BoundaryCounts,
-    ],
-};
+/// The slots of `matmul` and `matmul_accumulate`, named as a layout's
+/// product names its operands.
+macro_rules! slots {
+    ($a:literal, $b:literal, $c:literal) => {
+        &[
+            Slot::Uniform(0),       // params
+            Slot::Read(1, $a),      // a: A
+            Slot::Read(2, $b),      // b: B, f32 or f16 (prelude)
+            Slot::ReadWrite(4, $c), // c: [M, N], stored or accumulated
+            Slot::BoundaryCounts,
+        ]
+    };
+}
+const FORWARD_SLOTS: &[Slot] = slots!("x", "w", "y");
+const DX_SLOTS: &[Slot] = slots!("dy", "w", "dx");
+const DW_SLOTS: &[Slot] = slots!("dy", "x", "dw");
+/// The forward's `Y = R + X·Wᵀ`.
 const ADD: KernelDesc = KernelDesc {
     entry: "matmul_add",
     slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(1),      // a
-        Slot::Read(2),      // b
-        Slot::Read(3),      // residual: [M, N]
-        Slot::ReadWrite(4), // c: [M, N]
+        Slot::Uniform(0),          // params
+        Slot::Read(1, "x"),        // a
+        Slot::Read(2, "w"),        // b
+        Slot::Read(3, "residual"), // [M, N]
+        Slot::ReadWrite(4, "y"),   // c: [M, N]
         Slot::BoundaryCounts,
     ],
 };
-const ACCUMULATE: KernelDesc = KernelDesc {
-    entry: "matmul_accumulate",
-    slots: &[
-        Slot::Uniform(0),   // params
-        Slot::Read(1),      // a
-        Slot::Read(2),      // b
-        Slot::ReadWrite(4), // c: [M, N], accumulated
-        Slot::BoundaryCounts,
-    ],
-};
+
+impl Layout {
+    /// `entry`'s kernel (`matmul` or `matmul_accumulate`) in this layout.
+    fn desc(self, entry: &'static str) -> KernelDesc {
+        let slots = match self {
+            Layout::Forward => FORWARD_SLOTS,
+            Layout::Dx => DX_SLOTS,
+            Layout::Dw => DW_SLOTS,
+        };
+        KernelDesc { entry, slots }
+    }
+}
 
 /// What a product does with C.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -304,24 +313,25 @@ impl GemmModule {
             file: LINEAR,
         };
         let constants = variant.constants(layout);
+        let (store, accumulate) = (layout.desc("matmul"), layout.desc("matmul_accumulate"));
         let (store, add, accumulate) = match layout {
             _ if accumulate_only => {
-                let [c] = build_variant_kernels(gpu, module, &constants, [ACCUMULATE]).await?;
+                let [c] = build_variant_kernels(gpu, module, &constants, [accumulate]).await?;
                 (None, None, Some(c))
             }
             Layout::Forward => {
                 let [s, a, c] =
-                    build_variant_kernels(gpu, module, &constants, [STORE, ADD, ACCUMULATE])
+                    build_variant_kernels(gpu, module, &constants, [store, ADD, accumulate])
                         .await?;
                 (Some(s), Some(a), Some(c))
             }
             Layout::Dx => {
                 let [s, c] =
-                    build_variant_kernels(gpu, module, &constants, [STORE, ACCUMULATE]).await?;
+                    build_variant_kernels(gpu, module, &constants, [store, accumulate]).await?;
                 (Some(s), None, Some(c))
             }
             Layout::Dw => {
-                let [c] = build_variant_kernels(gpu, module, &constants, [ACCUMULATE]).await?;
+                let [c] = build_variant_kernels(gpu, module, &constants, [accumulate]).await?;
                 (None, None, Some(c))
             }
         };
@@ -335,14 +345,15 @@ impl GemmModule {
         })
     }
 
-    /// One dispatch over the tiles of C, params first, then the buffers the
-    /// epilogue's kernel binds.
+    /// One dispatch over the tiles of C: `buffers` are what the epilogue's
+    /// kernel binds after the params (checked as `op`'s).
     pub fn launch(
         &self,
         gpu: &Gpu,
+        op: &'static str,
         epilogue: Epilogue,
         p: Params,
-        buffers: &[wgpu::BindingResource],
+        buffers: &[Bind],
     ) -> Result<Dispatch> {
         let kernel = match epilogue {
             Epilogue::Store => &self.store,
@@ -370,10 +381,10 @@ impl GemmModule {
             });
         }
         let params = gpu.uniform(kernel.entry, &p);
-        let bindings: Vec<wgpu::BindingResource> = std::iter::once(params.as_entire_binding())
-            .chain(buffers.iter().cloned())
+        let binds: Vec<Bind> = std::iter::once((&params).into())
+            .chain(buffers.iter().copied())
             .collect();
-        kernel.dispatch(gpu, &bindings, grid)
+        kernel.dispatch(gpu, op, &binds, grid)
     }
 }
 

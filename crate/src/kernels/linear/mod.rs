@@ -191,44 +191,35 @@ impl Linear {
         let op = "linear_forward";
         s.check_parts(op)?;
         let (rows, d_in, d_out) = (s.rows as u64, s.d_in as u64, s.d_out as u64);
-        gpu.check_binding(op, "x", &x, 4 * rows * d_in)?;
-        gpu.check_binding(op, "w", &w.range(), w.bytes(d_out * d_in))?;
         let mut d = Vec::new();
+        // fp8: the quantizing pre-pass checks x; the product binds its scratch
         let xq = self.fp8_operands(
             gpu,
             &mut d,
             (x, Tiles::Rows, Operand::plain(s.rows, s.d_in)),
             &w,
         )?;
-        let x = xq.as_ref().map_or(x, BufferRange::from);
+        let x = xq
+            .as_ref()
+            .map_or(x, BufferRange::from)
+            .needs(4 * rows * d_in);
         let key = GemmKey::new(Layout::Forward, storage(&w), s.rows, s.d_out, s.d_in);
         let site = match out {
             Output::Accumulate(_) => SITE_NONE,
             Output::Store(_) | Output::AddTo { .. } => SITE_PROJECTION,
         };
         let p = Params::of(&key, site);
-        let module = self.module(key)?;
-        let (x, w) = (x.binding(), w.range().binding());
-        d.push(match out {
-            Output::Store(y) => {
-                gpu.check_binding(op, "y", &y, 4 * rows * d_out)?;
-                module.launch(gpu, Epilogue::Store, p, &[x, w, y.binding()])?
-            }
-            Output::AddTo { residual, y } => {
-                gpu.check_binding(op, "residual", &residual, 4 * rows * d_out)?;
-                gpu.check_binding(op, "y", &y, 4 * rows * d_out)?;
-                module.launch(
-                    gpu,
-                    Epilogue::Add,
-                    p,
-                    &[x, w, residual.binding(), y.binding()],
-                )?
-            }
-            Output::Accumulate(y) => {
-                gpu.check_binding(op, "y", &y, 4 * rows * d_out)?;
-                module.launch(gpu, Epilogue::Accumulate, p, &[x, w, y.binding()])?
-            }
-        });
+        let w = w.range().needs(w.bytes(d_out * d_in));
+        let y_bytes = 4 * rows * d_out;
+        let (epilogue, binds) = match out {
+            Output::Store(y) => (Epilogue::Store, vec![x, w, y.needs(y_bytes)]),
+            Output::AddTo { residual, y } => (
+                Epilogue::Add,
+                vec![x, w, residual.needs(y_bytes), y.needs(y_bytes)],
+            ),
+            Output::Accumulate(y) => (Epilogue::Accumulate, vec![x, w, y.needs(y_bytes)]),
+        };
+        d.push(self.module(key)?.launch(gpu, op, epilogue, p, &binds)?);
         Ok(d)
     }
 
@@ -245,8 +236,6 @@ impl Linear {
         let op = "linear_backward_input";
         s.check_parts(op)?;
         let (rows, d_in, d_out) = (s.rows as u64, s.d_in as u64, s.d_out as u64);
-        gpu.check_binding(op, "dy", &dy, 4 * rows * d_out)?;
-        gpu.check_binding(op, "w", &w.range(), w.bytes(d_out * d_in))?;
         let (epilogue, dx) = match dx {
             Output::Store(dx) => (Epilogue::Store, dx),
             Output::Accumulate(dx) => (Epilogue::Accumulate, dx),
@@ -254,7 +243,6 @@ impl Linear {
                 return Err(Error::shape(op, "dx", "Store or Accumulate", "AddTo"));
             }
         };
-        gpu.check_binding(op, "dx", &dx, 4 * rows * d_in)?;
         let mut d = Vec::new();
         let dy_operand = Operand {
             col_parts: s.parts,
@@ -264,12 +252,12 @@ impl Linear {
         let dy = dyq.as_ref().map_or(dy, BufferRange::from);
         let key = GemmKey::new(Layout::Dx, storage(&w), s.rows, s.d_in, s.d_out);
         let p = Params::of(&key, SITE_NONE);
-        d.push(self.module(key)?.launch(
-            gpu,
-            epilogue,
-            p,
-            &[dy.binding(), w.range().binding(), dx.binding()],
-        )?);
+        let binds = [
+            dy.needs(4 * rows * d_out),
+            w.range().needs(w.bytes(d_out * d_in)),
+            dx.needs(4 * rows * d_in),
+        ];
+        d.push(self.module(key)?.launch(gpu, op, epilogue, p, &binds)?);
         Ok(d)
     }
 
@@ -284,9 +272,6 @@ impl Linear {
     ) -> Result<Vec<Dispatch>> {
         let op = "linear_backward_weight";
         let (rows, d_in, d_out) = (s.rows as u64, s.d_in as u64, s.d_out as u64);
-        gpu.check_binding(op, "dy", &dy, 4 * rows * d_out)?;
-        gpu.check_binding(op, "x", &x, 4 * rows * d_in)?;
-        gpu.check_binding(op, "dw", &dw, 4 * d_out * d_in)?;
         let mut d = Vec::new();
         // fp8: both along the batch's rows, 128 rows by 1 column
         let quantized = match &self.fp8 {
@@ -311,12 +296,13 @@ impl Linear {
         };
         let key = GemmKey::new(Layout::Dw, BStorage::F32, s.d_out, s.d_in, s.rows);
         let p = Params::of(&key, SITE_NONE);
-        d.push(self.module(key)?.launch(
-            gpu,
-            Epilogue::Accumulate,
-            p,
-            &[dy.binding(), x.binding(), dw.binding()],
-        )?);
+        let binds = [
+            dy.needs(4 * rows * d_out),
+            x.needs(4 * rows * d_in),
+            dw.needs(4 * d_out * d_in),
+        ];
+        let module = self.module(key)?;
+        d.push(module.launch(gpu, op, Epilogue::Accumulate, p, &binds)?);
         Ok(d)
     }
 
