@@ -1,18 +1,17 @@
-// The presets' and tasks' runs as Rust defines them (the worker's
-// `run.defaults` and `task.defaults`), asked once each, and what sets a run apart from
-// them: the runs table (www/runs.js) lists a run's differences, the URL
-// (www/url-settings.js) carries the form's.
+// The presets' and tasks' runs and the settings of a run as Rust defines
+// them (the worker's `run.defaults`, `task.defaults` and `run.settings`),
+// asked once each, and what sets a run apart from them: the runs table
+// (www/runs.js) lists a run's differences, the URL (www/url-settings.js)
+// carries the form's. The form's inputs take their ranges from the settings.
 
 import { $ } from './dom.js';
 
 let worker;
 const asked = new Map();
 
-/// The RunSpec fields a run's config holds, besides its model and mode.
-export const SETTINGS = ['batch', 'seq', 'lr', 'warmup', 'steps', 'minLrRatio', 'weightDecay', 'clip', 'beta1', 'beta2', 'eps', 'seed'];
-
 export function initDefaults(w) {
   worker = w;
+  runSettings().catch(() => {}); // the inputs' ranges, early; a failure is asked again
 }
 
 /// The presets the Setup form offers (custom aside).
@@ -33,6 +32,30 @@ function once(type, payload) {
   }
   return asked.get(key);
 }
+
+/// The input of a RunSpec field, if the form has one: its id is the field
+/// in kebab case (`weightDecay`: `weight-decay`).
+export const inputOf = (field) => $(field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`));
+
+/// Every setting of a run (Rust's run::settings): [{field, kind, group,
+/// min?, max?, choices?, help}]; the form's number inputs take their
+/// ranges and help from it.
+export async function runSettings() {
+  const settings = await once('run.settings', {});
+  for (const s of settings) {
+    const input = inputOf(s.field);
+    if (!input || input.tagName !== 'INPUT') continue;
+    if (s.min !== undefined) input.min = s.min;
+    if (s.max !== undefined) input.max = s.max;
+    input.step = s.kind === 'int' ? '1' : 'any';
+    input.title = s.help;
+  }
+  return settings;
+}
+
+/// The RunSpec fields a run's config holds, besides its model and mode.
+export const configSettings = async () => (await runSettings())
+  .filter((s) => s.group !== 'mode' && s.group !== 'data').map((s) => s.field);
 
 /// `preset`'s RunSpec.
 export const presetDefaults = (preset) => once('run.defaults', { preset });

@@ -13,7 +13,7 @@
 import { $, el, num, count } from './dom.js';
 import { modeLabel } from './state.js';
 import * as charts from './charts.js';
-import { SETTINGS, baseOf, specOf, differences, sameModel } from './defaults.js';
+import { configSettings, baseOf, specOf, differences, sameModel } from './defaults.js';
 import { taskLabel } from './tasks.js';
 
 const STORE = 'webtrain.runs';
@@ -69,7 +69,7 @@ async function describe(row, info) {
     const { model } = info.config;
     const { preset, defaults } = await baseOf(model, info.task);
     row.model = info.task && sameModel(defaults.model, model) ? `${info.task.name}'s` : preset === 'custom' ? sizes(model) : preset;
-    row.settings = differences(specOf(info.config), defaults, SETTINGS);
+    row.settings = differences(specOf(info.config), defaults, await configSettings());
   } catch {
     row.model = sizes(info.config.model); // no defaults to compare with: the sizes say what it is
   }

@@ -8,25 +8,18 @@
 
 import { $ } from './dom.js';
 import { state, subscribe } from './state.js';
-import { firstPreset, presetDefaults, taskDefaults } from './defaults.js';
+import { firstPreset, inputOf, presetDefaults, runSettings, taskDefaults } from './defaults.js';
 
-/// [name in the address, the input's id, its RunSpec field (null: the
-/// input's own default)]; a field the form lacks is left out.
-const FIELDS = [
-  ['batch', 'batch', 'batch'],
-  ['seq', 'seq', 'seq'],
-  ['precision', 'precision', 'precision'],
-  ['optimState', 'optim-state', 'optimState'],
-  ['lr', 'lr', 'lr'],
-  ['warmup', 'warmup', 'warmup'],
-  ['steps', 'steps', 'steps'],
-  ['weightDecay', 'weight-decay', 'weightDecay'],
-  ['valEvery', 'val-every', null],
-];
+/// [name in the address, the input, its RunSpec field (null: the input's
+/// own default)]: every run setting the form has (Rust's run::settings, in
+/// its order), and how often to validate, which is the page's own.
+async function fields() {
+  const settings = (await runSettings()).map((s) => [s.field, inputOf(s.field), s.field]);
+  return [...settings, ['valEvery', $('val-every'), null]].filter(([, input]) => input);
+}
 /// A defaults fill that never comes (the worker failed) stops waiting.
 const FILL_WAIT_MS = 30_000;
 
-const fields = () => FIELDS.filter(([, id]) => $(id));
 /// A custom model's sizes, named by their Hugging Face fields.
 const modelInputs = () => [...document.querySelectorAll('#custom-fields [data-field]')];
 const optionInputs = () => [...document.querySelectorAll('#task-options [data-option]')];
@@ -84,9 +77,11 @@ async function write() {
   const task = state.task;
   let base;
   let plain;
+  let settings;
   try {
     base = await (task ? taskDefaults(task) : presetDefaults(preset === 'custom' ? firstPreset() : preset));
     plain = task && await taskDefaults({ name: task.name });
+    settings = await fields();
   } catch {
     return; // no defaults to compare with: the address stays as it was
   }
@@ -98,8 +93,7 @@ async function write() {
   } else if (preset !== firstPreset()) {
     q.set('preset', preset);
   }
-  for (const [name, id, field] of fields()) {
-    const input = $(id);
+  for (const [name, input, field] of settings) {
     if (!same(input.value, field ? base[field] : input.defaultValue)) q.set(name, input.value);
   }
   if (preset === 'custom') {
@@ -163,9 +157,9 @@ async function apply(params, filled) {
       if (preset !== 'custom') await fill; // custom keeps the sizes there are
     }
   }
-  for (const [name, id] of fields()) {
+  for (const [name, input] of await fields()) {
     const raw = take(name);
-    if (raw !== undefined) put($(id), name, raw);
+    if (raw !== undefined) put(input, name, raw);
   }
   const custom = $('preset').value === 'custom';
   for (const input of modelInputs()) {

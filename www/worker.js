@@ -9,6 +9,7 @@
 //   corpus.files                    [{name, bytes}]
 //   tokenizer.train {vocab}         {vocab_size, fingerprint, tokens}; progress: fraction
 //   run.defaults {preset}           spec: what a run of the preset starts from (Rust's RunSpec::preset)
+//   run.settings                    [{field, kind, group, min?, max?, choices?, help}]: every setting (run::settings)
 //   tasks                           [{name, title, summary, options: [{name, summary, default, min, max}]}]
 //   task.defaults {name, options?}  spec: the task's preset for those options (a custom model, rows of
 //                                   whole examples; `task` with every option set)
@@ -60,7 +61,7 @@ import { unzipSync, zipSync } from 'fflate';
 import { isModelFile, modelFolder } from './hf-folder.js';
 import { checkCheckpoint, checkModelFiles, checkZip } from './limits.js';
 import { Snapshots } from './snapshots.js';
-import init, { adapterInfo, deviceLost, kernelConfig, planModel, runDefaults, setKernelConfig, taskDefaults, tasks, Data, Trainer } from '../pkg/webtrain.js';
+import init, { adapterInfo, deviceLost, kernelConfig, planModel, runDefaults, runSettings, setKernelConfig, taskDefaults, tasks, Data, Trainer } from '../pkg/webtrain.js';
 
 const ready = init();
 const gpuBuffers = countGpuBuffers();
@@ -259,6 +260,7 @@ const handlers = {
   'tokenizer.train': ({ vocab }, progress) => corpus().trainTokenizer(vocab, (fraction) => progress({ fraction })),
 
   'run.defaults': ({ preset }) => runDefaults(preset),
+  'run.settings': () => runSettings(),
   tasks: () => tasks(),
   'task.defaults': ({ name, options }) => taskDefaults(name, options),
   'model.plan': ({ spec }) => planModel(spec),

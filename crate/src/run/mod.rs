@@ -1,11 +1,12 @@
 //! One training run as both front ends drive it (the page's worker and
 //! `webtrain train` are thin adapters over this): what a new run is made
-//! of and its defaults (`spec`), the token stream it trains on and how a
-//! checkpoint records it (`data`), the batch order, validation, saving and
-//! resuming. So a checkpoint saved by either front end resumes in the
+//! of and its defaults (`spec`), what each setting takes (`settings`), the
+//! token stream it trains on and how a checkpoint records it (`data`), the
+//! batch order, validation, saving and resuming. So a checkpoint saved by either front end resumes in the
 //! other, drawing the batches an uninterrupted run would have drawn.
 
 mod data;
+pub mod settings;
 mod spec;
 
 pub use data::{BUILTIN_CORPUS, DataState, Source};

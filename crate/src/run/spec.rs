@@ -1,6 +1,7 @@
 //! A new run as a person describes it, and the defaults every front end
 //! starts from: the page's form is filled from `RunSpec::preset` (exported
 //! to JS) and sends one back; the CLI's flags change the fields they name.
+//! What each field takes is `settings::SETTINGS`'.
 
 use serde::{Deserialize, Serialize};
 
@@ -28,8 +29,8 @@ pub struct RunSpec {
     pub model: Option<Config>,
     pub batch: u32,
     pub seq: u32,
-    pub precision: String,
-    pub optim_state: String,
+    pub precision: Precision,
+    pub optim_state: OptimState,
     /// Peak learning rate.
     pub lr: f64,
     /// Linear warm-up steps.
@@ -115,8 +116,8 @@ impl RunSpec {
             model: Some(model),
             batch: shape.batch,
             seq: shape.seq,
-            precision: Precision::Fp32.name().into(),
-            optim_state: OptimState::Fp32.name().into(),
+            precision: Precision::Fp32,
+            optim_state: OptimState::Fp32,
             lr,
             warmup: warmup_for(steps),
             steps,
@@ -176,8 +177,11 @@ impl RunSpec {
         }
     }
 
-    /// The run's config, checked: the model's sizes and the batch shape.
+    /// The run's config, checked: every setting, the model's sizes and the
+    /// batch shape.
     pub fn config(&self) -> Result<TrainConfig> {
+        let json = serde_json::to_value(self).map_err(|e| Error::Unsupported(e.to_string()))?;
+        super::settings::check_all(&json)?;
         let model = match (&self.model, self.preset.as_str()) {
             (Some(c), _) => c.clone(),
             (None, "custom") => {
@@ -188,7 +192,7 @@ impl RunSpec {
         model.validate()?;
         self.shape().validate(&model)?;
         let optim = OptimConfig {
-            state: OptimState::parse(&self.optim_state)?,
+            state: self.optim_state,
             schedule: LrSchedule {
                 peak: self.lr,
                 warmup: self.warmup,
@@ -204,7 +208,7 @@ impl RunSpec {
         Ok(TrainConfig {
             model,
             shape: self.shape(),
-            precision: Precision::parse(&self.precision)?,
+            precision: self.precision,
             optim,
             seed: self.seed,
         })

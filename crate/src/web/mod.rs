@@ -79,6 +79,14 @@ pub async fn set_kernel_config(json: String, pinned: bool) -> Result<(), JsError
     Ok(())
 }
 
+/// Every setting of a new run (`run::settings::SETTINGS`): `[{field, kind,
+/// group, min?, max?, choices?, help}]`. The page derives its form's ranges,
+/// its address's fields and the settings runs are compared by from it.
+#[wasm_bindgen(js_name = runSettings)]
+pub fn run_settings() -> Result<JsValue, JsError> {
+    to_js(crate::run::settings::SETTINGS)
+}
+
 fn to_js<T: serde::Serialize + ?Sized>(value: &T) -> Result<JsValue, JsError> {
     value
         .serialize(&serde_wasm_bindgen::Serializer::json_compatible())

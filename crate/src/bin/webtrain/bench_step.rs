@@ -66,8 +66,8 @@ impl Runs<'_> {
                 for &state in self.states {
                     // the preset's run, as the page and `train` start it
                     let spec = RunSpec {
-                        precision: precision.name().into(),
-                        optim_state: state.name().into(),
+                        precision,
+                        optim_state: state,
                         ..RunSpec::preset(preset)?
                     };
                     let config = spec.config()?;

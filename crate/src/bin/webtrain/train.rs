@@ -14,9 +14,10 @@ use webtrain::data::Tokenizer;
 use webtrain::data::tasks::TaskSpec;
 use webtrain::hf::HfModel;
 use webtrain::inspect::Inspector;
-use webtrain::model::{Config, PRESETS};
+use webtrain::model::{Config, PRESETS, Precision};
+use webtrain::optim::OptimState;
 use webtrain::run::{
-    DataState, Run, RunSpec, Source, Text, VALIDATION_BATCHES, Validation, warmup_for,
+    DataState, Run, RunSpec, Source, Text, VALIDATION_BATCHES, Validation, settings, warmup_for,
 };
 use webtrain::train::{StepStats, TrainConfig, Trainer};
 use webtrain::{Error, Gpu, Result};
@@ -80,44 +81,33 @@ pub struct TrainArgs {
     /// --steps to stop early, save with --out and --resume later on the same schedule.
     #[arg(long)]
     schedule_steps: Option<u32>,
-    #[arg(long, default_value = "fp32", value_parser = ["fp32", "f16", "sf16", "sf16-wide-head", "fp8"])]
+    #[arg(long, default_value = "fp32", value_parser = choices("precision"), help = help("precision", None))]
     precision: String,
-    #[arg(long, default_value = "fp32", value_parser = ["fp32", "int8"])]
+    #[arg(long, default_value = "fp32", value_parser = choices("optimState"), help = help("optimState", None))]
     optim_state: String,
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, help = help("seed", None))]
     seed: u64,
-    /// Sequences per batch (default: the preset's).
-    #[arg(long)]
+    #[arg(long, help = help("batch", Some("the preset's")))]
     batch: Option<u32>,
-    /// Tokens per sequence (default: the preset's).
-    #[arg(long)]
+    #[arg(long, help = help("seq", Some("the preset's")))]
     seq: Option<u32>,
-    /// Peak learning rate (default: the preset's; 1e-3 with --from-hf).
-    #[arg(long)]
+    #[arg(long, help = help("lr", Some("the preset's; 1e-3 with --from-hf")))]
     lr: Option<f64>,
-    /// Warm-up steps (default: a tenth of the schedule's steps).
-    #[arg(long)]
+    #[arg(long, help = help("warmup", Some("a tenth of the schedule's steps")))]
     warmup: Option<u32>,
-    /// The cosine's floor, as a fraction of the peak (default 0.1).
-    #[arg(long)]
+    #[arg(long, help = help("minLrRatio", Some("0.1")))]
     min_lr_ratio: Option<f64>,
-    /// Decoupled weight decay of the 2-D weights (default 0.1).
-    #[arg(long)]
+    #[arg(long, help = help("weightDecay", Some("0.1")))]
     weight_decay: Option<f64>,
-    /// Global gradient-norm clip, 0: none (default 1).
-    #[arg(long)]
+    #[arg(long, help = help("clip", Some("1")))]
     clip: Option<f32>,
-    /// AdamW's β1 (default 0.9).
-    #[arg(long)]
+    #[arg(long, help = help("beta1", Some("0.9")))]
     beta1: Option<f64>,
-    /// AdamW's β2 (default 0.95).
-    #[arg(long)]
+    #[arg(long, help = help("beta2", Some("0.95")))]
     beta2: Option<f64>,
-    /// AdamW's ε (default 1e-8).
-    #[arg(long)]
+    #[arg(long, help = help("eps", Some("1e-8")))]
     eps: Option<f64>,
-    /// Share of the tokens held out for validation, the tail (default 0.05).
-    #[arg(long)]
+    #[arg(long, help = help("valFraction", Some("0.05")))]
     val_fraction: Option<f64>,
     /// Evaluate every N steps (0: only at the end).
     #[arg(long, default_value_t = 0)]
@@ -177,6 +167,21 @@ impl TrainArgs {
     }
 }
 
+/// A run setting's help (`run::settings`), and its default where clap
+/// does not show one.
+fn help(field: &str, default: Option<&str>) -> String {
+    let help = settings::setting(field).help;
+    match default {
+        Some(d) => format!("{help} (default: {d})"),
+        None => help.to_string(),
+    }
+}
+
+/// A choice setting's values, as clap offers them.
+fn choices(field: &str) -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(settings::setting(field).choices)
+}
+
 fn task_option(s: &str) -> std::result::Result<(String, u32), String> {
     let (k, v) = s
         .split_once('=')
@@ -208,8 +213,8 @@ fn spec(args: &TrainArgs, hf: Option<&HfModel>) -> Result<RunSpec> {
     };
     spec.steps = args.schedule_steps.unwrap_or(args.steps_to_train());
     spec.warmup = args.warmup.unwrap_or(warmup_for(spec.steps));
-    spec.precision.clone_from(&args.precision);
-    spec.optim_state.clone_from(&args.optim_state);
+    spec.precision = Precision::parse(&args.precision)?;
+    spec.optim_state = OptimState::parse(&args.optim_state)?;
     spec.seed = args.seed;
     spec.batch = args.batch.unwrap_or(spec.batch);
     spec.seq = args.seq.unwrap_or(spec.seq);
@@ -520,3 +525,38 @@ impl Steps<'_> {
 fn json(s: &impl serde::Serialize) -> Result<String> {
     serde_json::to_string(s).map_err(|e| Error::Unsupported(e.to_string()))
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::{Args, Command};
+    use webtrain::run::settings::SETTINGS;
+
+    /// Every run setting is a flag of `train`, named as its field in
+    /// kebab case (the schedule's length is `--schedule-steps`: `--steps`
+    /// counts the steps to train), with the setting's help.
+    #[test]
+    fn every_run_setting_is_a_flag() {
+        let command = super::TrainArgs::augment_args(Command::new("train"));
+        for s in SETTINGS {
+            let flag = match s.field {
+                "steps" => "schedule-steps".to_string(),
+                field => field
+                    .chars()
+                    .flat_map(|c| match c.is_ascii_uppercase() {
+                        true => vec!['-', c.to_ascii_lowercase()],
+                        false => vec![c],
+                    })
+                    .collect(),
+            };
+            let arg = command
+                .get_arguments()
+                .find(|a| a.get_long() == Some(flag.as_str()))
+                .unwrap_or_else(|| panic!("no --{flag} for the run setting {}", s.field));
+            if s.field != "steps" {
+                let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+                assert!(help.starts_with(s.help), "--{flag}: {help:?}");
+            }
+        }
+    }
+}
+

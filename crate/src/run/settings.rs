@@ -1,0 +1,229 @@
+//! Every setting of a new run, once: its `RunSpec` field, kind, range and
+//! help. `RunSpec::config` checks a run against it; the page asks for it
+//! (`runSettings()`) and derives its form's ranges, its address's fields
+//! and the settings a run is compared by; the CLI takes its flags' help
+//! and choices from it, and a test holds its flags to it.
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use Group::{Data, Optimizer, Schedule, Shape};
+use Kind::{Float, Int};
+
+/// What values a setting takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// A whole number.
+    Int,
+    /// Any finite number.
+    Float,
+    /// One of `Setting::choices`.
+    Choice,
+}
+
+/// Which part of a run a setting belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Group {
+    /// The batch's shape.
+    Shape,
+    /// The precision and optimizer-state modes (a running run can switch).
+    Mode,
+    /// The learning-rate schedule.
+    Schedule,
+    /// AdamW's other settings, and the seed.
+    Optimizer,
+    /// How the text is split: fixed by the text, not the run's config.
+    Data,
+}
+
+/// One setting of a new run.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Setting {
+    /// The `RunSpec` field as JSON (and JS) names it.
+    pub field: &'static str,
+    pub kind: Kind,
+    pub group: Group,
+    /// Inclusive bounds, where there are any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+    /// `Kind::Choice`'s values.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub choices: &'static [&'static str],
+    pub help: &'static str,
+}
+
+const fn number(
+    field: &'static str,
+    kind: Kind,
+    group: Group,
+    min: Option<f64>,
+    max: Option<f64>,
+    help: &'static str,
+) -> Setting {
+    Setting {
+        field,
+        kind,
+        group,
+        min,
+        max,
+        choices: &[],
+        help,
+    }
+}
+
+const fn choice(field: &'static str, choices: &'static [&'static str], help: &'static str) -> Setting {
+    Setting {
+        field,
+        kind: Kind::Choice,
+        group: Group::Mode,
+        min: None,
+        max: None,
+        choices,
+        help,
+    }
+}
+
+/// Every setting, in the order the page's form and the CLI's help show them.
+pub const SETTINGS: &[Setting] = &[
+    number("batch", Int, Shape, Some(1.0), Some(1024.0), "Sequences per batch."),
+    number("seq", Int, Shape, Some(2.0), Some(65536.0), "Tokens per sequence."),
+    choice(
+        "precision",
+        &["fp32", "f16", "sf16", "sf16-wide-head", "fp8"],
+        "Weights and products: fp32; f16 (an f16 mirror of fp32 master weights); sf16 (Q1.15 forward boundaries) or sf16-wide-head (its head's product wide); fp8 (E4M3 products, DeepSeek-V3's map).",
+    ),
+    choice(
+        "optimState",
+        &["fp32", "int8"],
+        "AdamW's moments: fp32, or int8 (block-wise, 256 values per scale).",
+    ),
+    number("lr", Float, Schedule, Some(0.0), None, "Peak learning rate."),
+    number("warmup", Int, Schedule, Some(0.0), None, "Linear warm-up steps."),
+    number(
+        "steps",
+        Int,
+        Schedule,
+        Some(1.0),
+        None,
+        "The step the cosine schedule reaches its floor.",
+    ),
+    number(
+        "minLrRatio",
+        Float,
+        Schedule,
+        Some(0.0),
+        Some(1.0),
+        "The cosine's floor, as a fraction of the peak.",
+    ),
+    number(
+        "weightDecay",
+        Float,
+        Optimizer,
+        Some(0.0),
+        None,
+        "Decoupled weight decay of the 2-D weights.",
+    ),
+    number(
+        "clip",
+        Float,
+        Optimizer,
+        Some(0.0),
+        None,
+        "Global gradient-norm clip (0: none).",
+    ),
+    number("beta1", Float, Optimizer, Some(0.0), Some(0.9999), "AdamW's β1."),
+    number("beta2", Float, Optimizer, Some(0.0), Some(0.9999), "AdamW's β2."),
+    number("eps", Float, Optimizer, Some(0.0), None, "AdamW's ε."),
+    number(
+        "seed",
+        Int,
+        Optimizer,
+        Some(0.0),
+        None,
+        "Seeds the initial weights and the batch order.",
+    ),
+    number(
+        "valFraction",
+        Float,
+        Data,
+        Some(0.0),
+        Some(0.49),
+        "The share of the tokens held out for validation, from the end.",
+    ),
+];
+
+/// The setting of `field`; a name not in `SETTINGS` is a bug of the caller.
+pub fn setting(field: &str) -> &'static Setting {
+    SETTINGS
+        .iter()
+        .find(|s| s.field == field)
+        .unwrap_or_else(|| panic!("no run setting {field:?}"))
+}
+
+impl Setting {
+    /// Whether `value` (the field as JSON) is one this setting takes.
+    pub fn check(&self, value: &serde_json::Value) -> Result<()> {
+        let refuse = |why: String| {
+            Err(Error::Unsupported(format!(
+                "{} {value}: {why} ({})",
+                self.field, self.help
+            )))
+        };
+        if self.kind == Kind::Choice {
+            return match value.as_str() {
+                Some(v) if self.choices.contains(&v) => Ok(()),
+                _ => refuse(format!("use {}", self.choices.join(", "))),
+            };
+        }
+        let Some(v) = value.as_f64().filter(|v| v.is_finite()) else {
+            return refuse("not a number".into());
+        };
+        if self.kind == Kind::Int && v.fract() != 0.0 {
+            return refuse("not a whole number".into());
+        }
+        match (self.min, self.max) {
+            (Some(min), _) if v < min => refuse(format!("below {min}")),
+            (_, Some(max)) if v > max => refuse(format!("above {max}")),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Checks every setting of `spec` (a `RunSpec` as JSON).
+pub fn check_all(spec: &serde_json::Value) -> Result<()> {
+    for s in SETTINGS {
+        s.check(&spec[s.field])?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Precision;
+    use crate::optim::OptimState;
+
+    #[test]
+    fn the_choices_are_the_modes() {
+        let precisions: Vec<&str> = Precision::ALL.iter().map(|p| p.name()).collect();
+        assert_eq!(setting("precision").choices, precisions);
+        let states = [OptimState::Fp32, OptimState::Int8].map(|s| s.name());
+        assert_eq!(setting("optimState").choices, states);
+    }
+
+    #[test]
+    fn a_setting_refuses_what_it_does_not_take() {
+        let batch = setting("batch");
+        assert!(batch.check(&8.into()).is_ok());
+        for bad in [serde_json::json!(0), 2.5.into(), 2000.into(), "8".into()] {
+            let e = batch.check(&bad).unwrap_err().to_string();
+            assert!(e.contains("batch") && e.contains("Sequences per batch"), "{e}");
+        }
+        assert!(setting("precision").check(&"bf16".into()).is_err());
+        assert!(setting("lr").check(&(-1e-3).into()).is_err());
+    }
+}
