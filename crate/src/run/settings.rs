@@ -89,27 +89,27 @@ const fn choice(field: &'static str, choices: &'static [&'static str], help: &'s
 
 /// Every setting, in the order the page's form and the CLI's help show them.
 pub const SETTINGS: &[Setting] = &[
-    number("batch", Int, Shape, Some(1.0), Some(1024.0), "Sequences per batch."),
-    number("seq", Int, Shape, Some(2.0), Some(65536.0), "Tokens per sequence."),
+    number("batch", Int, Shape, Some(1.0), Some(1024.0), "Sequences per batch"),
+    number("seq", Int, Shape, Some(2.0), Some(65536.0), "Tokens per sequence"),
     choice(
         "precision",
         &["fp32", "f16", "sf16", "sf16-wide-head", "fp8"],
-        "Weights and products: fp32; f16 (an f16 mirror of fp32 master weights); sf16 (Q1.15 forward boundaries) or sf16-wide-head (its head's product wide); fp8 (E4M3 products, DeepSeek-V3's map).",
+        "Weights and products: fp32; f16 (an f16 mirror of fp32 master weights); sf16 (Q1.15 forward boundaries) or sf16-wide-head (its head's product wide); fp8 (E4M3 products, DeepSeek-V3's map)",
     ),
     choice(
         "optimState",
         &["fp32", "int8"],
-        "AdamW's moments: fp32, or int8 (block-wise, 256 values per scale).",
+        "AdamW's moments: fp32, or int8 (block-wise, 256 values per scale)",
     ),
-    number("lr", Float, Schedule, Some(0.0), None, "Peak learning rate."),
-    number("warmup", Int, Schedule, Some(0.0), None, "Linear warm-up steps."),
+    number("lr", Float, Schedule, Some(0.0), None, "Peak learning rate"),
+    number("warmup", Int, Schedule, Some(0.0), None, "Linear warm-up steps"),
     number(
         "steps",
         Int,
         Schedule,
         Some(1.0),
         None,
-        "The step the cosine schedule reaches its floor.",
+        "The step the cosine schedule reaches its floor",
     ),
     number(
         "minLrRatio",
@@ -117,7 +117,7 @@ pub const SETTINGS: &[Setting] = &[
         Schedule,
         Some(0.0),
         Some(1.0),
-        "The cosine's floor, as a fraction of the peak.",
+        "The cosine's floor, as a fraction of the peak",
     ),
     number(
         "weightDecay",
@@ -125,7 +125,7 @@ pub const SETTINGS: &[Setting] = &[
         Optimizer,
         Some(0.0),
         None,
-        "Decoupled weight decay of the 2-D weights.",
+        "Decoupled weight decay of the 2-D weights",
     ),
     number(
         "clip",
@@ -133,18 +133,18 @@ pub const SETTINGS: &[Setting] = &[
         Optimizer,
         Some(0.0),
         None,
-        "Global gradient-norm clip (0: none).",
+        "Global gradient-norm clip (0: none)",
     ),
-    number("beta1", Float, Optimizer, Some(0.0), Some(0.9999), "AdamW's β1."),
-    number("beta2", Float, Optimizer, Some(0.0), Some(0.9999), "AdamW's β2."),
-    number("eps", Float, Optimizer, Some(0.0), None, "AdamW's ε."),
+    number("beta1", Float, Optimizer, Some(0.0), Some(0.9999), "AdamW's β1"),
+    number("beta2", Float, Optimizer, Some(0.0), Some(0.9999), "AdamW's β2"),
+    number("eps", Float, Optimizer, Some(0.0), None, "AdamW's ε"),
     number(
         "seed",
         Int,
         Optimizer,
         Some(0.0),
         None,
-        "Seeds the initial weights and the batch order.",
+        "Seeds the initial weights and the batch order",
     ),
     number(
         "valFraction",
@@ -152,7 +152,7 @@ pub const SETTINGS: &[Setting] = &[
         Data,
         Some(0.0),
         Some(0.49),
-        "The share of the tokens held out for validation, from the end.",
+        "The share of the tokens held out for validation, from the end",
     ),
 ];
 
