@@ -233,89 +233,16 @@ impl Checkpoint {
     pub fn from_bytes(bytes: &[u8]) -> Result<Checkpoint> {
         let (mut header, data_start) = split(bytes)?;
         let meta = metadata(header.remove("__metadata__"))?;
-        let get = |key: &str| {
-            meta.get(key)
-                .ok_or_else(|| bad(format!("its metadata has no {key:?}")))
-        };
-        let config: TrainConfig = serde_json::from_str(get("config")?)
-            .map_err(|e| bad(format!("its training config is unreadable: {e}")))?;
-        let step = get("step")?;
-        let step: u32 = step
-            .parse()
-            .map_err(|_| bad(format!("its step count {step:?} is not a number of steps")))?;
-        if step == u32::MAX {
-            return Err(bad(format!(
-                "its step count {step} leaves no room for another step"
-            )));
-        }
-        let rng = get("rng")?;
-        let rng: u64 = rng
-            .parse()
-            .map_err(|_| bad(format!("its batch RNG state {rng:?} is not a u64")))?;
+        let (config, step, rng) = run_meta(&meta)?;
         let (tokenizer_json, tokenizer_fingerprint) = tokenizer(&meta, config.model.vocab)?;
         check_config(&config, header.len())?;
 
         let layout = ParamLayout::new(&config.model);
         let specs = specs(&layout, config.optim.state);
         check_tensors(&header, &specs)?;
-        // offsets, sizes and coverage: the safetensors crate's own checks
-        let (_, st) = safetensors::SafeTensors::read_metadata(bytes).map_err(|e| match e {
-            safetensors::SafeTensorError::MetadataIncompleteBuffer => {
-                let described = 8 + n_of(bytes) + data_len(&header);
-                bad(format!("truncated, or with bytes appended: its header describes {described} bytes, the file has {}", bytes.len()))
-            }
-            e => bad(format!("not a valid safetensors file: {e}")),
-        })?;
+        let st = safetensors_metadata(bytes, &header)?;
         let data = bytes.get(data_start..).unwrap_or_default();
-
-        // every tensor's bytes are in the file, so these sizes are bounded by it
-        let mut weights = vec![0.0f32; layout.total as usize];
-        let mut state = zero_state(config.optim.state, layout.total);
-        let mut nonfinite = Vec::new();
-        for s in &specs {
-            let info = st
-                .info(&s.name)
-                .ok_or_else(|| bad(format!("tensor {} is missing", s.name)))?;
-            let (a, b) = info.data_offsets;
-            let src = data
-                .get(a..b)
-                .ok_or_else(|| bad(format!("tensor {} lies outside the file", s.name)))?;
-            let (start, end) = (s.offset as usize, (s.offset + s.len) as usize);
-            let short = || {
-                bad(format!(
-                    "tensor {} does not fit the layout of its config",
-                    s.name
-                ))
-            };
-            match values_mut(&mut weights, &mut state, s.place).ok_or_else(short)? {
-                ValuesMut::F32(dst) => {
-                    let dst = dst.get_mut(start..end).ok_or_else(short)?;
-                    if src.len() != 4 * dst.len() {
-                        return Err(short());
-                    }
-                    dst.iter_mut()
-                        .zip(src.chunks_exact(4))
-                        .for_each(|(d, c)| *d = f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
-                    let count = dst.iter().filter(|x| !x.is_finite()).count();
-                    if count > 0 {
-                        nonfinite.push(format!("{} ({count})", s.name));
-                    }
-                }
-                ValuesMut::U8(dst) => {
-                    let dst = dst.get_mut(start..end).ok_or_else(short)?;
-                    if src.len() != dst.len() {
-                        return Err(short());
-                    }
-                    dst.copy_from_slice(src);
-                }
-            }
-        }
-        if !nonfinite.is_empty() {
-            return Err(bad(format!(
-                "non-finite values (NaN or ±Inf) in {}",
-                list(&nonfinite)
-            )));
-        }
+        let (weights, state) = read_values(&st, data, &specs, &layout, config.optim.state)?;
         let run = RunState {
             rng,
             tokenizer_json,
@@ -329,6 +256,113 @@ impl Checkpoint {
             weights,
             state,
         })
+    }
+}
+
+/// The metadata's training config, step count and batch RNG state.
+fn run_meta(meta: &BTreeMap<String, String>) -> Result<(TrainConfig, u32, u64)> {
+    let get = |key: &str| {
+        meta.get(key)
+            .ok_or_else(|| bad(format!("its metadata has no {key:?}")))
+    };
+    let config: TrainConfig = serde_json::from_str(get("config")?)
+        .map_err(|e| bad(format!("its training config is unreadable: {e}")))?;
+    let step = get("step")?;
+    let step: u32 = step
+        .parse()
+        .map_err(|_| bad(format!("its step count {step:?} is not a number of steps")))?;
+    if step == u32::MAX {
+        return Err(bad(format!(
+            "its step count {step} leaves no room for another step"
+        )));
+    }
+    let rng = get("rng")?;
+    let rng: u64 = rng
+        .parse()
+        .map_err(|_| bad(format!("its batch RNG state {rng:?} is not a u64")))?;
+    Ok((config, step, rng))
+}
+
+/// The tensors' offsets, sizes and coverage: the safetensors crate's own
+/// checks, a short or long file named as such.
+fn safetensors_metadata(
+    bytes: &[u8],
+    header: &serde_json::Map<String, Value>,
+) -> Result<safetensors::tensor::Metadata> {
+    let (_, st) = safetensors::SafeTensors::read_metadata(bytes).map_err(|e| match e {
+        safetensors::SafeTensorError::MetadataIncompleteBuffer => {
+            let described = 8 + n_of(bytes) + data_len(header);
+            bad(format!("truncated, or with bytes appended: its header describes {described} bytes, the file has {}", bytes.len()))
+        }
+        e => bad(format!("not a valid safetensors file: {e}")),
+    })?;
+    Ok(st)
+}
+
+/// The weights and moments, every tensor copied from `data` to its place;
+/// refuses non-finite values.
+fn read_values(
+    st: &safetensors::tensor::Metadata,
+    data: &[u8],
+    specs: &[Spec],
+    layout: &ParamLayout,
+    kind: OptimState,
+) -> Result<(Vec<f32>, HostState)> {
+    // every tensor's bytes are in the file, so these sizes are bounded by it
+    let mut weights = vec![0.0f32; layout.total as usize];
+    let mut state = zero_state(kind, layout.total);
+    let mut nonfinite = Vec::new();
+    for s in specs {
+        let info = st
+            .info(&s.name)
+            .ok_or_else(|| bad(format!("tensor {} is missing", s.name)))?;
+        let (a, b) = info.data_offsets;
+        let src = data
+            .get(a..b)
+            .ok_or_else(|| bad(format!("tensor {} lies outside the file", s.name)))?;
+        let count = copy_tensor(s, src, &mut weights, &mut state)?;
+        if count > 0 {
+            nonfinite.push(format!("{} ({count})", s.name));
+        }
+    }
+    if !nonfinite.is_empty() {
+        return Err(bad(format!(
+            "non-finite values (NaN or ±Inf) in {}",
+            list(&nonfinite)
+        )));
+    }
+    Ok((weights, state))
+}
+
+/// One tensor's bytes `src` into its place; how many of its values are
+/// not finite (0 for bytes).
+fn copy_tensor(s: &Spec, src: &[u8], weights: &mut [f32], state: &mut HostState) -> Result<usize> {
+    let (start, end) = (s.offset as usize, (s.offset + s.len) as usize);
+    let short = || {
+        bad(format!(
+            "tensor {} does not fit the layout of its config",
+            s.name
+        ))
+    };
+    match values_mut(weights, state, s.place).ok_or_else(short)? {
+        ValuesMut::F32(dst) => {
+            let dst = dst.get_mut(start..end).ok_or_else(short)?;
+            if src.len() != 4 * dst.len() {
+                return Err(short());
+            }
+            dst.iter_mut()
+                .zip(src.chunks_exact(4))
+                .for_each(|(d, c)| *d = f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+            Ok(dst.iter().filter(|x| !x.is_finite()).count())
+        }
+        ValuesMut::U8(dst) => {
+            let dst = dst.get_mut(start..end).ok_or_else(short)?;
+            if src.len() != dst.len() {
+                return Err(short());
+            }
+            dst.copy_from_slice(src);
+            Ok(0)
+        }
     }
 }
 

@@ -44,6 +44,16 @@ pub fn to_json(c: &Config) -> String {
 pub fn from_json(text: &str) -> Result<Config> {
     let v: Value = serde_json::from_str(text).map_err(|e| refuse(format!("not JSON ({e})")))?;
     let o = v.as_object().ok_or_else(|| refuse("not a JSON object"))?;
+    check_llama(o)?;
+    let c = read_fields(o)?;
+    check_computed_alike(o, &c)?;
+    c.validate().map_err(refuse)?;
+    check_widths(&c)?;
+    Ok(c)
+}
+
+/// A Llama model, by its model_type or its architectures.
+fn check_llama(o: &Map<String, Value>) -> Result<()> {
     let architectures: Vec<&str> = o
         .get("architectures")
         .and_then(Value::as_array)
@@ -55,37 +65,34 @@ pub fn from_json(text: &str) -> Result<Config> {
             "model_type {model_type:?}, architectures {architectures:?}: only Llama (LlamaForCausalLM) models are supported"
         )));
     }
-    let size = |key: &str| -> Result<u32> {
-        let x = o.get(key).ok_or_else(|| refuse(format!("no {key}")))?;
-        x.as_u64()
-            .and_then(|n| u32::try_from(n).ok())
-            .ok_or_else(|| refuse(format!("{key} {x} is not a size")))
-    };
-    let n_heads = size("num_attention_heads")?;
-    let d_model = size("hidden_size")?;
-    let c = Config {
-        vocab: size("vocab_size")?,
+    Ok(())
+}
+
+/// `Config`'s fields, transformers' defaults for those left out, in the
+/// order their errors are reported.
+fn read_fields(o: &Map<String, Value>) -> Result<Config> {
+    let n_heads = size(o, "num_attention_heads")?;
+    let d_model = size(o, "hidden_size")?;
+    Ok(Config {
+        vocab: size(o, "vocab_size")?,
         d_model,
-        n_layers: size("num_hidden_layers")?,
+        n_layers: size(o, "num_hidden_layers")?,
         n_heads,
-        n_kv_heads: if is_null(o, "num_key_value_heads") {
-            n_heads
-        } else {
-            size("num_key_value_heads")?
-        },
-        ffn: size("intermediate_size")?,
-        max_seq: if is_null(o, "max_position_embeddings") {
-            2048
-        } else {
-            size("max_position_embeddings")?
-        },
+        n_kv_heads: size_or(o, "num_key_value_heads", n_heads)?,
+        ffn: size(o, "intermediate_size")?,
+        max_seq: size_or(o, "max_position_embeddings", 2048)?,
         rope_theta: rope_theta(o)?,
         norm_eps: number(o, "rms_norm_eps", 1e-6)?,
         tie_word_embeddings: o
             .get("tie_word_embeddings")
             .and_then(Value::as_bool)
             .unwrap_or(false),
-    };
+    })
+}
+
+/// Refuses what webtrain's kernels would compute differently: another
+/// activation, biases, another head size, sliced projections.
+fn check_computed_alike(o: &Map<String, Value>, c: &Config) -> Result<()> {
     let act = o
         .get("hidden_act")
         .and_then(Value::as_str)
@@ -102,10 +109,10 @@ pub fn from_json(text: &str) -> Result<Config> {
             )));
         }
     }
-    if !is_null(o, "head_dim") && size("head_dim")? != c.head_dim() {
+    if !is_null(o, "head_dim") && size(o, "head_dim")? != c.head_dim() {
         return Err(refuse(format!(
             "head_dim {} is not hidden_size / num_attention_heads = {}",
-            size("head_dim")?,
+            size(o, "head_dim")?,
             c.head_dim()
         )));
     }
@@ -117,8 +124,11 @@ pub fn from_json(text: &str) -> Result<Config> {
             "pretraining_tp > 1 (sliced projections) is not supported",
         ));
     }
-    c.validate().map_err(refuse)?;
-    // the layout's widths are u32: (H + 2·Hkv)·Dh, 2·F, V·D
+    Ok(())
+}
+
+/// The layout's widths are u32: (H + 2·Hkv)·Dh, 2·F, V·D.
+fn check_widths(c: &Config) -> Result<()> {
     let too_wide = [
         (c.n_heads as u64 + 2 * c.n_kv_heads as u64) * c.head_dim() as u64,
         2 * c.ffn as u64,
@@ -129,7 +139,24 @@ pub fn from_json(text: &str) -> Result<Config> {
             "sizes beyond 32 bits (the q|k|v width, 2·intermediate_size or vocab_size·hidden_size)",
         ));
     }
-    Ok(c)
+    Ok(())
+}
+
+/// A u32 field that must be there.
+fn size(o: &Map<String, Value>, key: &str) -> Result<u32> {
+    let x = o.get(key).ok_or_else(|| refuse(format!("no {key}")))?;
+    x.as_u64()
+        .and_then(|n| u32::try_from(n).ok())
+        .ok_or_else(|| refuse(format!("{key} {x} is not a size")))
+}
+
+/// A u32 field, `default` where it is absent or null.
+fn size_or(o: &Map<String, Value>, key: &str, default: u32) -> Result<u32> {
+    if is_null(o, key) {
+        Ok(default)
+    } else {
+        size(o, key)
+    }
 }
 
 fn is_null(o: &Map<String, Value>, key: &str) -> bool {

@@ -15,7 +15,8 @@ use serde::Serialize;
 
 use crate::data::Batch;
 use crate::error::Result;
-use crate::gpu::{BufferRange, Dispatch};
+use crate::gpu::{BufferRange, Dispatch, Gpu};
+use crate::kernels::Kernels;
 use crate::kernels::histogram::{BINS, Histogram};
 use crate::model::{Model, Pass, f32_range};
 use crate::ops::histogram::{BINADES, INF_BIN, NAN_BIN, ZERO_BIN, binade};
@@ -194,30 +195,8 @@ fn param_sources<'a>(m: &'a Model, kind: Kind, buffer: &'a wgpu::Buffer) -> Vec<
         .collect()
 }
 
-/// Every tensor's range for a forward and backward of the trainer's
-/// weights on `batch`, after every step submitted so far. Adam's moments
-/// are the GPU's own in fp32 state; int8 state is read back, dequantized
-/// and measured from a host copy.
-pub async fn measure(t: &mut Trainer, batch: &Batch) -> Result<Vec<Range>> {
-    t.flush().await?;
-    let (gpu, m) = (&t.gpu, &t.model);
-    let hist = Histogram::new(gpu).await?;
-    let int8_moments = match t.config.optim.state {
-        OptimState::Fp32 => None,
-        OptimState::Int8 => match t.adam.read_state(gpu).await?.convert(OptimState::Fp32) {
-            HostState::Fp32 { m, v } => Some((
-                gpu.upload("adam_m (f32)", &m)?,
-                gpu.upload("adam_v (f32)", &v)?,
-            )),
-            HostState::Int8 { .. } => unreachable!("converted to fp32"),
-        },
-    };
-    let (adam_m, adam_v): (&wgpu::Buffer, &wgpu::Buffer) = match (&t.adam.state, &int8_moments) {
-        (StateBuffers::Fp32 { m, v }, _) => (m, v),
-        (_, Some((m, v))) => (m, v),
-        _ => unreachable!("int8 moments are read back above"),
-    };
-    let params = |kind, buffer| param_sources(m, kind, buffer);
+/// Every layer's forward boundaries, then the final norm's output.
+fn activation_sources(m: &Model) -> Vec<Source<'_>> {
     let mut activations = Vec::new();
     for (l, layer) in m.acts.layers.iter().enumerate() {
         for (name, buffer) in layer.boundaries() {
@@ -237,7 +216,115 @@ pub async fn measure(t: &mut Trainer, batch: &Batch) -> Result<Vec<Range>> {
         values: (&m.acts.xnf).into(),
         n: m.acts.xnf.size() / 4,
     });
-    let before = [params(Kind::Weight, &m.params.weights), activations].concat();
+    activations
+}
+
+/// Int8 moments read back, dequantized and uploaded as f32 (m, v): the
+/// histogram reads f32. None in fp32 state: the GPU's own are read.
+async fn int8_moments_as_f32(t: &Trainer) -> Result<Option<(wgpu::Buffer, wgpu::Buffer)>> {
+    let gpu = &t.gpu;
+    Ok(match t.config.optim.state {
+        OptimState::Fp32 => None,
+        OptimState::Int8 => match t.adam.read_state(gpu).await?.convert(OptimState::Fp32) {
+            HostState::Fp32 { m, v } => Some((
+                gpu.upload("adam_m (f32)", &m)?,
+                gpu.upload("adam_v (f32)", &v)?,
+            )),
+            HostState::Int8 { .. } => unreachable!("converted to fp32"),
+        },
+    })
+}
+
+/// Adam's f32 m and v: its own buffers, or the copies of its int8 ones.
+fn moment_buffers<'a>(
+    state: &'a StateBuffers,
+    int8_moments: &'a Option<(wgpu::Buffer, wgpu::Buffer)>,
+) -> (&'a wgpu::Buffer, &'a wgpu::Buffer) {
+    match (state, int8_moments) {
+        (StateBuffers::Fp32 { m, v }, _) => (m, v),
+        (_, Some((m, v))) => (m, v),
+        _ => unreachable!("int8 moments are read back above"),
+    }
+}
+
+/// Each tensor's counts and partial sums, at binding-aligned offsets of
+/// two buffers: slot `i` is tensor `i`'s.
+struct Slots {
+    counts: wgpu::Buffer,
+    sums: wgpu::Buffer,
+    counts_slot: u64,
+    sums_slot: u64,
+}
+
+impl Slots {
+    fn new(gpu: &Gpu, tensors: usize) -> Result<Slots> {
+        let align = gpu.limits.min_storage_buffer_offset_alignment as u64;
+        let slot = |bytes: u64| bytes.div_ceil(align) * align;
+        let counts_slot = slot(4 * BINS as u64);
+        let sums_slot = slot(4 * Histogram::groups(u32::MAX as u64));
+        Ok(Slots {
+            counts: gpu.storage_buffer("range counts", counts_slot * tensors as u64)?,
+            sums: gpu.storage_buffer("range sums", sums_slot * tensors as u64)?,
+            counts_slot,
+            sums_slot,
+        })
+    }
+
+    /// Zeroes every count: the histogram adds to them.
+    fn zero_counts(&self, gpu: &Gpu, k: &Kernels) -> Result<Dispatch> {
+        k.infra.fill(
+            gpu,
+            (&self.counts).into(),
+            (self.counts.size() / 4) as u32,
+            0.0,
+        )
+    }
+
+    /// The histogram of tensor `i`, `s`, into its slot.
+    fn histogram(&self, gpu: &Gpu, hist: &Histogram, i: usize, s: &Source) -> Result<Dispatch> {
+        let range = |buffer, stride: u64, len: u64| BufferRange {
+            buffer,
+            offset: i as u64 * stride,
+            size: 4 * len,
+        };
+        let c = range(&self.counts, self.counts_slot, BINS as u64);
+        let p = range(&self.sums, self.sums_slot, Histogram::groups(s.n));
+        hist.log2(gpu, s.values, s.n, c, p)
+    }
+
+    /// Every tensor's range, from the slots read back.
+    async fn ranges(&self, gpu: &Gpu, all: &[&Source<'_>]) -> Result<Vec<Range>> {
+        let counts: Vec<u32> = gpu.read_back((&self.counts).into()).await?;
+        let sums: Vec<f32> = gpu.read_back((&self.sums).into()).await?;
+        Ok(all
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let c = &counts[i * (self.counts_slot / 4) as usize..][..BINS];
+                let p =
+                    &sums[i * (self.sums_slot / 4) as usize..][..Histogram::groups(s.n) as usize];
+                Range::of(s.tensor.clone(), s.kind, s.layer, c, p)
+            })
+            .collect())
+    }
+}
+
+/// Every tensor's range for a forward and backward of the trainer's
+/// weights on `batch`, after every step submitted so far. Adam's moments
+/// are the GPU's own in fp32 state; int8 state is read back, dequantized
+/// and measured from a host copy.
+pub async fn measure(t: &mut Trainer, batch: &Batch) -> Result<Vec<Range>> {
+    t.flush().await?;
+    let (gpu, m) = (&t.gpu, &t.model);
+    let hist = Histogram::new(gpu).await?;
+    let int8_moments = int8_moments_as_f32(t).await?;
+    let (adam_m, adam_v) = moment_buffers(&t.adam.state, &int8_moments);
+    let params = |kind, buffer| param_sources(m, kind, buffer);
+    let before = [
+        params(Kind::Weight, &m.params.weights),
+        activation_sources(m),
+    ]
+    .concat();
     let after = [
         params(Kind::Gradient, &m.params.grads),
         params(Kind::AdamM, adam_m),
@@ -245,32 +332,17 @@ pub async fn measure(t: &mut Trainer, batch: &Batch) -> Result<Vec<Range>> {
     ]
     .concat();
     let all: Vec<&Source> = before.iter().chain(&after).collect();
-    // each tensor's counts and partial sums at binding-aligned offsets
-    let align = gpu.limits.min_storage_buffer_offset_alignment as u64;
-    let slot = |bytes: u64| bytes.div_ceil(align) * align;
-    let counts_slot = slot(4 * BINS as u64);
-    let sums_slot = slot(4 * Histogram::groups(u32::MAX as u64));
-    let counts = gpu.storage_buffer("range counts", counts_slot * all.len() as u64)?;
-    let sums = gpu.storage_buffer("range sums", sums_slot * all.len() as u64)?;
-    let range = |buffer, i: usize, stride: u64, len: u64| BufferRange {
-        buffer,
-        offset: i as u64 * stride,
-        size: 4 * len,
+    let slots = Slots::new(gpu, all.len())?;
+    let zero_counts = slots.zero_counts(gpu, &t.k)?;
+    let histograms = |first: usize, sources: &[Source]| {
+        sources
+            .iter()
+            .enumerate()
+            .map(|(i, s)| slots.histogram(gpu, &hist, first + i, s))
+            .collect::<Result<Vec<_>>>()
     };
-    let measure = |i: usize, s: &Source| -> Result<Dispatch> {
-        let c = range(&counts, i, counts_slot, BINS as u64);
-        let p = range(&sums, i, sums_slot, Histogram::groups(s.n));
-        hist.log2(gpu, s.values, s.n, c, p)
-    };
-    let zero_counts =
-        t.k.infra
-            .fill(gpu, (&counts).into(), (counts.size() / 4) as u32, 0.0)?;
-    let on_forward = (0..before.len())
-        .map(|i| measure(i, &before[i]))
-        .collect::<Result<Vec<_>>>()?;
-    let on_backward = (0..after.len())
-        .map(|i| measure(before.len() + i, &after[i]))
-        .collect::<Result<Vec<_>>>()?;
+    let on_forward = histograms(0, &before)?;
+    let on_backward = histograms(before.len(), &after)?;
     m.write_batch(gpu, &batch.inputs, &batch.targets)?;
     // the run goes on as if nothing happened: AdamW expects zero gradients
     let order: Vec<&Dispatch> = [
@@ -283,17 +355,7 @@ pub async fn measure(t: &mut Trainer, batch: &Batch) -> Result<Vec<Range>> {
     ]
     .concat();
     gpu.run(&order).await?;
-    let counts: Vec<u32> = gpu.read_back((&counts).into()).await?;
-    let sums: Vec<f32> = gpu.read_back((&sums).into()).await?;
-    Ok(all
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let c = &counts[i * (counts_slot / 4) as usize..][..BINS];
-            let p = &sums[i * (sums_slot / 4) as usize..][..Histogram::groups(s.n) as usize];
-            Range::of(s.tensor.clone(), s.kind, s.layer, c, p)
-        })
-        .collect())
+    slots.ranges(gpu, &all).await
 }
 
 #[cfg(test)]

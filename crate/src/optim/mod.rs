@@ -16,7 +16,7 @@ use crate::gpu::BufferRange;
 use crate::gpu::{Dispatch, Gpu};
 use crate::kernels::optimizer::{int8_scale_bytes, int8_state_bytes, partials_for};
 use crate::kernels::{Adam8bitBuffers, AdamBuffers, AdamHyper, GradStats, Kernels};
-use crate::model::{Chunk, Mirror, Model, f16_range, f32_range};
+use crate::model::{Chunk, Mirror, Model, Params, f16_range, f32_range};
 
 /// How AdamW keeps its moments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -180,7 +180,24 @@ impl Adam {
         model: &Model,
         partial_count: u32,
     ) -> Result<Vec<Dispatch>> {
-        let p = &model.params;
+        let mut d = self.reduce_dispatches(gpu, k, &model.params)?;
+        d.push(k.optim.finalize(
+            gpu,
+            (&self.partials).into(),
+            partial_count,
+            self.config.max_grad_norm,
+            (&model.acts.loss).into(),
+            (&self.stats).into(),
+        )?);
+        let hyper = self.config.hyper(1); // its β1, β2, ε; the step's rate comes with `write_step`
+        for c in &self.chunks {
+            d.push(self.update_dispatch(gpu, k, &model.params, c, &hyper)?);
+        }
+        Ok(d)
+    }
+
+    /// Σg² of each chunk, into its own run of the partials.
+    fn reduce_dispatches(&self, gpu: &Gpu, k: &Kernels, p: &Params) -> Result<Vec<Dispatch>> {
         let mut d = Vec::new();
         let mut offset = 0;
         for c in &self.chunks {
@@ -193,79 +210,67 @@ impl Adam {
             )?);
             offset += partials_for(c.span.len) as u32;
         }
-        d.push(k.optim.finalize(
-            gpu,
-            (&self.partials).into(),
-            partial_count,
-            self.config.max_grad_norm,
-            (&model.acts.loss).into(),
-            (&self.stats).into(),
-        )?);
-        let hyper = self.config.hyper(1); // its β1, β2, ε; the step's rate comes with `write_step`
-        for c in &self.chunks {
-            let (start, len) = (c.span.start, c.span.len);
-            let mirror = match &p.mirror {
-                Some(Mirror::F16(m)) => Some(f16_range(m, start, len)),
-                Some(Mirror::E4m3 { .. }) | None => None, // E4M3: Model::mirror_update
-            };
-            match &self.state {
-                StateBuffers::Fp32 { m, v } => {
-                    let b = AdamBuffers {
-                        weights: f32_range(&p.weights, start, len),
-                        grads: f32_range(&p.grads, start, len),
-                        moment1: f32_range(m, start, len),
-                        moment2: f32_range(v, start, len),
-                        mirror,
-                    };
-                    d.push(k.optim.update(
-                        gpu,
-                        &hyper,
-                        c.decays,
-                        len as u32,
-                        &self.step,
-                        (&self.stats).into(),
-                        &b,
-                    )?);
-                }
-                StateBuffers::Int8 {
-                    m_codes,
-                    v_codes,
-                    m_scales,
-                    v_scales,
-                } => {
-                    // chunks start on 16 384-element boundaries: whole 256-value blocks
-                    let codes = |b| BufferRange {
-                        buffer: b,
-                        offset: int8_state_bytes(start),
-                        size: int8_state_bytes(len),
-                    };
-                    let scales = |b| BufferRange {
-                        buffer: b,
-                        offset: int8_scale_bytes(start),
-                        size: int8_scale_bytes(len),
-                    };
-                    let b = Adam8bitBuffers {
-                        weights: f32_range(&p.weights, start, len),
-                        grads: f32_range(&p.grads, start, len),
-                        m_codes: codes(m_codes),
-                        v_codes: codes(v_codes),
-                        m_scales: scales(m_scales),
-                        v_scales: scales(v_scales),
-                        mirror,
-                    };
-                    d.push(k.optim.update_8bit(
-                        gpu,
-                        &hyper,
-                        c.decays,
-                        len as u32,
-                        &self.step,
-                        (&self.stats).into(),
-                        &b,
-                    )?);
-                }
+        Ok(d)
+    }
+
+    /// One chunk's fused update, of the moments this AdamW keeps.
+    fn update_dispatch(
+        &self,
+        gpu: &Gpu,
+        k: &Kernels,
+        p: &Params,
+        c: &Chunk,
+        hyper: &AdamHyper,
+    ) -> Result<Dispatch> {
+        let (start, len) = (c.span.start, c.span.len);
+        let mirror = f16_mirror(p, start, len);
+        let (weights, grads) = (
+            f32_range(&p.weights, start, len),
+            f32_range(&p.grads, start, len),
+        );
+        let (n, stats) = (len as u32, (&self.stats).into());
+        match &self.state {
+            StateBuffers::Fp32 { m, v } => {
+                let b = AdamBuffers {
+                    weights,
+                    grads,
+                    moment1: f32_range(m, start, len),
+                    moment2: f32_range(v, start, len),
+                    mirror,
+                };
+                k.optim
+                    .update(gpu, hyper, c.decays, n, &self.step, stats, &b)
+            }
+            StateBuffers::Int8 {
+                m_codes,
+                v_codes,
+                m_scales,
+                v_scales,
+            } => {
+                // chunks start on 16 384-element boundaries: whole 256-value blocks
+                let codes = |b| BufferRange {
+                    buffer: b,
+                    offset: int8_state_bytes(start),
+                    size: int8_state_bytes(len),
+                };
+                let scales = |b| BufferRange {
+                    buffer: b,
+                    offset: int8_scale_bytes(start),
+                    size: int8_scale_bytes(len),
+                };
+                let b = Adam8bitBuffers {
+                    weights,
+                    grads,
+                    m_codes: codes(m_codes),
+                    v_codes: codes(v_codes),
+                    m_scales: scales(m_scales),
+                    v_scales: scales(v_scales),
+                    mirror,
+                };
+                k.optim
+                    .update_8bit(gpu, hyper, c.decays, n, &self.step, stats, &b)
             }
         }
-        Ok(d)
     }
 
     /// Copies the moments to the host, after every step submitted so far.
@@ -344,5 +349,15 @@ impl Adam {
     pub fn write_step(&self, gpu: &Gpu, k: &Kernels, t: u32) -> Result<()> {
         k.optim
             .write_step(gpu, &self.step, &self.config.hyper(t), t)
+    }
+}
+
+/// The f16 forward mirror's elements `start..start + len`, which the update
+/// writes in the same pass; None without one, or for E4M3's
+/// (`Model::mirror_update` writes it).
+fn f16_mirror(p: &Params, start: u64, len: u64) -> Option<BufferRange<'_>> {
+    match &p.mirror {
+        Some(Mirror::F16(m)) => Some(f16_range(m, start, len)),
+        Some(Mirror::E4m3 { .. }) | None => None,
     }
 }

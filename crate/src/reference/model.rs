@@ -77,6 +77,7 @@ struct LayerAt {
 
 /// The model's dimensions and where every tensor lies.
 struct Plan {
+    rows: usize, // R = B·T
     d: usize,
     hdh: usize, // H·Dh
     f: usize,
@@ -123,6 +124,7 @@ impl Plan {
             col0: 0,
         };
         Plan {
+            rows: shape.rows() as usize,
             d,
             hdh,
             f,
@@ -172,6 +174,36 @@ fn run(
     targets: &[u32],
     backward: bool,
 ) -> ModelOutput {
+    check_tokens(c, shape, inputs, targets);
+    let p = Plan::new(c, layout, shape);
+    let mut x = embedding::lookup(inputs, &w[p.embed.clone()], p.d).0; // [R, D]
+    let mut saved = Vec::with_capacity(p.layers.len());
+    for at in &p.layers {
+        let (acts, x_next) = layer_forward(&p, at, w, x);
+        saved.push(acts);
+        x = x_next;
+    }
+    let (hf, rrmsf) = norm::rmsnorm_forward(&x, &w[p.final_norm.clone()], p.eps); // [R, D]
+    let logits = linear::forward(&hf, &w[p.lm_head.clone()], p.d); // [R, V]
+    let (loss, dlogits) = mean_loss(c, &logits, targets);
+    if !backward {
+        return ModelOutput {
+            logits,
+            loss,
+            grads: Vec::new(),
+        };
+    }
+    let head = HeadActs { x, hf, rrmsf };
+    let grads = backward_all(&p, layout, w, inputs, &head, &dlogits, &saved);
+    ModelOutput {
+        logits,
+        loss,
+        grads,
+    }
+}
+
+/// One token per row, each in the vocabulary (a target may be ignored).
+fn check_tokens(c: &Config, shape: BatchShape, inputs: &[u32], targets: &[u32]) {
     let r = shape.rows() as usize;
     assert!(
         inputs.len() == r && targets.len() == r,
@@ -183,47 +215,47 @@ fn run(
         "every token must be < vocab {} (a target may be u32::MAX: ignored)",
         c.vocab
     );
-    let p = Plan::new(c, layout, shape);
-    let d = p.d;
+}
 
-    // forward
-    let mut x = embedding::lookup(inputs, &w[p.embed.clone()], d).0; // [R, D]
-    let mut saved = Vec::with_capacity(p.layers.len());
-    for at in &p.layers {
-        let (h1, rrms1) = norm::rmsnorm_forward(&x, &w[at.attn_norm.clone()], p.eps);
-        let mut q = linear::forward(&h1, &w[at.q.clone()], d); // [R, H·Dh]
-        let mut k = linear::forward(&h1, &w[at.k.clone()], d); // [R, Hkv·Dh]
-        let v = linear::forward(&h1, &w[at.v.clone()], d); // [R, Hkv·Dh]
-        rope::rope(&mut q, &p.freq, p.rope_q, 1.0);
-        rope::rope(&mut k, &p.freq, p.rope_k, 1.0);
-        let (o, lse) = attention::forward(&p.attn, &q, &k, &v);
-        let x_mid = add(&x, &linear::forward(&o, &w[at.o.clone()], p.hdh));
-        let (h2, rrms2) = norm::rmsnorm_forward(&x_mid, &w[at.mlp_norm.clone()], p.eps);
-        let gate = linear::forward(&h2, &w[at.gate.clone()], d); // [R, F]
-        let up = linear::forward(&h2, &w[at.up.clone()], d); // [R, F]
-        let act = activation::swiglu_forward(&gate, &up);
-        let x_next = add(&x_mid, &linear::forward(&act, &w[at.down.clone()], p.f));
-        saved.push(LayerActs {
-            x,
-            h1,
-            rrms1,
-            q,
-            k,
-            v,
-            o,
-            lse,
-            x_mid,
-            h2,
-            rrms2,
-            gate,
-            up,
-            act,
-        });
-        x = x_next;
-    }
-    let (hf, rrmsf) = norm::rmsnorm_forward(&x, &w[p.final_norm.clone()], p.eps); // [R, D]
-    let logits = linear::forward(&hf, &w[p.lm_head.clone()], d); // [R, V]
-    // the mean over the targets that count (all but the ignored u32::MAX)
+/// One layer's forward from its input `x`: what the backward needs of it,
+/// and the layer's output (the next residual stream).
+fn layer_forward(p: &Plan, at: &LayerAt, w: &[f64], x: Vec<f64>) -> (LayerActs, Vec<f64>) {
+    let d = p.d;
+    let (h1, rrms1) = norm::rmsnorm_forward(&x, &w[at.attn_norm.clone()], p.eps);
+    let mut q = linear::forward(&h1, &w[at.q.clone()], d); // [R, H·Dh]
+    let mut k = linear::forward(&h1, &w[at.k.clone()], d); // [R, Hkv·Dh]
+    let v = linear::forward(&h1, &w[at.v.clone()], d); // [R, Hkv·Dh]
+    rope::rope(&mut q, &p.freq, p.rope_q, 1.0);
+    rope::rope(&mut k, &p.freq, p.rope_k, 1.0);
+    let (o, lse) = attention::forward(&p.attn, &q, &k, &v);
+    let x_mid = add(&x, &linear::forward(&o, &w[at.o.clone()], p.hdh));
+    let (h2, rrms2) = norm::rmsnorm_forward(&x_mid, &w[at.mlp_norm.clone()], p.eps);
+    let gate = linear::forward(&h2, &w[at.gate.clone()], d); // [R, F]
+    let up = linear::forward(&h2, &w[at.up.clone()], d); // [R, F]
+    let act = activation::swiglu_forward(&gate, &up);
+    let x_next = add(&x_mid, &linear::forward(&act, &w[at.down.clone()], p.f));
+    let acts = LayerActs {
+        x,
+        h1,
+        rrms1,
+        q,
+        k,
+        v,
+        o,
+        lse,
+        x_mid,
+        h2,
+        rrms2,
+        gate,
+        up,
+        act,
+    };
+    (acts, x_next)
+}
+
+/// The mean cross-entropy over the targets that count (all but the ignored
+/// u32::MAX), and its gradient in the logits, already scaled by 1/counted.
+fn mean_loss(c: &Config, logits: &[f64], targets: &[u32]) -> (f64, Vec<f64>) {
     let counted = targets.iter().filter(|&&t| t != u32::MAX).count().max(1) as f64;
     let ce = CrossEntropy {
         vocab: c.vocab as usize,
@@ -232,78 +264,106 @@ fn run(
         z_loss: 0.0,
         grad_scale: 1.0 / counted,
     };
-    let out = cross_entropy_forward_backward(&ce, &logits, targets);
+    let out = cross_entropy_forward_backward(&ce, logits, targets);
     let loss = out.losses.iter().sum::<f64>() / counted;
-    if !backward {
-        return ModelOutput {
-            logits,
-            loss,
-            grads: Vec::new(),
-        };
-    }
+    (loss, out.dlogits)
+}
 
-    // backward: the forward read backwards; every parameter gradient adds into g
+/// What the forward saves of the head (final norm and lm_head) for the backward.
+struct HeadActs {
+    x: Vec<f64>,     // [R, D] the last layer's output
+    hf: Vec<f64>,    // [R, D] norm(x)
+    rrmsf: Vec<f64>, // [R]
+}
+
+/// The backward: the forward read backwards; every parameter gradient adds
+/// into the returned [layout.total].
+fn backward_all(
+    p: &Plan,
+    layout: &ParamLayout,
+    w: &[f64],
+    inputs: &[u32],
+    head: &HeadActs,
+    dlogits: &[f64], // [R, V], already scaled by 1/counted
+    saved: &[LayerActs],
+) -> Vec<f64> {
+    let (r, d) = (p.rows, p.d);
     let mut g = vec![0.0; layout.total as usize];
-    let dlogits = out.dlogits; // [R, V], already scaled by 1/counted
     let mut dhf = vec![0.0; r * d];
-    linear::backward_input(&dlogits, &w[p.lm_head.clone()], d, &mut dhf);
-    linear::backward_weight(&dlogits, &hf, d, &mut g[p.lm_head.clone()]);
+    linear::backward_input(dlogits, &w[p.lm_head.clone()], d, &mut dhf);
+    linear::backward_weight(dlogits, &head.hf, d, &mut g[p.lm_head.clone()]);
     let mut dx = vec![0.0; r * d]; // [R, D] gradient of the residual stream
     norm::rmsnorm_backward(
-        &x,
+        &head.x,
         &w[p.final_norm.clone()],
-        &rrmsf,
+        &head.rrmsf,
         &dhf,
         &mut dx,
         &mut g[p.final_norm.clone()],
     );
-    for (at, s) in p.layers.iter().zip(&saved).rev() {
-        // x_next = x_mid + act·Wdownᵀ: dx passes to x_mid unchanged
-        let mut dact = vec![0.0; r * p.f];
-        linear::backward_input(&dx, &w[at.down.clone()], p.f, &mut dact);
-        linear::backward_weight(&dx, &s.act, p.f, &mut g[at.down.clone()]);
-        let (dgate, dup) = activation::swiglu_backward(&dact, &s.gate, &s.up);
-        let mut dh2 = vec![0.0; r * d];
-        linear::backward_input(&dgate, &w[at.gate.clone()], d, &mut dh2);
-        linear::backward_input(&dup, &w[at.up.clone()], d, &mut dh2);
-        linear::backward_weight(&dgate, &s.h2, d, &mut g[at.gate.clone()]);
-        linear::backward_weight(&dup, &s.h2, d, &mut g[at.up.clone()]);
-        norm::rmsnorm_backward(
-            &s.x_mid,
-            &w[at.mlp_norm.clone()],
-            &s.rrms2,
-            &dh2,
-            &mut dx,
-            &mut g[at.mlp_norm.clone()],
-        );
-        // x_mid = x + o·Woᵀ: dx passes to x unchanged
-        let mut d_o = vec![0.0; r * p.hdh];
-        linear::backward_input(&dx, &w[at.o.clone()], p.hdh, &mut d_o);
-        linear::backward_weight(&dx, &s.o, p.hdh, &mut g[at.o.clone()]);
-        let (mut dq, mut dk, dv) =
-            attention::backward(&p.attn, &s.q, &s.k, &s.v, &s.o, &d_o, &s.lse);
-        rope::rope(&mut dq, &p.freq, p.rope_q, -1.0);
-        rope::rope(&mut dk, &p.freq, p.rope_k, -1.0);
-        let mut dh1 = vec![0.0; r * d];
-        for (dy, range) in [(&dq, &at.q), (&dk, &at.k), (&dv, &at.v)] {
-            linear::backward_input(dy, &w[range.clone()], d, &mut dh1);
-            linear::backward_weight(dy, &s.h1, d, &mut g[range.clone()]);
-        }
-        norm::rmsnorm_backward(
-            &s.x,
-            &w[at.attn_norm.clone()],
-            &s.rrms1,
-            &dh1,
-            &mut dx,
-            &mut g[at.attn_norm.clone()],
-        );
+    for (at, s) in p.layers.iter().zip(saved).rev() {
+        mlp_backward(p, at, s, w, &mut dx, &mut g);
+        attention_backward(p, at, s, w, &mut dx, &mut g);
     }
     embedding::backward(inputs, &dx, &mut g[p.embed.clone()], d); // tied: adds to lm_head's part
-    ModelOutput {
-        logits,
-        loss,
-        grads: g,
+    g
+}
+
+/// A layer's MLP half backwards: `dx` from the layer's output to x_mid,
+/// the MLP's gradients added into `g`.
+fn mlp_backward(p: &Plan, at: &LayerAt, s: &LayerActs, w: &[f64], dx: &mut [f64], g: &mut [f64]) {
+    let (r, d) = (p.rows, p.d);
+    // x_next = x_mid + act·Wdownᵀ: dx passes to x_mid unchanged
+    let mut dact = vec![0.0; r * p.f];
+    linear::backward_input(dx, &w[at.down.clone()], p.f, &mut dact);
+    linear::backward_weight(dx, &s.act, p.f, &mut g[at.down.clone()]);
+    let (dgate, dup) = activation::swiglu_backward(&dact, &s.gate, &s.up);
+    let mut dh2 = vec![0.0; r * d];
+    linear::backward_input(&dgate, &w[at.gate.clone()], d, &mut dh2);
+    linear::backward_input(&dup, &w[at.up.clone()], d, &mut dh2);
+    linear::backward_weight(&dgate, &s.h2, d, &mut g[at.gate.clone()]);
+    linear::backward_weight(&dup, &s.h2, d, &mut g[at.up.clone()]);
+    norm::rmsnorm_backward(
+        &s.x_mid,
+        &w[at.mlp_norm.clone()],
+        &s.rrms2,
+        &dh2,
+        dx,
+        &mut g[at.mlp_norm.clone()],
+    );
+}
+
+/// A layer's attention half backwards: `dx` from x_mid to the layer's
+/// input, the attention's gradients added into `g`.
+fn attention_backward(
+    p: &Plan,
+    at: &LayerAt,
+    s: &LayerActs,
+    w: &[f64],
+    dx: &mut [f64],
+    g: &mut [f64],
+) {
+    let (r, d) = (p.rows, p.d);
+    // x_mid = x + o·Woᵀ: dx passes to x unchanged
+    let mut d_o = vec![0.0; r * p.hdh];
+    linear::backward_input(dx, &w[at.o.clone()], p.hdh, &mut d_o);
+    linear::backward_weight(dx, &s.o, p.hdh, &mut g[at.o.clone()]);
+    let (mut dq, mut dk, dv) = attention::backward(&p.attn, &s.q, &s.k, &s.v, &s.o, &d_o, &s.lse);
+    rope::rope(&mut dq, &p.freq, p.rope_q, -1.0);
+    rope::rope(&mut dk, &p.freq, p.rope_k, -1.0);
+    let mut dh1 = vec![0.0; r * d];
+    for (dy, range) in [(&dq, &at.q), (&dk, &at.k), (&dv, &at.v)] {
+        linear::backward_input(dy, &w[range.clone()], d, &mut dh1);
+        linear::backward_weight(dy, &s.h1, d, &mut g[range.clone()]);
     }
+    norm::rmsnorm_backward(
+        &s.x,
+        &w[at.attn_norm.clone()],
+        &s.rrms1,
+        &dh1,
+        dx,
+        &mut g[at.attn_norm.clone()],
+    );
 }
 
 fn add(a: &[f64], b: &[f64]) -> Vec<f64> {
