@@ -8,6 +8,7 @@ import { $ } from './dom.js';
 
 let worker;
 const asked = new Map();
+let known = null;
 
 export function initDefaults(w) {
   worker = w;
@@ -42,6 +43,7 @@ export const inputOf = (field) => $(field.replace(/[A-Z]/g, (c) => `-${c.toLower
 /// ranges and help from it.
 export async function runSettings() {
   const settings = await once('run.settings', {});
+  known = settings;
   for (const s of settings) {
     const input = inputOf(s.field);
     if (!input || input.tagName !== 'INPUT') continue;
@@ -52,6 +54,17 @@ export async function runSettings() {
   }
   return settings;
 }
+
+/// The settings, once `runSettings` has them: asked first thing
+/// (`initDefaults`), they arrive before any preset's defaults the form is
+/// filled from, since the worker answers in order.
+export function settingsNow() {
+  if (!known) throw new Error('the run\'s settings have not come from the worker yet');
+  return known;
+}
+
+/// [input, setting] of every run setting the form has.
+export const settingInputs = () => settingsNow().map((s) => [inputOf(s.field), s]).filter(([input]) => input);
 
 /// The RunSpec fields a run's config holds, besides its model and mode.
 export const configSettings = async () => (await runSettings())

@@ -8,6 +8,7 @@ import { $, el, bytes, count, attempt, intValue, numberValue } from './dom.js';
 import { state, subscribe, update, busy } from './state.js';
 import { adoptRun } from './train-panel.js';
 import { taskLabel } from './tasks.js';
+import { settingInputs } from './defaults.js';
 
 let worker;
 
@@ -36,26 +37,21 @@ function modelVocab() {
 /// The run the form describes: RunSpec in crate/src/run/spec.rs.
 export function spec() {
   const preset = $('preset').value;
-  const s = {
-    preset,
-    batch: intValue('batch'),
-    seq: intValue('seq'),
-    precision: $('precision').value,
-    optimState: $('optim-state').value,
-    lr: numberValue('lr'),
-    warmup: intValue('warmup'),
-    steps: intValue('steps'),
-    weightDecay: numberValue('weight-decay'),
-  };
+  const s = { preset };
+  for (const [input, setting] of settingInputs()) {
+    const read = { int: intValue, float: numberValue }[setting.kind];
+    s[setting.field] = read ? read(input.id) : input.value;
+  }
   if (preset === 'custom') s.model = customModel();
   if (state.task) s.task = state.task;
   return s;
 }
 
-/// The form's inputs a run spec fills, each with its value in a spec.
+/// The form's inputs a run spec fills, each with its value in a spec: the
+/// settings but the modes (which a preset leaves as the person chose).
 const filledBy = () => [
   [$('vocab'), (d) => d.model.vocab_size],
-  ...[['batch', 'batch'], ['seq', 'seq'], ['lr', 'lr'], ['warmup', 'warmup'], ['steps', 'steps'], ['weight-decay', 'weightDecay']].map(([id, key]) => [$(id), (d) => d[key]]),
+  ...settingInputs().filter(([, s]) => s.group !== 'mode').map(([input, s]) => [input, (d) => d[s.field]]),
   ...customInputs().map((input) => [input, (d) => d.model[input.dataset.field]]),
 ];
 
