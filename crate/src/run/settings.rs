@@ -75,7 +75,11 @@ const fn number(
     }
 }
 
-const fn choice(field: &'static str, choices: &'static [&'static str], help: &'static str) -> Setting {
+const fn choice(
+    field: &'static str,
+    choices: &'static [&'static str],
+    help: &'static str,
+) -> Setting {
     Setting {
         field,
         kind: Kind::Choice,
@@ -89,8 +93,22 @@ const fn choice(field: &'static str, choices: &'static [&'static str], help: &'s
 
 /// Every setting, in the order the page's form and the CLI's help show them.
 pub const SETTINGS: &[Setting] = &[
-    number("batch", Int, Shape, Some(1.0), Some(1024.0), "Sequences per batch"),
-    number("seq", Int, Shape, Some(2.0), Some(65536.0), "Tokens per sequence"),
+    number(
+        "batch",
+        Int,
+        Shape,
+        Some(1.0),
+        Some(1024.0),
+        "Sequences per batch",
+    ),
+    number(
+        "seq",
+        Int,
+        Shape,
+        Some(2.0),
+        Some(65536.0),
+        "Tokens per sequence",
+    ),
     choice(
         "precision",
         &["fp32", "f16", "sf16", "sf16-wide-head", "fp8"],
@@ -102,7 +120,14 @@ pub const SETTINGS: &[Setting] = &[
         "AdamW's moments: fp32, or int8 (block-wise, 256 values per scale)",
     ),
     number("lr", Float, Schedule, Some(0.0), None, "Peak learning rate"),
-    number("warmup", Int, Schedule, Some(0.0), None, "Linear warm-up steps"),
+    number(
+        "warmup",
+        Int,
+        Schedule,
+        Some(0.0),
+        None,
+        "Linear warm-up steps",
+    ),
     number(
         "steps",
         Int,
@@ -135,8 +160,22 @@ pub const SETTINGS: &[Setting] = &[
         None,
         "Global gradient-norm clip (0: none)",
     ),
-    number("beta1", Float, Optimizer, Some(0.0), Some(0.9999), "AdamW's β1"),
-    number("beta2", Float, Optimizer, Some(0.0), Some(0.9999), "AdamW's β2"),
+    number(
+        "beta1",
+        Float,
+        Optimizer,
+        Some(0.0),
+        Some(0.9999),
+        "AdamW's β1",
+    ),
+    number(
+        "beta2",
+        Float,
+        Optimizer,
+        Some(0.0),
+        Some(0.9999),
+        "AdamW's β2",
+    ),
     number("eps", Float, Optimizer, Some(0.0), None, "AdamW's ε"),
     number(
         "seed",
@@ -221,7 +260,10 @@ mod tests {
         assert!(batch.check(&8.into()).is_ok());
         for bad in [serde_json::json!(0), 2.5.into(), 2000.into(), "8".into()] {
             let e = batch.check(&bad).unwrap_err().to_string();
-            assert!(e.contains("batch") && e.contains("Sequences per batch"), "{e}");
+            assert!(
+                e.contains("batch") && e.contains("Sequences per batch"),
+                "{e}"
+            );
         }
         assert!(setting("precision").check(&"bf16".into()).is_err());
         assert!(setting("lr").check(&(-1e-3).into()).is_err());
