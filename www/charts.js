@@ -9,63 +9,15 @@
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import { $ } from './dom.js';
+import { CHARTS, HEIGHT, PALETTE, options, seriesIn, sitesOf } from './chart-options.js';
 
-const PALETTE = ['#3056d3', '#d9480f', '#2b8a3e', '#9c36b5', '#c2255c', '#1098ad', '#e67700'];
-const HEIGHT = 210;
+export { sitesOf };
+
 /// Points a run's table keeps: past this, its older points are thinned to
 /// every other one (the last RECENT stay whole), so a long run redraws as
 /// fast as a short one.
 const MAX_POINTS = 1500;
 const RECENT = 500;
-/// Whole steps on the x axis.
-const STEP_TICKS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6];
-
-// Each chart: groups of series from one table of a run (`train` steps or
-// `val`idations); `current` series are not drawn for overlays, nor runs
-// `only` refuses.
-const CHARTS = {
-  loss: {
-    id: 'chart-loss',
-    groups: [
-      { from: 'train', series: [{ key: 'loss', label: 'train' }] },
-      { from: 'val', series: [{ key: 'loss', label: 'validation', points: true }] },
-    ],
-  },
-  // task runs: the share of held-out examples answered whole, and of
-  // answer characters right; overlaid only by runs that have them
-  accuracy: {
-    id: 'chart-accuracy',
-    y: { range: [0, 1] },
-    only: (run, current) => current || run.val.accuracy?.some((a) => a !== null),
-    groups: [{ from: 'val', series: [
-      { key: 'accuracy', label: 'exact match', points: true, line: true },
-      { key: 'char_accuracy', label: 'per character', points: true, line: true, dash: [2, 3] },
-    ] }],
-  },
-  grad: {
-    id: 'chart-grad',
-    groups: [{ from: 'train', series: [
-      { key: 'grad_norm', label: '‖g‖' },
-      { key: 'clip_scale', label: 'clip scale', scale: 'clip', current: true, dash: [2, 3] },
-    ] }],
-  },
-  lr: { id: 'chart-lr', groups: [{ from: 'train', series: [{ key: 'lr', label: 'lr' }] }] },
-  tps: { id: 'chart-tps', groups: [{ from: 'train', series: [{ key: 'tokens_per_s', label: 'tokens/s' }] }] },
-  // the current run's sites, a colour each; asinh: linear near 0, then
-  // logarithmic, for counts from 0 to millions
-  clamped: {
-    id: 'chart-clamped',
-    y: { distr: 4, asinh: 1, range: (u, min, max) => [0, Math.max(max, 1)] },
-    groups: [{ from: 'train', series: (run) => run.sites.map((site, i) => ({
-      key: `clamped.${site}`, label: site.replace('e4m3_', 'E4M3 '), current: true, color: PALETTE[i % PALETTE.length],
-    })) }],
-  },
-};
-
-/// The counts a mode makes (the step stats' `clamped` keys): sf16 clamps
-/// per boundary, fp8 E4M3 saturations and flushes.
-export const sitesOf = (precision, clamped) => Object.keys(clamped).filter((k) => k.startsWith('e4m3_') === (precision === 'fp8'));
-const seriesIn = (group, run) => (typeof group.series === 'function' ? group.series(run) : group.series);
 
 const KEYS = ['loss', 'grad_norm', 'clip_scale', 'lr', 'tokens_per_s'];
 
@@ -205,10 +157,6 @@ export function showAccuracy(task) {
   $(CHARTS.accuracy.id).closest('figure').hidden = !task;
 }
 
-function css(name) {
-  return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || '#888';
-}
-
 /// The segments `def` draws.
 const drawnIn = (def) => drawn().filter(({ run, current }) => !def.only || def.only(run, current));
 
@@ -243,60 +191,13 @@ function data(def) {
   return uPlot.join(t);
 }
 
-/// Five ticks evenly spaced on a log axis, at 2 significant digits (the
-/// loss rarely spans a decade, so powers of ten would leave it bare).
-function logSplits(u, axis, min, max) {
-  if (!(min > 0 && max > min)) return [min, max];
-  const ticks = [];
-  for (let k = 0; k <= 4; k++) {
-    const v = Number((min * (max / min) ** (k / 4)).toPrecision(2));
-    if (v >= min && v <= max && !ticks.includes(v)) ticks.push(v);
-  }
-  return ticks;
-}
-
-function options(name, def, width) {
-  const muted = css('--muted');
-  const grid = css('--line');
-  const axis = { stroke: muted, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 } };
-  const series = [{ label: 'step' }];
-  for (const { run, s, current } of seriesOf(def)) {
-    const color = current ? (s.color ?? run.color) : `${run.color}99`;
-    series.push({
-      label: `${run.label} ${s.label}`,
-      stroke: color,
-      width: current ? 2 : 1.25,
-      dash: s.dash ?? (current ? undefined : [6, 4]),
-      scale: s.scale ?? 'y',
-      spanGaps: true,
-      // validations: hollow rings, no line unless asked
-      ...(s.points ? { ...(s.line ? {} : { paths: () => null }), points: { show: true, size: current ? 8 : 6, width: 2, stroke: color, fill: css('--card') } } : { points: { show: false } }),
-      value: (u, v) => (v === null || v === undefined ? '—' : Number(v.toPrecision(4)).toString()),
-    });
-  }
-  // log loss: the data's own range, not whole decades
-  const logRange = (u, min, max) => (min > 0 ? [min / 1.05, max * 1.05] : [min, max]);
-  const scales = { x: { time: false }, y: name === 'loss' && logLoss ? { distr: 3, log: 10, range: logRange } : (def.y ?? {}) };
-  // 3 significant digits: uPlot's default shows a learning rate of 3e-4 as 0;
-  // none below 0 (the asinh axis offers a −1 under its range's 0)
-  const values = (u, splits) => splits.map((v) => (v === null || v < 0 ? '' : Number(v.toPrecision(3)).toString()));
-  const axes = [{ ...axis, incrs: STEP_TICKS }, { ...axis, values, size: 56 }];
-  if (name === 'loss' && logLoss) axes[1].splits = logSplits;
-  if (name === 'grad') {
-    scales.clip = { range: [0, 1.05] };
-    axes[1].label = '‖g‖';
-    axes.push({ ...axis, scale: 'clip', side: 1, grid: { show: false }, label: 'clip scale' });
-  }
-  return { width, height: HEIGHT, series, scales, axes, legend: { live: true }, cursor: { drag: { x: true, y: false } } };
-}
-
 function build(name) {
   const def = CHARTS[name];
   const host = $(def.id);
   plots[name]?.destroy();
   host.textContent = '';
   const width = Math.max(280, host.clientWidth || 480);
-  plots[name] = new uPlot(options(name, def, width), data(def), host);
+  plots[name] = new uPlot(options(name, def, width, seriesOf(def), logLoss), data(def), host);
   mark(name);
 }
 

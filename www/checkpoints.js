@@ -8,7 +8,7 @@
 
 import { $, bytes, count, attempt, intValue, showError, clearError } from './dom.js';
 import { state, subscribe, busy } from './state.js';
-import { adoptRun, every, record, currentRunName, submittedSteps } from './train-panel.js';
+import { adoptRun, every, record } from './train-panel.js';
 import { spec } from './setup.js';
 import { modelFolder } from './hf-folder.js';
 import { checkCheckpoint, checkModelFiles, checkZip } from './limits.js';
@@ -27,8 +27,11 @@ function download(buffer, name, type = 'application/octet-stream') {
   setTimeout(() => URL.revokeObjectURL(url), 10_000);
 }
 
+/// "tiny-step40": the run's name and step, for file names.
+const runLabel = () => `${state.progress.name}-step${state.progress.submitted}`;
+
 async function save() {
-  const name = `webtrain-${currentRunName()}-step${submittedSteps()}.safetensors`;
+  const name = `webtrain-${runLabel()}.safetensors`;
   const buffer = await busy('save', () => attempt($('checkpoint-error'), () => worker.call('checkpoint.save')));
   if (!buffer) return;
   download(buffer, name);
@@ -36,7 +39,7 @@ async function save() {
 }
 
 async function exportHf() {
-  const folder = `webtrain-${currentRunName()}-step${submittedSteps()}-hf`;
+  const folder = `webtrain-${runLabel()}-hf`;
   const buffer = await busy('export', () => attempt($('checkpoint-error'), () => worker.call('hf.export', { folder })));
   if (!buffer) return;
   download(buffer, `${folder}.zip`, 'application/zip');

@@ -1,29 +1,10 @@
-// Small helpers every panel uses: element lookup, number formatting, and
-// errors shown in the page (a panel's own alert, or the global banner).
+// Small helpers every panel uses: element lookup, number formatting (from
+// www/format.js), and errors shown in the page (a panel's own alert, or the
+// global banner).
+
+export { bytes, num, count } from './format.js';
 
 export const $ = (id) => document.getElementById(id);
-
-export function bytes(n) {
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let i = 0;
-  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
-  return `${Number.isInteger(n) ? n : n.toFixed(1)} ${units[i]}`;
-}
-
-/// 3 significant digits; exponent form for very small or large values.
-export function num(x, digits = 3) {
-  if (x === null || x === undefined) return '—';
-  if (!Number.isFinite(x)) return String(x);
-  if (x === 0) return '0';
-  const a = Math.abs(x);
-  if (a < 1e-3 || a >= 1e6) return x.toExponential(digits - 1);
-  return Number(x.toPrecision(digits)).toString();
-}
-
-/// 1234567 → "1 234 567"
-export function count(n) {
-  return Math.round(n).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ' ');
-}
 
 export function el(tag, props = {}, children = []) {
   const e = document.createElement(tag);

@@ -22,7 +22,7 @@
 //   weights and moments read from it, as large again; the base preset's
 //   run with fp32 moments is 1.23 GiB.
 
-import { bytes } from './dom.js';
+import { bytes } from './format.js';
 
 export const MODEL_FILES_CAP = 2 ** 30;
 export const JSON_FILE_CAP = 64 * 2 ** 20;

@@ -4,48 +4,32 @@
 // the work (steps arrive two late; `train.flush` drains them at a pause).
 
 import { $, num, count, attempt, intValue, showError, clearError } from './dom.js';
-import { state, subscribe, update, busy, runMode } from './state.js';
+import { state, subscribe, update, busy, runMode, phase, setProgress, startProgress } from './state.js';
 import * as charts from './charts.js';
 import * as runs from './runs.js';
 import { taskLabel } from './tasks.js';
 import { resetExamples, showExamples } from './task-examples.js';
 
 let worker;
-/// Steps submitted in this run (the trainer's count).
-let submitted = 0;
-/// Totals over the run's collected steps.
-let totals = { skipped: 0, nonfinite: 0, badTokens: 0 };
-/// The run's name, for chart labels and file names ("tiny", "tiny-loaded").
-let runName = 'run';
-/// The step of the last validation.
-let validatedAt = -1;
 /// Seconds one step took in the last call: sizes the next call.
 let secondsPerStep = 0.1;
 /// Jobs at step boundaries: validation here, autosave from checkpoints.js.
 const periodic = [];
+
+/// Steps submitted in this run (the trainer's count): state.progress's.
+const submitted = () => state.progress.submitted;
 
 /// Calls `fn(step)` after every `getEvery()`th step while training (0: never).
 export function every(getEvery, fn) {
   periodic.push({ getEvery, fn });
 }
 
-export function currentRunName() {
-  return runName;
-}
-
-export function submittedSteps() {
-  return submitted;
-}
-
 /// Makes `info` (from train.create, checkpoint.load, …) the page's run. A
 /// new run starts its own row in the runs table and its own chart series,
 /// `origin` saying how it began; `continues` (a precision switch) keeps its
 /// counters and row, and the previous series stays as an overlay.
-export function adoptRun(info, { name = runName, continues = false, origin = 'created' } = {}) {
-  runName = name;
-  submitted = info.step;
-  validatedAt = -1;
-  if (!continues) totals = { skipped: 0, nonfinite: 0, badTokens: 0 };
+export function adoptRun(info, { name = state.progress.name, continues = false, origin = 'created' } = {}) {
+  (continues ? setProgress : startProgress)({ name, submitted: info.step, validatedAt: -1 });
   $('precision').value = info.config.precision;
   $('optim-state').value = info.config.optim.state;
   const owner = continues ? runs.switched(info) : runs.begin(info, { name, origin });
@@ -53,8 +37,7 @@ export function adoptRun(info, { name = runName, continues = false, origin = 'cr
   // a task run's characters are not a tokenizer of the text
   update({ run: info, tokenizer: info.task ? state.tokenizer : info.tokenizer });
   showTotals();
-  $('stat-step').textContent = count(submitted);
-  $('stat-step').dataset.step = submitted;
+  showStep();
   $('stat-mode').textContent = runMode(info);
   $('stat-task-row').hidden = !info.task;
   $('stat-task').textContent = info.task ? taskLabel(info.task) : '—';
@@ -73,8 +56,8 @@ export function adoptRun(info, { name = runName, continues = false, origin = 'cr
 /// to the snapshot's step and the steps after it are trained again.
 export function resumeAfterLoss({ lostAt, resumedFrom, reason, info }) {
   charts.rewind(resumedFrom);
-  submitted = resumedFrom;
-  if (validatedAt > resumedFrom) validatedAt = -1;
+  const { validatedAt } = state.progress;
+  setProgress({ submitted: resumedFrom, validatedAt: validatedAt > resumedFrom ? -1 : validatedAt });
   update({ run: info });
   const notice = $('train-notice');
   const losses = Number(notice.dataset.losses ?? 0) + 1;
@@ -82,8 +65,7 @@ export function resumeAfterLoss({ lostAt, resumedFrom, reason, info }) {
   notice.textContent = `The GPU device was lost at step ${count(lostAt)} (${reason}); the run resumed by itself from its snapshot `
     + `of step ${count(resumedFrom)}, repeating ${count(lostAt - resumedFrom)} steps.${losses > 1 ? ` (${losses} losses this session.)` : ''}`;
   notice.hidden = false;
-  $('stat-step').textContent = count(submitted);
-  $('stat-step').dataset.step = submitted;
+  showStep();
 }
 
 /// The worker's last snapshot: its step, interval and cost.
@@ -94,16 +76,17 @@ function showSnapshot(snapshot) {
   Object.assign($('stat-snapshot').dataset, { step: snapshot.step, every: snapshot.every, share: snapshot.share });
 }
 
-/// Draws a batch of step stats (from train.step, flush or inspect).
+/// Counts and draws a batch of step stats (from train.step, flush or
+/// inspect); `submittedNow`: the steps submitted by now, where known.
 export function record(stats, submittedNow = null) {
-  if (submittedNow !== null) submitted = Math.max(submitted, submittedNow);
-  for (const s of stats) {
-    if (s.skipped) totals.skipped++;
-    totals.nonfinite += s.nonfinite_grads;
-    totals.badTokens += s.out_of_range_targets;
-  }
+  const { progress } = state;
+  setProgress({
+    submitted: submittedNow === null ? progress.submitted : Math.max(progress.submitted, submittedNow),
+    latest: stats.at(-1) ?? progress.latest,
+    totals: withSteps(progress.totals, stats),
+  });
   charts.addSteps(stats);
-  const last = stats[stats.length - 1];
+  const last = stats.at(-1);
   if (last) {
     $('stat-loss').textContent = Number.isFinite(last.loss) ? last.loss.toFixed(4) : String(last.loss);
     $('stat-lr').textContent = num(last.lr);
@@ -111,9 +94,24 @@ export function record(stats, submittedNow = null) {
     showClamped(last.clamped, state.run?.config.precision);
     runs.progress(last.step, last.loss);
   }
-  $('stat-step').textContent = count(submitted);
-  $('stat-step').dataset.step = submitted;
+  showStep();
   showTotals();
+}
+
+/// `totals` with `stats`' steps counted in.
+function withSteps(totals, stats) {
+  const next = { ...totals };
+  for (const s of stats) {
+    if (s.skipped) next.skipped++;
+    next.nonfinite += s.nonfinite_grads;
+    next.badTokens += s.out_of_range_targets;
+  }
+  return next;
+}
+
+function showStep() {
+  $('stat-step').textContent = count(submitted());
+  $('stat-step').dataset.step = submitted();
 }
 
 /// sf16 and fp8: the step's counts (sf16's clamps to ±0.999 per boundary,
@@ -126,6 +124,7 @@ function showClamped(clamped, precision) {
 }
 
 function showTotals() {
+  const { totals } = state.progress;
   $('stat-skipped').textContent = count(totals.skipped);
   $('stat-skipped').dataset.count = totals.skipped;
   $('stat-nonfinite').textContent = count(totals.nonfinite);
@@ -138,13 +137,14 @@ function showTotals() {
 /// The held-out loss, and for a task run its accuracies and examples.
 async function validate() {
   const { loss, accuracy, char_accuracy: charAccuracy, examples } = await worker.call('train.validate');
-  validatedAt = submitted;
-  charts.addValidation(submitted, loss, accuracy, charAccuracy);
-  runs.validated(submitted, loss, accuracy);
-  $('stat-val').textContent = `${loss.toFixed(4)} (step ${count(submitted)})`;
-  Object.assign($('stat-val').dataset, { loss, step: submitted }); // unrounded, for tests
+  const step = submitted();
+  setProgress({ validatedAt: step });
+  charts.addValidation(step, loss, accuracy, charAccuracy);
+  runs.validated(step, loss, accuracy);
+  $('stat-val').textContent = `${loss.toFixed(4)} (step ${count(step)})`;
+  Object.assign($('stat-val').dataset, { loss, step }); // unrounded, for tests
   if (accuracy !== null) $('stat-accuracy').textContent = `${percent(accuracy)} · ${percent(charAccuracy)}`;
-  showExamples(examples, submitted);
+  showExamples(examples, step);
 }
 
 const percent = (x) => `${(100 * x).toFixed(1)}%`;
@@ -155,34 +155,34 @@ function nextCallSteps(stopAt) {
   let n = Math.max(1, Math.min(16, Math.round(0.3 / Math.max(secondsPerStep, 1e-3))));
   for (const { getEvery } of periodic) {
     const e = getEvery();
-    if (e > 0) n = Math.min(n, e - (submitted % e));
+    if (e > 0) n = Math.min(n, e - (submitted() % e));
   }
-  if (stopAt !== null) n = Math.min(n, stopAt - submitted);
+  if (stopAt !== null) n = Math.min(n, stopAt - submitted());
   return Math.max(1, n);
 }
 
 async function atBoundaries() {
   for (const { getEvery, fn } of periodic) {
     const e = getEvery();
-    if (e > 0 && submitted % e === 0) await fn(submitted);
+    if (e > 0 && submitted() % e === 0) await fn(submitted());
   }
 }
 
 async function loop() {
   const total = state.run.config.optim.schedule.total;
   // Trains to the schedule's end; started past it, until paused.
-  const stopAt = submitted < total ? total : null;
+  const stopAt = submitted() < total ? total : null;
   update({ training: true, stopping: false });
   clearError($('train-error'));
   $('train-status').textContent = 'Training…';
   let error = null;
-  while (!state.stopping && (stopAt === null || submitted < stopAt)) {
+  while (!state.stopping && (stopAt === null || submitted() < stopAt)) {
     try {
       const n = nextCallSteps(stopAt);
       const t0 = performance.now();
       const { stats, snapshot } = await worker.call('train.step', { n });
       secondsPerStep = (performance.now() - t0) / 1000 / n;
-      record(stats, submitted + n);
+      record(stats, submitted() + n);
       showSnapshot(snapshot);
       await atBoundaries();
     } catch (e) {
@@ -196,25 +196,25 @@ async function loop() {
   $('train-status').textContent = 'Pausing: collecting the last steps…';
   try {
     record(await worker.call('train.flush'));
-    if (validatedAt !== submitted) await validate();
+    if (state.progress.validatedAt !== submitted()) await validate();
   } catch (e) {
     error ??= e;
   }
   if (error) showError($('train-error'), error);
   update({ training: false, stopping: false });
-  $('train-status').textContent = stopAt !== null && submitted >= stopAt
-    ? `Paused at the end of the schedule (step ${count(submitted)}); Start goes on at its floor rate.`
-    : `Paused at step ${count(submitted)}.`;
+  $('train-status').textContent = stopAt !== null && submitted() >= stopAt
+    ? `Paused at the end of the schedule (step ${count(submitted())}); Start goes on at its floor rate.`
+    : `Paused at step ${count(submitted())}.`;
 }
 
 async function singleStep() {
   await busy('step', () => attempt($('train-error'), async () => {
     const { stats, snapshot } = await worker.call('train.step', { n: 1 });
-    record(stats, submitted + 1);
+    record(stats, submitted() + 1);
     showSnapshot(snapshot);
     record(await worker.call('train.flush'));
     await atBoundaries();
-    $('train-status').textContent = `Stepped to ${count(submitted)}.`;
+    $('train-status').textContent = `Stepped to ${count(submitted())}.`;
   }));
 }
 
@@ -223,7 +223,7 @@ async function singleStep() {
 async function validateNow() {
   await busy('validate', () => attempt($('train-error'), async () => {
     await validate();
-    $('train-status').textContent = `Validated at step ${count(submitted)}.`;
+    $('train-status').textContent = `Validated at step ${count(submitted())}.`;
   }));
 }
 
@@ -237,7 +237,7 @@ async function reconfigure() {
     worker.call('train.reconfigure', { precision, optimState })));
   if (info) {
     adoptRun(info, { continues: true });
-    $('train-status').textContent = `Switched to ${runMode(info)} at step ${count(submitted)}.`;
+    $('train-status').textContent = `Switched to ${runMode(info)} at step ${count(submitted())}.`;
   } else {
     // refused: show the run's mode again
     $('precision').value = state.run.config.precision;
@@ -253,7 +253,7 @@ function render(s) {
   $('validate').disabled = !idle;
   $('precision').disabled = s.training || s.busy.has('reconfigure');
   $('optim-state').disabled = s.training || s.busy.has('reconfigure');
-  $('train').dataset.phase = !s.run ? 'none' : s.training ? (s.stopping ? 'pausing' : 'running') : 'idle';
+  $('train').dataset.phase = phase(s);
   if (!s.run) $('train-status').textContent = 'Create a model first.';
   else if (!s.training && $('train-status').textContent === 'Create a model first.') {
     $('train-status').textContent = 'Ready.';

@@ -1,0 +1,137 @@
+// The training worker's answer to each request of www/protocol.js: a
+// handler per request type, `(payload, progress) => result`, working on
+// the run (www/worker-run.js), the storage and the kernel config.
+
+import { adapterInfo, planModel, runDefaults, runSettings, taskDefaults, tasks, Trainer } from '../pkg/webtrain.js';
+import { modelFolder } from './hf-folder.js';
+import { checkCheckpoint, checkModelFiles } from './limits.js';
+import { registerHandlers } from './protocol.js';
+import { countGpuBuffers } from './gpu-device-patch.js';
+import { adopt, corpus, needTrainer, ready, replaceTrainer, snapshots } from './worker-run.js';
+import { giveKernels, keepKernels, pinKernels, unpinKernels, withKernels } from './worker-kernels.js';
+import { autosaveFile, autosaveInBackground, finishBackgroundWrite, storedAutosave } from './worker-storage.js';
+import { unzipModel, zipFolder } from './worker-zip.js';
+
+const gpuBuffers = countGpuBuffers();
+
+async function loadBuiltinCorpus() {
+  const response = await fetch('/corpus/brown.txt');
+  if (!response.ok) throw new Error(`the built-in corpus could not be loaded (HTTP ${response.status}): run npm run build`);
+  const bytes = new Uint8Array(await response.arrayBuffer());
+  corpus().setBuiltin(bytes);
+  return corpus().files();
+}
+
+async function createRun({ spec }) {
+  replaceTrainer(await withKernels(() => Trainer.create(spec, corpus())));
+  return needTrainer().info();
+}
+
+/// `n` steps, with a snapshot first and after where one is due.
+async function step({ n }) {
+  const t = needTrainer();
+  if (snapshots.due(t.info().step)) await snapshots.take(t); // the run as made or loaded
+  const t0 = performance.now();
+  const stats = await t.step(n);
+  snapshots.stepped(n, performance.now() - t0);
+  if (snapshots.due(t.info().step)) stats.push(...await snapshots.take(t));
+  return { stats, snapshot: snapshots.report() };
+}
+
+async function reconfigure({ precision, optimState }) {
+  await needTrainer().reconfigure(precision, optimState);
+  snapshots.forget(); // the next step snapshots the converted run
+  return needTrainer().info();
+}
+
+async function loadCheckpoint({ bytes }) {
+  checkCheckpoint('the checkpoint', bytes.byteLength);
+  const load = async () => adopt(await withKernels(() => Trainer.load(new Uint8Array(bytes), corpus())));
+  if (corpus().files().length > 0) return load();
+  // no text loaded: a task run reads none, and most text runs trained
+  // on the built-in corpus
+  try {
+    return await load();
+  } catch {
+    await loadBuiltinCorpus();
+    return load();
+  }
+}
+
+async function importHf({ files, zip, spec }) {
+  // refused before the text is loaded or anything unpacked: the run that was there goes on
+  const entries = zip ? unzipModel(zip) : Object.entries(files).map(([path, buffer]) => [path, new Uint8Array(buffer)]);
+  if (!zip) checkModelFiles(entries.map(([path, bytes]) => [path, bytes.byteLength]));
+  if (corpus().files().length === 0) await loadBuiltinCorpus();
+  return adopt(await withKernels(() => Trainer.importHf(modelFolder(entries), spec, corpus())));
+}
+
+/// A checkpoint kept as the run's snapshot and written to storage in the background.
+async function autosave() {
+  await finishBackgroundWrite(); // the last write's failure is told here, once
+  const t0 = performance.now();
+  const trainer = needTrainer();
+  const stats = await trainer.flush();
+  const bytes = await trainer.save();
+  const { step } = trainer.info();
+  snapshots.keep(bytes, step, performance.now() - t0);
+  autosaveInBackground(bytes, step);
+  return { step, stats };
+}
+
+async function restoreAutosave() {
+  const file = await autosaveFile();
+  checkCheckpoint('the autosaved checkpoint', file.size);
+  return loadCheckpoint({ bytes: await file.arrayBuffer() });
+}
+
+async function memory() {
+  globalThis.gc?.(); // where Chrome exposes it (--js-flags=--expose-gc): counts without garbage
+  await new Promise((resolve) => setTimeout(resolve, 100)); // finalizers run after a collection
+  return {
+    gpuBuffers: gpuBuffers.live,
+    gpuBytes: gpuBuffers.bytes,
+    wasmBytes: (await ready).memory.buffer.byteLength,
+    heapBytes: performance.memory?.usedJSHeapSize || null, // Chrome reports 0 in a worker
+  };
+}
+
+export const handlers = registerHandlers({
+  adapter: () => adapterInfo(),
+
+  'corpus.builtin': loadBuiltinCorpus,
+  'corpus.add': ({ name, bytes }) => corpus().addFile(name, new Uint8Array(bytes)),
+  'corpus.clear': () => { corpus().clear(); return []; },
+  'corpus.files': () => corpus().files(),
+  'tokenizer.train': ({ vocab }, progress) => corpus().trainTokenizer(vocab, (fraction) => progress({ fraction })),
+
+  'run.defaults': ({ preset }) => runDefaults(preset),
+  'run.settings': () => runSettings(),
+  tasks: () => tasks(),
+  'task.defaults': ({ name, options }) => taskDefaults(name, options),
+  'model.plan': ({ spec }) => planModel(spec),
+
+  'train.create': createRun,
+  'train.step': step,
+  'train.flush': () => needTrainer().flush(),
+  'train.validate': () => needTrainer().validate(),
+  'train.inspect': () => needTrainer().inspect(),
+  'train.reconfigure': reconfigure,
+  look: ({ text, topK }) => needTrainer().look(text, topK),
+  ranges: () => needTrainer().ranges(),
+  generate: ({ prompt, temperature, topK, length, seed }, progress) =>
+    needTrainer().generate(prompt, { temperature, topK, length, seed }, (token, text, prob) => progress({ token, text, prob })),
+
+  'checkpoint.save': async () => (await needTrainer().save()).buffer,
+  'hf.export': async ({ folder }) => zipFolder(folder, await needTrainer().exportHf()),
+  'checkpoint.load': loadCheckpoint,
+  'hf.import': importHf,
+  'checkpoint.autosave': autosave,
+  'checkpoint.stored': storedAutosave,
+  'checkpoint.restore': restoreAutosave,
+  memory,
+
+  'kernels.get': async () => { await giveKernels(); return keepKernels(); },
+  'kernels.pin': ({ json }) => pinKernels(json),
+  'kernels.unpin': unpinKernels,
+});

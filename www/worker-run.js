@@ -1,0 +1,49 @@
+// The training worker's run: the wasm module (loaded once), the text the
+// run reads (a Data: its files and tokenizer), the trainer, and the run's
+// latest snapshot (www/snapshots.js), from which a lost device rebuilds it.
+
+import init, { Data } from '../pkg/webtrain.js';
+import { Snapshots } from './snapshots.js';
+
+/// The wasm module as it loads: every request waits for it first.
+export const ready = init();
+
+/// The run's snapshots: the latest one, and when the next is due.
+export const snapshots = new Snapshots();
+
+let data = null;
+let trainer = null;
+
+/// The text, made on first use.
+export function corpus() {
+  if (!data) data = new Data();
+  return data;
+}
+
+/// The run's trainer, or null before a model is made (or after the device was lost for good).
+export function currentTrainer() {
+  return trainer;
+}
+
+/// The run's trainer; throws where there is none yet.
+export function needTrainer() {
+  if (!trainer) throw new Error('create a model first (Setup → Create model)');
+  return trainer;
+}
+
+/// `next` (or none) is the run from now on; the old one is freed.
+export function replaceTrainer(next) {
+  trainer?.free();
+  trainer = next;
+  snapshots.forget();
+}
+
+/// A loaded or imported run replaces the current one; the text is read
+/// with its tokenizer from now on (not before: a refused run changes
+/// nothing), unless it is a task run, whose characters are its own.
+/// Resolves with its run info.
+export function adopt(next) {
+  if (!next.info().task) corpus().setTokenizer(next.tokenizerJson());
+  replaceTrainer(next);
+  return trainer.info();
+}
