@@ -19,9 +19,9 @@
 // can be had, with `gone: {lostAt, snapshotStep, reason}` after keeping the
 // snapshot in origin-private storage for a reload.
 //
-// spec: {preset, model?, batch, seq, precision, optimState, lr, warmup,
-//        steps, minLrRatio?, weightDecay?, clip?, beta1?, beta2?, eps?, seed?,
-//        valFraction?, task?: {name, options: {key: integer}}} (run::RunSpec)
+// spec: a run::RunSpec: {preset, model?, task?: {name, options: {key:
+//        integer}}} and the settings run.settings lists (run::settings;
+//        RunSpec says which may be left out for their shared defaults)
 // run info: what train.create, checkpoint.load, … answer (parameters,
 //        memory, tokens, config, task, step, …: web::Trainer::info)
 
