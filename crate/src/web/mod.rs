@@ -1,8 +1,9 @@
-//! The JavaScript API (wasm32 only), used by www/worker.js. Every export
-//! returns a promise or a `Result`, so a failure reaches JavaScript as a
-//! rejected promise or a thrown `Error` with the error's text; nothing here
-//! panics. Calls on one `Trainer` run one at a time: a call made while
-//! another is running is refused as busy (the worker queues them).
+//! The JavaScript API (wasm32 only), used by the worker (www/worker*.js).
+//! Every export returns a promise or a `Result`, so a failure reaches
+//! JavaScript as a rejected promise or a thrown `Error` with the error's
+//! text; nothing here panics. Calls on one `Trainer` run one at a time: a
+//! call made while another is running is refused as busy (the worker
+//! queues them).
 
 mod data;
 mod trainer;
