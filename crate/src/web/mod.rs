@@ -6,7 +6,9 @@
 //! queues them).
 
 mod data;
+mod setup;
 mod trainer;
+mod views;
 
 use std::cell::RefCell;
 
@@ -78,14 +80,6 @@ pub async fn set_kernel_config(json: String, pinned: bool) -> Result<(), JsError
     let gpu = gpu().await.map_err(js_error)?;
     *gpu.kernels.lock().unwrap_or_else(|p| p.into_inner()) = config;
     Ok(())
-}
-
-/// Every setting of a new run (`run::settings::SETTINGS`): `[{field, kind,
-/// group, min?, max?, choices?, help}]`. The page derives its form's ranges,
-/// its address's fields and the settings runs are compared by from it.
-#[wasm_bindgen(js_name = runSettings)]
-pub fn run_settings() -> Result<JsValue, JsError> {
-    to_js(crate::run::settings::SETTINGS)
 }
 
 fn to_js<T: serde::Serialize + ?Sized>(value: &T) -> Result<JsValue, JsError> {

@@ -2,100 +2,24 @@
 //! calls the page makes on it, in its words (camelCase, JS errors).
 
 use std::cell::RefCell;
-use std::ops::ControlFlow;
 use std::rc::Rc;
 
 use js_sys::Promise;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
+use super::views::{GenerateOptions, export_hf, generate, look, measure_ranges};
 use super::{Data, from_js, gpu, js_error, to_js};
 use crate::checkpoint::Checkpoint;
 use crate::data::Tokenizer;
 use crate::data::tasks::{self, TaskSpec};
 use crate::hf::{self, HfFiles, HfModel};
-use crate::inspect::{Inspector, Prediction, Probe, ranges};
-use crate::model::decode::{Decoder, Generation, Sampling};
-use crate::model::{ParamLayout, Precision};
+use crate::inspect::Inspector;
+use crate::model::Precision;
 use crate::optim::OptimState;
 use crate::run::{Batches, DataState, Run, RunSpec, Source, Text, VALIDATION_BATCHES};
 use crate::train::{self, Memory, TrainConfig};
-
-/// What a new run of `preset` starts from (`run::RunSpec::preset`): the
-/// page's form is filled from it.
-#[wasm_bindgen(js_name = runDefaults)]
-pub fn run_defaults(preset: &str) -> Result<JsValue, JsError> {
-    to_js(&RunSpec::preset(preset).map_err(js_error)?)
-}
-
-/// Every task the page offers: `[{name, title, summary, options: [{name,
-/// summary, default, min, max}]}]`.
-#[wasm_bindgen]
-pub fn tasks() -> Result<JsValue, JsError> {
-    to_js(&crate::data::tasks::TASKS)
-}
-
-/// What a run of task `name` starts from (`run::RunSpec::task`), with
-/// `options` (`{name: value}`; undefined: the defaults): the page's form
-/// is filled from it.
-#[wasm_bindgen(js_name = taskDefaults)]
-pub fn task_defaults(name: String, options: JsValue) -> Result<JsValue, JsError> {
-    let options = match options.is_undefined() || options.is_null() {
-        true => Default::default(),
-        false => from_js(options)?,
-    };
-    to_js(&RunSpec::task(&TaskSpec { name, options }).map_err(js_error)?)
-}
-
-/// Memory per precision × optimizer state for one model on this adapter,
-/// and whether the adapter's limits can hold it.
-#[derive(Serialize)]
-struct Plan {
-    parameters: u64,
-    fits: bool,
-    reason: Option<String>,
-    modes: Vec<PlanMode>,
-}
-
-#[derive(Serialize)]
-struct PlanMode {
-    precision: &'static str,
-    optim_state: &'static str,
-    memory: Memory,
-}
-
-/// The memory a run of `spec` takes in every mode; `fits` is false, with
-/// the reason, where this adapter cannot bind or allocate it.
-#[wasm_bindgen(js_name = planModel)]
-pub async fn plan_model(spec: JsValue) -> Result<JsValue, JsError> {
-    let spec: RunSpec = from_js(spec)?;
-    let c = spec.config().map_err(js_error)?;
-    let gpu = gpu().await.map_err(js_error)?;
-    let fits = train::check_limits(&c.model, c.shape, &gpu.limits);
-    let binding = gpu.limits.max_storage_buffer_binding_size;
-    let mut modes = Vec::new();
-    for precision in Precision::ALL {
-        for state in [OptimState::Fp32, OptimState::Int8] {
-            let memory = match Memory::of(&c.model, c.shape, precision, state, binding) {
-                Ok(m) => m,
-                Err(_) => continue, // reported by `fits`
-            };
-            modes.push(PlanMode {
-                precision: precision.name(),
-                optim_state: state.name(),
-                memory,
-            });
-        }
-    }
-    let parameters = ParamLayout::new(&c.model).parameters();
-    to_js(&Plan {
-        parameters,
-        fits: fits.is_ok(),
-        reason: fits.err().map(|e| e.to_string()),
-        modes,
-    })
-}
 
 /// A Uint8Array's length in bytes, exactly: `length()` is a u32, which
 /// JavaScript's arrays of 4 GiB and more wrap around.
@@ -107,14 +31,14 @@ fn js_length(bytes: &js_sys::Uint8Array) -> u64 {
 }
 
 /// The run, and what the page's inspector remembers of it.
-struct PageRun {
-    run: Run,
-    inspector: Inspector,
+pub(super) struct PageRun {
+    pub(super) run: Run,
+    pub(super) inspector: Inspector,
 }
 
 impl PageRun {
     /// The run's tokenizer: the page trains on text, so it has one.
-    fn tokenizer(&self) -> Result<&Tokenizer, JsError> {
+    pub(super) fn tokenizer(&self) -> Result<&Tokenizer, JsError> {
         self.run
             .text
             .tokenizer
@@ -521,223 +445,4 @@ impl Trainer {
             (page, result)
         })
     }
-}
-
-/// Tokens a look reads at most: a heatmap of more is too fine to read.
-const LOOK_TOKENS: usize = 64;
-
-/// What `look` resolves with (the attention maps are set beside it as
-/// `Float32Array`s).
-#[derive(Serialize)]
-struct Look<'a> {
-    step: u32,
-    precision: &'static str,
-    /// Each token's text, and its id.
-    tokens: Vec<String>,
-    ids: &'a [u32],
-    heads: u32,
-    /// The text had more tokens than a look reads.
-    truncated: bool,
-    predictions: Vec<Prediction>,
-    /// The text of each prediction's top tokens.
-    top_tokens: Vec<Vec<String>>,
-}
-
-/// `text` (or, empty, the first held-out window) through the model's own
-/// forward in the run's precision: every layer's attention maps and each
-/// position's predictions (`inspect::Probe`).
-async fn look(page: &PageRun, text: &str, top_k: usize) -> Result<JsValue, JsError> {
-    let (t, tokenizer) = (&page.run.trainer, page.tokenizer()?);
-    let mut ids = match text.trim().is_empty() {
-        false => tokenizer.encode(text).map_err(js_error)?,
-        true => {
-            let first = page.run.validation.first().ok_or_else(|| {
-                JsError::new("this run holds no text out of training: type a text to look at")
-            })?;
-            // a window and the token after it: every position has a target
-            let seq = t.config.shape.seq as usize;
-            let mut window = first.inputs[..seq].to_vec();
-            window.push(first.targets[seq - 1]);
-            window
-        }
-    };
-    if ids.is_empty() {
-        return Err(JsError::new("the text has no tokens"));
-    }
-    let cap = LOOK_TOKENS.min(t.config.model.max_seq as usize);
-    let truncated = ids.len() > cap;
-    ids.truncate(cap);
-    let weights = t.model.read_weights(&t.gpu).await.map_err(js_error)?;
-    let c = &t.config;
-    // the trainer's kernels: built in the run's precision already
-    let probe = Probe::run(&t.gpu, &t.k, &c.model, c.precision, &weights, &ids)
-        .await
-        .map_err(js_error)?;
-    let maps = probe.attention().await.map_err(js_error)?;
-    let tokens = ids
-        .iter()
-        .map(|&id| tokenizer.decode(&[id]))
-        .collect::<crate::Result<Vec<String>>>()
-        .map_err(js_error)?;
-    let predictions = probe.predictions(top_k).await.map_err(js_error)?;
-    let top_tokens = predictions
-        .iter()
-        .map(|p| {
-            p.top
-                .iter()
-                .map(|&(id, _)| tokenizer.decode(&[id]))
-                .collect()
-        })
-        .collect::<crate::Result<Vec<Vec<String>>>>()
-        .map_err(js_error)?;
-    let result = to_js(&Look {
-        step: t.steps(),
-        precision: c.precision.name(),
-        tokens,
-        ids: &ids,
-        heads: c.model.n_heads,
-        truncated,
-        predictions,
-        top_tokens,
-    })?;
-    let attention: js_sys::Array = maps
-        .iter()
-        .map(|m| js_sys::Float32Array::from(&m[..]))
-        .collect();
-    js_sys::Reflect::set(&result, &JsValue::from_str("attention"), &attention)
-        .map_err(|_| JsError::new("look: cannot hand over the attention maps"))?;
-    Ok(result)
-}
-
-async fn measure_ranges(
-    page: &mut PageRun,
-    batch: &crate::data::Batch,
-) -> Result<JsValue, JsError> {
-    let t = &mut page.run.trainer;
-    let steps = t.flush().await.map_err(js_error)?;
-    let r = ranges::measure(t, batch).await.map_err(js_error)?;
-    let step = t.steps();
-    to_js(
-        &serde_json::json!({"step": step, "formats": ranges::FORMATS, "ranges": r, "steps": steps}),
-    )
-}
-
-async fn export_hf(page: &PageRun) -> Result<JsValue, JsError> {
-    let t = &page.run.trainer;
-    let weights = t.model.read_weights(&t.gpu).await.map_err(js_error)?;
-    let model = HfModel {
-        config: t.config.model.clone(),
-        weights,
-        tokenizer_json: Some(page.tokenizer()?.to_json().map_err(js_error)?),
-    };
-    let files = model.export().map_err(js_error)?;
-    let [safetensors] = files.weights.as_slice() else {
-        return Err(JsError::new(&format!(
-            "hf export: {} weight files; the page writes one {}",
-            files.weights.len(),
-            hf::WEIGHTS
-        )));
-    };
-    let folder = js_sys::Object::new();
-    let put = |name: &str, bytes: &[u8]| {
-        js_sys::Reflect::set(
-            &folder,
-            &JsValue::from_str(name),
-            &js_sys::Uint8Array::from(bytes),
-        )
-        .map(|_| ())
-        .map_err(|_| JsError::new(&format!("hf export: cannot hand over {name}")))
-    };
-    put(hf::CONFIG, files.config_json.as_bytes())?;
-    put(hf::WEIGHTS, safetensors)?;
-    if let Some(g) = &files.generation_config_json {
-        put(hf::GENERATION_CONFIG, g.as_bytes())?;
-    }
-    if let Some(tok) = &files.tokenizer_json {
-        put(hf::TOKENIZER, tok.as_bytes())?;
-    }
-    Ok(folder.into())
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct GenerateOptions {
-    temperature: f32,
-    top_k: u32,
-    length: u32,
-    #[serde(default = "generation_seed")]
-    seed: u64,
-}
-
-fn generation_seed() -> u64 {
-    1
-}
-
-#[derive(Serialize)]
-struct Generated {
-    text: String,
-    tokens: usize,
-}
-
-async fn generate(
-    page: &PageRun,
-    prompt: &str,
-    opts: &GenerateOptions,
-    on_token: &js_sys::Function,
-) -> Result<JsValue, JsError> {
-    let (t, tokenizer) = (&page.run.trainer, page.tokenizer()?);
-    let max_seq = t.config.model.max_seq;
-    let length = opts.length.clamp(1, max_seq);
-    let mut ids = tokenizer.encode(prompt).map_err(js_error)?;
-    if ids.is_empty() {
-        return Err(JsError::new("give a prompt to continue"));
-    }
-    let keep = (max_seq + 1 - length) as usize; // prompt + length − 1 positions are fed
-    if ids.len() > keep {
-        ids.drain(..ids.len() - keep);
-    }
-    let mut decoder = Decoder::new(&t.gpu, &t.k, &t.model, 1, max_seq).map_err(js_error)?;
-    let g = Generation {
-        max_new: length,
-        sampling: Sampling {
-            temperature: opts.temperature,
-            top_k: opts.top_k,
-        },
-        seed: opts.seed,
-    };
-    let mut new: Vec<u32> = Vec::new();
-    let mut text = String::new();
-    let mut failed = None;
-    decoder
-        .generate(&t.gpu, &t.k, &t.model, &[&ids], &g, |tokens, probs| {
-            new.extend_from_slice(tokens);
-            // decode the whole continuation: a token may end a multi-byte character
-            let now = match tokenizer.decode(&new) {
-                Ok(now) => now,
-                Err(e) => {
-                    failed = Some(e);
-                    return ControlFlow::Break(());
-                }
-            };
-            let piece = now.strip_prefix(text.as_str()).unwrap_or(&now).to_string();
-            text = now;
-            match on_token.call3(
-                &JsValue::NULL,
-                &JsValue::from_str(&piece),
-                &JsValue::from_str(&text),
-                &JsValue::from_f64(probs[0]),
-            ) {
-                Ok(_) => ControlFlow::Continue(()),
-                Err(_) => ControlFlow::Break(()),
-            }
-        })
-        .await
-        .map_err(js_error)?;
-    if let Some(e) = failed {
-        return Err(js_error(e));
-    }
-    to_js(&Generated {
-        text,
-        tokens: new.len(),
-    })
 }
