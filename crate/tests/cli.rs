@@ -1,4 +1,7 @@
 //! The native CLI's machine-readable output: JSON lines on stdout.
+//!
+//! One file, over 500 lines: each test runs the binary, and they share its
+//! helpers.
 #![cfg(not(target_arch = "wasm32"))]
 
 use std::process::Command;

@@ -2,6 +2,9 @@
 //! and its KV-cache append) and 05_attention_backward.wgsl (dQ, then dK
 //! and dV). Legend: B batch, T sequence, H query heads, Hkv key/value
 //! heads, Dh head dim, L cache length, Lmax cache capacity.
+//!
+//! One file, over 500 lines: both shader files share these shapes and
+//! their checks (`check_qkv`).
 
 use bytemuck::{Pod, Zeroable};
 

@@ -5,6 +5,9 @@
 //!
 //! Legend: B batch, T seq, R = B·T rows (row b·T + t), D d_model, H heads,
 //! Hkv kv heads, Dh = D/H head dim, F ffn, V vocab, L layers.
+//!
+//! One file, over 500 lines: the twin reads top to bottom like the GPU
+//! schedule it is checked against.
 
 use std::ops::Range;
 

@@ -1,6 +1,9 @@
 //! 05_attention.wgsl and 05_attention_backward.wgsl against
 //! reference/attention.rs. Legend: B batch, T sequence, H heads, Hkv kv
 //! heads, Dh head dim, L cache length.
+//!
+//! One file per kernel family, as kernels.rs lists them, over 500 lines:
+//! the family's tests share their fixtures.
 
 use rand::Rng;
 use webtrain::gpu::Dispatch;

@@ -1,4 +1,7 @@
 //! 03_linear.wgsl against reference/linear.rs.
+//!
+//! One file per kernel family, as kernels.rs lists them, over 500 lines:
+//! the family's tests share their fixtures.
 
 use half::f16;
 use rand::Rng;

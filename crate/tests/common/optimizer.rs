@@ -1,4 +1,7 @@
 //! 12_optimizer.wgsl against reference/optimizer.rs.
+//!
+//! One file per kernel family, as kernels.rs lists them, over 500 lines:
+//! the family's tests share their fixtures.
 
 use half::f16;
 use webtrain::kernels::loss::LossTotals;

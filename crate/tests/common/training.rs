@@ -1,6 +1,8 @@
 //! The training loop against a CPU run of the same steps (reference model +
 //! reference AdamW), and its promises: deterministic, skips a non-finite
 //! loss without touching the weights.
+//!
+//! One file for the loop's tests, over 500 lines: they share its fixtures.
 
 use webtrain::data::Batch;
 use webtrain::kernels::AdamHyper;

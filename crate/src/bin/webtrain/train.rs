@@ -5,6 +5,9 @@
 //! `--resume` continues one: its config, weights, optimizer state, step
 //! count and batch RNG, on the same data. A lost GPU device is replaced and
 //! the run goes on from its last checkpoint (`recover`).
+//!
+//! Over 500 lines until `run::Session` (#28, item 1) takes its loop and
+//! recovery.
 
 use std::path::PathBuf;
 
