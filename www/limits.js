@@ -5,7 +5,8 @@
 // the module unusable). The numbers are the crate's, which checks them
 // again before it copies a file in: MODEL_FILES_CAP and JSON_FILE_CAP are
 // hf::Limits::PAGE (crate/src/hf/mod.rs), CHECKPOINT_CAP is
-// checkpoint::PAGE_MAX_BYTES; the text's cap is TEXT_CAP (www/corpus.js).
+// checkpoint::PAGE_MAX_BYTES (the worker does not start where they differ:
+// www/worker-run.js); the text's cap is TEXT_CAP (www/corpus.js).
 //
 // - A model folder's files: at most 1 GiB in all. The module holds them,
 //   the f32 weights made from them (at most 1 GiB more, checked by the

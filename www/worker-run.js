@@ -2,11 +2,24 @@
 // run reads (a Data: its files and tokenizer), the trainer, and the run's
 // latest snapshot (www/snapshots.js), from which a lost device rebuilds it.
 
-import init, { Data } from '../pkg/webtrain.js';
+import init, { Data, pageLimits } from '../pkg/webtrain.js';
 import { Snapshots } from './snapshots.js';
+import { CHECKPOINT_CAP, JSON_FILE_CAP, MODEL_FILES_CAP } from './limits.js';
 
-/// The wasm module as it loads: every request waits for it first.
-export const ready = init();
+/// The wasm module as it loads, its caps checked against the page's: every
+/// request waits for it first.
+export const ready = init().then(checkLimits);
+
+/// www/limits.js spells the crate's caps again, to refuse a file before it
+/// is read: a worker whose two disagree does not start (every e2e test
+/// would fail), rather than let one side refuse what the other let through.
+function checkLimits() {
+  const rust = pageLimits();
+  const page = { modelFiles: MODEL_FILES_CAP, jsonFile: JSON_FILE_CAP, checkpoint: CHECKPOINT_CAP };
+  for (const [name, cap] of Object.entries(page)) {
+    if (rust[name] !== cap) throw new Error(`www/limits.js gives ${name} a cap of ${cap} bytes, the crate ${rust[name]}: make them agree`);
+  }
+}
 
 /// The run's snapshots: the latest one, and when the next is due.
 export const snapshots = new Snapshots();

@@ -27,6 +27,20 @@ pub fn run_settings() -> Result<JsValue, JsError> {
     to_js(crate::run::settings::SETTINGS)
 }
 
+/// The caps the page holds a user's files to (`hf::Limits::PAGE`,
+/// `checkpoint::PAGE_MAX_BYTES`): `{modelFiles, jsonFile, checkpoint}` in
+/// bytes. www/limits.js spells them again so the page can refuse a file
+/// before reading it; the worker checks the two agree when it starts.
+#[wasm_bindgen(js_name = pageLimits)]
+pub fn page_limits() -> Result<JsValue, JsError> {
+    let page = crate::hf::Limits::PAGE;
+    to_js(&serde_json::json!({
+        "modelFiles": page.files,
+        "jsonFile": page.json_file,
+        "checkpoint": crate::checkpoint::PAGE_MAX_BYTES,
+    }))
+}
+
 /// Every task the page offers: `[{name, title, summary, options: [{name,
 /// summary, default, min, max}]}]`.
 #[wasm_bindgen]
