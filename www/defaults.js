@@ -43,6 +43,7 @@ export const inputOf = (field) => $(field.replace(/[A-Z]/g, (c) => `-${c.toLower
 /// ranges and help from it.
 export async function runSettings() {
   const settings = await once('run.settings', {});
+  if (known) return settings; // the inputs have their ranges already
   known = settings;
   for (const s of settings) {
     const input = inputOf(s.field);

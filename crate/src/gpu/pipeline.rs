@@ -8,7 +8,7 @@
 //! (SwiftShader and lavapipe JIT-compile each pipeline for up to seconds).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use super::Gpu;
 use super::buffers::Bind;
@@ -58,7 +58,6 @@ pub struct Kernel {
     pub entry: &'static str,
     slots: &'static [Slot],
     module: Arc<CachedModule>,
-    built: OnceLock<Built>,
 }
 
 #[derive(Clone)]
@@ -163,7 +162,6 @@ pub async fn build_variant_kernels<const N: usize>(
         entry: d.entry,
         slots: d.slots,
         module: Arc::clone(&module),
-        built: OnceLock::new(),
     }))
 }
 
@@ -270,9 +268,7 @@ impl Kernel {
                 resource: gpu.boundary_counts.as_entire_binding(),
             });
         }
-        let built = self
-            .built
-            .get_or_init(|| build_one(gpu, &self.module, self.entry, self.slots));
+        let built = build_one(gpu, &self.module, self.entry, self.slots);
         let bind_group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some(self.entry),
             layout: &built.layout,
