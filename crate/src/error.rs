@@ -28,6 +28,16 @@ pub enum Error {
     #[error("the GPU device was lost ({reason}); the page or process must create a new one")]
     DeviceLost { reason: String },
 
+    /// A session gave up on a lost device (`run::Session::recover`).
+    #[error("the GPU device was lost at step {at} ({reason}), and the run cannot go on: {why}")]
+    RunLost {
+        at: u32,
+        reason: String,
+        why: String,
+        /// The step of the run's snapshot in memory, if it has one.
+        snapshot: Option<u32>,
+    },
+
     #[error("kernel {kernel} does not compile for this adapter ({storage} f16 storage): {message}")]
     Shader {
         kernel: &'static str,

@@ -72,6 +72,11 @@ impl Inspector {
         }
     }
 
+    /// Forgets the weights seen last (they were on a lost device).
+    pub fn forget(&mut self) {
+        self.previous = None;
+    }
+
     /// Trains `run`'s next step — it counts like any other — with each
     /// kernel timed if `profile` (and the adapter has timestamps), and
     /// reports on it.

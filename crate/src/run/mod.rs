@@ -2,14 +2,18 @@
 //! `webtrain train` are thin adapters over this): what a new run is made
 //! of and its defaults (`spec`), what each setting takes (`settings`), the
 //! token stream it trains on and how a checkpoint records it (`data`), the
-//! batch order, validation, saving and resuming. So a checkpoint saved by either front end resumes in the
-//! other, drawing the batches an uninterrupted run would have drawn.
+//! batch order, validation, saving and resuming; the loop around it, its
+//! cadence and its recovery from a lost device (`session`). So a checkpoint
+//! saved by either front end resumes in the other, drawing the batches an
+//! uninterrupted run would have drawn.
 
 mod data;
+mod session;
 pub mod settings;
 mod spec;
 
 pub use data::{BUILTIN_CORPUS, DataState, Source};
+pub use session::{Cadence, Devices, Event, Session, Snapshot, SnapshotReport};
 pub use spec::{BATCH_SEED, RunSpec, VALIDATION_BATCHES, warmup_for};
 
 use serde::Serialize;
@@ -220,6 +224,7 @@ impl Run {
     /// Goes back to `checkpoint`, this run's own from earlier, on `gpu` (a
     /// new device where the old one was lost): its weights, optimizer
     /// state, step and batch order; the text and held-out batches stay.
+    /// The one rebuild path (`Session::recover`).
     pub async fn rewind(&mut self, gpu: &Gpu, checkpoint: &Checkpoint) -> Result<()> {
         self.trainer = checkpoint.restore(gpu).await?;
         self.rng = SplitMix64(checkpoint.run.rng);

@@ -374,7 +374,7 @@ fn argmax_rows(values: &[f32], width: usize) -> Vec<u32> {
 }
 
 /// Seconds on a monotonic clock (the browser's `Date.now` where `Instant` panics).
-fn now_s() -> f64 {
+pub(crate) fn now_s() -> f64 {
     #[cfg(target_arch = "wasm32")]
     {
         js_sys::Date::now() / 1000.0

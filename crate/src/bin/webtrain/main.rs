@@ -5,13 +5,13 @@ mod bench;
 #[cfg(not(target_arch = "wasm32"))]
 mod bench_step;
 #[cfg(not(target_arch = "wasm32"))]
+mod events;
+#[cfg(not(target_arch = "wasm32"))]
 mod files;
 #[cfg(not(target_arch = "wasm32"))]
 mod hf;
 #[cfg(not(target_arch = "wasm32"))]
 mod probe;
-#[cfg(not(target_arch = "wasm32"))]
-mod recover;
 #[cfg(not(target_arch = "wasm32"))]
 mod train;
 

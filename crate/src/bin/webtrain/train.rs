@@ -3,11 +3,9 @@
 //! validation, and a final summary; progress in words on stderr. `--out`
 //! writes a checkpoint at the end (and every `--save-every` steps);
 //! `--resume` continues one: its config, weights, optimizer state, step
-//! count and batch RNG, on the same data. A lost GPU device is replaced and
-//! the run goes on from its last checkpoint (`recover`).
-//!
-//! Over 500 lines until `run::Session` (#28, item 1) takes its loop and
-//! recovery.
+//! count and batch RNG, on the same data. The loop is `run::Session`'s
+//! (a lost GPU device is replaced and the run goes on from its snapshot);
+//! `events` prints what it does.
 
 use std::path::PathBuf;
 
@@ -20,13 +18,14 @@ use webtrain::inspect::Inspector;
 use webtrain::model::{Config, PRESETS, Precision};
 use webtrain::optim::OptimState;
 use webtrain::run::{
-    DataState, Run, RunSpec, Source, Text, VALIDATION_BATCHES, Validation, settings, warmup_for,
+    Cadence, DataState, Run, RunSpec, Session, Snapshot, Source, Text, VALIDATION_BATCHES,
+    settings, warmup_for,
 };
-use webtrain::train::{StepStats, TrainConfig, Trainer};
+use webtrain::train::{TrainConfig, Trainer};
 use webtrain::{Error, Gpu, Result};
 
+use crate::events::{CliDevices, Printer};
 use crate::files::{self, TextFile};
-use crate::recover::{Recovery, Snapshot};
 
 /// What a checkpoint's config fixes: not to be given with `--resume`.
 const FIXED_BY_CHECKPOINT: [&str; 19] = [
@@ -324,7 +323,7 @@ pub async fn run(args: TrainArgs) -> Result<()> {
     let shape = config.shape;
     let options = args.device.options()?;
     let gpu = Gpu::new(&options).await?;
-    let mut run = match (&resumed, &hf) {
+    let run = match (&resumed, &hf) {
         (Some((c, _)), _) => Run::resume(&gpu, c, text, args.val_batches).await?,
         (None, Some(m)) => {
             let trainer = Trainer::with_weights(&gpu, config.clone(), &m.weights).await?;
@@ -378,41 +377,32 @@ pub async fn run(args: TrainArgs) -> Result<()> {
         }
     }
 
-    // what a lost device goes back to until the first save
-    let snapshot = match (resumed, &args.resume) {
-        (Some((_, bytes)), Some(path)) => Snapshot {
-            step: first - 1,
-            bytes,
-            file: Some(path.clone()),
-        },
-        _ => Snapshot {
-            step: 0,
-            bytes: run.save().await?,
-            file: None,
-        },
+    let cadence = Cadence {
+        validate_every: args.val_every,
+        save_every: args.save_every,
+        inspect_every: args.inspect_every,
+        measure_every: 0,
+        end: Some(end),
+        save_at_end: args.out.is_some(),
     };
-    let lose_at = args.lose_device_at.clone();
-    let mut recovery = Recovery::new(snapshot, options, args.val_batches, end, lose_at);
-
+    let mut session = Session::new(run, Inspector::new(false), CliDevices(options));
+    session.lose_device_after(args.lose_device_at.clone());
+    if let (Some((_, bytes)), Some(_)) = (resumed, &args.resume) {
+        session = session.starting_from(Snapshot { step: first - 1, bytes });
+    }
+    let on_disk = args.resume.clone().map(|path| (first - 1, path));
+    let mut printer = Printer::new(args.out.as_deref(), on_disk, end);
     let started = std::time::Instant::now();
-    let mut steps = Steps {
-        args: &args,
-        end,
-        inspector: Inspector::new(false), // the CLI prints no update ratios
-        last: None,
-        validation: None,
-    };
-    let mut step = first;
-    while step <= end {
-        match steps.train(&mut run, &mut recovery, step).await {
-            Ok(()) => step += 1,
-            Err(e) => {
-                run = recovery.recover(e, run).await?;
-                step = run.trainer.steps() + 1;
-            }
+    while session.run.trainer.steps() < end {
+        let events = session.advance(1, &cadence).await;
+        let events = events.inspect_err(|e| printer.resume_hint(e))?;
+        for event in events {
+            printer.print(event)?;
         }
     }
     let seconds = started.elapsed().as_secs_f64();
+    let run = &session.run;
+    let (last, validation) = (printer.last, printer.validation.as_ref());
     let summary = serde_json::json!({"summary": {
         "adapter": run.trainer.gpu.info.name,
         "preset": preset,
@@ -421,112 +411,21 @@ pub async fn run(args: TrainArgs) -> Result<()> {
         "steps": end,
         "resumed_from": args.resume.as_ref().map(|_| first - 1),
         "checkpoint": args.out.as_ref().map(|p| p.display().to_string()),
-        "loss": steps.last.map(|s| s.loss),
-        "val_loss": steps.validation.as_ref().map(|v| v.loss),
-        "accuracy": steps.validation.as_ref().and_then(|v| v.accuracy),
-        "char_accuracy": steps.validation.as_ref().and_then(|v| v.char_accuracy),
-        "train_accuracy": steps.validation.as_ref().and_then(|v| v.train_accuracy),
+        "loss": last.map(|s| s.loss),
+        "val_loss": validation.map(|v| v.loss),
+        "accuracy": validation.and_then(|v| v.accuracy),
+        "char_accuracy": validation.and_then(|v| v.char_accuracy),
+        "train_accuracy": validation.and_then(|v| v.train_accuracy),
         "task": run.text.state.task,
         "skipped_steps": run.trainer.skipped(),
         "seconds": seconds,
         "tokens_per_s": (args.steps_to_train() as f64 * shape.rows() as f64) / seconds,
         "optimizer_dispatches": run.trainer.optimizer_dispatches(),
         "memory": memory,
-        "device_losses": recovery.losses(),
+        "device_losses": session.losses(),
     }});
     println!("{summary}");
     Ok(())
-}
-
-/// The loop's steps, and what they printed that the summary repeats.
-struct Steps<'a> {
-    args: &'a TrainArgs,
-    end: u32,
-    inspector: Inspector,
-    last: Option<StepStats>,
-    validation: Option<Validation>,
-}
-
-impl Steps<'_> {
-    /// Trains `step` (inspected where asked), prints the steps completed
-    /// meanwhile, and validates and saves where asked.
-    async fn train(&mut self, run: &mut Run, recovery: &mut Recovery, step: u32) -> Result<()> {
-        let args = self.args;
-        let done = if args.inspect_every > 0 && step.is_multiple_of(args.inspect_every) {
-            let i = self.inspector.step(run, false).await?;
-            let survival: Vec<_> = i.tensors.iter().map(|t| &t.survival).collect();
-            println!(
-                "{}",
-                serde_json::json!({"step": step, "inspect": survival, "softmax": i.softmax})
-            );
-            i.steps
-        } else {
-            run.step().await?
-        };
-        recovery.inject(run, step);
-        let flush = step == self.end || (args.val_every > 0 && step.is_multiple_of(args.val_every));
-        let done = if flush {
-            done.into_iter().chain(run.trainer.flush().await?).collect()
-        } else {
-            done
-        };
-        for s in done {
-            println!("{}", json(&s)?);
-            if s.step % 10 == 0 || s.step == 1 {
-                eprintln!(
-                    "step {:>5}  loss {:.4}  grad norm {:.3}  lr {:.2e}  {:.0} tokens/s",
-                    s.step, s.loss, s.grad_norm, s.lr, s.tokens_per_s
-                );
-            }
-            self.last = Some(s);
-        }
-        if flush && !run.validation.is_empty() {
-            let v = run.validate().await?;
-            let line = serde_json::json!({"step": step, "val_loss": v.loss});
-            match (v.accuracy, v.char_accuracy, v.train_accuracy) {
-                (Some(exact), Some(chars), Some(train)) => {
-                    let mut line = line;
-                    line["accuracy"] = exact.into();
-                    line["char_accuracy"] = chars.into();
-                    line["train_accuracy"] = train.into();
-                    println!("{line}");
-                    eprintln!(
-                        "step {step:>5}  validation loss {:.4}  accuracy {:.1}% ({:.1}% of characters; {:.1}% on training examples)",
-                        v.loss,
-                        100.0 * exact,
-                        100.0 * chars,
-                        100.0 * train
-                    );
-                }
-                _ => {
-                    println!("{line}");
-                    eprintln!("step {step:>5}  validation loss {:.4}", v.loss);
-                }
-            }
-            self.validation = Some(v);
-        }
-        let save =
-            step == self.end || (args.save_every > 0 && step.is_multiple_of(args.save_every));
-        if let (true, Some(path)) = (save, &args.out) {
-            let bytes = run.save().await?;
-            files::write_atomically(path, &bytes)?;
-            eprintln!(
-                "train: step {step} saved to {} ({:.1} MiB)",
-                path.display(),
-                bytes.len() as f64 / (1 << 20) as f64
-            );
-            recovery.saved(Snapshot {
-                step,
-                bytes,
-                file: Some(path.clone()),
-            });
-        }
-        Ok(())
-    }
-}
-
-fn json(s: &impl serde::Serialize) -> Result<String> {
-    serde_json::to_string(s).map_err(|e| Error::Unsupported(e.to_string()))
 }
 
 #[cfg(test)]
