@@ -8,7 +8,7 @@
 
 import { $, bytes, count, attempt, intValue, showError, clearError } from './dom.js';
 import { state, subscribe, busy } from './state.js';
-import { adoptRun, every, record } from './train-panel.js';
+import { adoptRun, every, on } from './train-panel.js';
 import { spec } from './setup.js';
 import { modelFolder } from './hf-folder.js';
 import { checkCheckpoint, checkModelFiles, checkZip } from './limits.js';
@@ -148,15 +148,12 @@ async function dropped(e) {
   if (files.length > 0) return importEntries(files.map((f) => [f.name, f]), 'transformers folder');
 }
 
-async function autosave() {
-  try {
-    const { step, stats } = await worker.call('checkpoint.autosave');
-    record(stats);
-    $('checkpoint-status').textContent = `Autosaved at step ${count(step)} (${new Date().toLocaleTimeString()}), in this browser's storage.`;
-  } catch (e) {
-    // a failed autosave must not stop the training
-    if (!e.recovered) showError($('checkpoint-error'), new Error(`autosave failed: ${e.message}`));
-  }
+/// The session saved the run (its `saved` event); the worker writes it to
+/// storage in the background, and tells how the last write went with the
+/// next save (a failed write does not stop the training).
+function autosaved({ step, writeError }) {
+  if (writeError) showError($('checkpoint-error'), new Error(`autosave failed: ${writeError}`));
+  $('checkpoint-status').textContent = `Autosaved at step ${count(step)} (${new Date().toLocaleTimeString()}), in this browser's storage.`;
 }
 
 /// Offers the run autosaved in this browser, if there is one.
@@ -205,7 +202,8 @@ export function initCheckpoints(w) {
   panel.addEventListener('dragover', (e) => e.preventDefault());
   panel.addEventListener('drop', dropped);
   $('restore').addEventListener('click', restore);
-  every(() => intValue('autosave-every') || 0, autosave);
+  every('saveEvery', () => intValue('autosave-every'));
+  on('saved', autosaved);
   subscribe((s) => {
     const loading = s.busy.has('load') || s.busy.has('create');
     $('save').disabled = !s.run || s.busy.has('save') || loading;

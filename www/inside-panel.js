@@ -9,7 +9,7 @@
 import uPlot from 'uplot';
 import { $, el, num, count, attempt, intValue } from './dom.js';
 import { subscribe, busy } from './state.js';
-import { record, every } from './train-panel.js';
+import { record, every, on } from './train-panel.js';
 
 let worker;
 let looked = null;
@@ -275,6 +275,12 @@ async function measure() {
   const result = await busy('ranges', () => attempt($('inside-error'), () => worker.call('ranges')));
   if (!result) return;
   record(result.steps, result.step); // the steps in flight, which it waited for
+  showRanges(result);
+}
+
+/// A measurement `{step, ranges, formats}`: asked for, or the session's
+/// `measured` event while training.
+function showRanges(result) {
   measured = result;
   const select = $('inside-tensor');
   const before = select.value;
@@ -297,7 +303,8 @@ export function initInside(w) {
   $('inside-head').addEventListener('change', renderMaps);
   $('inside-tensor').addEventListener('change', renderHistogram);
   // live: a measurement at every N-th step while training, a point on the RMS lines each
-  every(() => intValue('inside-every') || 0, measure);
+  every('measureEvery', () => intValue('inside-every'));
+  on('measured', showRanges);
   subscribe((s) => {
     const idle = s.run && !s.busy.has('look') && !s.busy.has('ranges') && !s.busy.has('load');
     $('inside-look').disabled = !idle;

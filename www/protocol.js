@@ -13,11 +13,18 @@
 //                   {id, error, recovered?, gone?}   a failure: its message, and where the GPU
 //                                                    device was lost, what became of the run
 //
-// A call that fails because the GPU device was lost rebuilds the run from
-// its latest snapshot on a new device (www/snapshots.js) and fails with
-// `recovered: {lostAt, resumedFrom, reason, info}`; where no new device
-// can be had, with `gone: {lostAt, snapshotStep, reason}` after keeping the
-// snapshot in origin-private storage for a reload.
+// `train.step` trains through a lost GPU device: the session rebuilds the
+// run from its snapshot on a new device and says so in a `lost` event.
+// Any other call that fails because the device was lost has the session
+// rebuild it and fails with `recovered: {lostAt, resumedFrom, reason,
+// info}`; where the session gives up (no new device, or three losses
+// without progress), a call fails with `gone: {lostAt, snapshotStep,
+// reason}` after the snapshot was kept in origin-private storage for a reload.
+//
+// event: a run::Event, tagged by `event`: stepped (a StepStats), inspected,
+//        measured {step, ranges, formats}, validated {step, validation},
+//        saved {step, writeError: the last background write's failure or
+//        null}, snapshot {step, every, ms, share, bytes}, lost {at, reason, from}
 //
 // spec: a run::RunSpec: {preset, model?, task?: {name, options: {key:
 //        integer}}} and the settings run.settings lists (run::settings;
@@ -47,10 +54,11 @@ export const REQUESTS = deepFreeze({
     result: 'run info; a spec with `task` trains on its examples: no text or tokenizer needed',
   },
   'train.step': {
-    payload: '{n}',
-    result: '{stats: [StepStats] completed meanwhile (two steps late), snapshot: {step, every, ms, share, bytes} or null}',
+    payload: '{n, cadence: {validateEvery, saveEvery, measureEvery, end?} (run::Cadence)}',
+    result: '{events: [event] (steps complete two late), step: steps submitted, info: run info where a device was lost, else null}',
   },
   'train.flush': { payload: '{}', result: '[StepStats] of every submitted step' },
+  'train.pause': { payload: '{}', result: '[event]: every submitted step, and a validation unless one was made at this step' },
   'train.validate': {
     payload: '{}',
     result: '{loss, accuracy, char_accuracy, examples: [{prompt, answer, predicted}]} (text runs: accuracies null, no examples)',
@@ -83,10 +91,6 @@ export const REQUESTS = deepFreeze({
     payload: '{files: {path: ArrayBuffer} | zip: ArrayBuffer, spec}',
     result: "run info: a new run of a Hugging Face Llama folder, spec's batch and schedule; files (or what a zip's "
       + "entries declare) beyond www/limits.js's caps are refused before anything is unpacked or handed to the module",
-  },
-  'checkpoint.autosave': {
-    payload: '{}',
-    result: '{step, stats}: the step saved and the steps it waited for; the write to origin-private storage goes on in the background',
   },
   memory: { payload: '{}', result: '{gpuBuffers, gpuBytes, wasmBytes, heapBytes}: what the worker holds' },
   'checkpoint.stored': { payload: '{}', result: '{step, bytes, saved_at} or null' },

@@ -1,7 +1,10 @@
 // The Train panel: Start / Pause / Single step, the training loop, the
 // precision and optimizer-state switch, and the run's numbers. The loop
-// only sends `train.step {n}` and draws what comes back; the worker does
-// the work (steps arrive two late; `train.flush` drains them at a pause).
+// only chooses how many steps a call trains and draws what comes back: the
+// worker's session (run::Session) does the work and what falls due at the
+// steps (validations, autosaves, measurements, snapshots, a lost device),
+// and answers with its events (steps arrive two late; `train.pause` drains
+// them at a pause).
 
 import { $, num, count, attempt, intValue, showError, clearError } from './dom.js';
 import { state, subscribe, update, busy, runMode, phase, setProgress, startProgress } from './state.js';
@@ -13,15 +16,50 @@ import { resetExamples, showExamples } from './task-examples.js';
 let worker;
 /// Seconds one step took in the last call: sizes the next call.
 let secondsPerStep = 0.1;
-/// Jobs at step boundaries: validation here, autosave from checkpoints.js.
-const periodic = [];
+/// The session's cadence, as the panels' inputs set it: {field: getEvery}.
+const cadenceFields = {};
+/// Who draws each kind of event besides this panel: {event: [fn]}.
+const drawers = {};
 
 /// Steps submitted in this run (the trainer's count): state.progress's.
 const submitted = () => state.progress.submitted;
 
-/// Calls `fn(step)` after every `getEvery()`th step while training (0: never).
-export function every(getEvery, fn) {
-  periodic.push({ getEvery, fn });
+/// The session does `field` (run::Cadence's validateEvery, saveEvery,
+/// measureEvery) at every `getEvery()`th step while training (0: never).
+export function every(field, getEvery) {
+  cadenceFields[field] = getEvery;
+}
+
+/// `fn(event)` draws each event of `kind` (run::Event's tag) too.
+export function on(kind, fn) {
+  (drawers[kind] ??= []).push(fn);
+}
+
+/// The cadence for the next call; the schedule's end, where training stops there.
+function cadence(stopAt) {
+  const c = Object.fromEntries(Object.entries(cadenceFields).map(([field, getEvery]) => [field, getEvery() || 0]));
+  return stopAt === null ? c : { ...c, end: stopAt };
+}
+
+/// Draws a call's events in order; `info`: the run's, where a device was lost.
+function draw(events, info = null) {
+  let steps = [];
+  const drawSteps = () => {
+    if (steps.length) record(steps);
+    steps = [];
+  };
+  for (const e of events) {
+    if (e.event === 'stepped') {
+      steps.push(e);
+      continue;
+    }
+    drawSteps();
+    if (e.event === 'lost') resumeAfterLoss({ lostAt: e.at, resumedFrom: e.from, reason: e.reason, info });
+    if (e.event === 'validated') showValidation(e);
+    if (e.event === 'snapshot') showSnapshot(e);
+    for (const fn of drawers[e.event] ?? []) fn(e);
+  }
+  drawSteps();
 }
 
 /// Makes `info` (from train.create, checkpoint.load, …) the page's run. A
@@ -29,7 +67,7 @@ export function every(getEvery, fn) {
 /// `origin` saying how it began; `continues` (a precision switch) keeps its
 /// counters and row, and the previous series stays as an overlay.
 export function adoptRun(info, { name = state.progress.name, continues = false, origin = 'created' } = {}) {
-  (continues ? setProgress : startProgress)({ name, submitted: info.step, validatedAt: -1 });
+  (continues ? setProgress : startProgress)({ name, submitted: info.step });
   $('precision').value = info.config.precision;
   $('optim-state').value = info.config.optim.state;
   const owner = continues ? runs.switched(info) : runs.begin(info, { name, origin });
@@ -56,9 +94,8 @@ export function adoptRun(info, { name = state.progress.name, continues = false, 
 /// to the snapshot's step and the steps after it are trained again.
 export function resumeAfterLoss({ lostAt, resumedFrom, reason, info }) {
   charts.rewind(resumedFrom);
-  const { validatedAt } = state.progress;
-  setProgress({ submitted: resumedFrom, validatedAt: validatedAt > resumedFrom ? -1 : validatedAt });
-  update({ run: info });
+  setProgress({ submitted: resumedFrom });
+  if (info) update({ run: info });
   const notice = $('train-notice');
   const losses = Number(notice.dataset.losses ?? 0) + 1;
   Object.assign(notice.dataset, { losses, lostAt, resumedFrom });
@@ -134,11 +171,10 @@ function showTotals() {
   }
 }
 
-/// The held-out loss, and for a task run its accuracies and examples.
-async function validate() {
-  const { loss, accuracy, char_accuracy: charAccuracy, examples } = await worker.call('train.validate');
-  const step = submitted();
-  setProgress({ validatedAt: step });
+/// A validation at `step`: the held-out loss, and for a task run its
+/// accuracies and examples.
+function showValidation({ step, validation }) {
+  const { loss, accuracy, char_accuracy: charAccuracy, examples } = validation;
   charts.addValidation(step, loss, accuracy, charAccuracy);
   runs.validated(step, loss, accuracy);
   $('stat-val').textContent = `${loss.toFixed(4)} (step ${count(step)})`;
@@ -149,23 +185,20 @@ async function validate() {
 
 const percent = (x) => `${(100 * x).toFixed(1)}%`;
 
-/// Steps for the next call: about a third of a second of work, never
-/// past the next validation, autosave or the schedule's end.
-function nextCallSteps(stopAt) {
-  let n = Math.max(1, Math.min(16, Math.round(0.3 / Math.max(secondsPerStep, 1e-3))));
-  for (const { getEvery } of periodic) {
-    const e = getEvery();
-    if (e > 0) n = Math.min(n, e - (submitted() % e));
-  }
-  if (stopAt !== null) n = Math.min(n, stopAt - submitted());
-  return Math.max(1, n);
+/// Steps for the next call: about a third of a second of work.
+function stepsPerCall(stopAt) {
+  const n = Math.max(1, Math.min(16, Math.round(0.3 / Math.max(secondsPerStep, 1e-3))));
+  return stopAt === null ? n : Math.max(1, Math.min(n, stopAt - submitted()));
 }
 
-async function atBoundaries() {
-  for (const { getEvery, fn } of periodic) {
-    const e = getEvery();
-    if (e > 0 && submitted() % e === 0) await fn(submitted());
-  }
+/// One call of `n` steps, drawn.
+async function advance(n, stopAt) {
+  const t0 = performance.now();
+  const { events, step, info } = await worker.call('train.step', { n, cadence: cadence(stopAt) });
+  secondsPerStep = (performance.now() - t0) / 1000 / n;
+  draw(events, info);
+  setProgress({ submitted: step });
+  showStep();
 }
 
 async function loop() {
@@ -178,13 +211,7 @@ async function loop() {
   let error = null;
   while (!state.stopping && (stopAt === null || submitted() < stopAt)) {
     try {
-      const n = nextCallSteps(stopAt);
-      const t0 = performance.now();
-      const { stats, snapshot } = await worker.call('train.step', { n });
-      secondsPerStep = (performance.now() - t0) / 1000 / n;
-      record(stats, submitted() + n);
-      showSnapshot(snapshot);
-      await atBoundaries();
+      await advance(stepsPerCall(stopAt), stopAt);
     } catch (e) {
       if (e.recovered) continue; // resumeAfterLoss rewound the run: train on
       error = e;
@@ -195,8 +222,7 @@ async function loop() {
   update({ stopping: true });
   $('train-status').textContent = 'Pausing: collecting the last steps…';
   try {
-    record(await worker.call('train.flush'));
-    if (state.progress.validatedAt !== submitted()) await validate();
+    draw(await worker.call('train.pause'));
   } catch (e) {
     error ??= e;
   }
@@ -209,11 +235,8 @@ async function loop() {
 
 async function singleStep() {
   await busy('step', () => attempt($('train-error'), async () => {
-    const { stats, snapshot } = await worker.call('train.step', { n: 1 });
-    record(stats, submitted() + 1);
-    showSnapshot(snapshot);
+    await advance(1, null);
     record(await worker.call('train.flush'));
-    await atBoundaries();
     $('train-status').textContent = `Stepped to ${count(submitted())}.`;
   }));
 }
@@ -222,7 +245,7 @@ async function singleStep() {
 /// (how an imported model is evaluated).
 async function validateNow() {
   await busy('validate', () => attempt($('train-error'), async () => {
-    await validate();
+    showValidation({ step: submitted(), validation: await worker.call('train.validate') });
     $('train-status').textContent = `Validated at step ${count(submitted())}.`;
   }));
 }
@@ -262,7 +285,7 @@ function render(s) {
 
 export function initTrainPanel(w) {
   worker = w;
-  every(() => intValue('val-every') || 0, validate);
+  every('validateEvery', () => intValue('val-every'));
   $('start').addEventListener('click', loop);
   $('pause').addEventListener('click', () => update({ stopping: true }));
   $('single-step').addEventListener('click', singleStep);

@@ -7,7 +7,7 @@ import { modelFolder } from './hf-folder.js';
 import { checkCheckpoint, checkModelFiles } from './limits.js';
 import { registerHandlers } from './protocol.js';
 import { countGpuBuffers } from './gpu-device-patch.js';
-import { adopt, corpus, needTrainer, ready, replaceTrainer, snapshots } from './worker-run.js';
+import { adopt, corpus, needTrainer, ready, replaceTrainer } from './worker-run.js';
 import { giveKernels, keepKernels, pinKernels, unpinKernels, withKernels } from './worker-kernels.js';
 import { autosaveFile, autosaveInBackground, finishBackgroundWrite, storedAutosave } from './worker-storage.js';
 import { unzipModel, zipFolder } from './worker-zip.js';
@@ -27,20 +27,23 @@ async function createRun({ spec }) {
   return needTrainer().info();
 }
 
-/// `n` steps, with a snapshot first and after where one is due.
-async function step({ n }) {
-  const t = needTrainer();
-  if (snapshots.due(t.info().step)) await snapshots.take(t); // the run as made or loaded
-  const t0 = performance.now();
-  const stats = await t.step(n);
-  snapshots.stepped(n, performance.now() - t0);
-  if (snapshots.due(t.info().step)) stats.push(...await snapshots.take(t));
-  return { stats, snapshot: snapshots.report() };
+/// Up to `n` steps and what falls due at them (the session's events); a
+/// save is written to storage in the background, its bytes kept here, and
+/// the last write's failure told with it.
+async function step({ n, cadence }) {
+  const trainer = needTrainer();
+  const { events, step } = await trainer.advance(n, cadence);
+  for (const e of events.filter((e) => e.event === 'saved')) {
+    e.writeError = await finishBackgroundWrite().then(() => null, (error) => error.message);
+    autosaveInBackground(e.bytes, e.step);
+    delete e.bytes;
+  }
+  const lost = events.some((e) => e.event === 'lost');
+  return { events, step, info: lost ? trainer.info() : null };
 }
 
 async function reconfigure({ precision, optimState }) {
   await needTrainer().reconfigure(precision, optimState);
-  snapshots.forget(); // the next step snapshots the converted run
   return needTrainer().info();
 }
 
@@ -64,19 +67,6 @@ async function importHf({ files, zip, spec }) {
   if (!zip) checkModelFiles(entries.map(([path, bytes]) => [path, bytes.byteLength]));
   if (corpus().files().length === 0) await loadBuiltinCorpus();
   return adopt(await withKernels(() => Trainer.importHf(modelFolder(entries), spec, corpus())));
-}
-
-/// A checkpoint kept as the run's snapshot and written to storage in the background.
-async function autosave() {
-  await finishBackgroundWrite(); // the last write's failure is told here, once
-  const t0 = performance.now();
-  const trainer = needTrainer();
-  const stats = await trainer.flush();
-  const bytes = await trainer.save();
-  const { step } = trainer.info();
-  snapshots.keep(bytes, step, performance.now() - t0);
-  autosaveInBackground(bytes, step);
-  return { step, stats };
 }
 
 async function restoreAutosave() {
@@ -114,6 +104,7 @@ export const handlers = registerHandlers({
   'train.create': createRun,
   'train.step': step,
   'train.flush': () => needTrainer().flush(),
+  'train.pause': () => needTrainer().pause(),
   'train.validate': () => needTrainer().validate(),
   'train.inspect': () => needTrainer().inspect(),
   'train.reconfigure': reconfigure,
@@ -126,7 +117,6 @@ export const handlers = registerHandlers({
   'hf.export': async ({ folder }) => zipFolder(folder, await needTrainer().exportHf()),
   'checkpoint.load': loadCheckpoint,
   'hf.import': importHf,
-  'checkpoint.autosave': autosave,
   'checkpoint.stored': storedAutosave,
   'checkpoint.restore': restoreAutosave,
   memory,

@@ -6,7 +6,8 @@
 import { kernelConfig, setKernelConfig } from '../pkg/webtrain.js';
 import { storedKernels, storeKernels } from './worker-storage.js';
 
-/// Whether the current device was given the kept config already.
+/// Whether the worker's device was given the kept config already (a device
+/// made after a lost one is given the lost one's choices by the session).
 let given = false;
 
 /// Gives the kept config to the module, once per device.
@@ -15,11 +16,6 @@ export async function giveKernels() {
   given = true;
   const stored = await storedKernels();
   if (stored) await setKernelConfig(JSON.stringify(stored.config), stored.pinned);
-}
-
-/// A new device (after a lost one) is given the kept config again.
-export function forgetGivenKernels() {
-  given = false;
 }
 
 /// Keeps what the device chose, pinned or not (by default as it was kept):

@@ -1,9 +1,8 @@
 // The training worker's run: the wasm module (loaded once), the text the
-// run reads (a Data: its files and tokenizer), the trainer, and the run's
-// latest snapshot (www/snapshots.js), from which a lost device rebuilds it.
+// run reads (a Data: its files and tokenizer), and the trainer (the wasm
+// session, which keeps its own snapshot to rebuild from after a lost device).
 
 import init, { Data, pageLimits } from '../pkg/webtrain.js';
-import { Snapshots } from './snapshots.js';
 import { CHECKPOINT_CAP, JSON_FILE_CAP, MODEL_FILES_CAP } from './limits.js';
 
 /// The wasm module as it loads, its caps checked against the page's: every
@@ -20,9 +19,6 @@ function checkLimits() {
     if (rust[name] !== cap) throw new Error(`www/limits.js gives ${name} a cap of ${cap} bytes, the crate ${rust[name]}: make them agree`);
   }
 }
-
-/// The run's snapshots: the latest one, and when the next is due.
-export const snapshots = new Snapshots();
 
 let data = null;
 let trainer = null;
@@ -48,7 +44,6 @@ export function needTrainer() {
 export function replaceTrainer(next) {
   trainer?.free();
   trainer = next;
-  snapshots.forget();
 }
 
 /// A loaded or imported run replaces the current one; the text is read

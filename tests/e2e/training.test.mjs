@@ -182,13 +182,17 @@ test('a saved run loads in a fresh page and goes on from its step', async () => 
   await shot('checkpoints');
 });
 
-test('an autosaved run is offered on the next visit and restores', async () => {
+test('the session autosaves and measures while training; an autosaved run is offered on the next visit and restores', async () => {
   if ((await page.locator('#train').getAttribute('data-phase')) === 'none') await createModel(page, { batch: 4, seq: 32 });
   await page.fill('#autosave-every', '2');
-  const before = await stepCount(page);
+  await page.fill('#inside-every', '2');
+  const measurements = async () => Number((await page.locator('#inside-ranges-result').getAttribute('data-measurements')) ?? 0);
+  const [before, measuredBefore] = [await stepCount(page), await measurements()];
   await trainUntil(page, before + 4);
+  await page.fill('#inside-every', '0');
   const failed = await errorText(page, 'checkpoint-error');
   assert.equal(failed, null);
+  assert.ok(await measurements() >= measuredBefore + 2, 'the ranges measured at every second step (measured events)');
   assert.match(await page.locator('#checkpoint-status').textContent(), /Autosaved at step \d+/);
   const saved = Number((await page.locator('#checkpoint-status').textContent()).match(/step ([\d ]+)/)[1].replace(/\s/g, ''));
 

@@ -7,13 +7,13 @@
 //! happened comes back as `Event`s: the CLI prints them as JSON lines, the
 //! page's worker forwards them to the page, which only draws.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Run, Validation};
 use crate::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
-use crate::inspect::ranges::{self, Range};
+use crate::inspect::ranges::{self, FormatRange, Range};
 use crate::inspect::{Inspection, Inspector};
 use crate::train::{StepStats, now_s};
 
@@ -29,7 +29,9 @@ pub trait Devices {
 }
 
 /// What falls due at which step: each `*_every` a step count (0: never).
-#[derive(Clone, Debug, Default, PartialEq)]
+/// The page sends it with each call, camelCase, fields left out are 0.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub struct Cadence {
     pub validate_every: u32,
     pub save_every: u32,
@@ -54,7 +56,12 @@ pub enum Event {
     /// A step completed (steps complete up to two after their submission).
     Stepped(StepStats),
     Inspected(Inspection),
-    Measured { step: u32, ranges: Vec<Range> },
+    /// Every tensor's range, and the formats' ranges to draw them against.
+    Measured {
+        step: u32,
+        ranges: Vec<Range>,
+        formats: &'static [FormatRange],
+    },
     Validated { step: u32, validation: Validation },
     /// The run saved at `step` (the caller keeps `bytes`: a file, storage).
     Saved {
@@ -307,7 +314,8 @@ impl<D: Devices> Session<D> {
             let t = &mut self.run.trainer;
             events.extend(t.flush().await?.into_iter().map(Event::Stepped));
             let ranges = ranges::measure(t, &batch).await?;
-            events.push(Event::Measured { step, ranges });
+            let formats = &ranges::FORMATS;
+            events.push(Event::Measured { step, ranges, formats });
         }
         if (end || every(cadence.validate_every, step)) && !self.run.validation.is_empty() {
             events.push(self.validate().await?);

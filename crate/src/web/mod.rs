@@ -15,6 +15,7 @@ use std::cell::RefCell;
 use wasm_bindgen::prelude::*;
 
 use crate::gpu::{Gpu, GpuOptions};
+use crate::run::Devices;
 
 pub use data::Data;
 pub use trainer::Trainer;
@@ -40,6 +41,36 @@ async fn gpu() -> crate::Result<Gpu> {
     let gpu = Gpu::new(&GpuOptions::default()).await?;
     GPU.with(|g| *g.borrow_mut() = Some(gpu.clone()));
     Ok(gpu)
+}
+
+/// The worker's devices for a session: a lost one is replaced by a new
+/// device, given its GEMM choices, which becomes the worker's device.
+pub(super) struct PageDevices;
+
+impl Devices for PageDevices {
+    async fn replace(&self, lost: &Gpu) -> crate::Result<Gpu> {
+        let options = GpuOptions {
+            kernel_config: Some(lost.kernel_config()),
+            ..GpuOptions::default()
+        };
+        let gpu = Gpu::new(&options).await?;
+        GPU.with(|g| *g.borrow_mut() = Some(gpu.clone()));
+        Ok(gpu)
+    }
+
+    async fn sleep(&self, ms: u32) {
+        // a worker's global setTimeout; without one, no wait
+        let wait = js_sys::Promise::new(&mut |resolve, _| {
+            let set_timeout = js_sys::Reflect::get(&js_sys::global(), &"setTimeout".into())
+                .ok()
+                .and_then(|f| f.dyn_into::<js_sys::Function>().ok());
+            let _ = match set_timeout {
+                Some(f) => f.call2(&JsValue::NULL, &resolve, &ms.into()),
+                None => resolve.call0(&JsValue::NULL),
+            };
+        });
+        let _ = wasm_bindgen_futures::JsFuture::from(wait).await;
+    }
 }
 
 /// Why the worker's device was lost, or `undefined` while it works (or

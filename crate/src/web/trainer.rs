@@ -11,6 +11,7 @@ use wasm_bindgen_futures::future_to_promise;
 
 use super::views::{GenerateOptions, export_hf, generate, look, measure_ranges};
 use super::{Data, from_js, gpu, js_error, to_js};
+use super::PageDevices;
 use crate::checkpoint::Checkpoint;
 use crate::data::Tokenizer;
 use crate::data::tasks::{self, TaskSpec};
@@ -18,7 +19,9 @@ use crate::hf::{self, HfFiles, HfModel};
 use crate::inspect::Inspector;
 use crate::model::Precision;
 use crate::optim::OptimState;
-use crate::run::{Batches, DataState, Run, RunSpec, Source, Text, VALIDATION_BATCHES};
+use crate::run::{
+    Batches, Cadence, DataState, Event, Run, RunSpec, Session, Source, Text, VALIDATION_BATCHES,
+};
 use crate::train::{self, Memory, TrainConfig};
 
 /// A Uint8Array's length in bytes, exactly: `length()` is a u32, which
@@ -30,11 +33,9 @@ fn js_length(bytes: &js_sys::Uint8Array) -> u64 {
         .map_or(u64::MAX, |n| n as u64)
 }
 
-/// The run, and what the page's inspector remembers of it.
-pub(super) struct PageRun {
-    pub(super) run: Run,
-    pub(super) inspector: Inspector,
-}
+/// The page's session: its run, its loop and what the page's inspector
+/// remembers of it.
+pub(super) type PageRun = Session<PageDevices>;
 
 impl PageRun {
     /// The run's tokenizer: the page trains on text, so it has one.
@@ -47,6 +48,40 @@ impl PageRun {
     }
 }
 
+/// `e` as a JS Error; where the session gave up on a lost device, with
+/// `gone: {lostAt, snapshotStep, reason}` set.
+fn session_error(e: crate::Error) -> JsValue {
+    let error = js_sys::Error::new(&e.to_string());
+    if let crate::Error::RunLost {
+        at,
+        reason,
+        snapshot,
+        ..
+    } = &e
+    {
+        let gone = serde_json::json!({"lostAt": at, "snapshotStep": snapshot, "reason": reason});
+        if let Ok(gone) = to_js(&gone) {
+            let _ = js_sys::Reflect::set(&error, &"gone".into(), &gone);
+        }
+    }
+    error.into()
+}
+
+/// `events` for the page: a saved event carries its bytes as a Uint8Array.
+fn events_to_js(events: Vec<Event>) -> Result<js_sys::Array, JsError> {
+    let array = js_sys::Array::new();
+    for event in events {
+        let value = to_js(&event)?;
+        if let Event::Saved { bytes, .. } = &event {
+            let bytes = js_sys::Uint8Array::from(&bytes[..]);
+            js_sys::Reflect::set(&value, &"bytes".into(), &bytes)
+                .map_err(|_| JsError::new("a saved event took no bytes"))?;
+        }
+        array.push(&value);
+    }
+    Ok(array)
+}
+
 #[wasm_bindgen]
 pub struct Trainer {
     /// Taken out while a call runs: a second call meanwhile is refused as busy.
@@ -54,13 +89,14 @@ pub struct Trainer {
 }
 
 /// Runs `f` on the run, then puts it back (also when `f` fails).
-fn with_run<T, F>(
+fn with_run<T, E, F>(
     cell: Rc<RefCell<Option<PageRun>>>,
     f: impl FnOnce(PageRun) -> F + 'static,
 ) -> Promise
 where
-    F: std::future::Future<Output = (PageRun, Result<T, JsError>)> + 'static,
+    F: std::future::Future<Output = (PageRun, Result<T, E>)> + 'static,
     T: Into<JsValue>,
+    E: Into<JsValue>,
 {
     future_to_promise(async move {
         let run = cell
@@ -96,10 +132,7 @@ impl Trainer {
     }
 
     fn of(run: Run) -> Trainer {
-        let page = PageRun {
-            run,
-            inspector: Inspector::new(true),
-        };
+        let page = Session::new(run, Inspector::new(true), PageDevices);
         Trainer {
             run: Rc::new(RefCell::new(Some(page))),
         }
@@ -172,19 +205,36 @@ impl Trainer {
         })
     }
 
-    /// Submits `n` steps; resolves with the stats of the steps completed
-    /// meanwhile (the last two arrive with the next call, or `flush`).
-    pub fn step(&self, n: u32) -> Promise {
+    /// Trains up to `n` steps with what falls due at them (`cadence`:
+    /// `{validateEvery, saveEvery, measureEvery, end}`, `run::Cadence`):
+    /// resolves with `{events, step}`, the session's events (`run::Event`,
+    /// tagged by `event`; steps complete two late) and the steps submitted.
+    /// A device lost meanwhile is replaced (a `lost` event); where the run
+    /// cannot go on, rejects with `gone` set (`session_error`).
+    pub fn advance(&self, n: u32, cadence: JsValue) -> Promise {
+        let cadence: Result<Cadence, JsError> = from_js(cadence);
         with_run(self.run.clone(), move |mut page| async move {
-            let mut done = Vec::new();
-            for _ in 0..n {
-                match page.run.step().await {
-                    Ok(stats) => done.extend(stats),
-                    Err(e) => return (page, Err(js_error(e))),
-                }
-            }
-            let result = to_js(&done);
+            let result = match cadence {
+                Ok(cadence) => page.advance(n, &cadence).await.map_err(session_error),
+                Err(e) => Err(e.into()),
+            };
+            let result = result.and_then(|events| {
+                let answer = js_sys::Object::new();
+                let events = events_to_js(events)?;
+                js_sys::Reflect::set(&answer, &"events".into(), &events)?;
+                js_sys::Reflect::set(&answer, &"step".into(), &page.run.trainer.steps().into())?;
+                Ok::<_, JsValue>(JsValue::from(answer))
+            });
             (page, result)
+        })
+    }
+
+    /// A pause: every submitted step collected, and a validation unless
+    /// the run was validated at this step; resolves with the events.
+    pub fn pause(&self) -> Promise {
+        with_run(self.run.clone(), |mut page| async move {
+            let events = page.pause().await.map_err(js_error);
+            (page, events.and_then(events_to_js))
         })
     }
 
@@ -207,8 +257,9 @@ impl Trainer {
     /// accuracies and examples for a task (`run::Validation`), else null and [].
     pub fn validate(&self) -> Promise {
         with_run(self.run.clone(), |mut page| async move {
-            let result = match page.run.validate().await {
-                Ok(v) => to_js(&v),
+            let result = match page.validate().await {
+                Ok(Event::Validated { validation, .. }) => to_js(&validation),
+                Ok(_) => Err(JsError::new("a validation that validated nothing")),
                 Err(e) => Err(js_error(e)),
             };
             (page, result)
@@ -233,6 +284,7 @@ impl Trainer {
                 .await
                 .map_err(js_error)
                 .and_then(|pending| to_js(&pending));
+            page.forget_snapshot(); // the next call snapshots the converted run
             (page, result)
         })
     }
@@ -268,20 +320,34 @@ impl Trainer {
         })
     }
 
-    /// Rebuilds the run on the worker's device — a new one where the old
-    /// was lost — from `snapshot`, a checkpoint of this run saved earlier:
-    /// its weights, optimizer state, step and batch order, on the run's own
-    /// text (whatever text the page has loaded since).
-    pub fn rewind(&self, snapshot: Vec<u8>) -> Promise {
+    /// After a call other than `advance` failed on a device lost for
+    /// `reason`: the run rebuilt from its snapshot on a new device, as
+    /// `advance` does itself. Resolves with the `lost` event; rejects with
+    /// `gone` set where the run cannot go on.
+    pub fn recover(&self, reason: String) -> Promise {
         with_run(self.run.clone(), move |mut page| async move {
-            let rebuilt = async {
-                let checkpoint = Checkpoint::from_bytes(&snapshot)?;
-                page.run.rewind(&gpu().await?, &checkpoint).await
-            }
-            .await;
-            page.inspector = Inspector::new(true); // its last weights are gone
-            (page, rebuilt.map(|()| JsValue::UNDEFINED).map_err(js_error))
+            let lost = page.recover(crate::Error::DeviceLost { reason }).await;
+            let result = lost.map_err(session_error).and_then(|event| Ok(to_js(&event)?));
+            (page, result)
         })
+    }
+
+    /// The run's snapshot in memory, `{step, bytes: Uint8Array}`, or
+    /// undefined: what a reload can restore when no new device comes.
+    pub fn snapshot(&self) -> Result<JsValue, JsError> {
+        let cell = self.run.borrow();
+        let page = cell
+            .as_ref()
+            .ok_or_else(|| JsError::new("the trainer is busy with another call"))?;
+        let Some(snapshot) = page.snapshot() else {
+            return Ok(JsValue::UNDEFINED);
+        };
+        let value = js_sys::Object::new();
+        let bytes = js_sys::Uint8Array::from(&snapshot.bytes[..]);
+        js_sys::Reflect::set(&value, &"step".into(), &snapshot.step.into())
+            .and_then(|_| js_sys::Reflect::set(&value, &"bytes".into(), &bytes))
+            .map_err(|_| JsError::new("the snapshot could not be handed over"))?;
+        Ok(value.into())
     }
 
     /// The model as a Hugging Face `LlamaForCausalLM` folder, after every

@@ -81,6 +81,18 @@ pub fn picks(gpu: &Gpu) -> HashMap<GemmKey, TileVariant> {
 /// unless the config is pinned, the adapter is a CPU rasterizer or has no
 /// timestamps (then `rule` serves). Every variant sums in the same order,
 /// so the choice changes speed, never a run's numbers.
+/// What was tuned earlier for this adapter, driver and shaders: natively
+/// the cache on disk; the page's worker gives its own from storage.
+fn cached(adapter: &str, driver: &str, shaders: &str) -> Option<KernelConfig> {
+    #[cfg(not(target_arch = "wasm32"))]
+    return crate::gpu::kernel_config::cache::load(adapter, driver, shaders);
+    #[cfg(target_arch = "wasm32")]
+    {
+        let _ = (adapter, driver, shaders);
+        None
+    }
+}
+
 pub async fn prepare(gpu: &Gpu, keys: &[GemmKey]) -> Result<()> {
     let mut config = gpu.kernel_config();
     if config.pinned {
@@ -90,11 +102,7 @@ pub async fn prepare(gpu: &Gpu, keys: &[GemmKey]) -> Result<()> {
     // the driver's name and version: a new driver may compile other code
     let driver = format!("{} {}", gpu.info.driver, gpu.info.driver_info);
     if (&config.adapter, &config.driver, &config.shaders) != (&adapter, &driver, &shaders) {
-        #[cfg(not(target_arch = "wasm32"))]
-        let cached = crate::gpu::kernel_config::cache::load(&adapter, &driver, &shaders);
-        #[cfg(target_arch = "wasm32")]
-        let cached = None;
-        config = cached.unwrap_or(KernelConfig {
+        config = cached(&adapter, &driver, &shaders).unwrap_or_else(|| KernelConfig {
             adapter,
             driver,
             shaders,
