@@ -95,12 +95,12 @@ pub struct SnapshotReport {
 }
 
 /// Taking a snapshot waits for the steps in flight and reads the state
-/// back, so the interval is chosen from what the last one cost: snapshots
-/// take at most `COST_SHARE` of the training time, every `MIN_EVERY` to
-/// `MAX_EVERY` steps.
+/// back, so the interval follows what the last one cost and what a step
+/// costs now: snapshots take at most `COST_SHARE` of the training time,
+/// every `MIN_EVERY` to `MAX_EVERY` steps. (Fixed when a snapshot is taken,
+/// the first interval would be set before any step was timed.)
 struct Snapshots {
     latest: Option<Snapshot>,
-    every: u32,
     last_s: f64,
     snapshot_s: f64,
     step_s: f64,
@@ -115,7 +115,6 @@ impl Snapshots {
     fn new() -> Snapshots {
         Snapshots {
             latest: None,
-            every: Self::MIN_EVERY,
             last_s: 0.0,
             snapshot_s: 0.0,
             step_s: 0.0,
@@ -123,10 +122,20 @@ impl Snapshots {
         }
     }
 
+    /// Steps between snapshots at the costs measured so far.
+    fn every(&self) -> u32 {
+        if self.steps == 0 || self.step_s <= 0.0 {
+            return Self::MIN_EVERY;
+        }
+        let per_step = self.step_s / self.steps as f64;
+        let every = (self.last_s / (Self::COST_SHARE * per_step)).ceil();
+        (every.min(Self::MAX_EVERY as f64) as u32).max(Self::MIN_EVERY)
+    }
+
     fn due(&self, step: u32) -> bool {
         self.latest
             .as_ref()
-            .is_none_or(|s| step.saturating_sub(s.step) >= self.every)
+            .is_none_or(|s| step.saturating_sub(s.step) >= self.every())
     }
 
     /// Keeps `snapshot`, which took `seconds`.
@@ -134,11 +143,6 @@ impl Snapshots {
         self.latest = Some(snapshot);
         self.last_s = seconds;
         self.snapshot_s += seconds;
-        if self.steps > 0 && self.step_s > 0.0 {
-            let per_step = self.step_s / self.steps as f64;
-            let every = (seconds / (Self::COST_SHARE * per_step)).ceil();
-            self.every = (every as u32).clamp(Self::MIN_EVERY, Self::MAX_EVERY);
-        }
         self.report().expect("just kept")
     }
 
@@ -147,7 +151,7 @@ impl Snapshots {
         let total = self.step_s + self.snapshot_s;
         Some(SnapshotReport {
             step: latest.step,
-            every: self.every,
+            every: self.every(),
             ms: 1e3 * self.last_s,
             share: if total > 0.0 { self.snapshot_s / total } else { 0.0 },
             bytes: latest.bytes.len(),
@@ -423,16 +427,17 @@ mod tests {
     fn snapshots_cost_at_most_their_share() {
         let mut s = Snapshots::new();
         assert!(s.due(0), "a run without a snapshot takes one");
-        s.step_s = 10.0;
-        s.steps = 100; // 0.1 s a step
-        s.keep(Snapshot { step: 100, bytes: vec![0; 8] }, 0.5);
-        // 0.5 s every 250 steps of 0.1 s: 2%
-        assert_eq!(s.every, 250);
-        assert!(!s.due(349) && s.due(350));
-        s.keep(Snapshot { step: 350, bytes: vec![] }, 1e-6);
-        assert_eq!(s.every, Snapshots::MIN_EVERY);
-        s.keep(Snapshot { step: 360, bytes: vec![] }, 1e3);
-        assert_eq!(s.every, Snapshots::MAX_EVERY);
+        // a costly first snapshot, before any step was timed
+        s.keep(Snapshot { step: 0, bytes: vec![0; 8] }, 0.5);
+        assert_eq!(s.every(), Snapshots::MIN_EVERY);
+        s.step_s = 1.0;
+        s.steps = 10; // 0.1 s a step: 0.5 s every 250 steps is 2%
+        assert_eq!(s.every(), 250);
+        assert!(!s.due(249) && s.due(250));
+        s.keep(Snapshot { step: 250, bytes: vec![] }, 1e-6);
+        assert_eq!(s.every(), Snapshots::MIN_EVERY);
+        s.keep(Snapshot { step: 260, bytes: vec![] }, 1e3);
+        assert_eq!(s.every(), Snapshots::MAX_EVERY);
     }
 
     #[test]

@@ -22,7 +22,7 @@ use webtrain::run::{
     settings, warmup_for,
 };
 use webtrain::train::{TrainConfig, Trainer};
-use webtrain::{Error, Gpu, Result};
+use webtrain::{Error, Gpu, GpuOptions, Result};
 
 use crate::events::{CliDevices, Printer};
 use crate::files::{self, TextFile};
@@ -301,7 +301,10 @@ fn read_tokenizer(path: &std::path::Path) -> Result<Tokenizer> {
     Tokenizer::from_json(&json)
 }
 
-pub async fn run(args: TrainArgs) -> Result<()> {
+/// The run the flags describe, on a device made as they say: resumed from
+/// `--resume` (with the file's bytes: the run's first snapshot), imported
+/// with `--from-hf`, or new.
+async fn open(args: &TrainArgs) -> Result<(Run, GpuOptions, Option<Vec<u8>>)> {
     let resumed = args
         .resume
         .as_deref()
@@ -311,30 +314,32 @@ pub async fn run(args: TrainArgs) -> Result<()> {
     let (config, text) = match (&resumed, &args.resume) {
         (Some((c, _)), Some(path)) => (
             c.config.clone(),
-            resumed_text(&args, c).map_err(|e| files::in_file(path, e))?,
+            resumed_text(args, c).map_err(|e| files::in_file(path, e))?,
         ),
         _ => {
-            let spec = spec(&args, hf.as_ref())?;
+            let spec = spec(args, hf.as_ref())?;
             let config = spec.config()?;
-            let text = new_text(&args, &config, &spec, hf.as_ref())?;
+            let text = new_text(args, &config, &spec, hf.as_ref())?;
             (config, text)
         }
     };
-    let shape = config.shape;
     let options = args.device.options()?;
     let gpu = Gpu::new(&options).await?;
     let run = match (&resumed, &hf) {
         (Some((c, _)), _) => Run::resume(&gpu, c, text, args.val_batches).await?,
         (None, Some(m)) => {
-            let trainer = Trainer::with_weights(&gpu, config.clone(), &m.weights).await?;
+            let trainer = Trainer::with_weights(&gpu, config, &m.weights).await?;
             Run::start(trainer, text, args.val_batches)
         }
-        (None, None) => Run::start(
-            Trainer::new(&gpu, config.clone()).await?,
-            text,
-            args.val_batches,
-        ),
+        (None, None) => Run::start(Trainer::new(&gpu, config).await?, text, args.val_batches),
     };
+    Ok((run, options, resumed.map(|(_, bytes)| bytes)))
+}
+
+pub async fn run(args: TrainArgs) -> Result<()> {
+    let (run, options, resumed) = open(&args).await?;
+    let (config, gpu) = (run.trainer.config.clone(), run.trainer.gpu.clone());
+    let shape = config.shape;
     let memory = run.trainer.memory()?;
     let task = run.text.state.task.as_ref().map(|t| t.to_string());
     let preset = match (&args.from_hf, &task) {
@@ -387,7 +392,7 @@ pub async fn run(args: TrainArgs) -> Result<()> {
     };
     let mut session = Session::new(run, Inspector::new(false), CliDevices(options));
     session.lose_device_after(args.lose_device_at.clone());
-    if let (Some((_, bytes)), Some(_)) = (resumed, &args.resume) {
+    if let Some(bytes) = resumed {
         session = session.starting_from(Snapshot { step: first - 1, bytes });
     }
     let on_disk = args.resume.clone().map(|path| (first - 1, path));
