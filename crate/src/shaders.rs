@@ -1,7 +1,8 @@
 //! The shader registry: every `shaders/*.wgsl` file under a named constant,
 //! and the one place where a kernel file is composed into a module.
 //!
-//! A module is `f16 storage header` + `00_common.wgsl` + the kernel file. The
+//! A module is `f16 storage header` + `00_common.wgsl` + the formats
+//! (`ops::formats::wgsl_constants` and `00_formats.wgsl`) + the kernel file. The
 //! header is the only thing that differs between the two f16 storage modes:
 //! both declare f16 tensors as `array<half2>` (two halves per 32-bit word),
 //! native mode as `vec2<f16>` with `enable f16;`, packed mode as `u32` read
@@ -29,6 +30,7 @@ macro_rules! shader_file {
 pub const F16_NATIVE: ShaderFile = shader_file!("00_f16_native");
 pub const F16_PACKED: ShaderFile = shader_file!("00_f16_packed");
 pub const COMMON: ShaderFile = shader_file!("00_common");
+pub const FORMATS: ShaderFile = shader_file!("00_formats");
 pub const INFRASTRUCTURE: ShaderFile = shader_file!("00_infrastructure");
 pub const EMBEDDING: ShaderFile = shader_file!("01_embedding");
 pub const NORM: ShaderFile = shader_file!("02_norm");
@@ -46,6 +48,7 @@ pub const LOSS: ShaderFile = shader_file!("07_loss");
 pub const CAST: ShaderFile = shader_file!("08_cast");
 pub const OPTIMIZER: ShaderFile = shader_file!("12_optimizer");
 pub const HISTOGRAM: ShaderFile = shader_file!("13_histogram");
+pub const QUANTIZE: ShaderFile = shader_file!("14_quantize");
 
 /// How f16 tensors are stored in WGSL. Chosen when a pipeline is built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -154,10 +157,17 @@ pub fn compose_variant(
         name: "(variant)",
         source: "",
     };
+    let format_constants = crate::ops::formats::wgsl_constants();
+    let formats_header = ShaderFile {
+        name: "(formats)",
+        source: "",
+    };
     for (part, text) in [
         Some((storage.header(), storage.header().source)),
         Some((numerics.header(), numerics.header().source)),
         Some((COMMON, COMMON.source)),
+        Some((formats_header, format_constants.as_str())),
+        Some((FORMATS, FORMATS.source)),
         (!constants.is_empty()).then_some((variant, constants)),
         module.prelude.map(|p| (p, p.source)),
         Some((module.file, module.file.source)),
@@ -207,7 +217,9 @@ mod tests {
     fn locate_maps_composed_lines_back_to_files() {
         let c = compose(INFRASTRUCTURE, F16Storage::Packed, Numerics::Exact);
         let header_lines = F16_PACKED.source.lines().count() as u32 + 1; // + the NUMERICS line
-        let common_lines = COMMON.source.lines().count() as u32;
+        let common_lines = COMMON.source.lines().count() as u32
+            + crate::ops::formats::wgsl_constants().lines().count() as u32
+            + FORMATS.source.lines().count() as u32;
         assert_eq!(c.locate(1), "shaders/00_f16_packed.wgsl:1");
         assert_eq!(c.locate(header_lines), "shaders/(numerics).wgsl:1");
         assert_eq!(c.locate(header_lines + 1), "shaders/00_common.wgsl:1");

@@ -15,6 +15,7 @@ pub mod linear;
 pub mod loss;
 pub mod norm;
 pub mod optimizer;
+pub mod quantize;
 pub mod rope;
 
 pub use activation::Activation;
@@ -28,6 +29,7 @@ pub use linear::{Linear, LinearShape, Output};
 pub use loss::Loss;
 pub use norm::{NormBackward, NormShape, RmsNorm};
 pub use optimizer::{Adam8bitBuffers, AdamBuffers, AdamHyper, AdamStep, GradStats, Optimizer};
+pub use quantize::Quantize;
 pub use rope::{Rope, RopeShape};
 
 use crate::error::Result;

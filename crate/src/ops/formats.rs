@@ -1,5 +1,15 @@
-//! The research formats' constants, for the host: the CPU twins and the
-//! inspector (00_common.wgsl writes the same values for the kernels).
+//! The formats' definitions, for the host, the CPU twins and the kernels:
+//! the composed WGSL gets its `FMT_*` constants from `wgsl_constants`, so
+//! each format is written down once, here.
+//!
+//! Sources: OCP 8-bit Floating Point Specification (OFP8) rev 1.0 (E4M3,
+//! E5M2); OCP Microscaling Formats (MX) Specification v1.0 (E2M3, E3M2,
+//! E2M1, E8M0, 32-element blocks); IEEE 754 binary16; bfloat16 (f32's top
+//! 16 bits); NVIDIA's NVFP4 (E2M1 in 16-element blocks with an E4M3 scale
+//! and an f32 tensor scale: "Pretraining Large Language Models with NVFP4",
+//! 2025).
+
+use crate::error::{Error, Result};
 
 /// Q1.15's clamp, as the SF16 document's `Q115_OVERFLOW_THRESHOLD`.
 pub const Q115_LIMIT: f32 = 0.999;
@@ -9,3 +19,393 @@ pub const E4M3_MAX: f32 = 448.0;
 pub const E4M3_MIN_POSITIVE: f32 = 1.0 / 512.0;
 /// E4M3's smallest normal value: 2^-6.
 pub const E4M3_MIN_NORMAL: f32 = 1.0 / 64.0;
+
+/// A floating-point element format: a sign, `exp_bits` exponent bits of
+/// bias `bias`, `man` mantissa bits, subnormals, and a largest finite
+/// magnitude `max_sig · 2^(emax − man)` (below the top exponent's codes
+/// where those are Inf / NaN).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Minifloat {
+    pub name: &'static str,
+    pub exp_bits: u32,
+    pub man: u32,
+    pub bias: i32,
+    /// The largest finite value's exponent (MX's emax_elem).
+    pub emax: i32,
+    /// The largest finite value's significand, an integer of man + 1 bits.
+    pub max_sig: u32,
+    /// What the round trip does beyond the largest finite value: ±Inf
+    /// (bf16 and f16, as their casts do) or saturate to ±max (the 8-, 6-
+    /// and 4-bit formats, as training recipes and MX do).
+    pub overflow_to_inf: bool,
+    /// The codes the format gives to infinities and NaN (for decoding).
+    pub has_inf: bool,
+    pub has_nan: bool,
+}
+
+impl Minifloat {
+    /// The smallest normal exponent.
+    pub const fn emin(&self) -> i32 {
+        1 - self.bias
+    }
+
+    /// The largest finite value.
+    pub fn max(&self) -> f32 {
+        self.max_sig as f32 * 2f32.powi(self.emax - self.man as i32)
+    }
+
+    /// The smallest positive value (a subnormal).
+    pub fn min_positive(&self) -> f32 {
+        pow2(self.emin() - self.man as i32)
+    }
+
+    /// Bits of one code: sign, exponent, mantissa.
+    pub const fn bits(&self) -> u32 {
+        1 + self.exp_bits + self.man
+    }
+}
+
+/// 2^k for any k an f32 holds (subnormal results included).
+pub fn pow2(k: i32) -> f32 {
+    match k {
+        -126..=127 => f32::from_bits(((k + 127) as u32) << 23),
+        -149..=-127 => f32::from_bits(1 << (k + 149)),
+        _ if k < 0 => 0.0,
+        _ => f32::INFINITY,
+    }
+}
+
+/// f32 itself, as a `Minifloat`: what a product of formats' values is
+/// rounded to (`FMT_F32` in WGSL).
+pub const F32: Minifloat = Minifloat {
+    name: "f32",
+    exp_bits: 8,
+    man: 23,
+    bias: 127,
+    emax: 127,
+    max_sig: 0xff_ffff,
+    overflow_to_inf: true,
+    has_inf: true,
+    has_nan: true,
+};
+
+/// The element formats, in the order of their WGSL codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Element {
+    Bf16,
+    F16,
+    E4m3,
+    E5m2,
+    E2m3,
+    E3m2,
+    E2m1,
+}
+
+impl Element {
+    pub const ALL: [Element; 7] = [
+        Element::Bf16,
+        Element::F16,
+        Element::E4m3,
+        Element::E5m2,
+        Element::E2m3,
+        Element::E3m2,
+        Element::E2m1,
+    ];
+
+    pub const fn spec(self) -> Minifloat {
+        use Element::*;
+        let (name, exp_bits, man, bias, emax, max_sig, ieee) = match self {
+            Bf16 => ("bf16", 8, 7, 127, 127, 0xff, true),
+            F16 => ("f16", 5, 10, 15, 15, 0x7ff, true),
+            // OFP8 E4M3 ("E4M3FN"): S.1111.111 is NaN, no Inf; max 1.75·2^8 = 448
+            E4m3 => ("e4m3", 4, 3, 7, 8, 14, false),
+            // OFP8 E5M2: IEEE-like (Inf and NaN codes); max 1.75·2^15 = 57344
+            E5m2 => ("e5m2", 5, 2, 15, 15, 7, false),
+            // MX FP6 E2M3: max 1.875·2^2 = 7.5; FP6 E3M2: max 1.75·2^4 = 28
+            E2m3 => ("e2m3", 2, 3, 1, 2, 15, false),
+            E3m2 => ("e3m2", 3, 2, 3, 4, 7, false),
+            // MX FP4 E2M1: max 1.5·2^2 = 6
+            E2m1 => ("e2m1", 2, 1, 1, 2, 3, false),
+        };
+        let e5m2 = matches!(self, E5m2);
+        Minifloat {
+            name,
+            exp_bits,
+            man,
+            bias,
+            emax,
+            max_sig,
+            overflow_to_inf: ieee,
+            has_inf: ieee || e5m2,
+            has_nan: ieee || e5m2 || matches!(self, E4m3),
+        }
+    }
+
+    /// The WGSL code of the format (`quantize_*`'s params).
+    pub fn code(self) -> u32 {
+        self as u32
+    }
+
+    /// `FMT_E4M3` and so on: the WGSL constant holding it.
+    fn wgsl_name(self) -> String {
+        format!("FMT_{}", self.spec().name.to_uppercase())
+    }
+}
+
+/// The `FMT_*` constants and `element_format(code)` composed ahead of
+/// 00_formats.wgsl, which declares `struct Minifloat`.
+pub fn wgsl_constants() -> String {
+    let mut s = String::new();
+    let named = Element::ALL.map(|e| (e.wgsl_name(), e.spec()));
+    for (name, f) in named.iter().chain([&("FMT_F32".to_string(), F32)]) {
+        s += &format!(
+            "const {name}: Minifloat = Minifloat({}u, {}, {}, {}u, {});\n",
+            f.man,
+            f.emin(),
+            f.emax,
+            f.max_sig,
+            f.overflow_to_inf
+        );
+    }
+    s += "fn element_format(code: u32) -> Minifloat {\n    switch code {\n";
+    for e in Element::ALL {
+        s += &format!(
+            "        case {}u: {{ return {}; }}\n",
+            e.code(),
+            e.wgsl_name()
+        );
+    }
+    s += &format!(
+        "        default: {{ return {}; }}\n    }}\n}}\n",
+        Element::E4m3.wgsl_name()
+    );
+    s
+}
+
+/// How a block format chooses its scale.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scaling {
+    /// None: a plain cast of each value.
+    None,
+    /// OCP MX v1.0: 32 values along the last dimension share an E8M0 scale
+    /// X = 2^(floor(log2 amax) − emax_elem), clamped to [2^-127, 2^127].
+    Mx,
+    /// MX with the scale rounded up: the smallest power of two X with
+    /// amax / X ≤ the element's max, so amax never saturates (the MXFP8
+    /// pretraining recipe's rounding, NVIDIA 2025).
+    MxCeil,
+    /// NVFP4: 16 values share an E4M3 scale under an f32 tensor scale.
+    Nvfp4,
+}
+
+/// A format of `webtrain quantize`: an element format and its scaling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Format {
+    pub name: &'static str,
+    pub element: Element,
+    pub scaling: Scaling,
+}
+
+impl Format {
+    pub const ALL: [Format; 11] = [
+        Format::new("bf16", Element::Bf16, Scaling::None),
+        Format::new("f16", Element::F16, Scaling::None),
+        Format::new("e4m3", Element::E4m3, Scaling::None),
+        Format::new("e5m2", Element::E5m2, Scaling::None),
+        Format::new("mxfp8-e4m3", Element::E4m3, Scaling::Mx),
+        Format::new("mxfp8-e5m2", Element::E5m2, Scaling::Mx),
+        Format::new("mxfp8-e4m3-ceil", Element::E4m3, Scaling::MxCeil),
+        Format::new("mxfp6-e2m3", Element::E2m3, Scaling::Mx),
+        Format::new("mxfp6-e3m2", Element::E3m2, Scaling::Mx),
+        Format::new("mxfp4", Element::E2m1, Scaling::Mx),
+        Format::new("nvfp4", Element::E2m1, Scaling::Nvfp4),
+    ];
+
+    const fn new(name: &'static str, element: Element, scaling: Scaling) -> Format {
+        Format {
+            name,
+            element,
+            scaling,
+        }
+    }
+
+    /// The format named `name`, or an error listing the names.
+    pub fn parse(name: &str) -> Result<Format> {
+        Format::ALL
+            .into_iter()
+            .find(|f| f.name == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Format::ALL.iter().map(|f| f.name).collect();
+                Error::Unsupported(format!(
+                    "unknown format {name:?}: the formats are {}",
+                    names.join(", ")
+                ))
+            })
+    }
+
+    /// Values per block along the last dimension (1: unscaled).
+    pub fn block(&self) -> usize {
+        match self.scaling {
+            Scaling::None => 1,
+            Scaling::Mx | Scaling::MxCeil => MX_BLOCK,
+            Scaling::Nvfp4 => NVFP4_BLOCK,
+        }
+    }
+}
+
+/// MX's block: 32 values along the last dimension.
+pub const MX_BLOCK: usize = 32;
+/// NVFP4's block: 16 values along the last dimension, or 16 × 16.
+pub const NVFP4_BLOCK: usize = 16;
+/// NVFP4's tensor scale numerator: E4M3's max × E2M1's max.
+pub const NVFP4_RANGE: f32 = 448.0 * 6.0;
+/// The random Hadamard transform's block.
+pub const HADAMARD_BLOCK: usize = 16;
+
+/// How values are grouped into blocks: along the last dimension, or in
+/// square tiles of a [rows, cols] matrix (NVFP4's 2-D weight blocks, so
+/// that W and Wᵀ quantize alike).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Blocks {
+    Rows,
+    Square,
+}
+
+/// A [rows, cols] tensor's layout in `format`'s blocks, checked: cols (and
+/// rows, for square blocks) a multiple of the block. `what` names the
+/// tensor in the error.
+pub fn check_blocks(
+    format: &Format,
+    blocks: Blocks,
+    rows: usize,
+    cols: usize,
+    what: &str,
+) -> Result<()> {
+    let b = format.block();
+    if blocks == Blocks::Square && format.scaling != Scaling::Nvfp4 {
+        return Err(Error::Unsupported(format!(
+            "2-D blocks are NVFP4's ({0}×{0}); {1} has 1-D blocks",
+            NVFP4_BLOCK, format.name
+        )));
+    }
+    if !cols.is_multiple_of(b) {
+        return Err(Error::Unsupported(format!(
+            "{what}: its last dimension, {cols}, is not a multiple of {}'s block of {b}",
+            format.name
+        )));
+    }
+    if blocks == Blocks::Square && !rows.is_multiple_of(b) {
+        return Err(Error::Unsupported(format!(
+            "{what}: its {rows} rows are not a multiple of {}'s 2-D block of {b}×{b}",
+            format.name
+        )));
+    }
+    Ok(())
+}
+
+/// Where stochastic rounding draws from: (seed, step, tensor), element by
+/// element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stream {
+    pub seed: u32,
+    pub step: u32,
+    pub tensor: u32,
+}
+
+/// A quantization: a format, its blocks, and stochastic rounding or not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Quantization {
+    pub format: Format,
+    pub blocks: Blocks,
+    pub stochastic: Option<Stream>,
+}
+
+/// What a quantization counted (14_quantize.wgsl's stats).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Values beyond the format's largest finite value (±Inf included).
+    pub saturated: u32,
+    /// Nonzero values rounded to 0.
+    pub flushed: u32,
+    /// Blocks whose scale saturated: blocks holding ±Inf or NaN, whose
+    /// values become NaN (E8M0's NaN scale).
+    pub blocks_scale_saturated: u32,
+    /// Blocks whose scale underflowed: MX's clamped at 2^-127, NVFP4's
+    /// rounded to 0 (the block becomes zeros).
+    pub blocks_scale_underflowed: u32,
+}
+
+impl Quantization {
+    /// Values per block.
+    pub fn block_size(&self) -> usize {
+        match (self.format.scaling, self.blocks) {
+            (Scaling::Nvfp4, Blocks::Square) => NVFP4_BLOCK * NVFP4_BLOCK,
+            _ => self.format.block(),
+        }
+    }
+
+    /// The flat index of value j of block b of a [_, cols] matrix.
+    pub fn block_index(&self, b: usize, j: usize, cols: usize) -> usize {
+        match self.blocks {
+            Blocks::Square => {
+                let (across, side) = (cols / NVFP4_BLOCK, NVFP4_BLOCK);
+                ((b / across) * side + j / side) * cols + (b % across) * side + j % side
+            }
+            Blocks::Rows => b * self.block_size() + j,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_give_the_published_extremes() {
+        let want = [
+            (Element::Bf16, f32::from_bits(0x7f7f_0000), 2f32.powi(-133)),
+            (Element::F16, 65504.0, 2f32.powi(-24)),
+            (Element::E4m3, 448.0, 2f32.powi(-9)),
+            (Element::E5m2, 57344.0, 2f32.powi(-16)),
+            (Element::E2m3, 7.5, 0.125),
+            (Element::E3m2, 28.0, 0.0625),
+            (Element::E2m1, 6.0, 0.5),
+        ];
+        for (e, max, min) in want {
+            let f = e.spec();
+            assert_eq!((f.max(), f.min_positive()), (max, min), "{}", f.name);
+        }
+        assert_eq!(Element::E4m3.spec().max(), E4M3_MAX);
+        assert_eq!(Element::E4m3.spec().min_positive(), E4M3_MIN_POSITIVE);
+    }
+
+    #[test]
+    fn formats_parse_by_name_and_refuse_others() {
+        for f in Format::ALL {
+            assert_eq!(Format::parse(f.name).unwrap(), f);
+        }
+        let e = Format::parse("fp4").unwrap_err().to_string();
+        assert!(
+            e.contains("unknown format \"fp4\"") && e.contains("nvfp4"),
+            "{e}"
+        );
+        let nv = Format::parse("nvfp4").unwrap();
+        assert!(check_blocks(&nv, Blocks::Rows, 3, 48, "w").is_ok());
+        let e = check_blocks(&nv, Blocks::Rows, 3, 40, "w")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("40") && e.contains("16"), "{e}");
+        assert!(check_blocks(&nv, Blocks::Square, 24, 32, "w").is_err());
+        let mx = Format::parse("mxfp4").unwrap();
+        assert!(check_blocks(&mx, Blocks::Square, 32, 32, "w").is_err());
+        assert!(check_blocks(&mx, Blocks::Rows, 1, 48, "w").is_err());
+    }
+
+    #[test]
+    fn pow2_covers_subnormals() {
+        assert_eq!(pow2(-127), f32::MIN_POSITIVE / 2.0);
+        assert_eq!(pow2(-149), f32::from_bits(1));
+        assert_eq!((pow2(-150), pow2(128)), (0.0, f32::INFINITY));
+        assert_eq!(pow2(127), 2f32.powi(127));
+    }
+}

@@ -7,6 +7,7 @@ pub mod activation;
 pub mod attention;
 pub mod cast;
 pub mod embedding;
+pub mod formats;
 #[cfg(test)]
 pub(crate) mod gradcheck;
 pub mod histogram;

@@ -1,0 +1,267 @@
+//! Launchers for 14_quantize.wgsl: a tensor through a format and back
+//! (plain casts, OCP MX blocks, NVFP4 with its tensor-amax pass), with the
+//! format's counters; the random Hadamard transform. Twins in
+//! `reference::formats`; what the formats are in `ops::formats`.
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::error::{Error, Result};
+use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_kernels};
+use crate::ops::formats::{
+    Blocks, Counts, HADAMARD_BLOCK, Quantization, Scaling, Stream, check_blocks,
+};
+use crate::shaders::QUANTIZE;
+
+/// u32 words of the stats buffer: four counters and NVFP4's tensor amax.
+pub const STATS_WORDS: u64 = 5;
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct Params {
+    n: u32,
+    cols: u32,
+    element: u32,
+    scaling: u32,
+    square: u32,
+    stochastic: u32,
+    seed: u32,
+    step: u32,
+    tensor: u32,
+    _pad: [u32; 3],
+}
+
+const SLOTS: &[Slot] = &[
+    Slot::Uniform(0),            // qp
+    Slot::Read(1, "x"),          // qx: [n] f32
+    Slot::ReadWrite(2, "y"),     // qy: [n] f32
+    Slot::ReadWrite(3, "stats"), // [5] u32: saturated, flushed, blocks saturated, underflowed, amax
+];
+const CAST: KernelDesc = KernelDesc {
+    entry: "quantize_cast",
+    slots: SLOTS,
+};
+const AMAX: KernelDesc = KernelDesc {
+    entry: "quantize_amax",
+    slots: SLOTS,
+};
+const BLOCKS: KernelDesc = KernelDesc {
+    entry: "quantize_blocks",
+    slots: SLOTS,
+};
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct HadamardParams {
+    n: u32,
+    inverse: u32,
+    seed: u32,
+    step: u32,
+    tensor: u32,
+    _pad: [u32; 3],
+}
+
+const HADAMARD: KernelDesc = KernelDesc {
+    entry: "hadamard16",
+    slots: &[
+        Slot::Uniform(0),        // hp
+        Slot::Read(1, "x"),      // hx: [n] f32
+        Slot::ReadWrite(2, "y"), // hy: [n] f32
+    ],
+};
+
+pub struct Quantize {
+    cast: Kernel,
+    amax: Kernel,
+    blocks: Kernel,
+    hadamard: Kernel,
+}
+
+impl Quantize {
+    pub async fn new(gpu: &Gpu) -> Result<Self> {
+        let [cast, amax, blocks, hadamard] =
+            build_kernels(gpu, QUANTIZE, [CAST, AMAX, BLOCKS, HADAMARD]).await?;
+        Ok(Quantize {
+            cast,
+            amax,
+            blocks,
+            hadamard,
+        })
+    }
+
+    /// `y = q(x)` for a [n / cols, cols] tensor, in dispatches to run in
+    /// order (NVFP4: the tensor's amax first). `stats` (`STATS_WORDS` u32,
+    /// zeroed by the caller) gets the counts, as `Counts::from_words` reads them.
+    pub fn encode(
+        &self,
+        gpu: &Gpu,
+        q: &Quantization,
+        x: BufferRange,
+        y: BufferRange,
+        stats: BufferRange,
+        n: u64,
+        cols: u64,
+    ) -> Result<Vec<Dispatch>> {
+        let op = "quantize";
+        let n32 = u32::try_from(n).map_err(|_| Error::shape(op, "n", "below 2^32", n))?;
+        if cols == 0 || !n.is_multiple_of(cols) {
+            return Err(Error::shape(op, "cols", format!("a divisor of {n}"), cols));
+        }
+        check_blocks(
+            &q.format,
+            q.blocks,
+            (n / cols) as usize,
+            cols as usize,
+            "the tensor",
+        )?;
+        let s = q.stochastic;
+        let params = gpu.uniform(
+            op,
+            &Params {
+                n: n32,
+                cols: cols as u32,
+                element: q.format.element.code(),
+                scaling: match q.format.scaling {
+                    Scaling::None => 0,
+                    Scaling::Mx => 1,
+                    Scaling::MxCeil => 2,
+                    Scaling::Nvfp4 => 3,
+                },
+                square: (q.blocks == Blocks::Square) as u32,
+                stochastic: s.is_some() as u32,
+                seed: s.map_or(0, |s| s.seed),
+                step: s.map_or(0, |s| s.step),
+                tensor: s.map_or(0, |s| s.tensor),
+                _pad: [0; 3],
+            },
+        );
+        let binds = [
+            (&params).into(),
+            x.needs(4 * n),
+            y.needs(4 * n),
+            stats.needs(4 * STATS_WORDS),
+        ];
+        if q.format.scaling == Scaling::None {
+            return Ok(vec![self.cast.dispatch(
+                gpu,
+                op,
+                &binds,
+                gpu.grid_1d(op, n)?,
+            )?]);
+        }
+        let block = q.block_size() as u64;
+        let mut d = Vec::new();
+        if q.format.scaling == Scaling::Nvfp4 {
+            d.push(self.amax.dispatch(gpu, op, &binds, gpu.grid_1d(op, n)?)?);
+        }
+        d.push(
+            self.blocks
+                .dispatch(gpu, op, &binds, gpu.grid_1d(op, n / block)?)?,
+        );
+        Ok(d)
+    }
+
+    /// The random Hadamard transform of the `n` values of `x` in blocks of
+    /// 16 (or its inverse) into `y`, signs from `s`.
+    pub fn hadamard(
+        &self,
+        gpu: &Gpu,
+        s: Stream,
+        inverse: bool,
+        x: BufferRange,
+        y: BufferRange,
+        n: u64,
+    ) -> Result<Dispatch> {
+        let op = "hadamard16";
+        let n32 = u32::try_from(n).map_err(|_| Error::shape(op, "n", "below 2^32", n))?;
+        if !n.is_multiple_of(HADAMARD_BLOCK as u64) {
+            return Err(Error::shape(op, "n", "a multiple of 16", n));
+        }
+        let params = gpu.uniform(
+            op,
+            &HadamardParams {
+                n: n32,
+                inverse: inverse as u32,
+                seed: s.seed,
+                step: s.step,
+                tensor: s.tensor,
+                _pad: [0; 3],
+            },
+        );
+        let binds = [(&params).into(), x.needs(4 * n), y.needs(4 * n)];
+        self.hadamard
+            .dispatch(gpu, op, &binds, gpu.grid_1d(op, n / HADAMARD_BLOCK as u64)?)
+    }
+
+    /// `x` ([_, cols]) through `q` on the GPU: the values back and the counts.
+    pub async fn run(
+        &self,
+        gpu: &Gpu,
+        q: &Quantization,
+        x: &[f32],
+        cols: usize,
+    ) -> Result<(Vec<f32>, Counts)> {
+        let n = x.len() as u64;
+        let src = gpu.upload("quantize.x", x)?;
+        let dst = gpu.storage_buffer("quantize.y", 4 * n)?;
+        let stats = gpu.upload("quantize.stats", &[0u32; STATS_WORDS as usize])?;
+        let d = self.encode(
+            gpu,
+            q,
+            (&src).into(),
+            (&dst).into(),
+            (&stats).into(),
+            n,
+            cols as u64,
+        )?;
+        gpu.run(&d.iter().collect::<Vec<_>>()).await?;
+        let y: Vec<f32> = gpu.read_back((&dst).into()).await?;
+        let words: Vec<u32> = gpu.read_back((&stats).into()).await?;
+        Ok((y, Counts::from_words(&words)))
+    }
+}
+
+impl Counts {
+    /// The counters of a stats buffer (`Quantize::encode`).
+    pub fn from_words(w: &[u32]) -> Counts {
+        Counts {
+            saturated: w[0],
+            flushed: w[1],
+            blocks_scale_saturated: w[2],
+            blocks_scale_underflowed: w[3],
+        }
+    }
+}
+
+/// How far a quantized tensor is from the original, over its finite values.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct QuantError {
+    /// Mean of |y − x| / |x| over the finite nonzero x whose y is finite.
+    pub mean_relative: f64,
+    /// ‖y − x‖₂ / ‖x‖₂ over the finite x whose y is finite (0 if ‖x‖ = 0).
+    pub relative_rms: f64,
+}
+
+/// The error of `y` as a quantization of `x`, in f64 on the host.
+pub fn quantization_error(x: &[f32], y: &[f32]) -> QuantError {
+    let (mut rel, mut count, mut diff2, mut norm2) = (0.0, 0u64, 0.0, 0.0);
+    for (&a, &b) in x.iter().zip(y) {
+        if !a.is_finite() || !b.is_finite() {
+            continue;
+        }
+        let (a, b) = (a as f64, b as f64);
+        diff2 += (b - a) * (b - a);
+        norm2 += a * a;
+        if a != 0.0 {
+            rel += (b - a).abs() / a.abs();
+            count += 1;
+        }
+    }
+    QuantError {
+        mean_relative: if count == 0 { 0.0 } else { rel / count as f64 },
+        relative_rms: if norm2 == 0.0 {
+            0.0
+        } else {
+            (diff2 / norm2).sqrt()
+        },
+    }
+}

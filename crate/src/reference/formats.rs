@@ -1,0 +1,350 @@
+//! Twins of 00_formats.wgsl and 14_quantize.wgsl: the element formats'
+//! round trips (plain, scaled, stochastic), OCP MX and NVFP4 blocks, the
+//! counter-based random bits and the random Hadamard transform; and, to
+//! check them against the formats' definitions, each format's codes
+//! decoded from their bits and E8M0's scales.
+
+use crate::ops::formats::{
+    Counts, Element, F32, HADAMARD_BLOCK, Minifloat, NVFP4_RANGE, Quantization, Scaling, Stream,
+    pow2,
+};
+
+const SIGN: u32 = 0x8000_0000;
+
+/// |x| (finite, nonzero) as sig·2^(e − 23), sig in [2^23, 2^24).
+fn split(x: f32) -> (u32, i32) {
+    let u = x.to_bits() & 0x7fff_ffff;
+    match u >> 23 {
+        0 => {
+            let top = 31 - u.leading_zeros();
+            (u << (23 - top), top as i32 - 149)
+        }
+        biased => ((u & 0x7f_ffff) | 0x80_0000, biased as i32 - 127),
+    }
+}
+
+/// f32 bits of sig·2^qe (exactly representable, or beyond: Inf).
+fn f32_bits(sig: u32, qe: i32) -> u32 {
+    let p = 31 - sig.leading_zeros() as i32;
+    let e = qe + p;
+    if e > 127 {
+        return 0x7f80_0000;
+    }
+    if e >= -126 {
+        let m = if p > 23 {
+            sig >> (p - 23)
+        } else {
+            sig << (23 - p)
+        };
+        return ((e + 127) as u32) << 23 | (m & 0x7f_ffff);
+    }
+    sig << (qe + 149)
+}
+
+/// How values are rounded: to nearest even, or stochastically from the
+/// random bits given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rounding {
+    Nearest,
+    Stochastic(u32),
+}
+
+/// `round_magnitude`: sig·2^e0 in `f` scaled by 2^k; (f32 bits, beyond max).
+fn round_magnitude(sig: u32, e0: i32, f: &Minifloat, k: i32, rounding: Rounding) -> (u32, bool) {
+    if sig == 0 {
+        return (0, false);
+    }
+    let e = e0 + 31 - sig.leading_zeros() as i32;
+    let emax = f.emax + k;
+    let qe = e.max(f.emin() + k) - f.man as i32;
+    let drop = qe - e0;
+    let (mut kept, frac) = match drop {
+        ..=0 => (sig << -drop, 0),
+        1..=31 => (sig >> drop, (sig & ((1 << drop) - 1)) << (32 - drop)),
+        32..=63 => (0, sig >> (drop - 32)),
+        _ => (0, 0),
+    };
+    let beyond = e > emax || (e == emax && (kept > f.max_sig || (kept == f.max_sig && frac != 0)));
+    let up = match rounding {
+        Rounding::Stochastic(r) => r < frac,
+        Rounding::Nearest => frac > SIGN || (frac == SIGN && kept & 1 == 1),
+    };
+    kept += up as u32;
+    let over = e > emax || (qe == emax - f.man as i32 && kept > f.max_sig);
+    if over {
+        let top = match f.overflow_to_inf {
+            true => 0x7f80_0000,
+            false => f32_bits(f.max_sig, emax - f.man as i32),
+        };
+        return (top, beyond);
+    }
+    match kept {
+        0 => (0, beyond),
+        _ => (f32_bits(kept, qe), beyond),
+    }
+}
+
+/// x through `f` scaled by 2^k: round(x / 2^k)·2^k, exactly, and whether
+/// |x| was beyond the largest finite value. NaN stays NaN; ±Inf gives ±max
+/// (±Inf where the format overflows to Inf); the sign is kept.
+pub fn quantize_scaled(x: f32, f: &Minifloat, k: i32, rounding: Rounding) -> (f32, bool) {
+    if x.is_nan() {
+        return (x, false);
+    }
+    let sign = x.to_bits() & SIGN;
+    let (bits, saturated) = if x.is_infinite() {
+        let top = match f.overflow_to_inf {
+            true => 0x7f80_0000,
+            false => f32_bits(f.max_sig, f.emax + k - f.man as i32),
+        };
+        (top, true)
+    } else if x == 0.0 {
+        (0, false)
+    } else {
+        let (sig, e) = split(x);
+        round_magnitude(sig, e - 23, f, k, rounding)
+    };
+    (f32::from_bits(bits | sign), saturated)
+}
+
+/// x in `e`, to nearest even: bf16 and f16 as their casts (overflow to
+/// ±Inf), the others saturating to ±max.
+pub fn round_format(x: f32, e: Element) -> f32 {
+    quantize_scaled(x, &e.spec(), 0, Rounding::Nearest).0
+}
+
+/// Whether a nonzero, non-NaN x became 0.
+pub fn flushed_to_zero(x: f32, y: f32) -> bool {
+    x.to_bits() & 0x7fff_ffff != 0 && !x.is_nan() && y.to_bits() & 0x7fff_ffff == 0
+}
+
+/// The value of code `code` (its low `bits()` bits) of `e`, from the
+/// format's definition: (−1)^s · 2^(E − bias) · (1 + M/2^m), subnormals
+/// 2^(1 − bias) · M/2^m, and the codes the format gives Inf and NaN.
+pub fn decode(e: Element, code: u32) -> f32 {
+    let f = e.spec();
+    let (m, eb) = (f.man, f.exp_bits);
+    let sign: f64 = if code >> (eb + m) & 1 == 1 { -1.0 } else { 1.0 };
+    let (exp, man) = ((code >> m) & ((1 << eb) - 1), code & ((1 << m) - 1));
+    let top = exp == (1 << eb) - 1;
+    if top && f.has_inf && man == 0 && e != Element::E4m3 {
+        return (sign * f64::INFINITY) as f32;
+    }
+    if top && f.has_nan && (e != Element::E4m3 || man == (1 << m) - 1) {
+        return f32::NAN;
+    }
+    let frac = man as f64 / (1u64 << m) as f64;
+    let v = match exp {
+        0 => frac * 2f64.powi(f.emin()),
+        _ => (1.0 + frac) * 2f64.powi(exp as i32 - f.bias),
+    };
+    (sign * v) as f32
+}
+
+/// E8M0's code for the scale 2^k (k in [-127, 127]); 0xff is NaN.
+pub fn e8m0_encode(k: i32) -> u8 {
+    (k.clamp(-127, 127) + 127) as u8
+}
+
+/// E8M0 code `c` as a value: 2^(c − 127), NaN for 0xff.
+pub fn e8m0_decode(c: u8) -> f32 {
+    match c {
+        0xff => f32::NAN,
+        _ => pow2(c as i32 - 127),
+    }
+}
+
+/// The random bits of element `index` of tensor `tensor` at `step` of a
+/// run seeded `seed` (pcg4d, as 00_formats.wgsl `random_bits`).
+pub fn random_bits(seed: u32, step: u32, tensor: u32, index: u32) -> u32 {
+    let mut v =
+        [index, tensor, step, seed].map(|x| x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223));
+    let mix = |v: &mut [u32; 4]| {
+        v[0] = v[0].wrapping_add(v[1].wrapping_mul(v[3]));
+        v[1] = v[1].wrapping_add(v[2].wrapping_mul(v[0]));
+        v[2] = v[2].wrapping_add(v[0].wrapping_mul(v[1]));
+        v[3] = v[3].wrapping_add(v[1].wrapping_mul(v[2]));
+    };
+    mix(&mut v);
+    v = v.map(|x| x ^ (x >> 16));
+    mix(&mut v);
+    v[0]
+}
+
+/// How `q` rounds element i.
+fn rounding(q: &Quantization, i: usize) -> Rounding {
+    match q.stochastic {
+        None => Rounding::Nearest,
+        Some(s) => Rounding::Stochastic(random_bits(s.seed, s.step, s.tensor, i as u32)),
+    }
+}
+
+/// Twin of 14_quantize.wgsl's `quantize_cast`, `quantize_amax` and
+/// `quantize_blocks`: `x` ([_, cols], blocks checked by
+/// `ops::formats::check_blocks`) through `q` and back, and the counts.
+pub fn quantize(q: &Quantization, x: &[f32], cols: usize) -> (Vec<f32>, Counts) {
+    let mut c = Counts::default();
+    let f = q.format.element.spec();
+    let mut y = vec![0.0; x.len()];
+    if q.format.scaling == Scaling::None {
+        for (i, (&xi, yi)) in x.iter().zip(&mut y).enumerate() {
+            let (v, sat) = quantize_scaled(xi, &f, 0, rounding(q, i));
+            *yi = v;
+            c.saturated += sat as u32;
+            c.flushed += flushed_to_zero(xi, v) as u32;
+        }
+        return (y, c);
+    }
+    let amax_t = x
+        .iter()
+        .filter(|v| v.is_finite())
+        .map(|v| v.to_bits() & 0x7fff_ffff)
+        .max()
+        .unwrap_or(0);
+    let size = q.block_size();
+    for b in 0..x.len() / size {
+        let idx: Vec<usize> = (0..size).map(|j| q.block_index(b, j, cols)).collect();
+        let finite = idx.iter().all(|&i| x[i].is_finite());
+        let amax = idx
+            .iter()
+            .map(|&i| x[i].to_bits() & 0x7fff_ffff)
+            .max()
+            .unwrap_or(0);
+        let nvfp4 = q.format.scaling == Scaling::Nvfp4;
+        if !finite {
+            c.blocks_scale_saturated += 1;
+            for &i in &idx {
+                c.saturated += x[i].is_infinite() as u32;
+                y[i] = f32::from_bits(0x7fc0_0000 | (x[i].to_bits() & SIGN));
+            }
+        } else if amax == 0 || (nvfp4 && amax_t == 0) {
+            for &i in &idx {
+                y[i] = x[i];
+            }
+        } else if !nvfp4 {
+            let raw = mx_scale_exp(
+                f32::from_bits(amax),
+                &f,
+                q.format.scaling == Scaling::MxCeil,
+            );
+            c.blocks_scale_underflowed += (raw < -127) as u32;
+            c.blocks_scale_saturated += (raw > 127) as u32;
+            let k = raw.clamp(-127, 127);
+            for &i in &idx {
+                let (v, sat) = quantize_scaled(x[i], &f, k, rounding(q, i));
+                y[i] = v;
+                c.saturated += sat as u32;
+                c.flushed += flushed_to_zero(x[i], v) as u32;
+            }
+        } else {
+            nvfp4_block(q, x, &mut y, &idx, amax, amax_t, &mut c);
+        }
+    }
+    (y, c)
+}
+
+/// One NVFP4 block (`quantize_blocks`' last branch).
+fn nvfp4_block(
+    q: &Quantization,
+    x: &[f32],
+    y: &mut [f32],
+    idx: &[usize],
+    amax: u32,
+    amax_t: u32,
+    c: &mut Counts,
+) {
+    let f = q.format.element.spec();
+    let (s_n, j) = nvfp4_tensor_scale(f32::from_bits(amax_t));
+    let u = unscale(f32::from_bits(amax), j);
+    let d = match u >= pow2(-100) {
+        true => round_format(u / 6.0 * s_n, Element::E4m3),
+        false => 0.0,
+    };
+    if d == 0.0 {
+        c.blocks_scale_underflowed += 1;
+        for &i in idx {
+            y[i] = f32::from_bits(x[i].to_bits() & SIGN);
+            c.flushed += flushed_to_zero(x[i], 0.0) as u32;
+        }
+        return;
+    }
+    let (up, down) = (s_n / d, split(d / s_n));
+    for &i in idx {
+        let xn = unscale(x[i], j);
+        let (e, sat) = quantize_scaled(xn * up, &f, 0, rounding(q, i));
+        let bits = match e == 0.0 {
+            true => 0,
+            false => {
+                let sq = split(e);
+                let prod = (sq.0 >> (23 - f.man)) * down.0;
+                let e0 = sq.1 - f.man as i32 + down.1 - 23 + j;
+                round_magnitude(prod, e0, &F32, 0, Rounding::Nearest).0
+            }
+        };
+        y[i] = f32::from_bits(bits | (x[i].to_bits() & SIGN));
+        c.saturated += sat as u32;
+        c.flushed += flushed_to_zero(x[i], y[i]) as u32;
+    }
+}
+
+/// MX's scale exponent for a block of largest magnitude `amax` (finite,
+/// nonzero), unclamped: floor(log2 amax) − emax, or with `ceil` the
+/// smallest k with amax ≤ max·2^k.
+pub fn mx_scale_exp(amax: f32, f: &Minifloat, ceil: bool) -> i32 {
+    let (sig, e) = split(amax);
+    e - f.emax + (ceil && sig > f.max_sig << (23 - f.man)) as i32
+}
+
+/// NVFP4's tensor scale S = 2688 / amax_t as (S_n, j): amax_t = m·2^j with
+/// m in [1, 2), S_n = 2688 / m, S = S_n·2^-j.
+pub fn nvfp4_tensor_scale(amax_t: f32) -> (f32, i32) {
+    let (sig, j) = split(amax_t);
+    (
+        NVFP4_RANGE / f32::from_bits(0x3f80_0000 | (sig & 0x7f_ffff)),
+        j,
+    )
+}
+
+/// |x|·2^-j, or 0 where that is below 2^-126.
+fn unscale(x: f32, j: i32) -> f32 {
+    if x == 0.0 {
+        return 0.0;
+    }
+    let (sig, e) = split(x);
+    match e - j < -126 {
+        true => 0.0,
+        false => f32::from_bits(f32_bits(sig, e - j - 23)),
+    }
+}
+
+/// The random Hadamard transform of 16-value blocks (`hadamard16`):
+/// forward y = H16·(s∘x)/4, inverse x = s∘(H16·y)/4, the signs s from
+/// (seed, step, tensor), position j's from bit 0 of `random_bits` of j.
+pub fn hadamard16(x: &[f32], s: Stream, inverse: bool) -> Vec<f32> {
+    let flip = |v: f32, j: usize| {
+        let bit = (random_bits(s.seed, s.step, s.tensor, j as u32) & 1) << 31;
+        f32::from_bits(v.to_bits() ^ bit)
+    };
+    x.chunks_exact(HADAMARD_BLOCK)
+        .flat_map(|block| {
+            let mut v: Vec<f32> = (0..HADAMARD_BLOCK)
+                .map(|j| if inverse { block[j] } else { flip(block[j], j) })
+                .collect();
+            let mut h = 1;
+            while h < HADAMARD_BLOCK {
+                for i in (0..HADAMARD_BLOCK).filter(|i| i & h == 0) {
+                    let (a, c) = (v[i], v[i + h]);
+                    (v[i], v[i + h]) = (a + c, a - c);
+                }
+                h <<= 1;
+            }
+            (0..HADAMARD_BLOCK).map(move |j| {
+                let y = v[j] * 0.25;
+                if inverse { flip(y, j) } else { y }
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

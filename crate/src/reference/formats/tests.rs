@@ -1,0 +1,378 @@
+//! The twins against the formats' definitions: every code decoded from its
+//! bits, the published values, the `half` crate's casts, and the literal
+//! NVFP4 formulas.
+
+use super::*;
+use crate::ops::formats::{Blocks, Format};
+
+/// The finite non-negative values of `e`, ascending, from its codes.
+fn values(e: Element) -> Vec<f32> {
+    let f = e.spec();
+    let positive = 1u32 << (f.bits() - 1);
+    let v: Vec<f32> = (0..positive)
+        .map(|c| decode(e, c))
+        .filter(|v| v.is_finite())
+        .collect();
+    assert!(v.windows(2).all(|p| p[0] < p[1]), "{}: ascending", f.name);
+    v
+}
+
+#[test]
+fn codes_decode_to_the_published_values() {
+    // OCP MX v1.0, tables of FP6 and FP4 values; OFP8 E5M2
+    assert_eq!(
+        values(Element::E2m1),
+        [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+    );
+    let e2m3 = values(Element::E2m3);
+    assert_eq!(e2m3.len(), 32);
+    assert_eq!(
+        (e2m3[1], e2m3[7], e2m3[8], e2m3[31]),
+        (0.125, 0.875, 1.0, 7.5)
+    );
+    let e3m2 = values(Element::E3m2);
+    assert_eq!(e3m2.len(), 32);
+    assert_eq!(
+        (e3m2[1], e3m2[3], e3m2[4], e3m2[31]),
+        (0.0625, 0.1875, 0.25, 28.0)
+    );
+    let e5m2 = values(Element::E5m2);
+    assert_eq!(e5m2.len(), 124, "0x00..=0x7b finite");
+    assert_eq!(
+        (e5m2[1], e5m2[4], e5m2[123]),
+        (2f32.powi(-16), 2f32.powi(-14), 57344.0)
+    );
+    assert_eq!(decode(Element::E5m2, 0x7c), f32::INFINITY);
+    assert_eq!(decode(Element::E5m2, 0xfc), f32::NEG_INFINITY);
+    assert!((0x7d..=0x7f).all(|c| decode(Element::E5m2, c).is_nan()));
+    assert_eq!(decode(Element::E5m2, 0x80).to_bits(), (-0.0f32).to_bits());
+    assert_eq!(decode(Element::E2m1, 0xf), -6.0);
+    let e4m3 = values(Element::E4m3);
+    assert_eq!(e4m3.len(), 127);
+    assert!(
+        e4m3.iter()
+            .enumerate()
+            .all(|(c, &v)| v == crate::reference::quantize::e4m3_decode(c as u8))
+    );
+    // f16 and bf16 against the half crate, every code
+    for c in 0..=0xffffu32 {
+        let (h, b) = (
+            half::f16::from_bits(c as u16).to_f32(),
+            half::bf16::from_bits(c as u16).to_f32(),
+        );
+        let (dh, db) = (decode(Element::F16, c), decode(Element::Bf16, c));
+        assert!(
+            dh.to_bits() == h.to_bits() || dh.is_nan() && h.is_nan(),
+            "f16 {c:#x}"
+        );
+        assert!(
+            db.to_bits() == b.to_bits() || db.is_nan() && b.is_nan(),
+            "bf16 {c:#x}"
+        );
+    }
+}
+
+#[test]
+fn e8m0_codes_are_powers_of_two() {
+    for c in 0..=254u8 {
+        let v = e8m0_decode(c);
+        assert_eq!(v as f64, 2f64.powi(c as i32 - 127), "code {c}");
+        assert_eq!(e8m0_encode(c as i32 - 127), c);
+    }
+    assert_eq!(
+        (e8m0_decode(127), e8m0_decode(0), e8m0_decode(254)),
+        (1.0, 2f32.powi(-126) / 2.0, 2f32.powi(127))
+    );
+    assert!(e8m0_decode(0xff).is_nan());
+}
+
+#[test]
+fn every_value_stays_and_ties_go_to_even() {
+    for e in Element::ALL {
+        let f = e.spec();
+        if f.bits() > 9 {
+            continue; // f16 and bf16: against the half crate below
+        }
+        let v = values(e);
+        for (c, &x) in v.iter().enumerate() {
+            assert_eq!(round_format(x, e), x, "{} value {c}", f.name);
+            assert_eq!(
+                round_format(-x, e).to_bits(),
+                (-x).to_bits(),
+                "{} value -{c}",
+                f.name
+            );
+        }
+        for c in 0..v.len() - 1 {
+            let (lo, hi) = (v[c], v[c + 1]);
+            let mid = (lo + hi) / 2.0;
+            let even = if c % 2 == 0 { lo } else { hi };
+            assert_eq!(
+                round_format(mid, e),
+                even,
+                "{}: tie of {lo} and {hi}",
+                f.name
+            );
+            assert_eq!(
+                (
+                    round_format(mid.next_down(), e),
+                    round_format(mid.next_up(), e)
+                ),
+                (lo, hi)
+            );
+        }
+        let max = f.max();
+        for x in [max.next_up(), max * 1.1, 1e30, f32::MAX, f32::INFINITY] {
+            assert_eq!(
+                (round_format(x, e), round_format(-x, e)),
+                (max, -max),
+                "{} {x}",
+                f.name
+            );
+            assert!(
+                quantize_scaled(x, &f, 0, Rounding::Nearest).1,
+                "{x} counts as saturated"
+            );
+        }
+        assert!(!quantize_scaled(max, &f, 0, Rounding::Nearest).1);
+        let half = f.min_positive() / 2.0;
+        assert_eq!(
+            (round_format(half, e), round_format(half.next_up(), e)),
+            (0.0, f.min_positive())
+        );
+        assert!(round_format(f32::NAN, e).is_nan());
+        assert_eq!(round_format(-1e-40, e).to_bits(), (-0.0f32).to_bits());
+    }
+}
+
+#[test]
+fn bf16_and_f16_round_as_the_half_crate_casts() {
+    let mut r = crate::rng::SplitMix64(3);
+    let specials = [
+        0x7f7f_ffffu32,
+        0x7f7f_8000,
+        0x7f7f_7fff,
+        0x477f_f000,
+        0x477f_efff,
+        0x0000_8000,
+        0x0000_7fff,
+        1,
+        0x33000000,
+        0x33000001,
+    ];
+    let bits = specials
+        .into_iter()
+        .chain((0..2_000_000).map(|_| r.next_u64() as u32));
+    for b in bits.flat_map(|b| [b, b | SIGN]) {
+        let x = f32::from_bits(b);
+        if x.is_nan() {
+            continue;
+        }
+        let (h, bf) = (
+            half::f16::from_f32(x).to_f32(),
+            half::bf16::from_f32(x).to_f32(),
+        );
+        assert_eq!(
+            round_format(x, Element::F16).to_bits(),
+            h.to_bits(),
+            "f16 of {x:e} ({b:#x})"
+        );
+        assert_eq!(
+            round_format(x, Element::Bf16).to_bits(),
+            bf.to_bits(),
+            "bf16 of {x:e} ({b:#x})"
+        );
+    }
+    assert_eq!(round_format(f32::MAX, Element::Bf16), f32::INFINITY);
+    assert_eq!(round_format(65520.0, Element::F16), f32::INFINITY);
+    assert_eq!(round_format(65519.0, Element::F16), 65504.0);
+}
+
+/// Today's `e4m3` (its own f32 formula) is the general round trip's E4M3:
+/// every exponent, with mantissas at and around every bit position's tie.
+#[test]
+fn e4m3_is_the_general_round_trip() {
+    let mut r = crate::rng::SplitMix64(4);
+    let check = |b: u32| {
+        let x = f32::from_bits(b);
+        let (a, g) = (
+            crate::reference::quantize::e4m3(x),
+            round_format(x, Element::E4m3),
+        );
+        assert!(
+            a.to_bits() == g.to_bits() || a.is_nan() && g.is_nan(),
+            "{x:e} ({b:#x}): {a} vs {g}"
+        );
+    };
+    for exp in 0..256u32 {
+        for p in 0..23 {
+            for top in 0..8u32 {
+                let m = ((top << (p + 1)) | (1 << p)) & 0x7f_ffff;
+                for d in [0, 1, u32::MAX] {
+                    let b = (exp << 23) | (m.wrapping_add(d) & 0x7f_ffff);
+                    check(b);
+                    check(b | SIGN);
+                }
+            }
+        }
+    }
+    for _ in 0..1_000_000 {
+        check(r.next_u64() as u32);
+    }
+}
+
+#[test]
+fn mx_blocks_scale_by_the_block_amax() {
+    let mx = |name: &str| Quantization {
+        format: Format::parse(name).unwrap(),
+        blocks: Blocks::Rows,
+        stochastic: None,
+    };
+    // all equal: exact
+    let (y, c) = quantize(&mx("mxfp8-e4m3"), &[1.0; 32], 32);
+    assert_eq!((y, c), (vec![1.0; 32], Counts::default()));
+    // one outlier: scale 2^(9 − 8) = 2: 1000 / 2 = 500 saturates at 448
+    // (the MX scale's known cost), the small values flush
+    let mut x = vec![0.0005f32; 32];
+    x[7] = 1000.0;
+    let (y, c) = quantize(&mx("mxfp8-e4m3"), &x, 32);
+    assert_eq!((y[7], y[0], c.saturated, c.flushed), (896.0, 0.0, 1, 31));
+    // mxfp4: 1000 / 2^(9 − 2) = 7.8 saturates at 6: 768
+    let (y, c) = quantize(&mx("mxfp4"), &x, 32);
+    assert_eq!((y[7], c.saturated), (768.0, 1));
+    // the rounded-up scale: 480 > 448 takes X = 2, and nothing saturates
+    let mut x = vec![1.0f32; 32];
+    x[0] = 480.0;
+    assert_eq!(quantize(&mx("mxfp8-e4m3"), &x, 32).1.saturated, 1);
+    let (y, c) = quantize(&mx("mxfp8-e4m3-ceil"), &x, 32);
+    assert_eq!((y[0], y[1], c.saturated), (480.0, 1.0, 0));
+    // all zero, and a block below E8M0's range
+    let (y, c) = quantize(&mx("mxfp8-e5m2"), &[-0.0; 32], 32);
+    assert_eq!(
+        (y.iter().all(|v| v.to_bits() == SIGN), c),
+        (true, Counts::default())
+    );
+    let (_, c) = quantize(&mx("mxfp8-e4m3"), &[1e-38; 32], 32);
+    assert_eq!(c.blocks_scale_underflowed, 1);
+    // a non-finite block is NaN, and counted
+    let mut x = vec![1.0f32; 64];
+    x[40] = f32::INFINITY;
+    let (y, c) = quantize(&mx("mxfp6-e2m3"), &x, 64);
+    assert!(y[32..].iter().all(|v| v.is_nan()) && y[..32].iter().all(|&v| v == 1.0));
+    assert_eq!((c.blocks_scale_saturated, c.saturated), (1, 1));
+}
+
+/// NVFP4 as the formulas evaluate in f32, where they stay normal.
+fn nvfp4_literal(x: &[f32], block: usize) -> Vec<f32> {
+    let amax_t = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let s = NVFP4_RANGE / amax_t;
+    x.chunks(block)
+        .flat_map(|b| {
+            let amax_b = b.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let d = round_format(amax_b / 6.0 * s, Element::E4m3);
+            let (up, down) = (s / d, d / s);
+            b.iter()
+                .map(move |&v| round_format(v * up, Element::E2m1) * down)
+        })
+        .collect()
+}
+
+#[test]
+fn nvfp4_is_the_formulas_in_f32() {
+    let mut r = crate::rng::SplitMix64(5);
+    let q = Quantization {
+        format: Format::parse("nvfp4").unwrap(),
+        blocks: Blocks::Rows,
+        stochastic: None,
+    };
+    for scale in [1e-20f32, 1e-3, 1.0, 7.0, 3e4, 1e20] {
+        let x: Vec<f32> = (0..4096)
+            .map(|i| (r.uniform(0.0, 1.0) - 0.5) * scale * if i % 64 < 16 { 1e-3 } else { 1.0 })
+            .collect();
+        let (y, c) = quantize(&q, &x, 64);
+        let want = nvfp4_literal(&x, 16);
+        for i in 0..x.len() {
+            assert_eq!(
+                y[i].to_bits() & 0x7fff_ffff,
+                want[i].to_bits() & 0x7fff_ffff,
+                "scale {scale}, {i}: {}",
+                x[i]
+            );
+        }
+        assert_eq!(c.blocks_scale_saturated, 0);
+    }
+    // tiny tensors, where S = 2688 / amax_t overflows f32: the same values, scaled
+    let x: Vec<f32> = (0..256).map(|_| r.uniform(0.0, 1.0) - 0.5).collect();
+    let tiny: Vec<f32> = x.iter().map(|v| v * 2f32.powi(-120)).collect();
+    let (y, _) = quantize(&q, &x, 16);
+    let (yt, _) = quantize(&q, &tiny, 16);
+    for i in 0..x.len() {
+        assert_eq!(yt[i] as f64, y[i] as f64 * 2f64.powi(-120), "{i}");
+    }
+}
+
+#[test]
+fn stochastic_rounding_is_unbiased() {
+    let f = Element::E2m1.spec();
+    // 2.3 lies between 2 and 3: up with probability 0.3
+    for x in [2.3f32, -0.7, 5.9, 0.1] {
+        let n = 100_000;
+        let sum: f64 = (0..n)
+            .map(|i| {
+                quantize_scaled(x, &f, 0, Rounding::Stochastic(random_bits(7, 0, 1, i))).0 as f64
+            })
+            .sum();
+        let step = 1.0; // the widest step around these values (2 to 3, 4 to 6 is 2: 5.9)
+        let bound = 5.0 * 2.0 * step * 0.5 / (n as f64).sqrt();
+        assert!(
+            (sum / n as f64 - x as f64).abs() < bound,
+            "{x}: mean {}",
+            sum / n as f64
+        );
+        let _ = step;
+    }
+}
+
+#[test]
+fn hadamard_inverts_within_f32_rounding() {
+    let mut r = crate::rng::SplitMix64(6);
+    let s = Stream {
+        seed: 9,
+        step: 2,
+        tensor: 3,
+    };
+    let x: Vec<f32> = (0..16 * 64)
+        .map(|_| (r.uniform(0.0, 1.0) - 0.5) * 10f32.powi(((r.next_u64() as u32) % 7) as i32 - 3))
+        .collect();
+    let y = hadamard16(&x, s, false);
+    let back = hadamard16(&y, s, true);
+    let signs: Vec<f64> = (0..16)
+        .map(|j| {
+            if random_bits(9, 2, 3, j) & 1 == 1 {
+                -1.0
+            } else {
+                1.0
+            }
+        })
+        .collect();
+    assert!(signs.iter().any(|&v| v < 0.0) && signs.iter().any(|&v| v > 0.0));
+    for (b, block) in x.chunks(16).enumerate() {
+        let l1: f64 = block.iter().map(|v| v.abs() as f64).sum();
+        for i in 0..16usize {
+            // y_i = Σ_j H_ij s_j x_j / 4, H_ij = (−1)^popcount(i & j)
+            let exact: f64 = (0..16)
+                .map(|j| if (i & j).count_ones() % 2 == 1 { -1.0 } else { 1.0 } * signs[j] * block[j] as f64)
+                .sum::<f64>()
+                / 4.0;
+            let u = 2f64.powi(-24);
+            assert!(
+                (y[16 * b + i] as f64 - exact).abs() <= 4.0 * u * l1 / 4.0 * 1.01,
+                "forward {b}.{i}"
+            );
+            assert!(
+                (back[16 * b + i] as f64 - block[i] as f64).abs() <= 2.0 * u * l1,
+                "round trip {b}.{i}"
+            );
+        }
+    }
+}

@@ -1,0 +1,180 @@
+// The element formats' round trips, composed into every module after
+// 00_common.wgsl; twins in reference/formats.rs. The FMT_* constants and
+// element_format(code) are composed ahead of this file from
+// ops/formats.rs, the formats' one definition.
+//
+// Everything here works on the bits with integer arithmetic: no float
+// operation rounds, flushes a subnormal or fuses, so the GPU and the twins
+// agree bit for bit, subnormal f32 inputs and results included. (NVFP4's
+// scales are the exception: its formulas multiply and divide f32 values,
+// see below.)
+
+struct Minifloat {
+    man: u32,      // mantissa bits
+    emin: i32,     // smallest normal exponent
+    emax: i32,     // the largest finite value's exponent
+    max_sig: u32,  // the largest finite value's significand: max = max_sig·2^(emax − man)
+    inf: bool,     // overflow gives ±Inf (bf16, f16, f32), else ±max
+}
+
+const SIGN_BIT: u32 = 0x80000000u;
+
+// A finite nonzero magnitude as sig·2^(e − 23) with sig in [2^23, 2^24):
+// e = floor(log2 |x|), subnormal f32 values normalized.
+struct Split {
+    sig: u32,
+    e: i32,
+}
+
+fn split(x: f32) -> Split {
+    let u = bitcast<u32>(x) & 0x7fffffffu;
+    let biased = i32(u >> 23u);
+    if (biased == 0) {
+        let top = firstLeadingBit(u);
+        return Split(u << (23u - top), i32(top) - 149);
+    }
+    return Split((u & 0x7fffffu) | 0x800000u, biased - 127);
+}
+
+// f32 bits of sig·2^qe (sig > 0, sig < 2^25, the value one an f32 holds
+// exactly): normal, subnormal, or Inf when beyond f32's range.
+fn f32_bits(sig: u32, qe: i32) -> u32 {
+    let p = i32(firstLeadingBit(sig));
+    let e = qe + p;
+    if (e > 127) { return 0x7f800000u; }
+    if (e >= -126) {
+        let m = select(sig << u32(23 - p), sig >> u32(p - 23), p > 23);
+        return (u32(e + 127) << 23u) | (m & 0x7fffffu);
+    }
+    return sig << u32(qe + 149);
+}
+
+struct Rounded {
+    bits: u32,        // the magnitude's f32 bits
+    saturated: bool,  // the input was beyond the largest finite value
+}
+
+// The magnitude sig·2^e0 (sig < 2^31) in format f scaled by 2^k (the
+// values v·2^k): to nearest, ties to even, or with `stochastic` up with
+// probability equal to the distance to the value below (as a fraction of
+// the step, in 32 bits: exact for steps of up to 2^32 ulps of the input),
+// drawing the 32 random bits `r`. Beyond the largest value: ±max, or Inf.
+fn round_magnitude(sig: u32, e0: i32, f: Minifloat, k: i32, stochastic: bool, r: u32) -> Rounded {
+    if (sig == 0u) { return Rounded(0u, false); }
+    let e = e0 + i32(firstLeadingBit(sig));  // floor(log2 value)
+    let emax = f.emax + k;
+    let qe = max(e, f.emin + k) - i32(f.man);  // the step's exponent there
+    let drop = qe - e0;                        // bits of sig below the step
+    var kept: u32;
+    var frac = 0u;  // the distance above `kept`, in 2^-32 steps
+    if (drop <= 0) {
+        kept = sig << u32(-drop);  // on the grid: at most man + 1 bits
+    } else if (drop < 32) {
+        kept = sig >> u32(drop);
+        frac = (sig & ((1u << u32(drop)) - 1u)) << u32(32 - drop);
+    } else {
+        kept = 0u;
+        frac = select(0u, sig >> u32(drop - 32), drop < 64);
+    }
+    let beyond = e > emax || (e == emax && (kept > f.max_sig || (kept == f.max_sig && frac != 0u)));
+    var up: bool;
+    if (stochastic) {
+        up = r < frac;
+    } else {
+        up = frac > SIGN_BIT || (frac == SIGN_BIT && (kept & 1u) == 1u);
+    }
+    kept += select(0u, 1u, up);
+    let over = e > emax || (qe == emax - i32(f.man) && kept > f.max_sig);
+    if (over) {
+        let top = select(f32_bits(f.max_sig, emax - i32(f.man)), 0x7f800000u, f.inf);
+        return Rounded(top, beyond);
+    }
+    if (kept == 0u) { return Rounded(0u, beyond); }
+    return Rounded(f32_bits(kept, qe), beyond);
+}
+
+struct Quantized {
+    value: f32,
+    saturated: bool,  // |x| beyond the largest finite value (±Inf included)
+}
+
+// x through format f scaled by 2^k: x / 2^k rounded (as round_magnitude),
+// times 2^k, exactly. NaN stays NaN; ±Inf goes to ±max (or stays ±Inf
+// where f.inf); the sign is kept (a flushed negative value is −0).
+fn quantize_scaled(x: f32, f: Minifloat, k: i32, stochastic: bool, r: u32) -> Quantized {
+    if (is_nan(x)) { return Quantized(x, false); }
+    let sign = bitcast<u32>(x) & SIGN_BIT;
+    var m: Rounded;
+    if (!is_finite(x)) {
+        let top = select(f32_bits(f.max_sig, f.emax + k - i32(f.man)), 0x7f800000u, f.inf);
+        m = Rounded(top, true);
+    } else if ((bitcast<u32>(x) & 0x7fffffffu) == 0u) {
+        m = Rounded(0u, false);
+    } else {
+        let s = split(x);
+        m = round_magnitude(s.sig, s.e - 23, f, k, stochastic, r);
+    }
+    return Quantized(bitcast<f32>(m.bits | sign), m.saturated);
+}
+
+// x in format f, to nearest even (the plain casts).
+fn round_format(x: f32, f: Minifloat) -> f32 {
+    return quantize_scaled(x, f, 0, false, 0u).value;
+}
+
+// Whether a nonzero, non-NaN x became 0 (what the flush counters count).
+fn flushed_to_zero(x: f32, y: f32) -> bool {
+    let nonzero = (bitcast<u32>(x) & 0x7fffffffu) != 0u;
+    return nonzero && !is_nan(x) && (bitcast<u32>(y) & 0x7fffffffu) == 0u;
+}
+
+// OCP MX v1.0's scale exponent for a block whose largest magnitude is amax
+// (finite, nonzero): floor(log2 amax) − emax_elem; with `ceil`, the
+// smallest k with amax ≤ max·2^k (amax never saturates). Unclamped: E8M0
+// holds [-127, 127], the caller clamps and counts.
+fn mx_scale_exp(amax: f32, f: Minifloat, ceil: bool) -> i32 {
+    let s = split(amax);
+    let above = s.sig > (f.max_sig << (23u - f.man));
+    return s.e - f.emax + select(0, 1, ceil && above);
+}
+
+// a / b rounded to nearest even, for positive normal a and b whose
+// quotient is normal: a long division of the significands. (WGSL's `/` may
+// be off by 2.5 ulp; NVFP4's scales need the correctly rounded quotient.)
+fn div_rne(a: f32, b: f32) -> f32 {
+    let sa = split(a);
+    let sb = split(b);
+    var rem = sa.sig;
+    var e = sa.e - sb.e;
+    if (rem < sb.sig) { rem <<= 1u; e -= 1; }  // the quotient in [1, 2)
+    var q = 0u;
+    for (var i = 0u; i < 25u; i++) {  // 24 bits and a guard bit
+        q <<= 1u;
+        if (rem >= sb.sig) { rem -= sb.sig; q |= 1u; }
+        rem <<= 1u;
+    }
+    var m = q >> 1u;
+    if ((q & 1u) == 1u && (rem != 0u || (m & 1u) == 1u)) { m += 1u; }
+    return bitcast<f32>(f32_bits(m, e - 23));
+}
+
+// Counter-based random bits: Jarzynski and Olano's pcg4d hash ("Hash
+// Functions for GPU Rendering", JCGT 2020) of (element, tensor, step, seed):
+// every draw is a function of its coordinates, the same on every device.
+fn pcg4d(input: vec4<u32>) -> vec4<u32> {
+    var v = input * 1664525u + vec4<u32>(1013904223u);
+    v.x += v.y * v.w;
+    v.y += v.z * v.x;
+    v.z += v.x * v.y;
+    v.w += v.y * v.z;
+    v ^= v >> vec4<u32>(16u);
+    v.x += v.y * v.w;
+    v.y += v.z * v.x;
+    v.z += v.x * v.y;
+    v.w += v.y * v.z;
+    return v;
+}
+
+fn random_bits(seed: u32, step: u32, tensor: u32, index: u32) -> u32 {
+    return pcg4d(vec4<u32>(index, tensor, step, seed)).x;
+}

@@ -1,0 +1,266 @@
+// A tensor through a format and back (`webtrain quantize`, the formats'
+// tests): plain casts, OCP MX blocks, NVFP4; the random Hadamard transform.
+// Twins in reference/formats.rs. Legend: n elements, a [rows, cols]
+// matrix (cols the last dimension), B a block's values along cols.
+//
+// stats: [0] values beyond the format's largest (±Inf included),
+// [1] nonzero values rounded to 0, [2] blocks whose scale saturated (a
+// block holding ±Inf or NaN: its values become NaN), [3] blocks whose
+// scale underflowed (MX: below E8M0's 2^-127, clamped; NVFP4: its E4M3
+// scale rounded to 0, the block to zeros), [4] NVFP4's tensor amax (the
+// f32 bits of the largest finite |x|, written by quantize_amax).
+
+struct QuantizeParams {
+    n: u32,
+    cols: u32,
+    element: u32,     // ops::formats::Element code
+    scaling: u32,     // SCALING_*
+    square: u32,      // 1: NVFP4's 16×16 blocks
+    stochastic: u32,  // 1: stochastic rounding of the elements
+    seed: u32,
+    step: u32,
+    tensor: u32,
+}
+
+const SCALING_MX: u32 = 1u;
+const SCALING_MX_CEIL: u32 = 2u;
+const SCALING_NVFP4: u32 = 3u;
+const NVFP4_B: u32 = 16u;
+const NVFP4_RANGE: f32 = 2688.0;  // E4M3's max × E2M1's: 448 · 6
+
+@group(0) @binding(0) var<uniform> qp: QuantizeParams;
+@group(0) @binding(1) var<storage, read> qx: array<f32>;                    // [n]
+@group(0) @binding(2) var<storage, read_write> qy: array<f32>;              // [n]
+@group(0) @binding(3) var<storage, read_write> stats: array<atomic<u32>, 5>;
+
+var<workgroup> wg_stats: array<atomic<u32>, 4>;
+
+// Adds each invocation's counts to stats, one global add per counter and
+// workgroup. Uniform control flow: call it before any return.
+fn add_stats(c: vec4<u32>, lidx: u32) {
+    if (lidx < 4u) { atomicStore(&wg_stats[lidx], 0u); }
+    workgroupBarrier();
+    for (var i = 0u; i < 4u; i++) {
+        if (c[i] != 0u) { atomicAdd(&wg_stats[i], c[i]); }
+    }
+    workgroupBarrier();
+    if (lidx < 4u) {
+        let total = atomicLoad(&wg_stats[lidx]);
+        if (total != 0u) { atomicAdd(&stats[lidx], total); }
+    }
+}
+
+fn element_random(i: u32) -> u32 {
+    return random_bits(qp.seed, qp.step, qp.tensor, i);
+}
+
+// quantize_cast: one invocation per value, each through the element format
+// unscaled (bf16, f16, E4M3, E5M2 and the others).
+@compute @workgroup_size(WG)
+fn quantize_cast(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                 @builtin(local_invocation_index) lidx: u32) {
+    let i = flat_id(wid, nwg, lidx);
+    var c = vec4<u32>(0u);
+    if (i < qp.n) {
+        let x = qx[i];
+        let q = quantize_scaled(x, element_format(qp.element), 0, qp.stochastic == 1u, element_random(i));
+        qy[i] = q.value;
+        c = vec4<u32>(select(0u, 1u, q.saturated), select(0u, 1u, flushed_to_zero(x, q.value)), 0u, 0u);
+    }
+    add_stats(c, lidx);
+}
+
+var<workgroup> wg_amax: atomic<u32>;
+
+// quantize_amax: the largest finite |x| into stats[4], as f32 bits (whose
+// order as u32 is the magnitudes' order): NVFP4's first pass.
+@compute @workgroup_size(WG)
+fn quantize_amax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                 @builtin(local_invocation_index) lidx: u32) {
+    let i = flat_id(wid, nwg, lidx);
+    if (lidx == 0u) { atomicStore(&wg_amax, 0u); }
+    workgroupBarrier();
+    if (i < qp.n && is_finite(qx[i])) {
+        atomicMax(&wg_amax, bitcast<u32>(qx[i]) & 0x7fffffffu);
+    }
+    workgroupBarrier();
+    if (lidx == 0u) { atomicMax(&stats[4], atomicLoad(&wg_amax)); }
+}
+
+// Value j of block b: B consecutive values along cols, or with `square`
+// 16 rows × 16 columns (j row-major within the tile).
+fn block_index(b: u32, j: u32, size: u32) -> u32 {
+    if (qp.square == 1u) {
+        let across = qp.cols / NVFP4_B;
+        let row = (b / across) * NVFP4_B + j / NVFP4_B;
+        return row * qp.cols + (b % across) * NVFP4_B + j % NVFP4_B;
+    }
+    return b * size + j;
+}
+
+// NVFP4's tensor scale, with amax_t = m·2^j, m in [1, 2): S = S_n·2^-j,
+// S_n = 2688 / m. Keeping 2^j apart gives the issue's formulas' bits
+// wherever they stay normal in f32, and carries them on where S alone
+// would overflow (amax_t below ~1e-35).
+struct TensorScale {
+    s_n: f32,
+    j: i32,
+}
+
+fn nvfp4_tensor_scale(amax_bits: u32) -> TensorScale {
+    let s = split(bitcast<f32>(amax_bits));
+    return TensorScale(div_rne(NVFP4_RANGE, bitcast<f32>(0x3f800000u | (s.sig & 0x7fffffu))), s.e);
+}
+
+// |x|·2^-j, for |x|·2^-j ≥ 2^-126 (else 0: below anything NVFP4 keeps).
+fn unscale(x: f32, j: i32) -> f32 {
+    let s = split(x);
+    if (s.e - j < -126) { return 0.0; }
+    return bitcast<f32>(f32_bits(s.sig, s.e - j - 23));
+}
+
+// quantize_blocks: one invocation per block: its scale, then its values.
+// MX (B = 32): X = 2^k from the block's amax (mx_scale_exp), each value
+// round(x / X)·X. NVFP4 (B = 16, or 16×16): d_b = E4M3((amax_b / 6)·S),
+// q = E2M1(x·(S / d_b)), value q·(d_b / S), S / d_b and d_b / S once per
+// block, every product and quotient correctly rounded in f32, the value's
+// product exact and rounded once.
+@compute @workgroup_size(WG)
+fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                   @builtin(local_invocation_index) lidx: u32) {
+    let b = flat_id(wid, nwg, lidx);
+    let f = element_format(qp.element);
+    let nvfp4 = qp.scaling == SCALING_NVFP4;
+    let size = select(32u, select(NVFP4_B, NVFP4_B * NVFP4_B, qp.square == 1u), nvfp4);
+    let sr = qp.stochastic == 1u;
+    var c = vec4<u32>(0u);
+    if (b < qp.n / size) {
+        var amax = 0u;
+        var finite = true;
+        for (var j = 0u; j < size; j++) {
+            let x = qx[block_index(b, j, size)];
+            finite = finite && is_finite(x);
+            amax = max(amax, bitcast<u32>(x) & 0x7fffffffu);
+        }
+        let amax_t = atomicLoad(&stats[4]);
+        if (!finite) {
+            c[2] = 1u;
+            for (var j = 0u; j < size; j++) {
+                let i = block_index(b, j, size);
+                let x = qx[i];
+                c[0] += select(0u, 1u, !is_finite(x) && !is_nan(x));
+                qy[i] = bitcast<f32>(0x7fc00000u | (bitcast<u32>(x) & SIGN_BIT));
+            }
+        } else if (amax == 0u || (nvfp4 && amax_t == 0u)) {
+            for (var j = 0u; j < size; j++) {
+                let i = block_index(b, j, size);
+                qy[i] = qx[i];  // ±0
+            }
+        } else if (!nvfp4) {
+            let raw = mx_scale_exp(bitcast<f32>(amax), f, qp.scaling == SCALING_MX_CEIL);
+            c[3] = select(0u, 1u, raw < -127);
+            c[2] = select(0u, 1u, raw > 127);
+            let k = clamp(raw, -127, 127);
+            for (var j = 0u; j < size; j++) {
+                let i = block_index(b, j, size);
+                let x = qx[i];
+                let q = quantize_scaled(x, f, k, sr, element_random(i));
+                qy[i] = q.value;
+                c[0] += select(0u, 1u, q.saturated);
+                c[1] += select(0u, 1u, flushed_to_zero(x, q.value));
+            }
+        } else {
+            let ts = nvfp4_tensor_scale(amax_t);
+            let u = unscale(bitcast<f32>(amax), ts.j);
+            var d = 0.0;
+            if (u >= 0x1p-100) {
+                d = round_format(div_rne(u, 6.0) * ts.s_n, FMT_E4M3);
+            }
+            if (d == 0.0) {
+                c[3] = 1u;
+                for (var j = 0u; j < size; j++) {
+                    let i = block_index(b, j, size);
+                    let x = qx[i];
+                    qy[i] = bitcast<f32>(bitcast<u32>(x) & SIGN_BIT);
+                    c[1] += select(0u, 1u, flushed_to_zero(x, 0.0));
+                }
+            } else {
+                let up = div_rne(ts.s_n, d);    // S / d_b, times 2^j
+                let down = split(div_rne(d, ts.s_n));  // d_b / S, over 2^j
+                for (var j = 0u; j < size; j++) {
+                    let i = block_index(b, j, size);
+                    let x = qx[i];
+                    let xn = unscale(x, ts.j);
+                    let q = quantize_scaled(xn * up, f, 0, sr, element_random(i));
+                    var bits = 0u;
+                    if (q.value != 0.0) {
+                        // q·(d_b / S): q has man + 1 significant bits, the product
+                        // man + 25 at most: exact, then rounded once to f32
+                        let sq = split(q.value);
+                        let prod = (sq.sig >> (23u - f.man)) * down.sig;
+                        let e0 = sq.e - i32(f.man) + down.e - 23 + ts.j;
+                        bits = round_magnitude(prod, e0, FMT_F32, 0, false, 0u).bits;
+                    }
+                    let y = bitcast<f32>(bits | (bitcast<u32>(x) & SIGN_BIT));
+                    qy[i] = y;
+                    c[0] += select(0u, 1u, q.saturated);
+                    c[1] += select(0u, 1u, flushed_to_zero(x, y));
+                }
+            }
+        }
+    }
+    add_stats(c, lidx);
+}
+
+// hadamard16: the random Hadamard transform of 16-value blocks: with random
+// signs s (one per position, from the seed), y = H16·(s∘x)/4 forward and
+// x = s∘(H16·y)/4 inverse (H16 the Walsh–Hadamard matrix, H16·H16 = 16·I).
+// One invocation per block; the butterflies add in a fixed order, so the
+// GPU and the twin agree bit for bit (for normal f32 values: a GPU may
+// flush subnormal sums to zero).
+struct HadamardParams {
+    n: u32,
+    inverse: u32,
+    seed: u32,
+    step: u32,
+    tensor: u32,
+}
+
+@group(0) @binding(0) var<uniform> hp: HadamardParams;
+@group(0) @binding(1) var<storage, read> hx: array<f32>;            // [n]
+@group(0) @binding(2) var<storage, read_write> hy: array<f32>;      // [n]
+
+// Position j's sign, as the bit to flip: bit 0 of its random draw.
+fn hadamard_sign(j: u32) -> u32 {
+    return (random_bits(hp.seed, hp.step, hp.tensor, j) & 1u) << 31u;
+}
+
+fn flip(x: f32, sign: u32) -> f32 {
+    return bitcast<f32>(bitcast<u32>(x) ^ sign);
+}
+
+@compute @workgroup_size(WG)
+fn hadamard16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) lidx: u32) {
+    let b = flat_id(wid, nwg, lidx);
+    if (b >= hp.n / 16u) { return; }
+    var v: array<f32, 16>;
+    for (var j = 0u; j < 16u; j++) {
+        let x = hx[b * 16u + j];
+        v[j] = select(flip(x, hadamard_sign(j)), x, hp.inverse == 1u);
+    }
+    for (var h = 1u; h < 16u; h <<= 1u) {
+        for (var i = 0u; i < 16u; i++) {
+            if ((i & h) == 0u) {
+                let a = v[i];
+                let c = v[i + h];
+                v[i] = a + c;
+                v[i + h] = a - c;
+            }
+        }
+    }
+    for (var j = 0u; j < 16u; j++) {
+        let y = v[j] * 0.25;
+        hy[b * 16u + j] = select(y, flip(y, hadamard_sign(j)), hp.inverse == 1u);
+    }
+}
