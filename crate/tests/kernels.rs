@@ -61,6 +61,10 @@ gpu_tests! {
         cast::cast_round_trips_every_f16,
         cast::cast_covers_a_two_dimensional_dispatch,
         cast::quantizers_match_reference,
+        formats::formats_match_reference,
+        formats::blocks_match_reference,
+        formats::stochastic_rounding_matches_reference_and_is_unbiased,
+        formats::hadamard_matches_reference,
         histogram::log2_histogram_matches_reference,
         // the whole model: every kernel in its schedule
         model::model_matches_reference_fp32,

@@ -12,6 +12,7 @@ pub mod check;
 pub mod checkpoint;
 pub mod decode;
 pub mod embedding;
+pub mod formats;
 pub mod harness;
 pub mod histogram;
 pub mod infrastructure;
