@@ -739,3 +739,105 @@ fn a_task_run_resumes_exactly_and_checks_its_options() {
         "{err}"
     );
 }
+
+#[test]
+fn quantize_writes_what_the_twin_computes_and_refuses_bad_blocks() {
+    use webtrain::ops::formats::{Blocks, Format, Quantization};
+    let dir = std::env::temp_dir().join(format!("webtrain-quantize-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (input, out) = (dir.join("x.safetensors"), dir.join("y.safetensors"));
+    let a: Vec<f32> = (0..64).map(|i| (i as f32 - 20.0) * 0.37).collect();
+    let mut b: Vec<f32> = (0..64).map(|i| 1.0 + i as f32 * 1e-3).collect();
+    b[9] = 300.0;
+    let c: Vec<half::f16> = (0..32)
+        .map(|i| half::f16::from_f32(i as f32 * 0.01))
+        .collect();
+    fn view(
+        dtype: safetensors::Dtype,
+        shape: Vec<usize>,
+        data: &[u8],
+    ) -> safetensors::tensor::TensorView<'_> {
+        safetensors::tensor::TensorView::new(dtype, shape, data).unwrap()
+    }
+    let f32s = safetensors::Dtype::F32;
+    let bytes = safetensors::serialize(
+        [
+            ("a", view(f32s, vec![2, 32], bytemuck::cast_slice(&a))),
+            ("b", view(f32s, vec![64], bytemuck::cast_slice(&b))),
+            (
+                "c",
+                view(
+                    safetensors::Dtype::F16,
+                    vec![1, 32],
+                    bytemuck::cast_slice(&c),
+                ),
+            ),
+        ],
+        None,
+    )
+    .unwrap();
+    std::fs::write(&input, bytes).unwrap();
+    let (i, o) = (input.to_str().unwrap(), out.to_str().unwrap());
+
+    let lines = run(&["quantize", "--format", "mxfp4", "--in", i, "--out", o]);
+    assert_eq!(lines.len(), 4, "a line per tensor and a summary: {lines:?}");
+    let names: Vec<&str> = lines[..3]
+        .iter()
+        .map(|l| l["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a", "b", "c"]);
+    assert_eq!(lines[1]["blocks"], 2);
+    assert_eq!(lines[3]["format"], "mxfp4");
+    let written = std::fs::read(&out).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&written).unwrap();
+    let q = Quantization {
+        format: Format::parse("mxfp4").unwrap(),
+        blocks: Blocks::Rows,
+        stochastic: None,
+    };
+    let c32: Vec<f32> = c.iter().map(|h| h.to_f32()).collect();
+    for (name, x) in [("a", &a), ("b", &b), ("c", &c32)] {
+        let t = st.tensor(name).unwrap();
+        assert_eq!(t.dtype(), safetensors::Dtype::F32);
+        let got: &[f32] = bytemuck::cast_slice(t.data());
+        let (want, counts) = webtrain::reference::formats::quantize(&q, x, 32);
+        assert_eq!(got, &want[..], "{name}");
+        let line = lines.iter().find(|l| l["name"] == name).unwrap();
+        assert_eq!(
+            (line["saturated"].as_u64(), line["flushed"].as_u64()),
+            (Some(counts.saturated as u64), Some(counts.flushed as u64)),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        lines[1]["flushed"], 31,
+        "b's first block: 1.0 / 2^(8 − 2) flushes"
+    );
+    assert!(
+        lines[0]["saturated"].as_u64() > Some(0),
+        "a: 7.4 / 2^(2 − 2) saturates"
+    );
+
+    // refused, nothing written: 2-D blocks need rows in 16s; unknown names
+    std::fs::remove_file(&out).unwrap();
+    for (args, says) in [
+        (
+            vec!["--format", "nvfp4", "--block", "2d"],
+            "rows are not a multiple",
+        ),
+        (vec!["--format", "fp5"], "unknown format"),
+    ] {
+        let result = Command::new(env!("CARGO_BIN_EXE_webtrain"))
+            .args(["quantize", "--in", i, "--out", o])
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&result.stderr);
+        assert!(
+            !result.status.success() && err.contains(says),
+            "{args:?}: {err}"
+        );
+        assert!(!out.exists(), "{args:?}: nothing written");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

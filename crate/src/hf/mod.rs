@@ -335,12 +335,18 @@ fn open_shards(files: &HfFiles) -> Result<Vec<(String, SafeTensors<'_>)>> {
         .enumerate()
         .map(|(i, bytes)| {
             let file = shard_name(i + 1, files.weights.len());
-            check_offsets(&file, bytes)?;
-            let st = SafeTensors::deserialize(bytes)
-                .map_err(|e| refuse(&file, format!("not a readable safetensors file ({e})")))?;
+            let st = open_safetensors(&file, bytes)?;
             Ok((file, st))
         })
         .collect()
+}
+
+/// `bytes` read as a safetensors file named `file` (for messages), its
+/// header checked first (`check_offsets`).
+pub fn open_safetensors<'a>(file: &str, bytes: &'a [u8]) -> Result<SafeTensors<'a>> {
+    check_offsets(file, bytes)?;
+    SafeTensors::deserialize(bytes)
+        .map_err(|e| refuse(file, format!("not a readable safetensors file ({e})")))
 }
 
 /// Before anything is allocated for the config: it may describe far more
@@ -583,7 +589,7 @@ fn check_shape(file: &str, part: &Part, shape: &[usize]) -> Result<()> {
 }
 
 /// A tensor's values as f32, from F32, F16 or BF16.
-fn to_f32(file: &str, name: &str, view: &TensorView) -> Result<Vec<f32>> {
+pub fn to_f32(file: &str, name: &str, view: &TensorView) -> Result<Vec<f32>> {
     let data = view.data();
     Ok(match view.dtype() {
         Dtype::F32 => data

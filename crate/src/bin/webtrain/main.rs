@@ -13,6 +13,8 @@ mod hf;
 #[cfg(not(target_arch = "wasm32"))]
 mod probe;
 #[cfg(not(target_arch = "wasm32"))]
+mod quantize;
+#[cfg(not(target_arch = "wasm32"))]
 mod train;
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -59,6 +61,9 @@ pub mod cli {
         /// Every tensor's log2 histogram, RMS and share outside bf16, f16, E4M3 and Q1.15,
         /// for one forward and backward over a text (JSON lines).
         Ranges(crate::probe::RangesArgs),
+        /// Every tensor of a safetensors file through a number format on the GPU
+        /// (bf16, f16, FP8, MX, NVFP4), written back as f32: counts and errors per tensor.
+        Quantize(crate::quantize::QuantizeArgs),
     }
 
     #[derive(Args)]
@@ -195,6 +200,7 @@ pub mod cli {
             Command::Attention(args) => crate::probe::attention(&args).await,
             Command::Predict(args) => crate::probe::predict(&args).await,
             Command::Ranges(args) => crate::probe::ranges(&args).await,
+            Command::Quantize(args) => crate::quantize::run(&args).await,
             Command::Bench(args) => {
                 let gpu = Gpu::new(&args.device.options()?).await?;
                 let sizes: Vec<&crate::bench::Sizes> = match args.sizes.as_str() {

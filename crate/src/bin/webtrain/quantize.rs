@@ -1,0 +1,181 @@
+//! `webtrain quantize`: every tensor of a safetensors file through a format
+//! on the GPU (kernels::Quantize), written back dequantized as f32 under
+//! the same names, with one JSON line of counts and errors per tensor and
+//! a summary. Every tensor is read and checked before the GPU runs, and
+//! the output is written only when all of them went through.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use safetensors::Dtype;
+use safetensors::tensor::TensorView;
+use serde_json::json;
+use webtrain::kernels::Quantize;
+use webtrain::kernels::quantize::quantization_error;
+use webtrain::ops::formats::{Blocks, Counts, Format, Quantization, Scaling, Stream, check_blocks};
+use webtrain::{Error, Gpu, Result};
+
+use crate::files;
+
+#[derive(Args)]
+pub struct QuantizeArgs {
+    #[command(flatten)]
+    device: crate::cli::DeviceArgs,
+    /// bf16, f16, e4m3, e5m2, mxfp8-e4m3, mxfp8-e5m2, mxfp8-e4m3-ceil (the
+    /// scale rounded up: nothing saturates), mxfp6-e2m3, mxfp6-e3m2, mxfp4
+    /// or nvfp4 (docs/PRECISION.md, "Formats").
+    #[arg(long)]
+    format: String,
+    /// `2d`: NVFP4's 16×16 blocks (weights), instead of 16 along the last dimension.
+    #[arg(long, value_parser = ["2d"])]
+    block: Option<String>,
+    /// Round the elements stochastically, drawing from this seed (tensor i
+    /// of the file, in name order, is stream i).
+    #[arg(long, value_name = "SEED")]
+    stochastic: Option<u32>,
+    /// A safetensors file of F32, F16 or BF16 tensors.
+    #[arg(long = "in")]
+    input: PathBuf,
+    /// Where to write the dequantized tensors (F32, same names and shapes).
+    #[arg(long)]
+    out: PathBuf,
+}
+
+/// One tensor of the input: its name, shape and values as f32.
+struct Tensor {
+    name: String,
+    shape: Vec<usize>,
+    dtype: Dtype,
+    values: Vec<f32>,
+}
+
+pub async fn run(args: &QuantizeArgs) -> Result<()> {
+    let format = Format::parse(&args.format)?;
+    let blocks = match args.block.as_deref() {
+        Some(_) => Blocks::Square,
+        None => Blocks::Rows,
+    };
+    let file = args.input.display().to_string();
+    let bytes = std::fs::read(&args.input).map_err(|e| files::io(&args.input, "be read", e))?;
+    let tensors = read(&file, &bytes, &format, blocks)?;
+    let (_, metadata) = safetensors::SafeTensors::read_metadata(&bytes)
+        .map_err(|e| Error::Unsupported(format!("{file}: {e}")))?;
+
+    let gpu = Gpu::new(&args.device.options()?).await?;
+    let k = Quantize::new(&gpu).await?;
+    let mut outputs = Vec::with_capacity(tensors.len());
+    let (mut total, mut rel_sum, mut values) = (Counts::default(), 0.0, 0u64);
+    for (i, t) in tensors.iter().enumerate() {
+        let q = Quantization {
+            format,
+            blocks,
+            stochastic: args.stochastic.map(|seed| Stream {
+                seed,
+                step: 0,
+                tensor: i as u32,
+            }),
+        };
+        let cols = t.shape.last().copied().unwrap_or(1).max(1);
+        let (y, c) = match t.values.is_empty() {
+            true => (Vec::new(), Counts::default()),
+            false => k.run(&gpu, &q, &t.values, cols).await?,
+        };
+        let err = quantization_error(&t.values, &y);
+        let mut line = json!({
+            "name": t.name, "shape": t.shape, "dtype": format!("{:?}", t.dtype),
+            "saturated": c.saturated, "flushed": c.flushed,
+            "mean_relative_error": err.mean_relative, "relative_rms_error": err.relative_rms,
+        });
+        if format.scaling != Scaling::None {
+            line["blocks"] = json!(t.values.len() / q.block_size());
+            line["blocks_scale_saturated"] = json!(c.blocks_scale_saturated);
+            line["blocks_scale_underflowed"] = json!(c.blocks_scale_underflowed);
+        }
+        println!("{line}");
+        total.saturated += c.saturated;
+        total.flushed += c.flushed;
+        total.blocks_scale_saturated += c.blocks_scale_saturated;
+        total.blocks_scale_underflowed += c.blocks_scale_underflowed;
+        rel_sum += err.mean_relative * t.values.len() as f64;
+        values += t.values.len() as u64;
+        outputs.push(y);
+    }
+
+    let views = tensors
+        .iter()
+        .zip(&outputs)
+        .map(|(t, y)| {
+            TensorView::new(Dtype::F32, t.shape.clone(), bytemuck::cast_slice(y))
+                .map(|v| (t.name.as_str(), v))
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| Error::Unsupported(e.to_string()))?;
+    let mut meta = metadata.metadata().clone().unwrap_or_default();
+    meta.insert(
+        "webtrain_quantize".into(),
+        describe(&format, blocks, args.stochastic),
+    );
+    let out = safetensors::serialize(views, Some(meta.into_iter().collect()))
+        .map_err(|e| Error::Unsupported(e.to_string()))?;
+    files::write_atomically(&args.out, &out)?;
+    let summary = json!({
+        "summary": true, "format": format.name,
+        "block": if blocks == Blocks::Square { "2d" } else { "1d" },
+        "stochastic": args.stochastic, "tensors": tensors.len(), "values": values,
+        "saturated": total.saturated, "flushed": total.flushed,
+        "blocks_scale_saturated": total.blocks_scale_saturated,
+        "blocks_scale_underflowed": total.blocks_scale_underflowed,
+        "mean_relative_error": if values == 0 { 0.0 } else { rel_sum / values as f64 },
+        "out": args.out,
+    });
+    println!("{summary}");
+    eprintln!(
+        "quantize: {} tensors ({values} values) through {} written to {}",
+        tensors.len(),
+        describe(&format, blocks, args.stochastic),
+        args.out.display()
+    );
+    Ok(())
+}
+
+fn describe(format: &Format, blocks: Blocks, stochastic: Option<u32>) -> String {
+    let mut s = format.name.to_string();
+    if blocks == Blocks::Square {
+        s += ", 16×16 blocks";
+    }
+    if let Some(seed) = stochastic {
+        s += &format!(", stochastic rounding (seed {seed})");
+    }
+    s
+}
+
+/// Every tensor of the file in name order, as f32, its blocks checked.
+fn read(file: &str, bytes: &[u8], format: &Format, blocks: Blocks) -> Result<Vec<Tensor>> {
+    let st = webtrain::hf::open_safetensors(file, bytes)?;
+    let mut names: Vec<String> = st.names().into_iter().map(str::to_string).collect();
+    names.sort();
+    if names.is_empty() {
+        return Err(Error::Unsupported(format!("{file}: holds no tensors")));
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            let view = st
+                .tensor(&name)
+                .map_err(|e| Error::Unsupported(format!("{file}: {e}")))?;
+            let shape = view.shape().to_vec();
+            let n: usize = shape.iter().product();
+            let cols = shape.last().copied().unwrap_or(1);
+            if n > 0 {
+                let what = format!("{file}: tensor {name} {shape:?}");
+                check_blocks(format, blocks, n / cols.max(1), cols, &what)?;
+            }
+            Ok(Tensor {
+                values: webtrain::hf::to_f32(file, &name, &view)?,
+                dtype: view.dtype(),
+                name,
+                shape,
+            })
+        })
+        .collect()
+}
