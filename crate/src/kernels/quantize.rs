@@ -88,7 +88,7 @@ impl Quantize {
         })
     }
 
-    /// `y = q(x)` for a [n / cols, cols] tensor, in dispatches to run in
+    /// `y = q(x)` for a `[rows, cols]` tensor, in dispatches to run in
     /// order (NVFP4: the tensor's amax first). `stats` (`STATS_WORDS` u32,
     /// zeroed by the caller) gets the counts, as `Counts::from_words` reads them.
     pub fn encode(
@@ -98,18 +98,15 @@ impl Quantize {
         x: BufferRange,
         y: BufferRange,
         stats: BufferRange,
-        n: u64,
-        cols: u64,
+        [rows, cols]: [u64; 2],
     ) -> Result<Vec<Dispatch>> {
         let op = "quantize";
+        let n = rows * cols;
         let n32 = u32::try_from(n).map_err(|_| Error::shape(op, "n", "below 2^32", n))?;
-        if cols == 0 || !n.is_multiple_of(cols) {
-            return Err(Error::shape(op, "cols", format!("a divisor of {n}"), cols));
-        }
         check_blocks(
             &q.format,
             q.blocks,
-            (n / cols) as usize,
+            rows as usize,
             cols as usize,
             "the tensor",
         )?;
@@ -204,15 +201,8 @@ impl Quantize {
         let src = gpu.upload("quantize.x", x)?;
         let dst = gpu.storage_buffer("quantize.y", 4 * n)?;
         let stats = gpu.upload("quantize.stats", &[0u32; STATS_WORDS as usize])?;
-        let d = self.encode(
-            gpu,
-            q,
-            (&src).into(),
-            (&dst).into(),
-            (&stats).into(),
-            n,
-            cols as u64,
-        )?;
+        let shape = [n / cols.max(1) as u64, cols as u64];
+        let d = self.encode(gpu, q, (&src).into(), (&dst).into(), (&stats).into(), shape)?;
         gpu.run(&d.iter().collect::<Vec<_>>()).await?;
         let y: Vec<f32> = gpu.read_back((&dst).into()).await?;
         let words: Vec<u32> = gpu.read_back((&stats).into()).await?;
