@@ -84,7 +84,9 @@ pub struct Gpu {
 
 impl Gpu {
     pub async fn new(options: &GpuOptions) -> Result<Gpu> {
-        Ok(Gpu::with_extra_features(options, wgpu::Features::empty()).await?.0)
+        Ok(Gpu::with_extra_features(options, wgpu::Features::empty())
+            .await?
+            .0)
     }
 
     /// `new`, also requesting those of `extra` the adapter has; an

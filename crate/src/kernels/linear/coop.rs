@@ -164,8 +164,16 @@ impl CoopVariant {
     /// padded row strides: ((A rows, A cols, SA), (B rows, B cols, SB)).
     fn blocks(&self) -> ((u32, u32, u32), (u32, u32, u32)) {
         let (bm, bn, bk) = (self.bm(), self.bn(), self.bk);
-        let (ar, ac) = if self.layout.a_t() { (bk, bm) } else { (bm, bk) };
-        let (br, bc) = if self.layout.b_t() { (bn, bk) } else { (bk, bn) };
+        let (ar, ac) = if self.layout.a_t() {
+            (bk, bm)
+        } else {
+            (bm, bk)
+        };
+        let (br, bc) = if self.layout.b_t() {
+            (bn, bk)
+        } else {
+            (bk, bn)
+        };
         ((ar, ac, ac + 8), (br, bc, bc + 8))
     }
 
@@ -193,8 +201,11 @@ impl CoopVariant {
         }
         if self.staging != Staging::Global {
             let ((ar, ac, _), (br, bc, _)) = self.blocks();
-            if self.bk % self.edge != 0 || self.bk % 8 != 0 {
-                return Some(format!("BK {} is not a multiple of {} and 8", self.bk, self.edge));
+            if !self.bk.is_multiple_of(self.edge) || !self.bk.is_multiple_of(8) {
+                return Some(format!(
+                    "BK {} is not a multiple of {} and 8",
+                    self.bk, self.edge
+                ));
             }
             if (ar * ac / 8) % wg != 0 || (br * bc / 8) % wg != 0 {
                 return Some(format!(
@@ -210,13 +221,19 @@ impl CoopVariant {
     /// The composed WGSL for subgroups of `sg` invocations.
     pub fn source(&self, sg: u32) -> Result<String> {
         if let Some(why) = self.unbuildable(sg) {
-            return Err(Error::Unsupported(format!("coop GEMM {}: {why}", self.name())));
+            return Err(Error::Unsupported(format!(
+                "coop GEMM {}: {why}",
+                self.name()
+            )));
         }
         let t = self.edge;
         let mut s = String::from("enable f16;\nenable wgpu_cooperative_matrix;\n\n");
         let _ = writeln!(s, "const T: u32 = {t}u;");
-        for (name, scalar, role) in [("MatA", "f16", "A"), ("MatB", "f16", "B"), ("MatC", "f32", "C")]
-        {
+        for (name, scalar, role) in [
+            ("MatA", "f16", "A"),
+            ("MatB", "f16", "B"),
+            ("MatC", "f32", "C"),
+        ] {
             let _ = writeln!(s, "alias {name} = coop_mat{t}x{t}<{scalar}, {role}>;");
         }
         for (name, v) in [
@@ -311,7 +328,10 @@ impl CoopVariant {
             let _ = writeln!(s, "        let b_{j} = load_b(kk, {c} + {}u);", j * t);
         }
         for (i, j) in self.frags() {
-            let _ = writeln!(s, "        c_{i}_{j} = coopMultiplyAdd(a_{i}, b_{j}, c_{i}_{j});");
+            let _ = writeln!(
+                s,
+                "        c_{i}_{j} = coopMultiplyAdd(a_{i}, b_{j}, c_{i}_{j});"
+            );
         }
     }
 
@@ -378,7 +398,9 @@ impl CoopGemm {
         let wg = variant.invocations(sg);
         let l = &gpu.limits;
         if wg > l.max_compute_invocations_per_workgroup || wg > l.max_compute_workgroup_size_x {
-            return Err(failed(format!("{wg} invocations per workgroup exceed the limits")));
+            return Err(failed(format!(
+                "{wg} invocations per workgroup exceed the limits"
+            )));
         }
         if variant.workgroup_bytes() > l.max_compute_workgroup_storage_size {
             return Err(failed(format!(
@@ -466,7 +488,7 @@ impl CoopGemm {
     pub fn misfit(&self, m: u32, n: u32, k: u32) -> Option<String> {
         let v = &self.variant;
         let (bm, bn, ks) = (v.bm(), v.bn(), v.k_step());
-        (m % bm != 0 || n % bn != 0 || k % ks != 0 || k == 0)
+        (!m.is_multiple_of(bm) || !n.is_multiple_of(bn) || !k.is_multiple_of(ks) || k == 0)
             .then(|| format!("{m}x{n}x{k} is not a multiple of the {bm}x{bn}x{ks} tile"))
     }
 
@@ -607,7 +629,11 @@ mod tests {
         for (i, (v, sg)) in variants.iter().enumerate() {
             let source = v.source(*sg).unwrap();
             let module = naga::front::wgsl::parse_str(&source).unwrap_or_else(|e| {
-                panic!("{} (sg {sg}):\n{}\n{source}", v.name(), e.emit_to_string(&source))
+                panic!(
+                    "{} (sg {sg}):\n{}\n{source}",
+                    v.name(),
+                    e.emit_to_string(&source)
+                )
             });
             let info = naga::valid::Validator::new(
                 naga::valid::ValidationFlags::all(),
@@ -615,7 +641,11 @@ mod tests {
             )
             .validate(&module)
             .unwrap_or_else(|e| {
-                panic!("{} (sg {sg}):\n{}\n{source}", v.name(), e.emit_to_string(&source))
+                panic!(
+                    "{} (sg {sg}):\n{}\n{source}",
+                    v.name(),
+                    e.emit_to_string(&source)
+                )
             });
             let options = naga::back::spv::Options {
                 lang_version: (1, 6),

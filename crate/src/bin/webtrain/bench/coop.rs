@@ -60,11 +60,17 @@ pub async fn run(options: &GpuOptions, reps: u32) -> Result<()> {
     }
     if let Some(why) = support.unavailable(&gpu) {
         eprintln!("no cooperative matrix GEMM here: {why}");
-        println!("{}", serde_json::json!({ "coop": "unavailable", "why": why }));
+        println!(
+            "{}",
+            serde_json::json!({ "coop": "unavailable", "why": why })
+        );
         return Ok(());
     }
     if !gpu.caps.timestamps {
-        eprintln!("no timestamp queries on {:?}: nothing can be timed", info.name);
+        eprintln!(
+            "no timestamp queries on {:?}: nothing can be timed",
+            info.name
+        );
         return Ok(());
     }
     run_gemms(&gpu, &support, reps).await
@@ -79,7 +85,9 @@ async fn run_gemms(gpu: &Gpu, support: &CoopSupport, reps: u32) -> Result<()> {
     // 1. build and check every variant; keep those that pass
     let mut built: Vec<CoopGemm> = Vec::new();
     let mut failures = Vec::new();
-    eprintln!("\ncorrectness (CPU: f64 product of the same f16-rounded inputs; bound {TOLERANCE:.2e} of sum |a*b|)");
+    eprintln!(
+        "\ncorrectness (CPU: f64 product of the same f16-rounded inputs; bound {TOLERANCE:.2e} of sum |a*b|)"
+    );
     for v in variants {
         let result = match CoopGemm::new(gpu, v).await {
             Ok(g) => check(gpu, &g).await.map(|r| (g, r)),
@@ -111,7 +119,10 @@ async fn run_gemms(gpu: &Gpu, support: &CoopSupport, reps: u32) -> Result<()> {
             }
             Err(e) => {
                 eprintln!("  {:<40} FAILED: {e}", v.name());
-                println!("{}", serde_json::json!({ "check": v.name(), "error": e.to_string() }));
+                println!(
+                    "{}",
+                    serde_json::json!({ "check": v.name(), "error": e.to_string() })
+                );
                 failures.push(format!("{}: {e}", v.name()));
                 gpu.check_health()?; // a lost device ends the run
             }
@@ -289,8 +300,14 @@ async fn fp32_forward(
     reps: u32,
 ) -> Result<(String, f64)> {
     let shape = LinearShape::new(m, k, n);
-    let x = gpu.upload("x", &uniform(&mut SplitMix64(3), (m * k) as usize, -1.0, 1.0))?;
-    let w = gpu.upload("w", &uniform(&mut SplitMix64(4), (n * k) as usize, -1.0, 1.0))?;
+    let x = gpu.upload(
+        "x",
+        &uniform(&mut SplitMix64(3), (m * k) as usize, -1.0, 1.0),
+    )?;
+    let w = gpu.upload(
+        "w",
+        &uniform(&mut SplitMix64(4), (n * k) as usize, -1.0, 1.0),
+    )?;
     let y = gpu.storage_buffer("y", 4 * m as u64 * n as u64)?;
     let d = linear.forward(
         gpu,
