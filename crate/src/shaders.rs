@@ -38,6 +38,10 @@ pub const LINEAR_B32: ShaderFile = shader_file!("03_linear_b32");
 pub const LINEAR_B16: ShaderFile = shader_file!("03_linear_b16");
 pub const LINEAR: ShaderFile = shader_file!("03_linear");
 pub const LINEAR_FP8: ShaderFile = shader_file!("03_linear_fp8");
+/// The cooperative-matrix GEMMs (issue #30's probe): composed by
+/// `kernels::linear::coop`, not by `compose`.
+pub const LINEAR_COOP_GLOBAL: ShaderFile = shader_file!("03_linear_coop_global");
+pub const LINEAR_COOP_STAGED: ShaderFile = shader_file!("03_linear_coop_staged");
 pub const ROPE: ShaderFile = shader_file!("04_rope");
 pub const ATTENTION_COMMON: ShaderFile = shader_file!("05_attention_common");
 pub const ATTENTION: ShaderFile = shader_file!("05_attention");

@@ -84,6 +84,18 @@ pub struct Gpu {
 
 impl Gpu {
     pub async fn new(options: &GpuOptions) -> Result<Gpu> {
+        Ok(Gpu::with_extra_features(options, wgpu::Features::empty())
+            .await?
+            .0)
+    }
+
+    /// `new`, also requesting those of `extra` the adapter has; an
+    /// experimental one (`EXPERIMENTAL_COOPERATIVE_MATRIX`) is allowed
+    /// only here. Returns the adapter too, for what only it reports.
+    pub(super) async fn with_extra_features(
+        options: &GpuOptions,
+        extra: wgpu::Features,
+    ) -> Result<(Gpu, wgpu::Adapter)> {
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
         let adapter = choose_adapter(&instance, options.adapter.as_deref()).await?;
         let info = adapter_info(&adapter).await;
@@ -91,14 +103,23 @@ impl Gpu {
             | wgpu::Features::SUBGROUP
             | wgpu::Features::TIMESTAMP_QUERY
             | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES
-            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
+            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS
+            | extra;
         let features = adapter.features() & wanted;
+        let experimental = match features.intersects(wgpu::Features::all_experimental_mask()) {
+            // SAFETY: only the cooperative-matrix probe asks for an
+            // experimental feature, on a device of its own (wgpu's
+            // contract: its bugs may be UB, and are to be reported).
+            true => unsafe { wgpu::ExperimentalFeatures::enabled() },
+            false => wgpu::ExperimentalFeatures::disabled(),
+        };
         let limits = adapter.limits();
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("webtrain"),
                 required_features: features,
                 required_limits: limits.clone(),
+                experimental_features: experimental,
                 ..Default::default()
             })
             .await
@@ -137,7 +158,7 @@ impl Gpu {
         let kernels = Arc::new(Mutex::new(
             options.kernel_config.clone().unwrap_or_default(),
         ));
-        Ok(Gpu {
+        let gpu = Gpu {
             device,
             queue,
             info,
@@ -149,7 +170,8 @@ impl Gpu {
             health,
             kernels,
             pipelines: Arc::default(),
-        })
+        };
+        Ok((gpu, adapter))
     }
 
     /// Whether this is a CPU rasterizer (lavapipe, SwiftShader): its

@@ -4,6 +4,7 @@
 mod browser;
 mod buffers;
 mod context;
+pub mod coop;
 mod dispatch;
 pub mod kernel_config;
 mod pipeline;

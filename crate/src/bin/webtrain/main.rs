@@ -89,8 +89,10 @@ pub mod cli {
         sizes: String,
         /// What to time: every kernel, whole training steps per preset, or
         /// both; every GEMM in every tile variant (what the tuner picks from);
-        /// or a step's time kernel by kernel, per preset and mode (profile).
-        #[arg(long, default_value = "all", value_parser = ["kernels", "steps", "all", "variants", "profile"])]
+        /// or a step's time kernel by kernel, per preset and mode (profile);
+        /// or f16 GEMMs on cooperative matrices (tensor cores) beside the fp32
+        /// GEMM at the seed's shapes, where the adapter offers them (coop).
+        #[arg(long, default_value = "all", value_parser = ["kernels", "steps", "all", "variants", "profile", "coop"])]
         what: String,
         /// Presets whose training steps to time (base needs a real GPU).
         #[arg(long, value_delimiter = ',', default_value = "tiny,small")]
@@ -202,6 +204,10 @@ pub mod cli {
             Command::Ranges(args) => crate::probe::ranges(&args).await,
             Command::Quantize(args) => crate::quantize::run(&args).await,
             Command::Bench(args) => {
+                if args.what == "coop" {
+                    // a device of its own, with the experimental feature
+                    return crate::bench::coop::run(&args.device.options()?, args.reps).await;
+                }
                 let gpu = Gpu::new(&args.device.options()?).await?;
                 let sizes: Vec<&crate::bench::Sizes> = match args.sizes.as_str() {
                     "seed" => vec![&crate::bench::SEED],

@@ -6,6 +6,7 @@
 //! their E4M3 mirror, which `quantize_weights` writes once per optimizer
 //! step.
 
+pub mod coop;
 mod fp8;
 mod gemm;
 pub mod tune;

@@ -5,6 +5,7 @@
 
 mod activation;
 mod attention;
+pub mod coop;
 mod embedding;
 mod linear;
 mod loss;

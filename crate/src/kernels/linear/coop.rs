@@ -1,0 +1,728 @@
+//! f16 GEMMs on cooperative matrices (tensor cores), a probe for issue #30:
+//! `out[M, N] (f32) = op(A) · op(B)` with f16 inputs and f32 accumulation,
+//! from `03_linear_coop_global.wgsl` (fragments loaded from global memory)
+//! or `03_linear_coop_staged.wgsl` (K slices staged through workgroup
+//! memory as f16). Native only in practice: wgpu's WebGPU backend offers no
+//! cooperative matrices (`gpu::coop`). Not used by the trainer.
+//!
+//! A variant is a fragment edge T (16 or 8, as the adapter's configurations
+//! allow), SGM × SGN subgroups per workgroup each owning TM × TN fragments
+//! (so a BM × BN = SGM·TM·T × SGN·TN·T workgroup tile), a K slice BK
+//! (staged only), the layout and the accumulator's start (zero, or `out`
+//! itself: `out += A·B`). The module is composed here: the enables, the
+//! variant's constants, then the file with its `//#NAME` lines replaced by
+//! statements unrolled over the TM × TN accumulators (named variables: the
+//! NVIDIA compiler spilled an indexed accumulator array, see 03_linear).
+
+use std::fmt::Write as _;
+
+use crate::error::{Error, Result};
+use crate::gpu::{Dispatch, Gpu, Grid};
+use crate::shaders::{LINEAR_COOP_GLOBAL, LINEAR_COOP_STAGED};
+
+/// Where fragments are loaded from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Staging {
+    /// Straight from global memory.
+    Global,
+    /// Workgroup memory as `array<f16>`, stored a half at a time.
+    Scalar,
+    /// Workgroup memory as `array<vec4<f16>>` (coop loads through a vector
+    /// pointer, stride in vec4s), stored 4 halves at a time.
+    Vec4,
+}
+
+/// Which operands are given transposed (row-major either way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CoopLayout {
+    /// A [M, K], B [K, N]: dX = dY·W.
+    Nn,
+    /// A [M, K], B given as [N, K]: Y = X·Wᵀ.
+    Nt,
+    /// A given as [K, M], B [K, N]: dW = dYᵀ·X.
+    Tn,
+}
+
+impl CoopLayout {
+    pub fn name(self) -> &'static str {
+        match self {
+            CoopLayout::Nn => "nn",
+            CoopLayout::Nt => "nt",
+            CoopLayout::Tn => "tn",
+        }
+    }
+
+    fn a_t(self) -> bool {
+        self == CoopLayout::Tn
+    }
+
+    fn b_t(self) -> bool {
+        self == CoopLayout::Nt
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CoopVariant {
+    /// The fragment's edge: 16 (NVIDIA) or 8.
+    pub edge: u32,
+    /// Subgroups per workgroup: rows × columns.
+    pub sgm: u32,
+    pub sgn: u32,
+    /// Fragments per subgroup: rows × columns.
+    pub tm: u32,
+    pub tn: u32,
+    /// The K slice staged per barrier pair (ignored by `Staging::Global`).
+    pub bk: u32,
+    pub staging: Staging,
+    pub layout: CoopLayout,
+    /// `out += A·B` (the accumulators start from `out`) instead of `out = A·B`.
+    pub accumulate: bool,
+}
+
+impl CoopVariant {
+    /// Fragments loaded from global memory, `out = A·B`, layout nn.
+    pub const fn global(edge: u32, sg: (u32, u32), frags: (u32, u32)) -> CoopVariant {
+        CoopVariant {
+            edge,
+            sgm: sg.0,
+            sgn: sg.1,
+            tm: frags.0,
+            tn: frags.1,
+            bk: edge,
+            staging: Staging::Global,
+            layout: CoopLayout::Nn,
+            accumulate: false,
+        }
+    }
+
+    /// Staged through workgroup memory, `out = A·B`, layout nn.
+    pub const fn staged(
+        edge: u32,
+        staging: Staging,
+        sg: (u32, u32),
+        frags: (u32, u32),
+        bk: u32,
+    ) -> CoopVariant {
+        CoopVariant {
+            bk,
+            staging,
+            ..CoopVariant::global(edge, sg, frags)
+        }
+    }
+
+    pub const fn with_layout(self, layout: CoopLayout) -> CoopVariant {
+        CoopVariant { layout, ..self }
+    }
+
+    pub const fn accumulating(self) -> CoopVariant {
+        CoopVariant {
+            accumulate: true,
+            ..self
+        }
+    }
+
+    /// The workgroup tile's rows and columns.
+    pub fn bm(&self) -> u32 {
+        self.sgm * self.tm * self.edge
+    }
+
+    pub fn bn(&self) -> u32 {
+        self.sgn * self.tn * self.edge
+    }
+
+    /// K consumed per iteration of the main loop.
+    pub fn k_step(&self) -> u32 {
+        match self.staging {
+            Staging::Global => self.edge,
+            Staging::Scalar | Staging::Vec4 => self.bk,
+        }
+    }
+
+    /// e.g. `staged-v4 T16 128x128x32 sg2x2 f4x4 nn`.
+    pub fn name(&self) -> String {
+        let staging = match self.staging {
+            Staging::Global => "global",
+            Staging::Scalar => "staged-h",
+            Staging::Vec4 => "staged-v4",
+        };
+        format!(
+            "{staging} T{} {}x{}x{} sg{}x{} f{}x{} {}{}",
+            self.edge,
+            self.bm(),
+            self.bn(),
+            self.k_step(),
+            self.sgm,
+            self.sgn,
+            self.tm,
+            self.tn,
+            self.layout.name(),
+            if self.accumulate { " +=" } else { "" }
+        )
+    }
+
+    /// The staged blocks' source rows and columns (halves), and their
+    /// padded row strides: ((A rows, A cols, SA), (B rows, B cols, SB)).
+    fn blocks(&self) -> ((u32, u32, u32), (u32, u32, u32)) {
+        let (bm, bn, bk) = (self.bm(), self.bn(), self.bk);
+        let (ar, ac) = if self.layout.a_t() {
+            (bk, bm)
+        } else {
+            (bm, bk)
+        };
+        let (br, bc) = if self.layout.b_t() {
+            (bn, bk)
+        } else {
+            (bk, bn)
+        };
+        ((ar, ac, ac + 8), (br, bc, bc + 8))
+    }
+
+    /// Workgroup memory the variant declares, in bytes.
+    pub fn workgroup_bytes(&self) -> u32 {
+        match self.staging {
+            Staging::Global => 0,
+            Staging::Scalar | Staging::Vec4 => {
+                let ((ar, _, sa), (br, _, sb)) = self.blocks();
+                2 * (ar * sa + br * sb)
+            }
+        }
+    }
+
+    /// Invocations per workgroup on subgroups of `sg` invocations.
+    pub fn invocations(&self, sg: u32) -> u32 {
+        sg * self.sgm * self.sgn
+    }
+
+    /// Why the variant cannot be built for subgroups of `sg`, if it cannot.
+    fn unbuildable(&self, sg: u32) -> Option<String> {
+        let wg = self.invocations(sg);
+        if !matches!(self.edge, 8 | 16) || [self.sgm, self.sgn, self.tm, self.tn].contains(&0) {
+            return Some("edge must be 8 or 16 and every count positive".into());
+        }
+        if self.staging != Staging::Global {
+            let ((ar, ac, _), (br, bc, _)) = self.blocks();
+            if !self.bk.is_multiple_of(self.edge) || !self.bk.is_multiple_of(8) {
+                return Some(format!(
+                    "BK {} is not a multiple of {} and 8",
+                    self.bk, self.edge
+                ));
+            }
+            if (ar * ac / 8) % wg != 0 || (br * bc / 8) % wg != 0 {
+                return Some(format!(
+                    "the staged blocks' 8-half quads ({}, {}) do not divide among {wg} invocations",
+                    ar * ac / 8,
+                    br * bc / 8
+                ));
+            }
+        }
+        None
+    }
+
+    /// The composed WGSL for subgroups of `sg` invocations.
+    pub fn source(&self, sg: u32) -> Result<String> {
+        if let Some(why) = self.unbuildable(sg) {
+            return Err(Error::Unsupported(format!(
+                "coop GEMM {}: {why}",
+                self.name()
+            )));
+        }
+        let t = self.edge;
+        let mut s = String::from("enable f16;\nenable wgpu_cooperative_matrix;\n\n");
+        let _ = writeln!(s, "const T: u32 = {t}u;");
+        for (name, scalar, role) in [
+            ("MatA", "f16", "A"),
+            ("MatB", "f16", "B"),
+            ("MatC", "f32", "C"),
+        ] {
+            let _ = writeln!(s, "alias {name} = coop_mat{t}x{t}<{scalar}, {role}>;");
+        }
+        for (name, v) in [
+            ("TM", self.tm),
+            ("TN", self.tn),
+            ("SGM", self.sgm),
+            ("SGN", self.sgn),
+            ("SG", sg),
+            ("WG", self.invocations(sg)),
+            ("BM", self.bm()),
+            ("BN", self.bn()),
+        ] {
+            let _ = writeln!(s, "const {name}: u32 = {v}u;");
+        }
+        let _ = writeln!(s, "const A_T: bool = {};", self.layout.a_t());
+        let _ = writeln!(s, "const B_T: bool = {};", self.layout.b_t());
+        let file = match self.staging {
+            Staging::Global => LINEAR_COOP_GLOBAL,
+            Staging::Scalar | Staging::Vec4 => {
+                let ((ar, ac, sa), (br, bc, sb)) = self.blocks();
+                let (elem, sv) = match self.staging {
+                    Staging::Vec4 => ("vec4<f16>", 4),
+                    _ => ("f16", 1),
+                };
+                let _ = writeln!(s, "alias SHalf = {elem};");
+                for (name, v) in [
+                    ("BK", self.bk),
+                    ("SV", sv),
+                    ("A_ROWS", ar),
+                    ("A_COLS", ac),
+                    ("SA", sa),
+                    ("B_ROWS", br),
+                    ("B_COLS", bc),
+                    ("SB", sb),
+                    ("A_LEN", ar * sa / sv),
+                    ("B_LEN", br * sb / sv),
+                ] {
+                    let _ = writeln!(s, "const {name}: u32 = {v}u;");
+                }
+                LINEAR_COOP_STAGED
+            }
+        };
+        s.push('\n');
+        for line in file.source.lines() {
+            match line.trim() {
+                "//#INIT" => self.init(&mut s),
+                "//#STEP" => self.step(&mut s),
+                "//#STORE" => self.store(&mut s),
+                "//#STAGE_A" => self.stage(&mut s, "sa"),
+                "//#STAGE_B" => self.stage(&mut s, "sb"),
+                _ => {
+                    s.push_str(line);
+                    s.push('\n');
+                }
+            }
+        }
+        Ok(s)
+    }
+
+    /// The TM × TN (row, column) fragment indices, row-major.
+    fn frags(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        (0..self.tm).flat_map(move |i| (0..self.tn).map(move |j| (i, j)))
+    }
+
+    /// `out`'s element of fragment (i, j)'s first row and column.
+    fn at(&self, i: u32, j: u32) -> String {
+        let t = self.edge;
+        format!("&out[(r0 + {}u) * p.n + c0 + {}u]", i * t, j * t)
+    }
+
+    fn init(&self, s: &mut String) {
+        for (i, j) in self.frags() {
+            let start = match self.accumulate {
+                true => format!("coopLoadT<MatC>({}, p.n)", self.at(i, j)),
+                false => "MatC()".to_string(),
+            };
+            let _ = writeln!(s, "    var c_{i}_{j} = {start};");
+        }
+    }
+
+    fn step(&self, s: &mut String) {
+        let t = self.edge;
+        // rows and columns in load_a / load_b's terms: global or in-block
+        let (r, c) = match self.staging {
+            Staging::Global => ("r0", "c0"),
+            Staging::Scalar | Staging::Vec4 => ("lr0", "lc0"),
+        };
+        for i in 0..self.tm {
+            let _ = writeln!(s, "        let a_{i} = load_a({r} + {}u, kk);", i * t);
+        }
+        for j in 0..self.tn {
+            let _ = writeln!(s, "        let b_{j} = load_b(kk, {c} + {}u);", j * t);
+        }
+        for (i, j) in self.frags() {
+            let _ = writeln!(
+                s,
+                "        c_{i}_{j} = coopMultiplyAdd(a_{i}, b_{j}, c_{i}_{j});"
+            );
+        }
+    }
+
+    /// Every argument of `coopStoreT` is bound by a `let` first: naga
+    /// 30.0.1 pushes the store statement before emitting the expressions
+    /// its arguments create (it skips `interrupt_emitter`), and its SPIR-V
+    /// writer then panics ("Expression [..] is not cached") — inside wgpu's
+    /// `create_shader_module` on a device, found by this file's naga test.
+    fn store(&self, s: &mut String) {
+        let _ = writeln!(s, "    let ldc = p.n;");
+        for (i, j) in self.frags() {
+            let _ = writeln!(
+                s,
+                "    {{\n        let v = c_{i}_{j};\n        let ptr = {};\n        coopStoreT(v, ptr, ldc);\n    }}",
+                self.at(i, j)
+            );
+        }
+    }
+
+    /// The 8 halves `w0`, `w1` (two vec4<f16>) into block `block` at half `o`.
+    fn stage(&self, s: &mut String, block: &str) {
+        match self.staging {
+            Staging::Vec4 => {
+                let _ = writeln!(s, "            {block}[o / 4u] = w0;");
+                let _ = writeln!(s, "            {block}[o / 4u + 1u] = w1;");
+            }
+            _ => {
+                for (h, c) in ["x", "y", "z", "w"].into_iter().enumerate() {
+                    let _ = writeln!(s, "            {block}[o + {h}u] = w0.{c};");
+                    let _ = writeln!(s, "            {block}[o + {}u] = w1.{c};", h + 4);
+                }
+            }
+        }
+    }
+}
+
+/// `Params` of the coop files.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    m: u32,
+    n: u32,
+    k: u32,
+    pad: u32,
+}
+
+/// A built variant: its pipeline on one device.
+pub struct CoopGemm {
+    pub variant: CoopVariant,
+    pipeline: wgpu::ComputePipeline,
+    layout: wgpu::BindGroupLayout,
+}
+
+impl CoopGemm {
+    /// Compiles `variant` for `gpu`'s subgroup size; a compile or pipeline
+    /// error is returned (with the shader's messages), not raised.
+    pub async fn new(gpu: &Gpu, variant: CoopVariant) -> Result<CoopGemm> {
+        let sg = gpu.info.subgroup_max_size;
+        let name = variant.name();
+        let failed = |message: String| Error::Gpu {
+            op: format!("coop GEMM {name}"),
+            message,
+        };
+        let wg = variant.invocations(sg);
+        let l = &gpu.limits;
+        if wg > l.max_compute_invocations_per_workgroup || wg > l.max_compute_workgroup_size_x {
+            return Err(failed(format!(
+                "{wg} invocations per workgroup exceed the limits"
+            )));
+        }
+        if variant.workgroup_bytes() > l.max_compute_workgroup_storage_size {
+            return Err(failed(format!(
+                "{} B of workgroup memory exceed the limit, {} B",
+                variant.workgroup_bytes(),
+                l.max_compute_workgroup_storage_size
+            )));
+        }
+        let source = variant.source(sg)?;
+        let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = gpu
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some("linear_coop"),
+                source: wgpu::ShaderSource::Wgsl(source.as_str().into()),
+            });
+        if let Some(error) = scope.pop().await {
+            let info = module.get_compilation_info().await;
+            let messages: Vec<String> = info
+                .messages
+                .iter()
+                .map(|m| match &m.location {
+                    Some(loc) => format!("line {}: {}", loc.line_number, m.message),
+                    None => m.message.clone(),
+                })
+                .collect();
+            return Err(failed(match messages.is_empty() {
+                true => error.to_string(),
+                false => messages.join("; "),
+            }));
+        }
+        let buffer = |binding, read_only: bool| wgpu::BindGroupLayoutEntry {
+            binding,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage { read_only },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        };
+        let uniform = wgpu::BindGroupLayoutEntry {
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Uniform,
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            ..buffer(0, true)
+        };
+        let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let layout = gpu
+            .device
+            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some("linear_coop"),
+                entries: &[uniform, buffer(1, true), buffer(2, true), buffer(3, false)],
+            });
+        let pipeline_layout = gpu
+            .device
+            .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some("linear_coop"),
+                bind_group_layouts: &[Some(&layout)],
+                immediate_size: 0,
+            });
+        let pipeline = gpu
+            .device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some("linear_coop"),
+                layout: Some(&pipeline_layout),
+                module: &module,
+                entry_point: Some("gemm"),
+                compilation_options: Default::default(),
+                cache: None,
+            });
+        if let Some(error) = scope.pop().await {
+            return Err(failed(error.to_string()));
+        }
+        Ok(CoopGemm {
+            variant,
+            pipeline,
+            layout,
+        })
+    }
+
+    /// Why (m, n, k) does not fit the variant's tiles, if it does not.
+    pub fn misfit(&self, m: u32, n: u32, k: u32) -> Option<String> {
+        let v = &self.variant;
+        let (bm, bn, ks) = (v.bm(), v.bn(), v.k_step());
+        (!m.is_multiple_of(bm) || !n.is_multiple_of(bn) || !k.is_multiple_of(ks) || k == 0)
+            .then(|| format!("{m}x{n}x{k} is not a multiple of the {bm}x{bn}x{ks} tile"))
+    }
+
+    /// `out[m, n] (=|+=) op(a) · op(b)`: a holds M·K halves, b K·N halves
+    /// (in the variant's layout), out M·N f32.
+    pub fn dispatch(
+        &self,
+        gpu: &Gpu,
+        a: &wgpu::Buffer,
+        b: &wgpu::Buffer,
+        out: &wgpu::Buffer,
+        (m, n, k): (u32, u32, u32),
+    ) -> Result<Dispatch> {
+        let op = "linear_coop";
+        if let Some(why) = self.misfit(m, n, k) {
+            return Err(Error::Unsupported(format!("{op}: {why}")));
+        }
+        for (what, buffer, bytes) in [
+            ("a", a, 2 * m as u64 * k as u64),
+            ("b", b, 2 * k as u64 * n as u64),
+            ("out", out, 4 * m as u64 * n as u64),
+        ] {
+            if buffer.size() < bytes {
+                return Err(Error::shape(op, what, bytes, buffer.size()));
+            }
+        }
+        let (gx, gy) = (n / self.variant.bn(), m / self.variant.bm());
+        let max = gpu.limits.max_compute_workgroups_per_dimension;
+        if gx > max || gy > max {
+            return Err(Error::Limit {
+                op,
+                what: "workgroups per dimension".into(),
+                needed: gx.max(gy) as u64,
+                limit: max as u64,
+            });
+        }
+        let params = gpu.uniform("linear_coop", &Params { m, n, k, pad: 0 });
+        let bind_group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(op),
+            layout: &self.layout,
+            entries: &[
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: params.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: a.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 2,
+                    resource: b.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 3,
+                    resource: out.as_entire_binding(),
+                },
+            ],
+        });
+        Ok(Dispatch::from_parts(
+            op,
+            self.pipeline.clone(),
+            bind_group,
+            Grid { x: gx, y: gy },
+        ))
+    }
+}
+
+/// The variants `webtrain bench --what coop` tries for fragments of
+/// `edge`, least risky first: a failure that loses the device then costs
+/// the fewest results.
+pub fn bench_variants(edge: u32) -> Vec<CoopVariant> {
+    use Staging::{Scalar, Vec4};
+    let e = edge;
+    let big = CoopVariant::staged(e, Vec4, (2, 2), (4, 4), 32);
+    vec![
+        // one fragment per subgroup: the simplest use of every op
+        CoopVariant::global(e, (1, 1), (1, 1)).accumulating(),
+        CoopVariant::global(e, (1, 1), (1, 1)),
+        CoopVariant::global(e, (2, 2), (2, 2)),
+        CoopVariant::global(e, (2, 2), (4, 2)),
+        CoopVariant::staged(e, Scalar, (2, 2), (4, 4), 32),
+        big,
+        CoopVariant::staged(e, Vec4, (4, 2), (2, 4), 32),
+        CoopVariant::staged(e, Vec4, (2, 2), (2, 2), 32),
+        CoopVariant::staged(e, Vec4, (2, 2), (4, 4), 64),
+        big.with_layout(CoopLayout::Nt),
+        big.with_layout(CoopLayout::Tn),
+        big.with_layout(CoopLayout::Tn).accumulating(),
+    ]
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use wgpu::naga;
+
+    /// Every variant the bench can build, in both edges, every layout and
+    /// accumulator start, on subgroups of 32 (NVIDIA) and 8.
+    fn every_variant() -> Vec<(CoopVariant, u32)> {
+        let mut out = Vec::new();
+        for edge in [16, 8] {
+            for v in bench_variants(edge) {
+                for layout in [CoopLayout::Nn, CoopLayout::Nt, CoopLayout::Tn] {
+                    for acc in [false, true] {
+                        let v = CoopVariant {
+                            layout,
+                            accumulate: acc,
+                            ..v
+                        };
+                        for sg in [32, 8] {
+                            if v.unbuildable(sg).is_none() {
+                                out.push((v, sg));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// naga parses and validates each composed module with every capability
+    /// (cooperative matrices included; lavapipe here has none, so only the
+    /// GPU runs them), and writes it as SPIR-V 1.6 as wgpu's Vulkan backend
+    /// would; where `spirv-val` is installed (spirv-tools), the SPIR-V is
+    /// validated for Vulkan 1.3 too.
+    #[test]
+    fn coop_shaders_validate_with_naga() {
+        let variants = every_variant();
+        assert!(variants.len() > 50, "{} variants", variants.len());
+        let spirv_val = std::process::Command::new("spirv-val")
+            .arg("--version")
+            .output()
+            .is_ok();
+        let dir = std::env::temp_dir().join(format!("webtrain-coop-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (i, (v, sg)) in variants.iter().enumerate() {
+            let source = v.source(*sg).unwrap();
+            let module = naga::front::wgsl::parse_str(&source).unwrap_or_else(|e| {
+                panic!(
+                    "{} (sg {sg}):\n{}\n{source}",
+                    v.name(),
+                    e.emit_to_string(&source)
+                )
+            });
+            let info = naga::valid::Validator::new(
+                naga::valid::ValidationFlags::all(),
+                naga::valid::Capabilities::all(),
+            )
+            .validate(&module)
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{} (sg {sg}):\n{}\n{source}",
+                    v.name(),
+                    e.emit_to_string(&source)
+                )
+            });
+            let options = naga::back::spv::Options {
+                lang_version: (1, 6),
+                ..Default::default()
+            };
+            let words = naga::back::spv::write_vec(&module, &info, &options, None)
+                .unwrap_or_else(|e| panic!("{} (sg {sg}): SPIR-V: {e}", v.name()));
+            if spirv_val {
+                let path = dir.join(format!("{i}.spv"));
+                let words = without_workgroup_strides(&words);
+                std::fs::write(&path, bytemuck::cast_slice::<u32, u8>(&words)).unwrap();
+                let out = std::process::Command::new("spirv-val")
+                    .args(["--target-env", "vulkan1.3"])
+                    .arg(&path)
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "{} (sg {sg}): spirv-val: {}",
+                    v.name(),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        if !spirv_val {
+            eprintln!("spirv-val not found: SPIR-V written but not validated");
+        }
+    }
+
+    /// `words` without the ArrayStride decorations of arrays that live in
+    /// workgroup memory. naga decorates every array; spirv-val 2025 rejects
+    /// that for Workgroup (VUID-StandaloneSpirv-None-10684), as it would
+    /// every webtrain kernel with a workgroup array, which drivers run.
+    fn without_workgroup_strides(words: &[u32]) -> Vec<u32> {
+        const OP_TYPE_POINTER: u32 = 32;
+        const OP_DECORATE: u32 = 71;
+        const WORKGROUP: u32 = 4;
+        const ARRAY_STRIDE: u32 = 6;
+        let instructions = |words: &[u32]| {
+            let mut at = 5; // the header
+            let mut out = Vec::new();
+            while at < words.len() {
+                let count = (words[at] >> 16) as usize;
+                out.push((at, count));
+                at += count.max(1);
+            }
+            out
+        };
+        let ops = instructions(words);
+        let workgroup_arrays: Vec<u32> = ops
+            .iter()
+            .filter(|&&(at, _)| words[at] & 0xffff == OP_TYPE_POINTER && words[at + 2] == WORKGROUP)
+            .map(|&(at, _)| words[at + 3])
+            .collect();
+        let mut out = words[..5].to_vec();
+        for (at, count) in ops {
+            let op = &words[at..at + count];
+            let drop = op[0] & 0xffff == OP_DECORATE
+                && op[2] == ARRAY_STRIDE
+                && workgroup_arrays.contains(&op[1]);
+            if !drop {
+                out.extend_from_slice(op);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn tiles_and_names() {
+        let v = CoopVariant::staged(16, Staging::Vec4, (2, 2), (4, 4), 32);
+        assert_eq!((v.bm(), v.bn(), v.k_step()), (128, 128, 32));
+        assert_eq!(v.name(), "staged-v4 T16 128x128x32 sg2x2 f4x4 nn");
+        // A 128 × (32 + 8) halves, B 32 × (128 + 8)
+        assert_eq!(v.workgroup_bytes(), 2 * (128 * 40 + 32 * 136));
+        let t = v.with_layout(CoopLayout::Tn);
+        assert_eq!(t.workgroup_bytes(), 2 * (32 * 136 + 32 * 136));
+        assert!(v.source(32).unwrap().contains("coop_mat16x16<f32, C>"));
+    }
+}

@@ -1,0 +1,63 @@
+// 03_linear_coop_global.wgsl — out[M, N] (f32) = op(A) · op(B) on cooperative
+// matrices (tensor cores): f16 inputs, f32 accumulation, every fragment
+// loaded straight from global memory (the caches serve the reuse between
+// subgroups). A probe for issue #30, native only.
+//
+// kernels/linear/coop.rs composes ahead of this file
+//   enable f16; enable wgpu_cooperative_matrix;
+// and the variant's constants: T (the fragment's edge, 16 or 8), MatA, MatB,
+// MatC (coop_matTxT<f16, A>, <f16, B>, <f32, C>), TM × TN fragments per
+// subgroup, SGM × SGN subgroups per workgroup (SG invocations each; WG in
+// all), BM = SGM·TM·T and BN = SGN·TN·T, and the layout: A_T (A given as
+// [K, M], row-major: dW = dYᵀ·X) and B_T (B given as [N, K]: Y = X·Wᵀ);
+// otherwise A is [M, K] and B [K, N], both row-major (dX = dY·W).
+// Lines `//#NAME` are replaced by the variant's statements, unrolled over
+// its TM × TN accumulators (named, never an indexed array).
+//
+// In the coop functions `coopLoad` reads column-major and `coopLoadT`
+// row-major (naga: SPIR-V ColumnMajorKHR / RowMajorKHR); the stride is in
+// elements of the pointed-to array. M % BM, N % BN and K % T are 0
+// (the launcher checks).
+
+struct Params {
+    m: u32,
+    n: u32,
+    k: u32,
+    pad: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> a: array<f16>;
+@group(0) @binding(2) var<storage, read> b: array<f16>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+
+// The fragment of op(A) at rows r.. and columns kk..
+fn load_a(r: u32, kk: u32) -> MatA {
+    if A_T {
+        // op(A)[i, j] = a[(kk + j)·M + r + i]: column-major from a's row kk
+        return coopLoad<MatA>(&a[kk * p.m + r], p.m);
+    }
+    return coopLoadT<MatA>(&a[r * p.k + kk], p.k);
+}
+
+// The fragment of op(B) at rows kk.. and columns col..
+fn load_b(kk: u32, col: u32) -> MatB {
+    if B_T {
+        // op(B)[i, j] = b[(col + j)·K + kk + i]: column-major from b's row col
+        return coopLoad<MatB>(&b[col * p.k + kk], p.k);
+    }
+    return coopLoadT<MatB>(&b[kk * p.n + col], p.n);
+}
+
+@compute @workgroup_size(WG)
+fn gemm(@builtin(workgroup_id) wg: vec3<u32>, @builtin(subgroup_id) sg: u32) {
+    // this subgroup's first output row and column
+    let r0 = wg.y * BM + (sg / SGN) * (TM * T);
+    let c0 = wg.x * BN + (sg % SGN) * (TN * T);
+    //#INIT
+    for (var k0 = 0u; k0 < p.k; k0 += T) {
+        let kk = k0;
+        //#STEP
+    }
+    //#STORE
+}

@@ -1,0 +1,97 @@
+// 03_linear_coop_staged.wgsl — out[M, N] (f32) = op(A) · op(B) on cooperative
+// matrices (tensor cores), f16 inputs, f32 accumulation, with each K slice
+// of the workgroup's BM × BN tile staged through workgroup memory as f16.
+// A probe for issue #30, native only.
+//
+// Composed as 03_linear_coop_global.wgsl (its header says what comes
+// ahead), plus: BK, the K slice; the staged blocks, each a copy of its
+// source's row-major block — A as [A_ROWS][SA] (BM × BK, or BK × BM when
+// A_T), B as [B_ROWS][SB] (BK × BN, or BN × BK when B_T), the strides SA,
+// SB padded by 8 halves (16 bytes: a fragment's rows fall in different
+// banks, and stay 16-byte aligned as coop loads require); and the element
+// the blocks are stored as: SHalf (f16, or vec4<f16>), SV halves each.
+// Global memory is read 8 halves at a time, as two vec4<f16> (naga 30
+// lowers `bitcast<vec2<f16>>(u32)` to a scalar, so no vec4<u32> words).
+// M % BM, N % BN, K % BK are 0, and each block's 8-half quads divide
+// evenly among the WG invocations (the launcher checks).
+
+struct Params {
+    m: u32,
+    n: u32,
+    k: u32,
+    pad: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> a: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read> b: array<vec4<f16>>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+
+var<workgroup> sa: array<SHalf, A_LEN>;
+var<workgroup> sb: array<SHalf, B_LEN>;
+
+// The fragment of op(A) at the block's rows r.. and slice columns kk..
+fn load_a(r: u32, kk: u32) -> MatA {
+    if A_T {
+        return coopLoad<MatA>(&sa[(kk * SA + r) / SV], SA / SV);
+    }
+    return coopLoadT<MatA>(&sa[(r * SA + kk) / SV], SA / SV);
+}
+
+// The fragment of op(B) at slice rows kk.. and the block's columns col..
+fn load_b(kk: u32, col: u32) -> MatB {
+    if B_T {
+        return coopLoad<MatB>(&sb[(col * SB + kk) / SV], SB / SV);
+    }
+    return coopLoadT<MatB>(&sb[(kk * SB + col) / SV], SB / SV);
+}
+
+@compute @workgroup_size(WG)
+fn gemm(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(subgroup_id) sg: u32,
+    @builtin(local_invocation_index) li: u32,
+) {
+    let gr0 = wg.y * BM;
+    let gc0 = wg.x * BN;
+    // this subgroup's first row and column inside the block
+    let lr0 = (sg / SGN) * (TM * T);
+    let lc0 = (sg % SGN) * (TN * T);
+    let r0 = gr0 + lr0;
+    let c0 = gc0 + lc0;
+    // each source's row stride, in halves
+    let lda = select(p.k, p.m, A_T);
+    let ldb = select(p.n, p.k, B_T);
+    //#INIT
+    for (var k0 = 0u; k0 < p.k; k0 += BK) {
+        // the source blocks' first rows and columns
+        let a_row = select(gr0, k0, A_T);
+        let a_col = select(k0, gr0, A_T);
+        let b_row = select(k0, gc0, B_T);
+        let b_col = select(gc0, k0, B_T);
+        workgroupBarrier();
+        for (var q = li; q < A_ROWS * A_COLS / 8u; q += WG) {
+            let row = q / (A_COLS / 8u);
+            let col = (q % (A_COLS / 8u)) * 8u;
+            let at = ((a_row + row) * lda + a_col + col) / 4u;
+            let w0 = a[at];
+            let w1 = a[at + 1u];
+            let o = row * SA + col;
+            //#STAGE_A
+        }
+        for (var q = li; q < B_ROWS * B_COLS / 8u; q += WG) {
+            let row = q / (B_COLS / 8u);
+            let col = (q % (B_COLS / 8u)) * 8u;
+            let at = ((b_row + row) * ldb + b_col + col) / 4u;
+            let w0 = b[at];
+            let w1 = b[at + 1u];
+            let o = row * SB + col;
+            //#STAGE_B
+        }
+        workgroupBarrier();
+        for (var kk = 0u; kk < BK; kk += T) {
+            //#STEP
+        }
+    }
+    //#STORE
+}
