@@ -6,6 +6,7 @@
 //! queues them).
 
 mod data;
+mod events;
 mod setup;
 mod trainer;
 mod views;

@@ -1,5 +1,5 @@
-//! `Trainer`: the page's adapter over one `run::Run` in the worker — the
-//! calls the page makes on it, in its words (camelCase, JS errors).
+//! `Trainer`: the page's adapter over one `run::Session` in the worker —
+//! the calls the page makes on it, in its words (camelCase, JS errors).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -12,6 +12,7 @@ use wasm_bindgen_futures::future_to_promise;
 use super::views::{GenerateOptions, export_hf, generate, look, measure_ranges};
 use super::{Data, from_js, gpu, js_error, to_js};
 use super::PageDevices;
+use super::events::{events_to_js, session_error};
 use crate::checkpoint::Checkpoint;
 use crate::data::Tokenizer;
 use crate::data::tasks::{self, TaskSpec};
@@ -46,40 +47,6 @@ impl PageRun {
             .as_ref()
             .ok_or_else(|| JsError::new("this run has no tokenizer"))
     }
-}
-
-/// `e` as a JS Error; where the session gave up on a lost device, with
-/// `gone: {lostAt, snapshotStep, reason}` set.
-fn session_error(e: crate::Error) -> JsValue {
-    let error = js_sys::Error::new(&e.to_string());
-    if let crate::Error::RunLost {
-        at,
-        reason,
-        snapshot,
-        ..
-    } = &e
-    {
-        let gone = serde_json::json!({"lostAt": at, "snapshotStep": snapshot, "reason": reason});
-        if let Ok(gone) = to_js(&gone) {
-            let _ = js_sys::Reflect::set(&error, &"gone".into(), &gone);
-        }
-    }
-    error.into()
-}
-
-/// `events` for the page: a saved event carries its bytes as a Uint8Array.
-fn events_to_js(events: Vec<Event>) -> Result<js_sys::Array, JsError> {
-    let array = js_sys::Array::new();
-    for event in events {
-        let value = to_js(&event)?;
-        if let Event::Saved { bytes, .. } = &event {
-            let bytes = js_sys::Uint8Array::from(&bytes[..]);
-            js_sys::Reflect::set(&value, &"bytes".into(), &bytes)
-                .map_err(|_| JsError::new("a saved event took no bytes"))?;
-        }
-        array.push(&value);
-    }
-    Ok(array)
 }
 
 #[wasm_bindgen]

@@ -21,7 +21,7 @@ use webtrain::run::{
     Cadence, DataState, Run, RunSpec, Session, Snapshot, Source, Text, VALIDATION_BATCHES,
     settings, warmup_for,
 };
-use webtrain::train::{TrainConfig, Trainer};
+use webtrain::train::{Memory, TrainConfig, Trainer};
 use webtrain::{Error, Gpu, GpuOptions, Result};
 
 use crate::events::{CliDevices, Printer};
@@ -406,31 +406,56 @@ pub async fn run(args: TrainArgs) -> Result<()> {
         }
     }
     let seconds = started.elapsed().as_secs_f64();
-    let run = &session.run;
-    let (last, validation) = (printer.last, printer.validation.as_ref());
-    let summary = serde_json::json!({"summary": {
-        "adapter": run.trainer.gpu.info.name,
-        "preset": preset,
-        "precision": precision,
-        "optim_state": optim_state,
-        "steps": end,
-        "resumed_from": args.resume.as_ref().map(|_| first - 1),
-        "checkpoint": args.out.as_ref().map(|p| p.display().to_string()),
-        "loss": last.map(|s| s.loss),
-        "val_loss": validation.map(|v| v.loss),
-        "accuracy": validation.and_then(|v| v.accuracy),
-        "char_accuracy": validation.and_then(|v| v.char_accuracy),
-        "train_accuracy": validation.and_then(|v| v.train_accuracy),
-        "task": run.text.state.task,
-        "skipped_steps": run.trainer.skipped(),
-        "seconds": seconds,
-        "tokens_per_s": (args.steps_to_train() as f64 * shape.rows() as f64) / seconds,
-        "optimizer_dispatches": run.trainer.optimizer_dispatches(),
-        "memory": memory,
-        "device_losses": session.losses(),
-    }});
+    let summary = Summary {
+        args: &args,
+        preset,
+        first,
+        end,
+        memory,
+        seconds,
+    };
+    let summary = summary.json(&session, &printer);
     println!("{summary}");
     Ok(())
+}
+
+/// What the summary line reports beside the session's own counts.
+struct Summary<'a> {
+    args: &'a TrainArgs,
+    preset: &'a str,
+    first: u32,
+    end: u32,
+    memory: Memory,
+    seconds: f64,
+}
+
+impl Summary<'_> {
+    fn json(&self, session: &Session<CliDevices>, printer: &Printer) -> serde_json::Value {
+        let (args, run) = (self.args, &session.run);
+        let (t, rows) = (&run.trainer, run.trainer.config.shape.rows() as f64);
+        let (last, validation) = (printer.last, printer.validation.as_ref());
+        serde_json::json!({"summary": {
+            "adapter": t.gpu.info.name,
+            "preset": self.preset,
+            "precision": t.config.precision.name(),
+            "optim_state": t.config.optim.state.name(),
+            "steps": self.end,
+            "resumed_from": args.resume.as_ref().map(|_| self.first - 1),
+            "checkpoint": args.out.as_ref().map(|p| p.display().to_string()),
+            "loss": last.map(|s| s.loss),
+            "val_loss": validation.map(|v| v.loss),
+            "accuracy": validation.and_then(|v| v.accuracy),
+            "char_accuracy": validation.and_then(|v| v.char_accuracy),
+            "train_accuracy": validation.and_then(|v| v.train_accuracy),
+            "task": run.text.state.task,
+            "skipped_steps": t.skipped(),
+            "seconds": self.seconds,
+            "tokens_per_s": args.steps_to_train() as f64 * rows / self.seconds,
+            "optimizer_dispatches": t.optimizer_dispatches(),
+            "memory": self.memory,
+            "device_losses": session.losses(),
+        }})
+    }
 }
 
 #[cfg(test)]
