@@ -779,8 +779,15 @@ fn quantize_writes_what_the_twin_computes_and_refuses_bad_blocks() {
     std::fs::write(&input, bytes).unwrap();
     let (i, o) = (input.to_str().unwrap(), out.to_str().unwrap());
 
-    let lines = run(&["quantize", "--format", "mxfp4", "--in", i, "--out", o]);
+    let lines = run(&[
+        "quantize", "--format", "mxfp4", "--check", "--in", i, "--out", o,
+    ]);
     assert_eq!(lines.len(), 4, "a line per tensor and a summary: {lines:?}");
+    for line in &lines[..3] {
+        assert_eq!(line["check"]["values_differing"], 0, "{line}");
+        assert_eq!(line["check"]["counts_agree"], true, "{line}");
+    }
+    assert_eq!(lines[3]["check"]["all_match"], true, "{}", lines[3]);
     let names: Vec<&str> = lines[..3]
         .iter()
         .map(|l| l["name"].as_str().unwrap())

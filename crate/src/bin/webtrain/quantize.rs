@@ -2,7 +2,9 @@
 //! on the GPU (kernels::Quantize), written back dequantized as f32 under
 //! the same names, with one JSON line of counts and errors per tensor and
 //! a summary. Every tensor is read and checked before the GPU runs, and
-//! the output is written only when all of them went through.
+//! the output is written only when all of them went through. `--check`
+//! also runs the CPU twin (`reference::formats::quantize`) on every tensor
+//! and compares the bits.
 
 use std::path::PathBuf;
 
@@ -39,6 +41,11 @@ pub struct QuantizeArgs {
     /// Where to write the dequantized tensors (F32, same names and shapes).
     #[arg(long)]
     out: PathBuf,
+    /// Also run the CPU twin on every tensor and count the values whose
+    /// bits differ from the GPU's (and whether the counters agree); the
+    /// output is still written, and the exit status is 1 on any difference.
+    #[arg(long)]
+    check: bool,
 }
 
 /// One tensor of the input: its name, shape and values as f32.
@@ -65,6 +72,7 @@ pub async fn run(args: &QuantizeArgs) -> Result<()> {
     let k = Quantize::new(&gpu).await?;
     let mut outputs = Vec::with_capacity(tensors.len());
     let (mut total, mut rel_sum, mut values) = (Counts::default(), 0.0, 0u64);
+    let (mut differing, mut mismatched) = (0u64, 0usize);
     for (i, t) in tensors.iter().enumerate() {
         let q = Quantization {
             format,
@@ -90,6 +98,12 @@ pub async fn run(args: &QuantizeArgs) -> Result<()> {
             line["blocks"] = json!(t.values.len() / q.block_size());
             line["blocks_scale_saturated"] = json!(c.blocks_scale_saturated);
             line["blocks_scale_underflowed"] = json!(c.blocks_scale_underflowed);
+        }
+        if args.check {
+            let (d, agree, check) = check_against_twin(&q, t, cols, &y, &c);
+            line["check"] = check;
+            differing += d as u64;
+            mismatched += (d > 0 || !agree) as usize;
         }
         println!("{line}");
         total.saturated += c.saturated;
@@ -118,7 +132,7 @@ pub async fn run(args: &QuantizeArgs) -> Result<()> {
     let out = safetensors::serialize(views, Some(meta.into_iter().collect()))
         .map_err(|e| Error::Unsupported(e.to_string()))?;
     files::write_atomically(&args.out, &out)?;
-    let summary = json!({
+    let mut summary = json!({
         "summary": true, "format": format.name,
         "block": if blocks == Blocks::Square { "2d" } else { "1d" },
         "stochastic": args.stochastic, "tensors": tensors.len(), "values": values,
@@ -128,6 +142,12 @@ pub async fn run(args: &QuantizeArgs) -> Result<()> {
         "mean_relative_error": if values == 0 { 0.0 } else { rel_sum / values as f64 },
         "out": args.out,
     });
+    if args.check {
+        summary["check"] = json!({
+            "adapter": gpu.info.name, "all_match": mismatched == 0,
+            "tensors_differing": mismatched, "values_differing": differing,
+        });
+    }
     println!("{summary}");
     eprintln!(
         "quantize: {} tensors ({values} values) through {} written to {}",
@@ -135,7 +155,45 @@ pub async fn run(args: &QuantizeArgs) -> Result<()> {
         describe(&format, blocks, args.stochastic),
         args.out.display()
     );
+    if mismatched > 0 {
+        return Err(Error::Unsupported(format!(
+            "quantize --check: {mismatched} of {} tensors differ from the CPU twin \
+             ({differing} values' bits; see each tensor's \"check\")",
+            tensors.len()
+        )));
+    }
     Ok(())
+}
+
+/// `--check`: the CPU twin on tensor `t` against the GPU's `y` and counts:
+/// (values whose bits differ, whether the counts agree, the line's `check`
+/// object, with the first differing value's bits).
+fn check_against_twin(
+    q: &Quantization,
+    t: &Tensor,
+    cols: usize,
+    y: &[f32],
+    c: &Counts,
+) -> (usize, bool, serde_json::Value) {
+    let (want, wc) = webtrain::reference::formats::quantize(q, &t.values, cols);
+    let differ = |i: &usize| y[*i].to_bits() != want[*i].to_bits();
+    let count = (0..y.len()).filter(differ).count();
+    let mut check = json!({ "values_differing": count, "counts_agree": wc == *c });
+    if let Some(i) = (0..y.len()).find(differ) {
+        let hex = |v: f32| format!("{:#010x}", v.to_bits());
+        check["first"] = json!({
+            "index": i, "x": hex(t.values[i]), "gpu": hex(y[i]), "twin": hex(want[i]),
+        });
+    }
+    if wc != *c {
+        check["twin_counts"] = json!([
+            wc.saturated,
+            wc.flushed,
+            wc.blocks_scale_saturated,
+            wc.blocks_scale_underflowed
+        ]);
+    }
+    (count, wc == *c, check)
 }
 
 fn describe(format: &Format, blocks: Blocks, stochastic: Option<u32>) -> String {
