@@ -62,7 +62,10 @@ pub enum Event {
         ranges: Vec<Range>,
         formats: &'static [FormatRange],
     },
-    Validated { step: u32, validation: Validation },
+    Validated {
+        step: u32,
+        validation: Validation,
+    },
     /// The run saved at `step` (the caller keeps `bytes`: a file, storage).
     Saved {
         step: u32,
@@ -73,7 +76,11 @@ pub enum Event {
     Snapshot(SnapshotReport),
     /// The device was lost after step `at` had been submitted; the run was
     /// rebuilt on a new one from its snapshot of step `from`.
-    Lost { at: u32, reason: String, from: u32 },
+    Lost {
+        at: u32,
+        reason: String,
+        from: u32,
+    },
 }
 
 /// The run at a step, as checkpoint bytes (`Run::save`).
@@ -153,7 +160,11 @@ impl Snapshots {
             step: latest.step,
             every: self.every(),
             ms: 1e3 * self.last_s,
-            share: if total > 0.0 { self.snapshot_s / total } else { 0.0 },
+            share: if total > 0.0 {
+                self.snapshot_s / total
+            } else {
+                0.0
+            },
             bytes: latest.bytes.len(),
         })
     }
@@ -319,7 +330,11 @@ impl<D: Devices> Session<D> {
             events.extend(t.flush().await?.into_iter().map(Event::Stepped));
             let ranges = ranges::measure(t, &batch).await?;
             let formats = &ranges::FORMATS;
-            events.push(Event::Measured { step, ranges, formats });
+            events.push(Event::Measured {
+                step,
+                ranges,
+                formats,
+            });
         }
         if (end || every(cadence.validate_every, step)) && !self.run.validation.is_empty() {
             events.push(self.validate().await?);
@@ -327,7 +342,10 @@ impl<D: Devices> Session<D> {
         if (end && cadence.save_at_end) || every(cadence.save_every, step) {
             let started = now_s();
             let bytes = self.run.save().await?;
-            let snapshot = Snapshot { step, bytes: bytes.clone() };
+            let snapshot = Snapshot {
+                step,
+                bytes: bytes.clone(),
+            };
             let report = self.snapshots.keep(snapshot, now_s() - started);
             events.push(Event::Saved { step, bytes });
             events.push(Event::Snapshot(report));
@@ -345,7 +363,9 @@ impl<D: Devices> Session<D> {
         events.extend(self.flush().await?);
         let bytes = self.run.save().await?;
         let step = self.run.trainer.steps();
-        Ok(self.snapshots.keep(Snapshot { step, bytes }, now_s() - started))
+        Ok(self
+            .snapshots
+            .keep(Snapshot { step, bytes }, now_s() - started))
     }
 
     /// Destroys the device once `step` has been submitted where a test
@@ -428,15 +448,33 @@ mod tests {
         let mut s = Snapshots::new();
         assert!(s.due(0), "a run without a snapshot takes one");
         // a costly first snapshot, before any step was timed
-        s.keep(Snapshot { step: 0, bytes: vec![0; 8] }, 0.5);
+        s.keep(
+            Snapshot {
+                step: 0,
+                bytes: vec![0; 8],
+            },
+            0.5,
+        );
         assert_eq!(s.every(), Snapshots::MIN_EVERY);
         s.step_s = 1.0;
         s.steps = 10; // 0.1 s a step: 0.5 s every 250 steps is 2%
         assert_eq!(s.every(), 250);
         assert!(!s.due(249) && s.due(250));
-        s.keep(Snapshot { step: 250, bytes: vec![] }, 1e-6);
+        s.keep(
+            Snapshot {
+                step: 250,
+                bytes: vec![],
+            },
+            1e-6,
+        );
         assert_eq!(s.every(), Snapshots::MIN_EVERY);
-        s.keep(Snapshot { step: 260, bytes: vec![] }, 1e3);
+        s.keep(
+            Snapshot {
+                step: 260,
+                bytes: vec![],
+            },
+            1e3,
+        );
         assert_eq!(s.every(), Snapshots::MAX_EVERY);
     }
 

@@ -38,4 +38,3 @@ pub(super) fn events_to_js(events: Vec<Event>) -> Result<js_sys::Array, JsError>
     }
     Ok(array)
 }
-

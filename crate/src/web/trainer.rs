@@ -9,10 +9,10 @@ use serde::Serialize;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
-use super::views::{GenerateOptions, export_hf, generate, look, measure_ranges};
-use super::{Data, from_js, gpu, js_error, to_js};
 use super::PageDevices;
 use super::events::{events_to_js, session_error};
+use super::views::{GenerateOptions, export_hf, generate, look, measure_ranges};
+use super::{Data, from_js, gpu, js_error, to_js};
 use crate::checkpoint::Checkpoint;
 use crate::data::Tokenizer;
 use crate::data::tasks::{self, TaskSpec};
@@ -294,7 +294,9 @@ impl Trainer {
     pub fn recover(&self, reason: String) -> Promise {
         with_run(self.run.clone(), move |mut page| async move {
             let lost = page.recover(crate::Error::DeviceLost { reason }).await;
-            let result = lost.map_err(session_error).and_then(|event| Ok(to_js(&event)?));
+            let result = lost
+                .map_err(session_error)
+                .and_then(|event| Ok(to_js(&event)?));
             (page, result)
         })
     }

@@ -56,7 +56,8 @@ impl<'a> Printer<'a> {
             Event::Stepped(s) => self.stepped(s)?,
             Event::Inspected(i) => {
                 let survival: Vec<_> = i.tensors.iter().map(|t| &t.survival).collect();
-                let line = serde_json::json!({"step": i.step, "inspect": survival, "softmax": i.softmax});
+                let line =
+                    serde_json::json!({"step": i.step, "inspect": survival, "softmax": i.softmax});
                 println!("{line}");
             }
             Event::Validated { step, validation } => self.validated(step, validation),

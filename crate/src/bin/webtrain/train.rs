@@ -393,7 +393,10 @@ pub async fn run(args: TrainArgs) -> Result<()> {
     let mut session = Session::new(run, Inspector::new(false), CliDevices(options));
     session.lose_device_after(args.lose_device_at.clone());
     if let Some(bytes) = resumed {
-        session = session.starting_from(Snapshot { step: first - 1, bytes });
+        session = session.starting_from(Snapshot {
+            step: first - 1,
+            bytes,
+        });
     }
     let on_disk = args.resume.clone().map(|path| (first - 1, path));
     let mut printer = Printer::new(args.out.as_deref(), on_disk, end);
