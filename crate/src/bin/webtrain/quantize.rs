@@ -56,6 +56,28 @@ struct Tensor {
     values: Vec<f32>,
 }
 
+/// The dequantized `outputs` under `tensors`' names and shapes, as f32,
+/// with the input's metadata and what was done (`meta`).
+fn write(
+    path: &std::path::Path,
+    tensors: &[Tensor],
+    outputs: &[Vec<f32>],
+    meta: hashbrown::HashMap<String, String>,
+) -> Result<()> {
+    let views = tensors
+        .iter()
+        .zip(outputs)
+        .map(|(t, y)| {
+            TensorView::new(Dtype::F32, t.shape.clone(), bytemuck::cast_slice(y))
+                .map(|v| (t.name.as_str(), v))
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| Error::Unsupported(e.to_string()))?;
+    let out = safetensors::serialize(views, Some(meta.into_iter().collect()))
+        .map_err(|e| Error::Unsupported(e.to_string()))?;
+    files::write_atomically(path, &out)
+}
+
 pub async fn run(args: &QuantizeArgs) -> Result<()> {
     let format = Format::parse(&args.format)?;
     let blocks = match args.block.as_deref() {
@@ -115,23 +137,12 @@ pub async fn run(args: &QuantizeArgs) -> Result<()> {
         outputs.push(y);
     }
 
-    let views = tensors
-        .iter()
-        .zip(&outputs)
-        .map(|(t, y)| {
-            TensorView::new(Dtype::F32, t.shape.clone(), bytemuck::cast_slice(y))
-                .map(|v| (t.name.as_str(), v))
-        })
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| Error::Unsupported(e.to_string()))?;
     let mut meta = metadata.metadata().clone().unwrap_or_default();
     meta.insert(
         "webtrain_quantize".into(),
         describe(&format, blocks, args.stochastic),
     );
-    let out = safetensors::serialize(views, Some(meta.into_iter().collect()))
-        .map_err(|e| Error::Unsupported(e.to_string()))?;
-    files::write_atomically(&args.out, &out)?;
+    write(&args.out, &tensors, &outputs, meta)?;
     let mut summary = json!({
         "summary": true, "format": format.name,
         "block": if blocks == Blocks::Square { "2d" } else { "1d" },
