@@ -42,6 +42,7 @@ pub const LINEAR_FP8: ShaderFile = shader_file!("03_linear_fp8");
 /// `kernels::linear::coop`, not by `compose`.
 pub const LINEAR_COOP_GLOBAL: ShaderFile = shader_file!("03_linear_coop_global");
 pub const LINEAR_COOP_STAGED: ShaderFile = shader_file!("03_linear_coop_staged");
+pub const LINEAR_COOP_DOUBLE: ShaderFile = shader_file!("03_linear_coop_double");
 pub const ROPE: ShaderFile = shader_file!("04_rope");
 pub const ATTENTION_COMMON: ShaderFile = shader_file!("05_attention_common");
 pub const ATTENTION: ShaderFile = shader_file!("05_attention");

@@ -106,7 +106,8 @@ pub mod cli {
         /// Repetitions timed per kernel (after one warm-up).
         #[arg(long, default_value_t = 10)]
         reps: u32,
-        /// Only kernels whose name contains this.
+        /// Only kernels whose name contains this (coop: variants, round 1's
+        /// included).
         #[arg(long)]
         only: Option<String>,
     }
@@ -206,7 +207,12 @@ pub mod cli {
             Command::Bench(args) => {
                 if args.what == "coop" {
                     // a device of its own, with the experimental feature
-                    return crate::bench::coop::run(&args.device.options()?, args.reps).await;
+                    return crate::bench::coop::run(
+                        &args.device.options()?,
+                        args.reps,
+                        args.only.as_deref(),
+                    )
+                    .await;
                 }
                 let gpu = Gpu::new(&args.device.options()?).await?;
                 let sizes: Vec<&crate::bench::Sizes> = match args.sizes.as_str() {

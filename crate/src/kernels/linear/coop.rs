@@ -1,8 +1,9 @@
 //! f16 GEMMs on cooperative matrices (tensor cores), a probe for issue #30:
 //! `out[M, N] (f32) = op(A) · op(B)` with f16 inputs and f32 accumulation,
-//! from `03_linear_coop_global.wgsl` (fragments loaded from global memory)
-//! or `03_linear_coop_staged.wgsl` (K slices staged through workgroup
-//! memory as f16). Native only in practice: wgpu's WebGPU backend offers no
+//! from `03_linear_coop_global.wgsl` (fragments loaded from global memory),
+//! `03_linear_coop_staged.wgsl` (K slices staged through workgroup
+//! memory as f16) or `03_linear_coop_double.wgsl` (staged in two stages:
+//! the next slice is fetched while the current one is multiplied). Native only in practice: wgpu's WebGPU backend offers no
 //! cooperative matrices (`gpu::coop`). Not used by the trainer.
 //!
 //! A variant is a fragment edge T (16 or 8, as the adapter's configurations
@@ -18,7 +19,7 @@ use std::fmt::Write as _;
 
 use crate::error::{Error, Result};
 use crate::gpu::{Dispatch, Gpu, Grid};
-use crate::shaders::{LINEAR_COOP_GLOBAL, LINEAR_COOP_STAGED};
+use crate::shaders::{LINEAR_COOP_DOUBLE, LINEAR_COOP_GLOBAL, LINEAR_COOP_STAGED};
 
 /// Where fragments are loaded from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -30,6 +31,9 @@ pub enum Staging {
     /// Workgroup memory as `array<vec4<f16>>` (coop loads through a vector
     /// pointer, stride in vec4s), stored 4 halves at a time.
     Vec4,
+    /// As `Vec4`, in two stages: slice t + 1 goes global → registers →
+    /// the other stage while slice t is multiplied; one barrier per slice.
+    Double,
 }
 
 /// Which operands are given transposed (row-major either way).
@@ -46,9 +50,9 @@ pub enum CoopLayout {
 impl CoopLayout {
     pub fn name(self) -> &'static str {
         match self {
-            CoopLayout::Nn => "nn",
-            CoopLayout::Nt => "nt",
-            CoopLayout::Tn => "tn",
+            CoopLayout::Nn => "nn:dX",
+            CoopLayout::Nt => "nt:fwd",
+            CoopLayout::Tn => "tn:dW",
         }
     }
 
@@ -134,16 +138,18 @@ impl CoopVariant {
     pub fn k_step(&self) -> u32 {
         match self.staging {
             Staging::Global => self.edge,
-            Staging::Scalar | Staging::Vec4 => self.bk,
+            Staging::Scalar | Staging::Vec4 | Staging::Double => self.bk,
         }
     }
 
-    /// e.g. `staged-v4 T16 128x128x32 sg2x2 f4x4 nn`.
+    /// e.g. `staged-v4 T16 128x128x32 sg2x2 f4x4 nn:dX` (the layout, and
+    /// which of the trainer's products has it).
     pub fn name(&self) -> String {
         let staging = match self.staging {
             Staging::Global => "global",
             Staging::Scalar => "staged-h",
             Staging::Vec4 => "staged-v4",
+            Staging::Double => "double-v4",
         };
         format!(
             "{staging} T{} {}x{}x{} sg{}x{} f{}x{} {}{}",
@@ -181,9 +187,14 @@ impl CoopVariant {
     pub fn workgroup_bytes(&self) -> u32 {
         match self.staging {
             Staging::Global => 0,
-            Staging::Scalar | Staging::Vec4 => {
+            Staging::Scalar | Staging::Vec4 | Staging::Double => {
                 let ((ar, _, sa), (br, _, sb)) = self.blocks();
-                2 * (ar * sa + br * sb)
+                let stages = if self.staging == Staging::Double {
+                    2
+                } else {
+                    1
+                };
+                stages * 2 * (ar * sa + br * sb)
             }
         }
     }
@@ -252,11 +263,11 @@ impl CoopVariant {
         let _ = writeln!(s, "const B_T: bool = {};", self.layout.b_t());
         let file = match self.staging {
             Staging::Global => LINEAR_COOP_GLOBAL,
-            Staging::Scalar | Staging::Vec4 => {
+            Staging::Scalar | Staging::Vec4 | Staging::Double => {
                 let ((ar, ac, sa), (br, bc, sb)) = self.blocks();
                 let (elem, sv) = match self.staging {
-                    Staging::Vec4 => ("vec4<f16>", 4),
-                    _ => ("f16", 1),
+                    Staging::Scalar => ("f16", 1),
+                    _ => ("vec4<f16>", 4),
                 };
                 let _ = writeln!(s, "alias SHalf = {elem};");
                 for (name, v) in [
@@ -270,10 +281,15 @@ impl CoopVariant {
                     ("SB", sb),
                     ("A_LEN", ar * sa / sv),
                     ("B_LEN", br * sb / sv),
+                    ("A_PER", ar * ac / 8 / self.invocations(sg)),
+                    ("B_PER", br * bc / 8 / self.invocations(sg)),
                 ] {
                     let _ = writeln!(s, "const {name}: u32 = {v}u;");
                 }
-                LINEAR_COOP_STAGED
+                match self.staging {
+                    Staging::Double => LINEAR_COOP_DOUBLE,
+                    _ => LINEAR_COOP_STAGED,
+                }
             }
         };
         s.push('\n');
@@ -284,6 +300,9 @@ impl CoopVariant {
                 "//#STORE" => self.store(&mut s),
                 "//#STAGE_A" => self.stage(&mut s, "sa"),
                 "//#STAGE_B" => self.stage(&mut s, "sb"),
+                "//#REGS" => self.regs(&mut s, sg),
+                "//#FETCH" => self.fetch(&mut s, sg),
+                "//#PUT" => self.put(&mut s, sg),
                 _ => {
                     s.push_str(line);
                     s.push('\n');
@@ -319,13 +338,19 @@ impl CoopVariant {
         // rows and columns in load_a / load_b's terms: global or in-block
         let (r, c) = match self.staging {
             Staging::Global => ("r0", "c0"),
-            Staging::Scalar | Staging::Vec4 => ("lr0", "lc0"),
+            Staging::Scalar | Staging::Vec4 | Staging::Double => ("lr0", "lc0"),
+        };
+        // the double-buffered file's loads name the stage first
+        let st = if self.staging == Staging::Double {
+            "st, "
+        } else {
+            ""
         };
         for i in 0..self.tm {
-            let _ = writeln!(s, "        let a_{i} = load_a({r} + {}u, kk);", i * t);
+            let _ = writeln!(s, "        let a_{i} = load_a({st}{r} + {}u, kk);", i * t);
         }
         for j in 0..self.tn {
-            let _ = writeln!(s, "        let b_{j} = load_b(kk, {c} + {}u);", j * t);
+            let _ = writeln!(s, "        let b_{j} = load_b({st}kk, {c} + {}u);", j * t);
         }
         for (i, j) in self.frags() {
             let _ = writeln!(
@@ -351,10 +376,97 @@ impl CoopVariant {
         }
     }
 
+    /// The two blocks' quads as the double-buffered file moves them.
+    fn quads(&self, sg: u32) -> [Quads; 2] {
+        let ((ar, ac, _), (br, bc, _)) = self.blocks();
+        let wg = self.invocations(sg);
+        [
+            Quads {
+                block: "sa",
+                src: "a",
+                count: ar * ac / 8 / wg,
+                reg: "ra",
+                cols: "A_COLS",
+                stride: "SA",
+                len: "A_LEN",
+                row0: "select(gr0, kf, A_T)",
+                col0: "select(kf, gr0, A_T)",
+                ld: "lda",
+            },
+            Quads {
+                block: "sb",
+                src: "b",
+                count: br * bc / 8 / wg,
+                reg: "rb",
+                cols: "B_COLS",
+                stride: "SB",
+                len: "B_LEN",
+                row0: "select(kf, gc0, B_T)",
+                col0: "select(gc0, kf, B_T)",
+                ld: "ldb",
+            },
+        ]
+    }
+
+    /// The registers holding one slice's quads (two vec4<f16> each).
+    fn regs(&self, s: &mut String, sg: u32) {
+        for Quads { count, reg, .. } in self.quads(sg) {
+            for q in 0..count {
+                let _ = writeln!(s, "    var {reg}{q}_0: vec4<f16>;");
+                let _ = writeln!(s, "    var {reg}{q}_1: vec4<f16>;");
+            }
+        }
+    }
+
+    /// Global → registers: the slice at K offset `kf`; invocation `li`'s
+    /// quad q of a block is the block's quad li + q·WG (consecutive
+    /// invocations read consecutive 16 bytes).
+    fn fetch(&self, s: &mut String, sg: u32) {
+        for Quads {
+            src,
+            count,
+            reg,
+            cols,
+            row0,
+            col0,
+            ld,
+            ..
+        } in self.quads(sg)
+        {
+            for q in 0..count {
+                let _ = writeln!(
+                    s,
+                    "        {{\n            let q = li + {q}u * WG;\n            let row = q / ({cols} / 8u);\n            let col = (q % ({cols} / 8u)) * 8u;\n            let at = (({row0} + row) * {ld} + {col0} + col) / 4u;\n            {reg}{q}_0 = {src}[at];\n            {reg}{q}_1 = {src}[at + 1u];\n        }}"
+                );
+            }
+        }
+    }
+
+    /// Registers → stage `nx` of each block.
+    fn put(&self, s: &mut String, sg: u32) {
+        for Quads {
+            block,
+            count,
+            reg,
+            cols,
+            stride,
+            len,
+            ..
+        } in self.quads(sg)
+        {
+            for q in 0..count {
+                let _ = writeln!(
+                    s,
+                    "        {{\n            let q = li + {q}u * WG;\n            let row = q / ({cols} / 8u);\n            let col = (q % ({cols} / 8u)) * 8u;\n            let o = nx * {len} + (row * {stride} + col) / 4u;\n            {block}[o] = {reg}{q}_0;\n            {block}[o + 1u] = {reg}{q}_1;\n        }}"
+                );
+            }
+        }
+    }
+
     /// The 8 halves `w0`, `w1` (two vec4<f16>) into block `block` at half `o`.
     fn stage(&self, s: &mut String, block: &str) {
         match self.staging {
-            Staging::Vec4 => {
+            Staging::Vec4 | Staging::Double => {
                 let _ = writeln!(s, "            {block}[o / 4u] = w0;");
                 let _ = writeln!(s, "            {block}[o / 4u + 1u] = w1;");
             }
@@ -366,6 +478,24 @@ impl CoopVariant {
             }
         }
     }
+}
+
+/// One staged block's quads (8 halves) per invocation, as the
+/// double-buffered file fetches and puts them: the block and its source,
+/// the quads each invocation holds, their registers' prefix, the block's
+/// constants (columns, padded stride, stage length), and the source's first
+/// row and column at the slice `kf` and its row stride (WGSL expressions).
+struct Quads {
+    block: &'static str,
+    src: &'static str,
+    count: u32,
+    reg: &'static str,
+    cols: &'static str,
+    stride: &'static str,
+    len: &'static str,
+    row0: &'static str,
+    col0: &'static str,
+    ld: &'static str,
 }
 
 /// `Params` of the coop files.
@@ -559,20 +689,59 @@ impl CoopGemm {
 
 /// The variants `webtrain bench --what coop` tries for fragments of
 /// `edge`, least risky first: a failure that loses the device then costs
-/// the fewest results.
+/// the fewest results. Round 2 of issue #30's probe: the round-1 best
+/// (staged-v4 128x128x32 sg4x2 f2x4, 79–100 TFLOP/s on an H200) and
+/// sg2x2 f4x4 as references, then more subgroups and bigger tiles, K
+/// slices of 16, double-buffered staging, and the trainer's layouts.
 pub fn bench_variants(edge: u32) -> Vec<CoopVariant> {
+    use Staging::{Double, Vec4};
+    let e = edge;
+    let best = CoopVariant::staged(e, Vec4, (4, 2), (2, 4), 32);
+    let double = CoopVariant::staged(e, Double, (4, 2), (2, 4), 32);
+    let all = [CoopLayout::Nt, CoopLayout::Tn];
+    let mut v = vec![
+        // references (round 1)
+        best,
+        CoopVariant::staged(e, Vec4, (2, 2), (4, 4), 32),
+        // more subgroups, bigger tiles
+        CoopVariant::staged(e, Vec4, (4, 2), (2, 2), 32), // 128x64, 8 subgroups
+        CoopVariant::staged(e, Vec4, (2, 4), (4, 2), 32), // 128x128 transposed
+        CoopVariant::staged(e, Vec4, (4, 4), (2, 2), 32), // 128x128, 16 subgroups
+        CoopVariant::staged(e, Vec4, (4, 2), (4, 4), 32), // 256x128
+        CoopVariant::staged(e, Vec4, (2, 4), (4, 4), 32), // 128x256
+        CoopVariant::staged(e, Vec4, (8, 2), (2, 4), 32), // 256x128, 16 subgroups
+        // K slices of 16 (more barriers, less staging)
+        CoopVariant::staged(e, Vec4, (4, 2), (2, 4), 16),
+        // double-buffered staging
+        double,
+        CoopVariant::staged(e, Double, (4, 2), (2, 4), 16),
+        CoopVariant::staged(e, Double, (4, 4), (2, 2), 32),
+        CoopVariant::staged(e, Double, (2, 2), (4, 4), 32),
+        CoopVariant::staged(e, Double, (4, 2), (4, 4), 16), // 256x128
+    ];
+    // the trainer's layouts (nn above is dX = dY·W): nt its forward
+    // Y = X·Wᵀ, tn += its weight gradient dW += dYᵀ·X
+    for base in [best, double] {
+        for layout in all {
+            v.push(base.with_layout(layout));
+        }
+        v.push(base.with_layout(CoopLayout::Tn).accumulating());
+    }
+    v
+}
+
+/// Round 1's other variants (dominated on an H200): `bench --what coop
+/// --only NAME` can still pick them, and the naga test builds them.
+pub fn earlier_variants(edge: u32) -> Vec<CoopVariant> {
     use Staging::{Scalar, Vec4};
     let e = edge;
     let big = CoopVariant::staged(e, Vec4, (2, 2), (4, 4), 32);
     vec![
-        // one fragment per subgroup: the simplest use of every op
         CoopVariant::global(e, (1, 1), (1, 1)).accumulating(),
         CoopVariant::global(e, (1, 1), (1, 1)),
         CoopVariant::global(e, (2, 2), (2, 2)),
         CoopVariant::global(e, (2, 2), (4, 2)),
         CoopVariant::staged(e, Scalar, (2, 2), (4, 4), 32),
-        big,
-        CoopVariant::staged(e, Vec4, (4, 2), (2, 4), 32),
         CoopVariant::staged(e, Vec4, (2, 2), (2, 2), 32),
         CoopVariant::staged(e, Vec4, (2, 2), (4, 4), 64),
         big.with_layout(CoopLayout::Nt),
@@ -591,7 +760,10 @@ mod tests {
     fn every_variant() -> Vec<(CoopVariant, u32)> {
         let mut out = Vec::new();
         for edge in [16, 8] {
-            for v in bench_variants(edge) {
+            for v in bench_variants(edge)
+                .into_iter()
+                .chain(earlier_variants(edge))
+            {
                 for layout in [CoopLayout::Nn, CoopLayout::Nt, CoopLayout::Tn] {
                     for acc in [false, true] {
                         let v = CoopVariant {
@@ -714,11 +886,31 @@ mod tests {
         out
     }
 
+    /// The bench's default variants all build on NVIDIA's subgroups of 32
+    /// within an H200's limits (1024 invocations, 49152 B of workgroup
+    /// memory); `--nocapture` prints each one's size.
+    #[test]
+    fn bench_variants_fit_nvidia() {
+        for v in bench_variants(16) {
+            let (wg, bytes) = (v.invocations(32), v.workgroup_bytes());
+            eprintln!("{:<46} {wg:>5} invocations {bytes:>6} B", v.name());
+            assert!(v.unbuildable(32).is_none(), "{}", v.name());
+            assert!(wg <= 1024 && bytes <= 49152, "{}", v.name());
+        }
+        let double = CoopVariant::staged(16, Staging::Double, (4, 2), (2, 4), 32);
+        let source = double.source(32).unwrap();
+        if std::env::var_os("WEBTRAIN_COOP_SOURCE").is_some() {
+            eprintln!("{source}");
+        }
+        assert!(source.contains("const A_PER: u32 = 2u;"));
+        assert_eq!(double.workgroup_bytes(), 2 * 2 * (128 * 40 + 32 * 136));
+    }
+
     #[test]
     fn tiles_and_names() {
         let v = CoopVariant::staged(16, Staging::Vec4, (2, 2), (4, 4), 32);
         assert_eq!((v.bm(), v.bn(), v.k_step()), (128, 128, 32));
-        assert_eq!(v.name(), "staged-v4 T16 128x128x32 sg2x2 f4x4 nn");
+        assert_eq!(v.name(), "staged-v4 T16 128x128x32 sg2x2 f4x4 nn:dX");
         // A 128 × (32 + 8) halves, B 32 × (128 + 8)
         assert_eq!(v.workgroup_bytes(), 2 * (128 * 40 + 32 * 136));
         let t = v.with_layout(CoopLayout::Tn);

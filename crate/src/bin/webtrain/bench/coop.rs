@@ -8,7 +8,9 @@
 use half::f16;
 use webtrain::gpu::Dispatch;
 use webtrain::gpu::coop::{CoopSupport, describe};
-use webtrain::kernels::linear::coop::{CoopGemm, CoopLayout, CoopVariant, bench_variants};
+use webtrain::kernels::linear::coop::{
+    CoopGemm, CoopLayout, CoopVariant, bench_variants, earlier_variants,
+};
 use webtrain::kernels::linear::{BStorage, GemmKey, tune};
 use webtrain::kernels::{Linear, LinearShape, Output, Weights};
 use webtrain::rng::{SplitMix64, uniform};
@@ -31,7 +33,9 @@ const ROWS: u32 = 4096;
 /// index or fragment gives errors of order 1. The measured share is printed.
 const TOLERANCE: f64 = 1.0 / 1024.0;
 
-pub async fn run(options: &GpuOptions, reps: u32) -> Result<()> {
+/// `only`: the variants whose name contains it, from round 1's too
+/// (`earlier_variants`); otherwise `bench_variants`.
+pub async fn run(options: &GpuOptions, reps: u32, only: Option<&str>) -> Result<()> {
     let (gpu, support) = Gpu::new_cooperative(options).await?;
     let info = &gpu.info;
     eprintln!(
@@ -73,14 +77,27 @@ pub async fn run(options: &GpuOptions, reps: u32) -> Result<()> {
         );
         return Ok(());
     }
-    run_gemms(&gpu, &support, reps).await
+    run_gemms(&gpu, &support, reps, only).await
 }
 
-async fn run_gemms(gpu: &Gpu, support: &CoopSupport, reps: u32) -> Result<()> {
+async fn run_gemms(gpu: &Gpu, support: &CoopSupport, reps: u32, only: Option<&str>) -> Result<()> {
     let edge = if support.f16_f32(16).is_some() { 16 } else { 8 };
     let mut variants = bench_variants(edge);
     if edge == 16 && support.f16_f32(8).is_some() {
         variants.push(CoopVariant::global(8, (2, 2), (4, 2)));
+    }
+    if let Some(only) = only {
+        variants.extend(earlier_variants(edge));
+        variants.retain(|v| v.name().contains(only));
+    }
+    let sg = gpu.info.subgroup_max_size;
+    for v in &variants {
+        eprintln!(
+            "variant {:<46} {:>5} invocations, {:>6} B workgroup memory",
+            v.name(),
+            v.invocations(sg),
+            v.workgroup_bytes()
+        );
     }
     // 1. build and check every variant; keep those that pass
     let mut built: Vec<CoopGemm> = Vec::new();
@@ -97,7 +114,7 @@ async fn run_gemms(gpu: &Gpu, support: &CoopSupport, reps: u32) -> Result<()> {
             Ok((g, (shape, err))) => {
                 let ok = err.share <= TOLERANCE;
                 eprintln!(
-                    "  {:<40} {shape:<12} max |err| {:.3e}  max rel {:.3e}  max err/sum|ab| {:.3e}  {}",
+                    "  {:<46} {shape:<12} max |err| {:.3e}  max rel {:.3e}  max err/sum|ab| {:.3e}  {}",
                     v.name(),
                     err.abs,
                     err.rel,
@@ -118,7 +135,7 @@ async fn run_gemms(gpu: &Gpu, support: &CoopSupport, reps: u32) -> Result<()> {
                 }
             }
             Err(e) => {
-                eprintln!("  {:<40} FAILED: {e}", v.name());
+                eprintln!("  {:<46} FAILED: {e}", v.name());
                 println!(
                     "{}",
                     serde_json::json!({ "check": v.name(), "error": e.to_string() })
@@ -130,7 +147,7 @@ async fn run_gemms(gpu: &Gpu, support: &CoopSupport, reps: u32) -> Result<()> {
     }
     // 2. time the seed's shapes: fp32 (webtrain's tuned forward) then each variant
     eprintln!(
-        "\n{:<8} {:<18} {:<42} {:>9} {:>9}",
+        "\n{:<8} {:<18} {:<46} {:>9} {:>9}",
         "product", "M x N x K", "kernel", "ms", "TFLOP/s"
     );
     let keys: Vec<GemmKey> = SHAPES
@@ -146,7 +163,7 @@ async fn run_gemms(gpu: &Gpu, support: &CoopSupport, reps: u32) -> Result<()> {
         let print = |kernel: &str, secs: f64| {
             let tflops = flops / secs / 1e12;
             eprintln!(
-                "{name:<8} {dims:<18} {kernel:<42} {:>9.3} {tflops:>9.1}",
+                "{name:<8} {dims:<18} {kernel:<46} {:>9.3} {tflops:>9.1}",
                 secs * 1e3
             );
             println!(
@@ -167,18 +184,18 @@ async fn run_gemms(gpu: &Gpu, support: &CoopSupport, reps: u32) -> Result<()> {
         for g in &built {
             let label = g.variant.name();
             if let Some(why) = g.misfit(m, n, k) {
-                eprintln!("{name:<8} {dims:<18} {label:<42} skipped: {why}");
+                eprintln!("{name:<8} {dims:<18} {label:<46} skipped: {why}");
                 continue;
             }
             match g.dispatch(gpu, &a, &b, &out, (m, n, k)) {
                 Ok(d) => match median_secs(gpu, &d, reps).await {
                     Ok(secs) => print(&label, secs),
                     Err(e) => {
-                        eprintln!("{name:<8} {dims:<18} {label:<42} failed: {e}");
+                        eprintln!("{name:<8} {dims:<18} {label:<46} failed: {e}");
                         gpu.check_health()?;
                     }
                 },
-                Err(e) => eprintln!("{name:<8} {dims:<18} {label:<42} skipped: {e}"),
+                Err(e) => eprintln!("{name:<8} {dims:<18} {label:<46} skipped: {e}"),
             }
         }
     }

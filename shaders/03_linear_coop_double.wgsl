@@ -1,0 +1,92 @@
+// 03_linear_coop_double.wgsl — out[M, N] (f32) = op(A) · op(B) on cooperative
+// matrices (tensor cores), f16 inputs, f32 accumulation: as
+// 03_linear_coop_staged.wgsl (its header says what the blocks are), but
+// double-buffered. Workgroup memory holds two stages of each block
+// (stage s of A at sa[s·A_LEN..], of B at sb[s·B_LEN..], vec4<f16> each).
+// While the subgroups multiply the K slice in stage `st`, each invocation
+// holds the next slice's A_PER + B_PER 8-half quads of A and B in registers
+// (fetched from global memory before the multiplications, so their latency
+// hides behind them) and stores them into the other stage after: one
+// barrier per K slice. A probe for issue #30, native only.
+//
+// Composed as the staged file, plus A_PER and B_PER (each block's quads per
+// invocation); lines `//#REGS` (the register variables), `//#FETCH` (global
+// → registers, the slice at K offset `kf`) and `//#PUT` (registers → stage
+// `nx`) are unrolled over the quads by kernels/linear/coop.rs.
+// M % BM, N % BN, K % BK are 0, and each block's quads divide evenly among
+// the WG invocations (the launcher checks).
+
+struct Params {
+    m: u32,
+    n: u32,
+    k: u32,
+    pad: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> a: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read> b: array<vec4<f16>>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+
+var<workgroup> sa: array<vec4<f16>, 2u * A_LEN>;
+var<workgroup> sb: array<vec4<f16>, 2u * B_LEN>;
+
+// The fragment of op(A) in stage s at the block's rows r.. and slice columns kk..
+fn load_a(s: u32, r: u32, kk: u32) -> MatA {
+    if A_T {
+        return coopLoad<MatA>(&sa[s * A_LEN + (kk * SA + r) / 4u], SA / 4u);
+    }
+    return coopLoadT<MatA>(&sa[s * A_LEN + (r * SA + kk) / 4u], SA / 4u);
+}
+
+// The fragment of op(B) in stage s at slice rows kk.. and the block's columns col..
+fn load_b(s: u32, kk: u32, col: u32) -> MatB {
+    if B_T {
+        return coopLoad<MatB>(&sb[s * B_LEN + (col * SB + kk) / 4u], SB / 4u);
+    }
+    return coopLoadT<MatB>(&sb[s * B_LEN + (kk * SB + col) / 4u], SB / 4u);
+}
+
+@compute @workgroup_size(WG)
+fn gemm(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(subgroup_id) sg: u32,
+    @builtin(local_invocation_index) li: u32,
+) {
+    let gr0 = wg.y * BM;
+    let gc0 = wg.x * BN;
+    // this subgroup's first row and column inside the block
+    let lr0 = (sg / SGN) * (TM * T);
+    let lc0 = (sg % SGN) * (TN * T);
+    let r0 = gr0 + lr0;
+    let c0 = gc0 + lc0;
+    // each source's row stride, in halves
+    let lda = select(p.k, p.m, A_T);
+    let ldb = select(p.n, p.k, B_T);
+    //#INIT
+    //#REGS
+    // slice 0 into stage 0
+    var kf = 0u;
+    var nx = 0u;
+    //#FETCH
+    //#PUT
+    workgroupBarrier();
+    var st = 0u;
+    for (var k0 = 0u; k0 < p.k; k0 += BK) {
+        kf = k0 + BK;
+        nx = 1u - st;
+        let more = kf < p.k;
+        if more {
+            //#FETCH
+        }
+        for (var kk = 0u; kk < BK; kk += T) {
+            //#STEP
+        }
+        if more {
+            //#PUT
+        }
+        workgroupBarrier();
+        st = nx;
+    }
+    //#STORE
+}
