@@ -11,9 +11,9 @@ use std::path::PathBuf;
 use clap::Args;
 use safetensors::Dtype;
 use safetensors::tensor::TensorView;
-use serde_json::json;
+use serde_json::{Value, json};
 use webtrain::kernels::Quantize;
-use webtrain::kernels::quantize::quantization_error;
+use webtrain::kernels::quantize::{QuantError, quantization_error};
 use webtrain::ops::formats::{Blocks, Counts, Format, Quantization, Scaling, Stream, check_blocks};
 use webtrain::{Error, Gpu, Result};
 
@@ -78,6 +78,22 @@ fn write(
     files::write_atomically(path, &out)
 }
 
+/// A tensor's JSON line: its counts and errors, and its blocks' where the
+/// format is scaled per block.
+fn tensor_line(t: &Tensor, q: &Quantization, c: &Counts, err: &QuantError) -> Value {
+    let mut line = json!({
+        "name": t.name, "shape": t.shape, "dtype": format!("{:?}", t.dtype),
+        "saturated": c.saturated, "flushed": c.flushed,
+        "mean_relative_error": err.mean_relative, "relative_rms_error": err.relative_rms,
+    });
+    if q.format.scaling != Scaling::None {
+        line["blocks"] = json!(t.values.len() / q.block_size());
+        line["blocks_scale_saturated"] = json!(c.blocks_scale_saturated);
+        line["blocks_scale_underflowed"] = json!(c.blocks_scale_underflowed);
+    }
+    line
+}
+
 pub async fn run(args: &QuantizeArgs) -> Result<()> {
     let format = Format::parse(&args.format)?;
     let blocks = match args.block.as_deref() {
@@ -111,16 +127,7 @@ pub async fn run(args: &QuantizeArgs) -> Result<()> {
             false => k.run(&gpu, &q, &t.values, cols).await?,
         };
         let err = quantization_error(&t.values, &y);
-        let mut line = json!({
-            "name": t.name, "shape": t.shape, "dtype": format!("{:?}", t.dtype),
-            "saturated": c.saturated, "flushed": c.flushed,
-            "mean_relative_error": err.mean_relative, "relative_rms_error": err.relative_rms,
-        });
-        if format.scaling != Scaling::None {
-            line["blocks"] = json!(t.values.len() / q.block_size());
-            line["blocks_scale_saturated"] = json!(c.blocks_scale_saturated);
-            line["blocks_scale_underflowed"] = json!(c.blocks_scale_underflowed);
-        }
+        let mut line = tensor_line(t, &q, &c, &err);
         if args.check {
             let (d, agree, check) = check_against_twin(&q, t, cols, &y, &c);
             line["check"] = check;

@@ -99,7 +99,26 @@ async fn run_gemms(gpu: &Gpu, support: &CoopSupport, reps: u32, only: Option<&st
             v.workgroup_bytes()
         );
     }
-    // 1. build and check every variant; keep those that pass
+    let (built, failures) = build_and_check(gpu, variants).await?;
+    time_shapes(gpu, &built, reps).await?;
+    if failures.is_empty() {
+        return Ok(());
+    }
+    for f in &failures {
+        eprintln!("FAILED: {f}");
+    }
+    Err(Error::Unsupported(format!(
+        "{} cooperative-matrix variant(s) failed (above)",
+        failures.len()
+    )))
+}
+
+/// Every variant built and checked against the CPU; those that built (a
+/// wrong one is still timed: the work is the same) and what failed.
+async fn build_and_check(
+    gpu: &Gpu,
+    variants: Vec<CoopVariant>,
+) -> Result<(Vec<CoopGemm>, Vec<String>)> {
     let mut built: Vec<CoopGemm> = Vec::new();
     let mut failures = Vec::new();
     eprintln!(
@@ -145,7 +164,11 @@ async fn run_gemms(gpu: &Gpu, support: &CoopSupport, reps: u32, only: Option<&st
             }
         }
     }
-    // 2. time the seed's shapes: fp32 (webtrain's tuned forward) then each variant
+    Ok((built, failures))
+}
+
+/// The seed's shapes: webtrain's tuned fp32 forward, then each variant.
+async fn time_shapes(gpu: &Gpu, built: &[CoopGemm], reps: u32) -> Result<()> {
     eprintln!(
         "\n{:<8} {:<18} {:<46} {:>9} {:>9}",
         "product", "M x N x K", "kernel", "ms", "TFLOP/s"
@@ -181,7 +204,7 @@ async fn run_gemms(gpu: &Gpu, support: &CoopSupport, reps: u32, only: Option<&st
         let a = f16_buffer(gpu, "a", m * k, 1)?;
         let b = f16_buffer(gpu, "b", k * n, 2)?;
         let out = gpu.storage_buffer("out", 4 * m as u64 * n as u64)?;
-        for g in &built {
+        for g in built {
             let label = g.variant.name();
             if let Some(why) = g.misfit(m, n, k) {
                 eprintln!("{name:<8} {dims:<18} {label:<46} skipped: {why}");
@@ -199,16 +222,7 @@ async fn run_gemms(gpu: &Gpu, support: &CoopSupport, reps: u32, only: Option<&st
             }
         }
     }
-    if failures.is_empty() {
-        return Ok(());
-    }
-    for f in &failures {
-        eprintln!("FAILED: {f}");
-    }
-    Err(Error::Unsupported(format!(
-        "{} cooperative-matrix variant(s) failed (above)",
-        failures.len()
-    )))
+    Ok(())
 }
 
 /// The largest errors of a check.
