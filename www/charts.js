@@ -138,6 +138,7 @@ export function rewind(step) {
     const keep = table.step.filter((s) => s <= step).length;
     for (const column of Object.values(table)) column.length = keep;
   }
+  run.rewinds = (run.rewinds ?? 0) + 1;
   schedule();
 }
 
@@ -229,6 +230,7 @@ function mark(name) {
     host.dataset.firstStep = run.train.step[0] ?? '';
     const tail = run.train.step.map((step, i) => [step, run.train.loss[i]]).filter(([, loss]) => loss !== null);
     host.dataset.lastLosses = JSON.stringify(tail.slice(-64));
+    host.dataset.rewinds = run.rewinds ?? 0; // the same frame may redraw the steps after a rewind
     // the steps' spacing: 1 and 1 for a run drawn once per step, in order
     const gaps = run.train.step.slice(1).map((step, i) => step - run.train.step[i]);
     host.dataset.minGap = gaps.length ? Math.min(...gaps) : '';
