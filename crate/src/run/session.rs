@@ -245,10 +245,6 @@ impl<D: Devices> Session<D> {
         self.snapshots.latest.as_ref()
     }
 
-    pub fn snapshot_report(&self) -> Option<SnapshotReport> {
-        self.snapshots.report()
-    }
-
     /// The run changed under its snapshot (a precision switch): the next
     /// call takes a new one.
     pub fn forget_snapshot(&mut self) {
