@@ -5,9 +5,12 @@
 import init, { Data, pageLimits } from '../pkg/webtrain.js';
 import { CHECKPOINT_CAP, JSON_FILE_CAP, MODEL_FILES_CAP } from './limits.js';
 
-/// The wasm module as it loads, its caps checked against the page's: every
-/// request waits for it first.
-export const ready = init().then(checkLimits);
+/// The wasm module as it loads (its exports, `memory` among them), its caps
+/// checked against the page's: every request waits for it first.
+export const ready = init().then((module) => {
+  checkLimits();
+  return module;
+});
 
 /// www/limits.js spells the crate's caps again, to refuse a file before it
 /// is read: a worker whose two disagree does not start (every e2e test

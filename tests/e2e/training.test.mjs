@@ -61,6 +61,9 @@ test('inspect shows every tensor, memory by kind, kernel times and update surviv
     assert.match(await page.locator('#inspect-kernels-note').textContent(), /not available: \S/);
   }
   assert.equal(await stepCount(page), before + 1, 'the timed step counts');
+  await page.waitForSelector('#inspect-page-memory:not([hidden])');
+  assert.ok(Number(await page.locator('#inspect-page-memory tr[data-kind="wasm"]').getAttribute('data-value')) > 0, "the worker's wasm memory");
+  assert.equal(await errorText(page, 'inspect-error'), null);
 
   // the step's update survival per tensor: share of updates landing in bf16 / f16 / E4M3, v below f16 / E4M3
   assert.match(await page.locator('#inspect-survival-note').textContent(), /half the spacing.*master weights stay f32/);
