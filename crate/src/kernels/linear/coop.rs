@@ -519,94 +519,15 @@ impl CoopGemm {
     /// Compiles `variant` for `gpu`'s subgroup size; a compile or pipeline
     /// error is returned (with the shader's messages), not raised.
     pub async fn new(gpu: &Gpu, variant: CoopVariant) -> Result<CoopGemm> {
-        let sg = gpu.info.subgroup_max_size;
         let name = variant.name();
         let failed = |message: String| Error::Gpu {
             op: format!("coop GEMM {name}"),
             message,
         };
-        let wg = variant.invocations(sg);
-        let l = &gpu.limits;
-        if wg > l.max_compute_invocations_per_workgroup || wg > l.max_compute_workgroup_size_x {
-            return Err(failed(format!(
-                "{wg} invocations per workgroup exceed the limits"
-            )));
-        }
-        if variant.workgroup_bytes() > l.max_compute_workgroup_storage_size {
-            return Err(failed(format!(
-                "{} B of workgroup memory exceed the limit, {} B",
-                variant.workgroup_bytes(),
-                l.max_compute_workgroup_storage_size
-            )));
-        }
-        let source = variant.source(sg)?;
-        let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = gpu
-            .device
-            .create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some("linear_coop"),
-                source: wgpu::ShaderSource::Wgsl(source.as_str().into()),
-            });
-        if let Some(error) = scope.pop().await {
-            let info = module.get_compilation_info().await;
-            let messages: Vec<String> = info
-                .messages
-                .iter()
-                .map(|m| match &m.location {
-                    Some(loc) => format!("line {}: {}", loc.line_number, m.message),
-                    None => m.message.clone(),
-                })
-                .collect();
-            return Err(failed(match messages.is_empty() {
-                true => error.to_string(),
-                false => messages.join("; "),
-            }));
-        }
-        let buffer = |binding, read_only: bool| wgpu::BindGroupLayoutEntry {
-            binding,
-            visibility: wgpu::ShaderStages::COMPUTE,
-            ty: wgpu::BindingType::Buffer {
-                ty: wgpu::BufferBindingType::Storage { read_only },
-                has_dynamic_offset: false,
-                min_binding_size: None,
-            },
-            count: None,
-        };
-        let uniform = wgpu::BindGroupLayoutEntry {
-            ty: wgpu::BindingType::Buffer {
-                ty: wgpu::BufferBindingType::Uniform,
-                has_dynamic_offset: false,
-                min_binding_size: None,
-            },
-            ..buffer(0, true)
-        };
-        let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let layout = gpu
-            .device
-            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-                label: Some("linear_coop"),
-                entries: &[uniform, buffer(1, true), buffer(2, true), buffer(3, false)],
-            });
-        let pipeline_layout = gpu
-            .device
-            .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some("linear_coop"),
-                bind_group_layouts: &[Some(&layout)],
-                immediate_size: 0,
-            });
-        let pipeline = gpu
-            .device
-            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some("linear_coop"),
-                layout: Some(&pipeline_layout),
-                module: &module,
-                entry_point: Some("gemm"),
-                compilation_options: Default::default(),
-                cache: None,
-            });
-        if let Some(error) = scope.pop().await {
-            return Err(failed(error.to_string()));
-        }
+        check_limits(gpu, &variant).map_err(failed)?;
+        let source = variant.source(gpu.info.subgroup_max_size)?;
+        let module = compile(gpu, &source).await.map_err(failed)?;
+        let (pipeline, layout) = build_pipeline(gpu, &module).await.map_err(failed)?;
         Ok(CoopGemm {
             variant,
             pipeline,
@@ -748,6 +669,104 @@ pub fn earlier_variants(edge: u32) -> Vec<CoopVariant> {
         big.with_layout(CoopLayout::Tn),
         big.with_layout(CoopLayout::Tn).accumulating(),
     ]
+}
+
+/// Whether `variant`'s workgroup fits the device's limits; why not.
+fn check_limits(gpu: &Gpu, variant: &CoopVariant) -> std::result::Result<(), String> {
+    let wg = variant.invocations(gpu.info.subgroup_max_size);
+    let l = &gpu.limits;
+    if wg > l.max_compute_invocations_per_workgroup || wg > l.max_compute_workgroup_size_x {
+        return Err(format!("{wg} invocations per workgroup exceed the limits"));
+    }
+    if variant.workgroup_bytes() > l.max_compute_workgroup_storage_size {
+        return Err(format!(
+            "{} B of workgroup memory exceed the limit, {} B",
+            variant.workgroup_bytes(),
+            l.max_compute_workgroup_storage_size
+        ));
+    }
+    Ok(())
+}
+
+/// `source` compiled in a validation scope; the compiler's messages where it fails.
+async fn compile(gpu: &Gpu, source: &str) -> std::result::Result<wgpu::ShaderModule, String> {
+    let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let module = gpu
+        .device
+        .create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("linear_coop"),
+            source: wgpu::ShaderSource::Wgsl(source.into()),
+        });
+    if let Some(error) = scope.pop().await {
+        let info = module.get_compilation_info().await;
+        let messages: Vec<String> = info
+            .messages
+            .iter()
+            .map(|m| match &m.location {
+                Some(loc) => format!("line {}: {}", loc.line_number, m.message),
+                None => m.message.clone(),
+            })
+            .collect();
+        return Err(match messages.is_empty() {
+            true => error.to_string(),
+            false => messages.join("; "),
+        });
+    }
+    Ok(module)
+}
+
+/// The `gemm` entry point's pipeline and its bind-group layout: the
+/// uniform, A, B and the output.
+async fn build_pipeline(
+    gpu: &Gpu,
+    module: &wgpu::ShaderModule,
+) -> std::result::Result<(wgpu::ComputePipeline, wgpu::BindGroupLayout), String> {
+    let buffer = |binding, read_only: bool| wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Storage { read_only },
+            has_dynamic_offset: false,
+            min_binding_size: None,
+        },
+        count: None,
+    };
+    let uniform = wgpu::BindGroupLayoutEntry {
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Uniform,
+            has_dynamic_offset: false,
+            min_binding_size: None,
+        },
+        ..buffer(0, true)
+    };
+    let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let layout = gpu
+        .device
+        .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("linear_coop"),
+            entries: &[uniform, buffer(1, true), buffer(2, true), buffer(3, false)],
+        });
+    let pipeline_layout = gpu
+        .device
+        .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some("linear_coop"),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+    let pipeline = gpu
+        .device
+        .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some("linear_coop"),
+            layout: Some(&pipeline_layout),
+            module,
+            entry_point: Some("gemm"),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+    if let Some(error) = scope.pop().await {
+        return Err(error.to_string());
+    }
+    Ok((pipeline, layout))
 }
 
 #[cfg(all(test, not(target_arch = "wasm32")))]
