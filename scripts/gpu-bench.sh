@@ -16,15 +16,7 @@ mkdir -p "$OUT"
 LOG="$OUT/gpu.log"
 exec > >(tee -a "$LOG") 2>&1
 
-# the NVIDIA ICD, where the loader finds none in the usual places
-found_icd=""
-for d in /etc/vulkan/icd.d /usr/share/vulkan/icd.d /usr/local/share/vulkan/icd.d; do
-    ls "$d"/*nvidia*.json >/dev/null 2>&1 && found_icd="$d"
-done
-if [ -z "$found_icd" ] && [ -z "${VK_DRIVER_FILES:-}${VK_ICD_FILENAMES:-}" ] \
-    && [ -e /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
-    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-fi
+source "$(dirname "$0")/nvidia-icd.sh"
 echo "== vulkan ICD: ${found_icd:-none in the usual places}; VK_DRIVER_FILES=${VK_DRIVER_FILES:-unset}"
 
 BIN_SRC="${WEBTRAIN_BIN:-.gpubin/webtrain}"

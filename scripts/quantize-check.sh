@@ -17,15 +17,7 @@ BIN=${1:?usage: scripts/quantize-check.sh BINARY}
 DIR=$(mktemp -d)
 trap 'rm -rf "$DIR"' EXIT
 
-# the NVIDIA ICD, where the loader finds none in the usual places
-found_icd=""
-for d in /etc/vulkan/icd.d /usr/share/vulkan/icd.d /usr/local/share/vulkan/icd.d; do
-    ls "$d"/*nvidia*.json >/dev/null 2>&1 && found_icd="$d"
-done
-if [ -z "$found_icd" ] && [ -z "${VK_DRIVER_FILES:-}${VK_ICD_FILENAMES:-}" ] \
-    && [ -e /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
-    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-fi
+source "$(dirname "$0")/nvidia-icd.sh"
 
 python3 - "$DIR/x.safetensors" <<'PY' || exit 1
 import json, random, struct, sys
