@@ -108,7 +108,6 @@ fn e4m3(x: f32) -> f32 {
 // compose (shaders.rs), so a mode is a build of the same kernels.
 const EXACT: u32 = 0u;
 const SF16: u32 = 1u;   // Q1.15 round trips at the forward boundaries
-const FP8: u32 = 2u;    // E4M3 GEMM inputs with fine-grained scales (03_linear.wgsl)
 
 // Forward boundaries, one clamp counter each, and fp8's two counters
 // (kernels/boundary.rs `Clamped`).

@@ -97,9 +97,6 @@ pub enum Numerics {
     Exact,
     /// Q1.15 round trips at the forward boundaries, clamps counted.
     Sf16,
-    /// E4M3 inputs to the linear layers' products (forward and backward),
-    /// with fine-grained power-of-two scales; saturations and flushes counted.
-    Fp8,
 }
 
 impl Numerics {
@@ -108,7 +105,6 @@ impl Numerics {
         let source = match self {
             Numerics::Exact => "const NUMERICS: u32 = 0u;\n",
             Numerics::Sf16 => "const NUMERICS: u32 = 1u;\n",
-            Numerics::Fp8 => "const NUMERICS: u32 = 2u;\n",
         };
         ShaderFile {
             name: "(numerics)",

@@ -131,7 +131,7 @@ mod seeds {
     use webtrain::data::Tokenizer;
     use webtrain::fuzzing::{self, HF_CONFIGS};
     use webtrain::hf::{HfModel, config};
-    use webtrain::model::{BatchShape, Config, ParamLayout, Precision};
+    use webtrain::model::{BatchShape, Config, ParamLayout, Recipe};
     use webtrain::optim::{HostState, OptimConfig, OptimState};
     use webtrain::train::TrainConfig;
 
@@ -160,7 +160,7 @@ mod seeds {
         let config = TrainConfig {
             model: tiny_config(vocab),
             shape: BatchShape { batch: 1, seq: 8 },
-            precision: Precision::Fp32,
+            precision: Recipe::fp32(),
             optim: OptimConfig {
                 state,
                 ..OptimConfig::default()

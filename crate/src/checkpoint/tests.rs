@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::*;
-use crate::model::{BatchShape, Config, ParamLayout, Precision};
+use crate::model::{BatchShape, Config, ParamLayout, Recipe};
 use crate::optim::{LrSchedule, OptimConfig, OptimState};
 use crate::rng::SplitMix64;
 
@@ -25,7 +25,7 @@ fn config(state: OptimState) -> TrainConfig {
     TrainConfig {
         model: Config::preset("tiny").unwrap(),
         shape: BatchShape { batch: 2, seq: 16 },
-        precision: Precision::F16,
+        precision: Recipe::f16(),
         optim,
         seed: 7,
     }

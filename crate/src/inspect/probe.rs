@@ -14,7 +14,7 @@ use crate::kernels::attention::AttentionShape;
 use crate::kernels::attention_map::AttentionMap;
 use crate::kernels::loss::IGNORE_INDEX;
 use crate::model::decode::softmax;
-use crate::model::{BatchShape, Config, Model, Pass, Precision};
+use crate::model::{BatchShape, Config, Model, Pass, Recipe};
 
 /// A forward that ran over one text, kept to be read.
 pub struct Probe<'k> {
@@ -40,12 +40,12 @@ pub struct Prediction {
 impl<'k> Probe<'k> {
     /// `weights` (a `ParamLayout` vector of `config`) in `precision`, run
     /// over `tokens` (1 ..= max_seq of them, each below the vocabulary) with
-    /// `k`, the precision's kernels (`Precision::kernels`: a trainer's own).
+    /// `k`, the precision's kernels (`Recipe::kernels`: a trainer's own).
     pub async fn run(
         gpu: &Gpu,
         k: &'k Kernels,
         config: &Config,
-        precision: Precision,
+        precision: Recipe,
         weights: &[f32],
         tokens: &[u32],
     ) -> Result<Probe<'k>> {

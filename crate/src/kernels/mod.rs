@@ -34,6 +34,7 @@ pub use rope::{Rope, RopeShape};
 
 use crate::error::Result;
 use crate::gpu::{BufferRange, Gpu, f16_bytes};
+use crate::ops::products::{Products, Wide};
 use crate::shaders::Numerics;
 
 /// Every kernel family in one device's storage and numeric mode. Building
@@ -43,10 +44,12 @@ pub struct Kernels {
     pub infra: Infrastructure,
     pub embed: Embedding,
     pub norm: RmsNorm,
+    /// The products under the recipe's operands.
     pub linear: Linear,
-    /// The output head's products: `linear`, or built exact where the
-    /// head stays wide (fp8's precision map, sf16's wide-head variant).
-    pub head: Linear,
+    /// The products of what the recipe keeps wide: exact, f32 operands and
+    /// no boundaries (built only where something is wide).
+    exact: Option<Linear>,
+    wide: Wide,
     pub rope: Rope,
     pub attn: Attention,
     pub act: Activation,
@@ -56,24 +59,31 @@ pub struct Kernels {
 }
 
 impl Kernels {
-    /// In `gpu`'s numeric mode, the head wide in fp8, attention for each
-    /// of `head_dims`.
+    /// In `gpu`'s numeric mode, f32 operands, attention for each of `head_dims`.
     pub async fn new(gpu: &Gpu, head_dims: &[u32]) -> Result<Self> {
-        Self::with_head(gpu, gpu.numerics() == Numerics::Fp8, head_dims).await
+        Self::with_products(gpu, (Products::default(), Wide::default()), head_dims, 0).await
     }
 
-    /// In `gpu`'s numeric mode, the head's product exact if `wide_head`.
-    pub async fn with_head(gpu: &Gpu, wide_head: bool, head_dims: &[u32]) -> Result<Self> {
+    /// In `gpu`'s numeric mode, operands as `products` say except in what
+    /// `wide` keeps wide, `seed` seeding their random draws.
+    pub async fn with_products(
+        gpu: &Gpu,
+        (products, wide): (Products, Wide),
+        head_dims: &[u32],
+        seed: u32,
+    ) -> Result<Self> {
+        let keeps_wide = wide.head || wide.first > 0 || wide.last > 0;
+        let exact = match keeps_wide {
+            true => Some(Linear::new(&gpu.with_numerics(Numerics::Exact)).await?),
+            false => None,
+        };
         Ok(Kernels {
             infra: Infrastructure::new(gpu).await?,
             embed: Embedding::new(gpu).await?,
             norm: RmsNorm::new(gpu).await?,
-            linear: Linear::new(gpu).await?,
-            head: if wide_head {
-                Linear::new(&gpu.with_numerics(Numerics::Exact)).await?
-            } else {
-                Linear::new(gpu).await?
-            },
+            linear: Linear::with_products(gpu, products, seed).await?,
+            exact,
+            wide,
             rope: Rope::new(gpu).await?,
             attn: Attention::new(gpu, head_dims).await?,
             act: Activation::new(gpu).await?,
@@ -81,6 +91,27 @@ impl Kernels {
             cast: Cast::new(gpu).await?,
             optim: Optimizer::new(gpu).await?,
         })
+    }
+
+    /// The output head's products.
+    pub fn head(&self) -> &Linear {
+        match (&self.exact, self.wide.head) {
+            (Some(exact), true) => exact,
+            _ => &self.linear,
+        }
+    }
+
+    /// The products of layer `l` of `layers`.
+    pub fn layer(&self, l: u32, layers: u32) -> &Linear {
+        match &self.exact {
+            Some(exact) if self.wide.keeps_layer(l, layers) => exact,
+            _ => &self.linear,
+        }
+    }
+
+    /// The step the next submission's stochastic rounding draws for.
+    pub fn write_step(&self, gpu: &Gpu, step: u32) {
+        self.linear.write_step(gpu, step);
     }
 }
 

@@ -60,7 +60,7 @@ impl<'a> Net<'a> {
         x: BufferRange,
         dx: BufferRange,
     ) -> Result<Vec<Dispatch>> {
-        let (gpu, linear, shape) = (self.gpu, &self.k.linear, self.linear(role, rows)?);
+        let (gpu, linear, shape) = (self.gpu, self.products(role), self.linear(role, rows)?);
         let mut s = linear.backward_input(gpu, shape, dy, self.w(role), Output::Store(dx))?;
         s.extend(linear.backward_weight(gpu, shape, dy, x, self.grad(role))?);
         Ok(s)

@@ -253,7 +253,7 @@ impl Decoder {
         }
         s.push(net.rmsnorm(b, x, Role::FinalNorm, xn, rrms)?);
         let head = LinearShape::new(b, c.d_model, c.vocab);
-        s.extend(k.head.forward(
+        s.extend(k.head().forward(
             gpu,
             head,
             xn,

@@ -150,7 +150,8 @@ impl<'a> Net<'a> {
         out: Output,
     ) -> Result<Vec<Dispatch>> {
         let shape = self.linear(role, rows)?;
-        self.k.linear.forward(self.gpu, shape, x, self.w(role), out)
+        self.products(role)
+            .forward(self.gpu, shape, x, self.w(role), out)
     }
 
     pub(super) fn norm_shape(&self, rows: u32) -> NormShape {

@@ -66,7 +66,7 @@ impl<'a> Net<'a> {
             let n = loss.ce.rows as u64;
             let shape = LinearShape::new(n as u32, d as u32, v as u32);
             let (xnf, logits) = (range(&a.xnf, r0, n, d), range(&a.logits, 0, n, v));
-            s.extend(k.head.forward(
+            s.extend(k.head().forward(
                 gpu,
                 shape,
                 xnf,
@@ -88,14 +88,14 @@ impl<'a> Net<'a> {
                 lse,
             )?);
             if train {
-                s.extend(k.head.backward_input(
+                s.extend(k.head().backward_input(
                     gpu,
                     shape,
                     logits,
                     self.w(Role::LmHead),
                     Output::Store(range(&a.dnorm, r0, n, d)),
                 )?);
-                s.extend(k.head.backward_weight(
+                s.extend(k.head().backward_weight(
                     gpu,
                     shape,
                     logits,
@@ -145,7 +145,7 @@ impl super::Model {
                 offset: 0,
                 size: 4 * n * v,
             };
-            let d = k.head.forward(gpu, shape, xnf, w, Output::Store(dst))?;
+            let d = k.head().forward(gpu, shape, xnf, w, Output::Store(dst))?;
             gpu.run(&d.iter().collect::<Vec<_>>()).await?;
             logits.extend(gpu.read_back::<f32>(dst).await?);
             r0 += n;

@@ -1,5 +1,5 @@
 //! The model on the GPU: its shape and presets (`config`), its precision
-//! modes (`precision`), where its parameters live (`layout`), the
+//! recipes (`recipe`), where its parameters live (`layout`), the
 //! activations a step works in (`activations`), and the schedules that
 //! record the kernels in the seed's order: `forward` (embed → layers →
 //! norm), `head` (lm_head → loss, and its backward, over row chunks),
@@ -14,7 +14,7 @@ pub mod decode;
 mod forward;
 mod head;
 pub mod layout;
-mod precision;
+pub mod recipe;
 mod sample;
 
 pub use activations::{Activations, Dims};
@@ -22,7 +22,7 @@ pub use config::{BatchShape, Config, PRESETS};
 pub use forward::qkv_views;
 pub use head::HeadLoss;
 pub use layout::{Chunk, ParamLayout, Role, Span, Tensor};
-pub use precision::Precision;
+pub use recipe::{RECIPE_NAMES, Recipe};
 
 use crate::error::{Error, Result};
 use crate::gpu::{BufferRange, Dispatch, Gpu, f16_bytes};
@@ -30,7 +30,7 @@ use crate::kernels::embedding::TokenRuns;
 use crate::kernels::linear::{BStorage, GemmKey};
 use crate::kernels::loss::LossTotals;
 use crate::kernels::rope::inv_freq;
-use crate::kernels::{Kernels, LinearShape, Weights};
+use crate::kernels::{Kernels, Linear, LinearShape, Weights};
 
 /// The parameter mega-buffers (`ParamLayout` offsets in each).
 pub struct Params {
@@ -55,22 +55,19 @@ pub enum Mirror {
 
 impl Mirror {
     /// Bytes the mirror of `layout` takes in `precision` (0: none).
-    pub fn bytes(layout: &ParamLayout, precision: Precision) -> u64 {
-        match precision {
-            Precision::F16 => f16_bytes(layout.total),
-            Precision::Fp8 => 4 * layout.layer_linears().len,
-            Precision::Fp32 | Precision::Sf16 | Precision::Sf16WideHead => 0,
+    pub fn bytes(layout: &ParamLayout, precision: &Recipe) -> u64 {
+        if precision.f16_weights() {
+            f16_bytes(layout.total)
+        } else if precision.e4m3_mirror() {
+            4 * layout.layer_linears().len
+        } else {
+            0
         }
     }
 }
 
 impl Params {
-    fn new(
-        gpu: &Gpu,
-        layout: &ParamLayout,
-        weights: &[f32],
-        precision: Precision,
-    ) -> Result<Params> {
+    fn new(gpu: &Gpu, layout: &ParamLayout, weights: &[f32], precision: &Recipe) -> Result<Params> {
         if weights.len() as u64 != layout.total {
             return Err(Error::shape(
                 "model",
@@ -80,13 +77,15 @@ impl Params {
             ));
         }
         let bytes = Mirror::bytes(layout, precision);
-        let mirror = match precision {
-            Precision::Fp32 | Precision::Sf16 | Precision::Sf16WideHead => None,
-            Precision::F16 => Some(Mirror::F16(gpu.storage_buffer("mirror", bytes)?)),
-            Precision::Fp8 => Some(Mirror::E4m3 {
+        let mirror = if precision.f16_weights() {
+            Some(Mirror::F16(gpu.storage_buffer("mirror", bytes)?))
+        } else if precision.e4m3_mirror() {
+            Some(Mirror::E4m3 {
                 buffer: gpu.storage_buffer("e4m3_mirror", bytes)?,
                 layers: layout.layer_linears(),
-            }),
+            })
+        } else {
+            None
         };
         Ok(Params {
             weights: gpu.upload("weights", weights)?,
@@ -110,7 +109,7 @@ pub struct Model {
     pub config: Config,
     pub shape: BatchShape,
     pub layout: ParamLayout,
-    pub precision: Precision,
+    pub precision: Recipe,
     pub params: Params,
     pub acts: Activations,
     pub inputs: Inputs,
@@ -160,15 +159,16 @@ impl Model {
         k: &Kernels,
         config: Config,
         shape: BatchShape,
-        precision: Precision,
+        precision: Recipe,
         weights: &[f32],
     ) -> Result<Model> {
         config.validate()?;
         shape.validate(&config)?;
+        precision.check(&config, shape)?;
         let layout = ParamLayout::new(&config);
         layout.chunks(gpu.limits.max_storage_buffer_binding_size)?; // every tensor bindable
         let dims = Dims::new(&config, shape, gpu.limits.max_storage_buffer_binding_size)?;
-        let params = Params::new(gpu, &layout, weights, precision)?;
+        let params = Params::new(gpu, &layout, weights, &precision)?;
         let acts = Activations::new(gpu, config.n_layers, dims)?;
         let r = shape.rows() as u64;
         let inputs = Inputs {
@@ -264,16 +264,16 @@ impl Model {
     pub fn gemm_keys(
         config: &Config,
         shape: BatchShape,
-        precision: Precision,
+        precision: &Recipe,
         max_binding: u64,
     ) -> Result<Vec<GemmKey>> {
         let dims = Dims::new(config, shape, max_binding)?;
         let (r, d, f) = (shape.rows(), config.d_model, config.ffn);
         let att = dims.attn as u32;
         let chunks = [dims.chunk_rows as u32, r % dims.chunk_rows as u32];
-        let w = match precision {
-            Precision::F16 => BStorage::F16,
-            _ => BStorage::F32,
+        let w = match precision.f16_weights() {
+            true => BStorage::F16,
+            false => BStorage::F32,
         };
         let mut layers = vec![
             (r, d, config.qkv_width()),
@@ -350,13 +350,16 @@ impl Model {
     }
 
     /// The weights of `role` that the forward and the dX products read:
-    /// the master, its f16 mirror, or (fp8, the layers' linear weights)
-    /// their E4M3 mirror.
+    /// the master, its f16 mirror, or (e4m3-tiles, the linear weights of
+    /// layers not kept wide) their E4M3 mirror.
     pub fn forward_weights(&self, role: Role) -> Weights<'_> {
         let t = self.layout.get(role);
+        let narrow = |l| !self.precision.wide().keeps_layer(l, self.config.n_layers);
         match &self.params.mirror {
             Some(Mirror::F16(mirror)) => Weights::F16(f16_range(mirror, t.offset, t.len())),
-            Some(Mirror::E4m3 { buffer, layers }) if role.is_layer_linear() => {
+            Some(Mirror::E4m3 { buffer, layers })
+                if role.is_layer_linear() && role.layer().is_some_and(narrow) =>
+            {
                 Weights::E4m3(f32_range(buffer, t.offset - layers.start, t.len()))
             }
             _ => Weights::F32(f32_range(&self.params.weights, t.offset, t.len())),
@@ -408,6 +411,14 @@ impl<'a> Net<'a> {
     fn grad(&self, role: Role) -> BufferRange<'a> {
         let t = self.m.layout.get(role);
         f32_range(&self.m.params.grads, t.offset, t.len())
+    }
+
+    /// The products of a layer's linear weight `role`: wide or the recipe's.
+    fn products(&self, role: Role) -> &'a Linear {
+        match role.layer() {
+            Some(l) => self.k.layer(l, self.m.config.n_layers),
+            None => self.k.head(),
+        }
     }
 
     /// The product of a layer's linear weight `role` over `rows` rows

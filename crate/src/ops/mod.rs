@@ -6,4 +6,5 @@
 pub mod adam;
 pub mod formats;
 pub mod histogram;
+pub mod products;
 pub mod shapes;

@@ -243,12 +243,15 @@ pub fn check_all(spec: &serde_json::Value) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Precision;
+    use crate::model::Recipe;
     use crate::optim::OptimState;
 
     #[test]
     fn the_choices_are_the_modes() {
-        let precisions: Vec<&str> = Precision::ALL.iter().map(|p| p.name()).collect();
+        let precisions: Vec<String> = Recipe::all_named()
+            .iter()
+            .map(|p| p.name().into())
+            .collect();
         assert_eq!(setting("precision").choices, precisions);
         let states = [OptimState::Fp32, OptimState::Int8].map(|s| s.name());
         assert_eq!(setting("optimState").choices, states);

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::data::tasks::{self, Task, TaskSpec};
 use crate::error::{Error, Result};
-use crate::model::{BatchShape, Config, Precision};
+use crate::model::{BatchShape, Config, Recipe};
 use crate::optim::{LrSchedule, OptimConfig, OptimState};
 use crate::train::TrainConfig;
 
@@ -29,7 +29,7 @@ pub struct RunSpec {
     pub model: Option<Config>,
     pub batch: u32,
     pub seq: u32,
-    pub precision: Precision,
+    pub precision: Recipe,
     pub optim_state: OptimState,
     /// Peak learning rate.
     pub lr: f64,
@@ -116,7 +116,7 @@ impl RunSpec {
             model: Some(model),
             batch: shape.batch,
             seq: shape.seq,
-            precision: Precision::Fp32,
+            precision: Recipe::fp32(),
             optim_state: OptimState::Fp32,
             lr,
             warmup: warmup_for(steps),
@@ -208,7 +208,7 @@ impl RunSpec {
         Ok(TrainConfig {
             model,
             shape: self.shape(),
-            precision: self.precision,
+            precision: self.precision.clone(),
             optim,
             seed: self.seed,
         })
@@ -237,7 +237,7 @@ mod tests {
         let spec: RunSpec = serde_json::from_str(json).unwrap();
         let c = spec.config().unwrap();
         assert_eq!(c.optim.beta2, OptimConfig::default().beta2);
-        assert_eq!((c.shape.batch, c.precision), (4, Precision::Fp8));
+        assert_eq!((c.shape.batch, c.precision), (4, Recipe::fp8()));
         let custom = RunSpec {
             preset: "custom".into(),
             model: None,

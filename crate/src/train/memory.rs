@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::model::{BatchShape, Config, Dims, Mirror, ParamLayout, Precision};
+use crate::model::{BatchShape, Config, Dims, Mirror, ParamLayout, Recipe};
 use crate::optim::OptimState;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -28,7 +28,7 @@ impl Memory {
     pub fn of(
         c: &Config,
         shape: BatchShape,
-        precision: Precision,
+        precision: &Recipe,
         state: OptimState,
         max_binding: u64,
     ) -> Result<Memory> {
@@ -111,8 +111,8 @@ mod tests {
     fn int8_state_is_at_most_27_percent_of_fp32_moments() {
         let c = Config::preset("small").unwrap();
         let s = BatchShape { batch: 8, seq: 256 };
-        let fp32 = Memory::of(&c, s, Precision::Fp32, OptimState::Fp32, 1 << 30).unwrap();
-        let int8 = Memory::of(&c, s, Precision::F16, OptimState::Int8, 1 << 30).unwrap();
+        let fp32 = Memory::of(&c, s, &Recipe::fp32(), OptimState::Fp32, 1 << 30).unwrap();
+        let int8 = Memory::of(&c, s, &Recipe::f16(), OptimState::Int8, 1 << 30).unwrap();
         let ratio = int8.moments as f64 / fp32.moments as f64;
         assert!(ratio <= 0.27, "{ratio}");
         assert_eq!(int8.mirror * 2, fp32.master);

@@ -20,9 +20,8 @@ use crate::error::{Error, Result};
 use crate::gpu::{BOUNDARY_COUNTERS, Dispatch, Gpu};
 use crate::kernels::Kernels;
 use crate::kernels::boundary::{self, Clamped};
-use crate::model::{BatchShape, Config, Model, ParamLayout, Pass, Precision};
+use crate::model::{BatchShape, Config, Model, ParamLayout, Pass, Recipe};
 use crate::optim::{Adam, OptimConfig, OptimState};
-use crate::shaders::Numerics;
 use readback::Readback;
 
 /// Steps the reported tokens/s is averaged over.
@@ -33,7 +32,7 @@ const RATE_WINDOW: usize = 8;
 pub struct TrainConfig {
     pub model: Config,
     pub shape: BatchShape,
-    pub precision: Precision,
+    pub precision: Recipe,
     pub optim: OptimConfig,
     /// Seeds the initial weights (and, in the callers, the batches).
     pub seed: u64,
@@ -60,6 +59,11 @@ pub struct StepStats {
     /// E4M3 saturations and flushes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clamped: Option<Clamped>,
+}
+
+/// The run seed's 32 bits that seed a recipe's random draws.
+fn stream_seed(seed: u64) -> u32 {
+    (seed ^ (seed >> 32)) as u32
 }
 
 pub struct Trainer {
@@ -91,20 +95,20 @@ impl Trainer {
         let keys = Model::gemm_keys(
             &config.model,
             config.shape,
-            config.precision,
+            &config.precision,
             gpu.limits.max_storage_buffer_binding_size,
         )?;
         crate::kernels::linear::tune::prepare(gpu, &keys).await?;
         let k = config
             .precision
-            .kernels(gpu, &[config.model.head_dim()])
+            .kernels(gpu, &[config.model.head_dim()], stream_seed(config.seed))
             .await?;
         let model = Model::new(
             gpu,
             &k,
             config.model.clone(),
             config.shape,
-            config.precision,
+            config.precision.clone(),
             weights,
         )
         .await?;
@@ -150,7 +154,7 @@ impl Trainer {
     /// the steps still in flight.
     pub async fn reconfigure(
         &mut self,
-        precision: Precision,
+        precision: Recipe,
         state: OptimState,
     ) -> Result<Vec<StepStats>> {
         let done = self.flush().await?;
@@ -186,7 +190,7 @@ impl Trainer {
         Memory::of(
             &self.config.model,
             self.config.shape,
-            self.config.precision,
+            &self.config.precision,
             self.config.optim.state,
             self.gpu.limits.max_storage_buffer_binding_size,
         )
@@ -223,6 +227,7 @@ impl Trainer {
         self.model
             .write_batch(&self.gpu, &batch.inputs, &batch.targets)?;
         self.adam.write_step(&self.gpu, &self.k, t)?;
+        self.k.write_step(&self.gpu, t);
         let record = self.readback.target(&self.gpu);
         let mut encoder = self
             .gpu
@@ -311,7 +316,10 @@ impl Trainer {
             skipped,
             out_of_range_targets: r.loss.out_of_range,
             bad_tokens: r.bad_tokens,
-            clamped: (self.config.precision.numerics() != Numerics::Exact)
+            clamped: self
+                .config
+                .precision
+                .counts()
                 .then(|| Clamped::from_counters(&r.clamped)),
             tokens_per_s: if since > 0.0 {
                 steps as f64 * tokens / since

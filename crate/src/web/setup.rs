@@ -7,7 +7,7 @@ use wasm_bindgen::prelude::*;
 
 use super::{from_js, gpu, js_error, to_js};
 use crate::data::tasks::TaskSpec;
-use crate::model::{ParamLayout, Precision};
+use crate::model::{ParamLayout, Recipe};
 use crate::optim::OptimState;
 use crate::run::RunSpec;
 use crate::train::{self, Memory};
@@ -72,7 +72,7 @@ struct Plan {
 
 #[derive(Serialize)]
 struct PlanMode {
-    precision: &'static str,
+    precision: String,
     optim_state: &'static str,
     memory: Memory,
 }
@@ -87,14 +87,14 @@ pub async fn plan_model(spec: JsValue) -> Result<JsValue, JsError> {
     let fits = train::check_limits(&c.model, c.shape, &gpu.limits);
     let binding = gpu.limits.max_storage_buffer_binding_size;
     let mut modes = Vec::new();
-    for precision in Precision::ALL {
+    for precision in Recipe::all_named() {
         for state in [OptimState::Fp32, OptimState::Int8] {
-            let memory = match Memory::of(&c.model, c.shape, precision, state, binding) {
+            let memory = match Memory::of(&c.model, c.shape, &precision, state, binding) {
                 Ok(m) => m,
                 Err(_) => continue, // reported by `fits`
             };
             modes.push(PlanMode {
-                precision: precision.name(),
+                precision: precision.name().to_string(),
                 optim_state: state.name(),
                 memory,
             });

@@ -18,7 +18,7 @@ use crate::data::Tokenizer;
 use crate::data::tasks::{self, TaskSpec};
 use crate::hf::{self, HfFiles, HfModel};
 use crate::inspect::Inspector;
-use crate::model::Precision;
+use crate::model::Recipe;
 use crate::optim::OptimState;
 use crate::run::{
     Batches, Cadence, DataState, Event, Run, RunSpec, Session, Source, Text, VALIDATION_BATCHES,
@@ -238,8 +238,8 @@ impl Trainer {
     /// Resolves with the stats of the steps that were still in flight.
     pub fn reconfigure(&self, precision: String, optim_state: String) -> Promise {
         with_run(self.run.clone(), move |mut page| async move {
-            let modes = Precision::parse(&precision)
-                .and_then(|p| Ok((p, OptimState::parse(&optim_state)?)));
+            let modes =
+                Recipe::named(&precision).and_then(|p| Ok((p, OptimState::parse(&optim_state)?)));
             let (precision, state) = match modes {
                 Ok(m) => m,
                 Err(e) => return (page, Err(js_error(e))),

@@ -20,7 +20,7 @@ const LOOK_TOKENS: usize = 64;
 #[derive(Serialize)]
 struct Look<'a> {
     step: u32,
-    precision: &'static str,
+    precision: &'a str,
     /// Each token's text, and its id.
     tokens: Vec<String>,
     ids: &'a [u32],
@@ -59,7 +59,7 @@ pub(super) async fn look(page: &PageRun, text: &str, top_k: usize) -> Result<JsV
     let weights = t.model.read_weights(&t.gpu).await.map_err(js_error)?;
     let c = &t.config;
     // the trainer's kernels: built in the run's precision already
-    let probe = Probe::run(&t.gpu, &t.k, &c.model, c.precision, &weights, &ids)
+    let probe = Probe::run(&t.gpu, &t.k, &c.model, c.precision.clone(), &weights, &ids)
         .await
         .map_err(js_error)?;
     let maps = probe.attention().await.map_err(js_error)?;

@@ -4,7 +4,7 @@
 
 use webtrain::checkpoint::{self, Checkpoint, RunState};
 use webtrain::data::Dataset;
-use webtrain::model::{Config, ParamLayout, Precision};
+use webtrain::model::{Config, ParamLayout, Recipe};
 use webtrain::optim::{HostState, LrSchedule, OptimConfig, OptimState};
 use webtrain::rng::SplitMix64;
 use webtrain::train::synthetic::markov_tokens;
@@ -16,7 +16,7 @@ use super::model::SHAPE;
 const STEPS: u32 = 6;
 const SAVED_AT: u32 = 3;
 
-fn config(precision: Precision, state: OptimState) -> Result<TrainConfig> {
+fn config(precision: Recipe, state: OptimState) -> Result<TrainConfig> {
     // warm-up and cosine: a resumed step that forgot its number would train at another rate
     let schedule = LrSchedule {
         peak: 3e-3,
@@ -98,8 +98,8 @@ fn stat_bits(s: &[StepStats]) -> Vec<(u32, u32, u32, u64)> {
         .collect()
 }
 
-async fn resumes_exactly(gpu: &Gpu, precision: Precision, state: OptimState) -> Result<()> {
-    let c = config(precision, state)?;
+async fn resumes_exactly(gpu: &Gpu, precision: Recipe, state: OptimState) -> Result<()> {
+    let c = config(precision.clone(), state)?;
     let data = dataset(&c)?;
     let what = format!("{} precision, {} state", precision.name(), state.name());
 
@@ -167,17 +167,17 @@ async fn resumes_exactly(gpu: &Gpu, precision: Precision, state: OptimState) -> 
 }
 
 pub async fn checkpoint_resumes_bit_identically_f16_fp32_state(gpu: &Gpu) -> Result<()> {
-    resumes_exactly(gpu, Precision::F16, OptimState::Fp32).await
+    resumes_exactly(gpu, Recipe::f16(), OptimState::Fp32).await
 }
 
 pub async fn checkpoint_resumes_bit_identically_int8_state(gpu: &Gpu) -> Result<()> {
-    resumes_exactly(gpu, Precision::F16, OptimState::Int8).await
+    resumes_exactly(gpu, Recipe::f16(), OptimState::Int8).await
 }
 
 /// A checkpoint whose batch the adapter cannot hold is refused with the
 /// limit; one made with another tokenizer, naming both fingerprints.
 pub async fn checkpoint_load_refuses_what_it_cannot_use(gpu: &Gpu) -> Result<()> {
-    let mut c = config(Precision::Fp32, OptimState::Fp32)?;
+    let mut c = config(Recipe::fp32(), OptimState::Fp32)?;
     let layout = ParamLayout::new(&c.model);
     let zeros = vec![0.0f32; layout.total as usize];
     let mut ck = Checkpoint {

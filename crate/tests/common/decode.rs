@@ -7,7 +7,7 @@ use std::ops::ControlFlow;
 
 use webtrain::kernels::{Attention, DecodeShape, Heads, Kernels, LinearShape, Output};
 use webtrain::model::decode::{Decoder, Generation, Sampling, sample};
-use webtrain::model::{BatchShape, Config, Model, ParamLayout, Pass, Precision, Role};
+use webtrain::model::{BatchShape, Config, Model, ParamLayout, Pass, Recipe, Role};
 use webtrain::reference::attention as reference;
 use webtrain::reference::model as reference_model;
 use webtrain::rng::SplitMix64;
@@ -162,13 +162,13 @@ async fn decode_all(
     Ok(out)
 }
 
-async fn matches_forward(gpu: &Gpu, precision: Precision) -> Result<()> {
+async fn matches_forward(gpu: &Gpu, precision: Recipe) -> Result<()> {
     let config = Config::preset("tiny")?;
     let k = Kernels::new(gpu, &[config.head_dim()]).await?;
     let layout = ParamLayout::new(&config);
     let w = weights(&layout, 95);
     let inputs = tokens(96, SHAPE.rows() as usize, config.vocab); // different tokens per sequence
-    let model = Model::new(gpu, &k, config.clone(), SHAPE, precision, &w).await?;
+    let model = Model::new(gpu, &k, config.clone(), SHAPE, precision.clone(), &w).await?;
     let forward = training_logits(gpu, &k, &model, &inputs).await?;
     let mut decoder = Decoder::new(gpu, &k, &model, SHAPE.batch, SHAPE.seq)?;
     let got = decode_all(gpu, &k, &model, &mut decoder, &inputs, SHAPE).await?;
@@ -179,7 +179,7 @@ async fn matches_forward(gpu: &Gpu, precision: Precision) -> Result<()> {
         SHAPE,
         &inputs,
         &inputs,
-        precision == Precision::F16,
+        precision == Recipe::f16(),
     );
     let what = format!(
         "decode {} B={} T={}",
@@ -218,11 +218,11 @@ async fn matches_forward(gpu: &Gpu, precision: Precision) -> Result<()> {
 }
 
 pub async fn decoder_matches_forward_fp32(gpu: &Gpu) -> Result<()> {
-    matches_forward(gpu, Precision::Fp32).await
+    matches_forward(gpu, Recipe::fp32()).await
 }
 
 pub async fn decoder_matches_forward_f16(gpu: &Gpu) -> Result<()> {
-    matches_forward(gpu, Precision::F16).await
+    matches_forward(gpu, Recipe::f16()).await
 }
 
 /// Past max_len, a wrong token count, a token ≥ V and another model's
@@ -238,7 +238,7 @@ pub async fn decoder_refuses_past_max_len_and_resets(gpu: &Gpu) -> Result<()> {
         &k,
         config.clone(),
         shape,
-        Precision::Fp32,
+        Recipe::fp32(),
         &weights(&layout, 98),
     )
     .await?;
@@ -268,7 +268,7 @@ pub async fn decoder_refuses_past_max_len_and_resets(gpu: &Gpu) -> Result<()> {
         &k,
         other.clone(),
         shape,
-        Precision::Fp32,
+        Recipe::fp32(),
         &weights(&ParamLayout::new(&other), 98),
     )
     .await?;
@@ -302,7 +302,7 @@ pub async fn generate_streams_the_tokens_it_samples(gpu: &Gpu) -> Result<()> {
         &k,
         config.clone(),
         BatchShape { batch: 1, seq: 8 },
-        Precision::Fp32,
+        Recipe::fp32(),
         &weights(&layout, 100),
     )
     .await?;

@@ -517,8 +517,8 @@ fn transpose(x: &[f32], cols: usize) -> Vec<f32> {
 /// The products are compared at f32 accumulation's bound: the quantized
 /// inputs must be the same bits.
 pub async fn linear_fp8_reads_e4m3_inputs(gpu: &Gpu) -> Result<()> {
-    let gpu = &gpu.with_numerics(webtrain::shaders::Numerics::Fp8);
-    let k = Linear::new(gpu).await?;
+    let fp8 = webtrain::model::Recipe::fp8().products();
+    let k = Linear::with_products(gpu, fp8, 0).await?;
     check_fp8_products(gpu, &k, LinearShape::new(67, 300, 200), 130).await?;
     check_fp8_products(gpu, &k, LinearShape::stacked(67, 300, &[90, 37, 73])?, 131).await
 }

@@ -3,7 +3,7 @@
 
 use webtrain::kernels::Kernels;
 use webtrain::kernels::loss::IGNORE_INDEX;
-use webtrain::model::{BatchShape, Config, Model, ParamLayout, Pass, Precision};
+use webtrain::model::{BatchShape, Config, Model, ParamLayout, Pass, Recipe};
 use webtrain::reference::model as reference;
 use webtrain::{Gpu, Result};
 
@@ -52,7 +52,7 @@ pub async fn run_step(
     Ok((logits, loss, model.read_grads(gpu).await?))
 }
 
-async fn matches_reference(gpu: &Gpu, precision: Precision, tied: bool) -> Result<()> {
+async fn matches_reference(gpu: &Gpu, precision: Recipe, tied: bool) -> Result<()> {
     let n = SHAPE.rows() as usize;
     let targets = tokens(92, n, Config::preset("tiny")?.vocab);
     matches_reference_on(gpu, precision, tied, &targets).await
@@ -60,7 +60,7 @@ async fn matches_reference(gpu: &Gpu, precision: Precision, tied: bool) -> Resul
 
 async fn matches_reference_on(
     gpu: &Gpu,
-    precision: Precision,
+    precision: Recipe,
     tied: bool,
     targets: &[u32],
 ) -> Result<()> {
@@ -73,7 +73,7 @@ async fn matches_reference_on(
     let w = weights(&layout, 90);
     let n = SHAPE.rows() as usize;
     let inputs = tokens(91, n, config.vocab);
-    let model = Model::new(gpu, &k, config.clone(), SHAPE, precision, &w).await?;
+    let model = Model::new(gpu, &k, config.clone(), SHAPE, precision.clone(), &w).await?;
     let (logits, loss, grads) = run_step(gpu, &k, &model, &inputs, targets).await?;
     let want = reference::forward_backward(
         &config,
@@ -82,7 +82,7 @@ async fn matches_reference_on(
         SHAPE,
         &inputs,
         targets,
-        precision == Precision::F16,
+        precision == Recipe::f16(),
     );
     let counted = targets.iter().filter(|&&t| t != IGNORE_INDEX).count();
     let what = format!("{} tied={tied} counted={counted}", precision.name());
@@ -105,15 +105,15 @@ async fn matches_reference_on(
 }
 
 pub async fn model_matches_reference_fp32(gpu: &Gpu) -> Result<()> {
-    matches_reference(gpu, Precision::Fp32, false).await
+    matches_reference(gpu, Recipe::fp32(), false).await
 }
 
 pub async fn model_matches_reference_f16(gpu: &Gpu) -> Result<()> {
-    matches_reference(gpu, Precision::F16, false).await
+    matches_reference(gpu, Recipe::f16(), false).await
 }
 
 pub async fn model_matches_reference_tied(gpu: &Gpu) -> Result<()> {
-    matches_reference(gpu, Precision::Fp32, true).await
+    matches_reference(gpu, Recipe::fp32(), true).await
 }
 
 /// A task's batch: most targets ignored, the loss and its gradient the mean
@@ -127,5 +127,5 @@ pub async fn model_matches_reference_on_answers_only(gpu: &Gpu) -> Result<()> {
             targets[i] = t;
         }
     }
-    matches_reference_on(gpu, Precision::Fp32, false, &targets).await
+    matches_reference_on(gpu, Recipe::fp32(), false, &targets).await
 }

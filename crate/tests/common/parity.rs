@@ -7,7 +7,7 @@ use webtrain::data::Batch;
 use webtrain::hf::names::parts;
 use webtrain::hf::{HfFiles, HfModel};
 use webtrain::kernels::Kernels;
-use webtrain::model::{BatchShape, Model, ParamLayout, Precision};
+use webtrain::model::{BatchShape, Model, ParamLayout, Recipe};
 use webtrain::optim::{HostState, LrSchedule, OptimConfig, OptimState};
 use webtrain::train::{TrainConfig, Trainer};
 use webtrain::{Gpu, Result};
@@ -142,12 +142,7 @@ const F16: Bounds = Bounds {
 /// Two f32 roundings of a weight below 0.6 in magnitude (ulp 6e-8).
 const WEIGHT_ROUNDING: f64 = 1.2e-7;
 
-async fn matches_pytorch(
-    gpu: &Gpu,
-    f: &Fixture,
-    precision: Precision,
-    bounds: &Bounds,
-) -> Result<()> {
+async fn matches_pytorch(gpu: &Gpu, f: &Fixture, precision: Recipe, bounds: &Bounds) -> Result<()> {
     let files = HfFiles {
         config_json: f.config.to_string(),
         weights: vec![f.weights.to_vec()],
@@ -160,7 +155,15 @@ async fn matches_pytorch(
 
     // forward and backward
     let k = Kernels::new(gpu, &[hf.config.head_dim()]).await?;
-    let model = Model::new(gpu, &k, hf.config.clone(), shape, precision, &hf.weights).await?;
+    let model = Model::new(
+        gpu,
+        &k,
+        hf.config.clone(),
+        shape,
+        precision.clone(),
+        &hf.weights,
+    )
+    .await?;
     let (logits, loss, grads) =
         super::model::run_step(gpu, &k, &model, &batch.inputs, &batch.targets).await?;
     assert_close_to_scale(
@@ -199,7 +202,7 @@ async fn matches_pytorch(
     let config = TrainConfig {
         model: hf.config.clone(),
         shape,
-        precision,
+        precision: precision.clone(),
         optim,
         seed: 0,
     };
@@ -265,17 +268,17 @@ async fn matches_pytorch(
 }
 
 pub async fn parity_gqa_fp32(gpu: &Gpu) -> Result<()> {
-    matches_pytorch(gpu, &fixture!("gqa"), Precision::Fp32, &FP32).await
+    matches_pytorch(gpu, &fixture!("gqa"), Recipe::fp32(), &FP32).await
 }
 
 pub async fn parity_gqa_f16(gpu: &Gpu) -> Result<()> {
-    matches_pytorch(gpu, &fixture!("gqa"), Precision::F16, &F16).await
+    matches_pytorch(gpu, &fixture!("gqa"), Recipe::f16(), &F16).await
 }
 
 pub async fn parity_tied_fp32(gpu: &Gpu) -> Result<()> {
-    matches_pytorch(gpu, &fixture!("tied"), Precision::Fp32, &FP32).await
+    matches_pytorch(gpu, &fixture!("tied"), Recipe::fp32(), &FP32).await
 }
 
 pub async fn parity_tied_f16(gpu: &Gpu) -> Result<()> {
-    matches_pytorch(gpu, &fixture!("tied"), Precision::F16, &F16).await
+    matches_pytorch(gpu, &fixture!("tied"), Recipe::f16(), &F16).await
 }

@@ -18,7 +18,7 @@ use webtrain::kernels::{
     Activation, Attention, DecodeShape, Embedding, EmbeddingShape, Heads, Kernels, Linear,
     LinearShape, NormShape, Output, Qkv, RmsNorm, Weights,
 };
-use webtrain::model::Precision;
+use webtrain::model::Recipe;
 use webtrain::reference::quantize::{q115, q131, sf16_matmul};
 use webtrain::reference::{activation, attention, embedding, linear, norm};
 use webtrain::shaders::Numerics;
@@ -593,8 +593,9 @@ pub async fn sf16_wide_head_keeps_the_logits_exact(gpu: &Gpu) -> Result<()> {
     };
     let tol = 1e-5; // |y| < 10 over 96 products; the exact kernel is within 2e-6
 
-    let wide = Kernels::with_head(gpu, Precision::Sf16WideHead.wide_head(), &[]).await?;
-    gpu.run(&refs(&product(&wide.head)?)).await?;
+    let recipe = Recipe::sf16_wide_head();
+    let wide = Kernels::with_products(gpu, (recipe.products(), recipe.wide()), &[], 0).await?;
+    gpu.run(&refs(&product(wide.head())?)).await?;
     let logits = gpu.read_back::<f32>((&y).into()).await?;
     assert_close("wide head's logits in sf16", &logits, &want, tol, 0.0);
     assert_eq!(
@@ -613,8 +614,9 @@ pub async fn sf16_wide_head_keeps_the_logits_exact(gpu: &Gpu) -> Result<()> {
     );
     assert_count("projection clamps", counted(gpu).await?.projection, clamps);
 
-    let narrow = Kernels::with_head(gpu, Precision::Sf16.wide_head(), &[]).await?;
-    gpu.run(&refs(&product(&narrow.head)?)).await?;
+    let recipe = Recipe::sf16();
+    let narrow = Kernels::with_products(gpu, (recipe.products(), recipe.wide()), &[], 0).await?;
+    gpu.run(&refs(&product(narrow.head())?)).await?;
     let rounded = gpu.read_back::<f32>((&y).into()).await?;
     assert_rounded("sf16's head", &rounded, &want, tol, |_, v| {
         q131(v as f32) as f64

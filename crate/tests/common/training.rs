@@ -6,7 +6,7 @@
 
 use webtrain::data::Batch;
 use webtrain::kernels::AdamHyper;
-use webtrain::model::{BatchShape, Config, ParamLayout, Precision};
+use webtrain::model::{BatchShape, Config, ParamLayout, Recipe};
 use webtrain::optim::{LrSchedule, OptimConfig, OptimState};
 use webtrain::reference::model as reference_model;
 use webtrain::reference::optimizer::{self as reference_adam, Adam8bitState, Int8Maps};
@@ -22,7 +22,7 @@ const STEPS: u32 = 20;
 /// learning: each step on SwiftShader costs about 0.4 s of the Chrome tier.
 const SHORT: u32 = 6;
 
-fn config(precision: Precision, state: OptimState) -> Result<TrainConfig> {
+fn config(precision: Recipe, state: OptimState) -> Result<TrainConfig> {
     let optim = OptimConfig {
         state,
         schedule: LrSchedule {
@@ -96,7 +96,7 @@ fn train_reference(c: &TrainConfig, weights: &[f32]) -> (Vec<f64>, Vec<f64>) {
             c.shape,
             &b.inputs,
             &b.targets,
-            c.precision == Precision::F16,
+            c.precision == Recipe::f16(),
         );
         losses.push(out.loss);
         let g: Vec<f32> = out.grads.iter().map(|&x| x as f32).collect();
@@ -130,8 +130,8 @@ fn train_reference(c: &TrainConfig, weights: &[f32]) -> (Vec<f64>, Vec<f64>) {
     (losses, w)
 }
 
-async fn tracks_reference(gpu: &Gpu, precision: Precision, state: OptimState) -> Result<()> {
-    let c = config(precision, state)?;
+async fn tracks_reference(gpu: &Gpu, precision: Recipe, state: OptimState) -> Result<()> {
+    let c = config(precision.clone(), state)?;
     let layout = ParamLayout::new(&c.model);
     let w0 = super::model::weights(&layout, 93);
     let (stats, w) = train(gpu, c.clone(), &w0, STEPS).await?;
@@ -202,24 +202,24 @@ async fn tracks_reference(gpu: &Gpu, precision: Precision, state: OptimState) ->
 }
 
 pub async fn training_tracks_reference_fp32(gpu: &Gpu) -> Result<()> {
-    tracks_reference(gpu, Precision::Fp32, OptimState::Fp32).await
+    tracks_reference(gpu, Recipe::fp32(), OptimState::Fp32).await
 }
 
 pub async fn training_tracks_reference_f16(gpu: &Gpu) -> Result<()> {
-    tracks_reference(gpu, Precision::F16, OptimState::Fp32).await
+    tracks_reference(gpu, Recipe::f16(), OptimState::Fp32).await
 }
 
 pub async fn training_tracks_reference_int8(gpu: &Gpu) -> Result<()> {
-    tracks_reference(gpu, Precision::Fp32, OptimState::Int8).await
+    tracks_reference(gpu, Recipe::fp32(), OptimState::Int8).await
 }
 
 pub async fn training_tracks_reference_int8_f16(gpu: &Gpu) -> Result<()> {
-    tracks_reference(gpu, Precision::F16, OptimState::Int8).await
+    tracks_reference(gpu, Recipe::f16(), OptimState::Int8).await
 }
 
 /// Same seed, same adapter: bit-identical losses and weights.
 pub async fn training_is_deterministic(gpu: &Gpu) -> Result<()> {
-    let c = config(Precision::Fp32, OptimState::Fp32)?;
+    let c = config(Recipe::fp32(), OptimState::Fp32)?;
     let w0 = ParamLayout::new(&c.model).initial_weights(c.seed);
     let (a, wa) = train(gpu, c.clone(), &w0, SHORT).await?;
     let (b, wb) = train(gpu, c, &w0, SHORT).await?;
@@ -239,7 +239,7 @@ pub async fn training_is_deterministic(gpu: &Gpu) -> Result<()> {
 /// A NaN in the weights makes every loss NaN: each step is skipped and
 /// counted, and the weights stay exactly as they were.
 pub async fn nonfinite_loss_skips_the_step(gpu: &Gpu) -> Result<()> {
-    let c = config(Precision::F16, OptimState::Fp32)?;
+    let c = config(Recipe::f16(), OptimState::Fp32)?;
     let layout = ParamLayout::new(&c.model);
     let mut w0 = layout.initial_weights(c.seed);
     w0[layout.get(webtrain::model::Role::FinalNorm).offset as usize] = f32::NAN;
@@ -265,7 +265,7 @@ pub async fn nonfinite_loss_skips_the_step(gpu: &Gpu) -> Result<()> {
 /// Measuring the value ranges (a forward and backward without the update)
 /// between two steps leaves the run as it was: the same second step.
 pub async fn ranges_leave_the_run_as_it_was(gpu: &Gpu) -> Result<()> {
-    let c = config(Precision::Fp32, OptimState::Fp32)?;
+    let c = config(Recipe::fp32(), OptimState::Fp32)?;
     let weights = ParamLayout::new(&c.model).initial_weights(c.seed);
     let mut runs = Vec::new();
     for measured in [false, true] {
@@ -302,7 +302,7 @@ pub async fn ranges_leave_the_run_as_it_was(gpu: &Gpu) -> Result<()> {
 /// A profiled step is a real step (its stats come back, the step count
 /// advances) and times every kernel of the step.
 pub async fn profiled_step_times_every_kernel(gpu: &Gpu) -> Result<()> {
-    let c = config(Precision::F16, OptimState::Int8)?;
+    let c = config(Recipe::f16(), OptimState::Int8)?;
     let mut t = Trainer::new(gpu, c.clone()).await?;
     t.step(&batch(1, c.shape, c.model.vocab)).await?;
     let (stats, times) = t.profiled_step(&batch(2, c.shape, c.model.vocab)).await?;
@@ -333,7 +333,7 @@ pub async fn profiled_step_times_every_kernel(gpu: &Gpu) -> Result<()> {
 /// for bit, converts the moments, continues the step count, and trains on.
 pub async fn reconfigure_keeps_weights_and_converts_state(gpu: &Gpu) -> Result<()> {
     use webtrain::optim::HostState;
-    let c = config(Precision::Fp32, OptimState::Fp32)?;
+    let c = config(Recipe::fp32(), OptimState::Fp32)?;
     let vocab = c.model.vocab;
     let mut t = Trainer::new(gpu, c.clone()).await?;
     let mut before = Vec::new();
@@ -344,7 +344,7 @@ pub async fn reconfigure_keeps_weights_and_converts_state(gpu: &Gpu) -> Result<(
         t.model.read_weights(gpu).await?,
         t.adam.read_state(gpu).await?,
     );
-    let pending = t.reconfigure(Precision::F16, OptimState::Int8).await?;
+    let pending = t.reconfigure(Recipe::f16(), OptimState::Int8).await?;
     before.extend(pending);
     assert_eq!(
         before.iter().map(|s| s.step).collect::<Vec<_>>(),
@@ -375,7 +375,7 @@ pub async fn reconfigure_keeps_weights_and_converts_state(gpu: &Gpu) -> Result<(
     assert_eq!(after.iter().map(|s| s.step).collect::<Vec<_>>(), [4, 5, 6]);
     assert!(after.iter().all(|s| s.loss.is_finite() && !s.skipped));
     let int8 = t.adam.read_state(gpu).await?;
-    t.reconfigure(Precision::Fp32, OptimState::Fp32).await?;
+    t.reconfigure(Recipe::fp32(), OptimState::Fp32).await?;
     let back = t.adam.read_state(gpu).await?;
     assert!(matches!(back, HostState::Fp32 { .. }));
     assert_eq!(
@@ -392,13 +392,13 @@ pub async fn reconfigure_keeps_weights_and_converts_state(gpu: &Gpu) -> Result<(
 /// differs from both (its logits alone are not rounded). (Whether it learns as well is
 /// the study's question, docs/PRECISION.md: a few steps here teach fp32 little.)
 pub async fn sf16_training_reports_each_steps_clamps(gpu: &Gpu) -> Result<()> {
-    let c = config(Precision::Sf16, OptimState::Fp32)?;
+    let c = config(Recipe::sf16(), OptimState::Fp32)?;
     let weights = ParamLayout::new(&c.model).initial_weights(c.seed);
     let (stats, _) = train(gpu, c.clone(), &weights, SHORT).await?;
     let (exact, _) = train(
         gpu,
         TrainConfig {
-            precision: Precision::Fp32,
+            precision: Recipe::fp32(),
             ..c.clone()
         },
         &weights,
@@ -416,7 +416,7 @@ pub async fn sf16_training_reports_each_steps_clamps(gpu: &Gpu) -> Result<()> {
     let (wide, _) = train(
         gpu,
         TrainConfig {
-            precision: Precision::Sf16WideHead,
+            precision: Recipe::sf16_wide_head(),
             ..c.clone()
         },
         &weights,
@@ -458,13 +458,13 @@ pub async fn sf16_training_reports_each_steps_clamps(gpu: &Gpu) -> Result<()> {
 /// reports its saturations (none: the scales leave room) and flushes, and
 /// the run differs from fp32's from the first step while staying close.
 pub async fn fp8_training_reports_each_steps_flushes(gpu: &Gpu) -> Result<()> {
-    let c = config(Precision::Fp8, OptimState::Fp32)?;
+    let c = config(Recipe::fp8(), OptimState::Fp32)?;
     let weights = ParamLayout::new(&c.model).initial_weights(c.seed);
     let (stats, _) = train(gpu, c.clone(), &weights, SHORT).await?;
     let (exact, _) = train(
         gpu,
         TrainConfig {
-            precision: Precision::Fp32,
+            precision: Recipe::fp32(),
             ..c.clone()
         },
         &weights,

@@ -8,7 +8,7 @@ use serde::Serialize;
 use webtrain::Result;
 use webtrain::data::Batch;
 use webtrain::gpu::{BufferRange, Dispatch, Gpu};
-use webtrain::model::{Precision, Span};
+use webtrain::model::{Recipe, Span};
 use webtrain::optim::OptimState;
 use webtrain::rng::{SplitMix64, uniform};
 use webtrain::run::RunSpec;
@@ -17,7 +17,7 @@ use webtrain::train::{Memory, Trainer, synthetic};
 #[derive(Serialize)]
 struct StepRow {
     preset: String,
-    precision: &'static str,
+    precision: String,
     optim_state: &'static str,
     batch: u32,
     seq: u32,
@@ -37,19 +37,19 @@ struct StepRow {
 
 /// Bytes the fused update moves per parameter: weights, gradients (read,
 /// then zeroed) and both moments read and written; the mirror written.
-fn adamw_bytes(precision: Precision, state: OptimState) -> u64 {
+fn adamw_bytes(precision: &Recipe, state: OptimState) -> u64 {
     let moments = match state {
         OptimState::Fp32 => 2 * (4 + 4),
         OptimState::Int8 => 2 * (1 + 1), // + 8 B of scales per 256 values, left out
     };
-    let mirror = if precision == Precision::F16 { 2 } else { 0 };
+    let mirror = if precision.f16_weights() { 2 } else { 0 };
     2 * 4 + 2 * 4 + moments + mirror
 }
 
 /// Which steps to time: every preset × precision × optimizer state listed.
 pub struct Runs<'a> {
     pub presets: &'a [String],
-    pub precisions: &'a [Precision],
+    pub precisions: &'a [Recipe],
     pub states: &'a [OptimState],
 }
 
@@ -62,11 +62,11 @@ impl Runs<'_> {
         mut each: impl AsyncFnMut(&str, Trainer) -> Result<()>,
     ) -> Result<()> {
         for preset in self.presets {
-            for &precision in self.precisions {
+            for precision in self.precisions {
                 for &state in self.states {
                     // the preset's run, as the page and `train` start it
                     let spec = RunSpec {
-                        precision,
+                        precision: precision.clone(),
                         optim_state: state,
                         ..RunSpec::preset(preset)?
                     };
@@ -103,7 +103,7 @@ pub async fn run(gpu: &Gpu, runs: &Runs<'_>, reps: u32, copy_bw: f64) -> Result<
     runs.for_each(gpu, async |preset, trainer| {
         let (shape, precision, state) = (
             trainer.config.shape,
-            trainer.config.precision,
+            trainer.config.precision.clone(),
             trainer.config.optim.state,
         );
         trainer.adam.write_step(gpu, &trainer.k, 1)?;
@@ -113,11 +113,11 @@ pub async fn run(gpu: &Gpu, runs: &Runs<'_>, reps: u32, copy_bw: f64) -> Result<
         let step_s = gpu.time_dispatches(&step, reps).await?;
         let adam_s = adamw_seconds(gpu, &trainer, reps).await?;
         let memory = trainer.memory()?;
-        let bytes = adamw_bytes(precision, state);
+        let bytes = adamw_bytes(&precision, state);
         let gb_s = (bytes * m.layout.total) as f64 / adam_s / 1e9;
         let row = StepRow {
             preset: preset.to_string(),
-            precision: precision.name(),
+            precision: precision.name().to_string(),
             optim_state: state.name(),
             batch: shape.batch,
             seq: shape.seq,
@@ -157,7 +157,7 @@ pub async fn run(gpu: &Gpu, runs: &Runs<'_>, reps: u32, copy_bw: f64) -> Result<
 #[derive(Serialize)]
 struct ProfileRow<'a> {
     preset: &'a str,
-    precision: &'static str,
+    precision: &'a str,
     optim_state: &'static str,
     kernel: &'a str,
     dispatches: u32,
@@ -189,15 +189,13 @@ pub async fn profile(gpu: &Gpu, runs: &Runs<'_>, reps: u32) -> Result<()> {
         }
         best.sort_by(|a, b| b.ms.total_cmp(&a.ms));
         let total: f64 = best.iter().map(|t| t.ms).sum();
-        let (precision, state) = (
-            trainer.config.precision.name(),
-            trainer.config.optim.state.name(),
-        );
+        let precision = trainer.config.precision.name().to_string();
+        let state = trainer.config.optim.state.name();
         eprintln!("{preset} {precision} / {state} state: {total:.2} ms of kernels");
         for t in &best {
             let row = ProfileRow {
                 preset,
-                precision,
+                precision: &precision,
                 optim_state: state,
                 kernel: &t.kernel,
                 dispatches: t.dispatches,

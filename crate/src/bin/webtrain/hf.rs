@@ -13,7 +13,7 @@ use webtrain::kernels::loss::IGNORE_INDEX;
 
 use webtrain::data::Tokenizer;
 use webtrain::model::decode::{Decoder, Generation, Sampling};
-use webtrain::model::{BatchShape, Model, Precision};
+use webtrain::model::{BatchShape, Model, Recipe};
 use webtrain::{Error, Gpu, Result};
 
 use crate::files;
@@ -104,13 +104,13 @@ pub async fn eval(args: &EvalArgs) -> Result<()> {
         batch: 1,
         seq: ids.len() as u32,
     };
-    let precision = Precision::parse(&args.precision)?;
+    let precision = Recipe::named(&args.precision)?;
     let m = Model::new(
         &gpu,
         &k,
         model.config.clone(),
         shape,
-        precision,
+        precision.clone(),
         &model.weights,
     )
     .await?;
@@ -158,7 +158,7 @@ pub async fn generate(args: &GenerateArgs) -> Result<()> {
         &k,
         model.config.clone(),
         BatchShape { batch: 1, seq: 1 },
-        Precision::parse(&args.precision)?,
+        Recipe::named(&args.precision)?,
         &model.weights,
     )
     .await?;

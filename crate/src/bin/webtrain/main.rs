@@ -114,13 +114,13 @@ pub mod cli {
 
     impl BenchArgs {
         /// `--precisions`, every one if none is named.
-        fn precisions(&self) -> webtrain::Result<Vec<webtrain::model::Precision>> {
+        fn precisions(&self) -> webtrain::Result<Vec<webtrain::model::Recipe>> {
             match self.precisions.is_empty() {
-                true => Ok(webtrain::model::Precision::ALL.to_vec()),
+                true => Ok(webtrain::model::Recipe::all_named()),
                 false => self
                     .precisions
                     .iter()
-                    .map(|p| webtrain::model::Precision::parse(p))
+                    .map(|p| webtrain::model::Recipe::named(p))
                     .collect(),
             }
         }

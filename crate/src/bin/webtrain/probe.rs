@@ -9,7 +9,7 @@ use webtrain::checkpoint::Checkpoint;
 use webtrain::data::{Batch, Tokenizer};
 use webtrain::inspect::{Probe, ranges};
 use webtrain::kernels::Kernels;
-use webtrain::model::{BatchShape, Config, Precision};
+use webtrain::model::{BatchShape, Config, Recipe};
 use webtrain::optim::OptimConfig;
 use webtrain::train::{TrainConfig, Trainer};
 use webtrain::{Error, Gpu, Result};
@@ -72,24 +72,20 @@ struct Source {
     config: Config,
     weights: Vec<f32>,
     tokenizer_json: Option<String>,
-    precision: Precision,
+    precision: Recipe,
     checkpoint: Option<Checkpoint>,
 }
 
 impl ProbeArgs {
     fn source(&self) -> Result<Source> {
-        let asked = self
-            .precision
-            .as_deref()
-            .map(Precision::parse)
-            .transpose()?;
+        let asked = self.precision.as_deref().map(Recipe::named).transpose()?;
         if let Some(dir) = &self.hf {
             let m = files::read_hf(dir)?;
             return Ok(Source {
                 config: m.config,
                 weights: m.weights,
                 tokenizer_json: m.tokenizer_json,
-                precision: asked.unwrap_or(Precision::Fp32),
+                precision: asked.unwrap_or_else(Recipe::fp32),
                 checkpoint: None,
             });
         }
@@ -99,7 +95,7 @@ impl ProbeArgs {
             .expect("clap requires --hf or --checkpoint");
         let c = files::read_checkpoint(path)?;
         Ok(Source {
-            precision: asked.unwrap_or(c.config.precision),
+            precision: asked.unwrap_or_else(|| c.config.precision.clone()),
             config: c.config.model.clone(),
             weights: c.weights.clone(),
             tokenizer_json: c.run.tokenizer_json.clone(),
@@ -129,7 +125,7 @@ impl ProbeArgs {
         let s = self.source()?;
         let tokens = self.tokens(&s)?;
         let gpu = Gpu::new(&self.device.options()?).await?;
-        let k = s.precision.kernels(&gpu, &[s.config.head_dim()]).await?;
+        let k = s.precision.kernels(&gpu, &[s.config.head_dim()], 0).await?;
         Ok((s, tokens, gpu, k))
     }
 }
@@ -137,7 +133,7 @@ impl ProbeArgs {
 pub async fn attention(args: &AttentionArgs) -> Result<()> {
     let (s, tokens, gpu, k) = args.probe.load().await?;
     let precision = s.precision;
-    let probe = Probe::run(&gpu, &k, &s.config, precision, &s.weights, &tokens).await?;
+    let probe = Probe::run(&gpu, &k, &s.config, precision.clone(), &s.weights, &tokens).await?;
     let maps = probe.attention().await?;
     let t = tokens.len();
     let heads = maps.first().map_or(0, |m| m.len() / (t * t));

@@ -15,7 +15,7 @@ use webtrain::data::Tokenizer;
 use webtrain::data::tasks::TaskSpec;
 use webtrain::hf::HfModel;
 use webtrain::inspect::Inspector;
-use webtrain::model::{Config, PRESETS, Precision};
+use webtrain::model::{Config, PRESETS, Recipe};
 use webtrain::optim::OptimState;
 use webtrain::run::{
     Cadence, DataState, Run, RunSpec, Session, Snapshot, Source, Text, VALIDATION_BATCHES,
@@ -215,7 +215,7 @@ fn spec(args: &TrainArgs, hf: Option<&HfModel>) -> Result<RunSpec> {
     };
     spec.steps = args.schedule_steps.unwrap_or(args.steps_to_train());
     spec.warmup = args.warmup.unwrap_or(warmup_for(spec.steps));
-    spec.precision = Precision::parse(&args.precision)?;
+    spec.precision = Recipe::named(&args.precision)?;
     spec.optim_state = OptimState::parse(&args.optim_state)?;
     spec.seed = args.seed;
     spec.batch = args.batch.unwrap_or(spec.batch);

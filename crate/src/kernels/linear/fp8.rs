@@ -1,9 +1,7 @@
 //! fp8's pre-pass (03_linear_fp8.wgsl): a GEMM operand through E4M3 once,
 //! into a scratch buffer the GEMM then reads as f32 (activations and
-//! gradients, per product), or into the weights' E4M3 mirror (once per
-//! optimizer step).
-
-use std::sync::Mutex;
+//! gradients, per product: `operands`), or into the weights' E4M3 mirror
+//! (once per optimizer step).
 
 use bytemuck::{Pod, Zeroable};
 
@@ -90,55 +88,15 @@ fn blocks(len: u32, parts: [u32; 2], bl: u32) -> u32 {
     bounds.windows(2).map(|w| (w[1] - w[0]).div_ceil(bl)).sum()
 }
 
-/// The pre-pass kernel and the scratch its results go to: A's and B's,
-/// grown to the largest operand seen. Products run in the order they were
-/// recorded, so each GEMM reads what its own pre-pass just wrote.
+/// The pre-pass kernel.
 pub struct Fp8 {
     kernel: Kernel,
-    scratch: [Mutex<Option<wgpu::Buffer>>; 2],
-}
-
-/// Which scratch an operand goes to.
-#[derive(Clone, Copy, Debug)]
-pub enum Side {
-    A = 0,
-    B = 1,
 }
 
 impl Fp8 {
     pub async fn new(gpu: &Gpu) -> Result<Fp8> {
         let [kernel] = build_kernels(gpu, LINEAR_FP8, [QUANTIZE]).await?;
-        Ok(Fp8 {
-            kernel,
-            scratch: Default::default(),
-        })
-    }
-
-    /// A scratch buffer for `side` of at least `bytes`, never grown past
-    /// what one binding may hold (a product binds it whole).
-    pub fn scratch(&self, gpu: &Gpu, side: Side, bytes: u64) -> Result<wgpu::Buffer> {
-        let limit = gpu.limits.max_storage_buffer_binding_size;
-        if bytes > limit {
-            return Err(Error::Limit {
-                op: "fp8_quantize",
-                what: "scratch".into(),
-                needed: bytes,
-                limit,
-            });
-        }
-        let mut slot = self.scratch[side as usize]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if let Some(b) = slot.as_ref().filter(|b| b.size() >= bytes) {
-            return Ok(b.clone());
-        }
-        let label = match side {
-            Side::A => "fp8_a",
-            Side::B => "fp8_b",
-        };
-        let b = gpu.storage_buffer(label, bytes)?;
-        *slot = Some(b.clone());
-        Ok(b)
+        Ok(Fp8 { kernel })
     }
 
     /// `y` = `x` through E4M3 in `tiles`, saturations and flushes counted.

@@ -1,14 +1,15 @@
 //! Launchers for 03_linear.wgsl: the forward of a linear layer (with its
 //! fused epilogues) and both backward products, each one GEMM in its own
 //! compiled layout (`gemm`), in the tile variant chosen for its shape on
-//! this adapter (`tune`). In fp8, activations and gradients go through
-//! E4M3 first (`fp8`), once per product, and the weights are read from
-//! their E4M3 mirror, which `quantize_weights` writes once per optimizer
-//! step.
+//! this adapter (`tune`). Under a precision recipe each operand goes
+//! through its format first, once per product (`operands`); fp8's
+//! e4m3-tiles weights are read from their E4M3 mirror, which
+//! `quantize_weights` writes once per optimizer step.
 
 pub mod coop;
 mod fp8;
 mod gemm;
+mod operands;
 pub mod tune;
 
 use std::collections::HashMap;
@@ -19,9 +20,10 @@ use super::Weights;
 use super::boundary::{SITE_NONE, SITE_PROJECTION};
 use crate::error::{Error, Result};
 use crate::gpu::{BufferRange, Dispatch, Gpu};
-use crate::shaders::Numerics;
-use fp8::{Fp8, Operand, Side, Tiles};
+use crate::ops::products::{OperandFormat, Products};
+use fp8::{Operand as Fp8Operand, Tiles};
 use gemm::{Epilogue, GemmModule, Params};
+use operands::{Operands, Pass, Shape, Side};
 
 /// A linear layer `Y[rows, d_out] = X[rows, d_in] · W[d_out, d_in]ᵀ`.
 #[derive(Clone, Copy, Debug)]
@@ -105,8 +107,8 @@ pub struct Linear {
     /// other shapes take `fallback`.
     picks: HashMap<GemmKey, TileVariant>,
     fallback: TileVariant,
-    /// fp8 numerics: the pre-pass that puts operands through E4M3.
-    fp8: Option<Fp8>,
+    /// The recipe's operand pre-passes; `None` where every operand is f32.
+    operands: Option<Operands>,
 }
 
 /// Every (layout, B storage) a product can take: dW reads f32 activations.
@@ -119,18 +121,26 @@ const MODULES: [(Layout, BStorage); 5] = [
 ];
 
 impl Linear {
-    /// The adapter's picks (`tune::picks`), others by the adapter's rule.
+    /// f32 operands, the adapter's picks (`tune::picks`), others by the
+    /// adapter's rule.
     pub async fn new(gpu: &Gpu) -> Result<Self> {
-        Self::with_picks(gpu, tune::rule(gpu), tune::picks(gpu)).await
+        Self::with_products(gpu, Products::default(), 0).await
     }
 
-    /// Every product in `variant` (tests pin their variant this way).
+    /// Operands as `products` say, `seed` seeding their random draws.
+    pub async fn with_products(gpu: &Gpu, products: Products, seed: u32) -> Result<Self> {
+        let mut linear = Self::with_picks(gpu, tune::rule(gpu), tune::picks(gpu)).await?;
+        linear.operands = Operands::new(gpu, products, seed).await?;
+        Ok(linear)
+    }
+
+    /// Every product in `variant`, f32 operands (tests pin their variant this way).
     pub async fn with_variant(gpu: &Gpu, variant: TileVariant) -> Result<Self> {
         Self::with_picks(gpu, variant, HashMap::new()).await
     }
 
-    /// `fallback` for every shape but those `picks` names.
-    pub async fn with_picks(
+    /// `fallback` for every shape but those `picks` names, f32 operands.
+    async fn with_picks(
         gpu: &Gpu,
         fallback: TileVariant,
         picks: HashMap<GemmKey, TileVariant>,
@@ -147,16 +157,24 @@ impl Linear {
                 modules.push(GemmModule::new(gpu, v, layout, b).await?);
             }
         }
-        let fp8 = match gpu.numerics() {
-            Numerics::Fp8 => Some(Fp8::new(gpu).await?),
-            Numerics::Exact | Numerics::Sf16 => None,
-        };
         Ok(Linear {
             modules,
             picks,
             fallback,
-            fp8,
+            operands: None,
         })
+    }
+
+    /// The step the next submission's stochastic rounding draws for.
+    pub fn write_step(&self, gpu: &Gpu, step: u32) {
+        if let Some(o) = &self.operands {
+            o.write_step(gpu, step);
+        }
+    }
+
+    /// The operands' counters (`Operands::stats`), if any are quantized.
+    pub fn operand_stats(&self) -> Option<&wgpu::Buffer> {
+        self.operands.as_ref().map(Operands::stats)
     }
 
     /// The variant that serves `key`.
@@ -193,17 +211,25 @@ impl Linear {
         s.check_parts(op)?;
         let (rows, d_in, d_out) = (s.rows as u64, s.d_in as u64, s.d_out as u64);
         let mut d = Vec::new();
-        // fp8: the quantizing pre-pass checks x; the product binds its scratch
-        let xq = self.fp8_operands(
+        // the pre-passes check their inputs; the product binds their scratch
+        let [xq, wq] = self.prepare(
             gpu,
             &mut d,
-            (x, Tiles::Rows, Operand::plain(s.rows, s.d_in)),
-            &w,
+            Pass::Forward,
+            (x, Shape::plain(s.rows, s.d_in, false)),
+            (
+                &w,
+                Shape {
+                    row_parts: s.parts,
+                    ..Shape::plain(s.d_out, s.d_in, false)
+                },
+            ),
         )?;
         let x = xq
             .as_ref()
             .map_or(x, BufferRange::from)
             .needs(4 * rows * d_in);
+        let w = weights_or(&w, &wq);
         let key = GemmKey::new(Layout::Forward, storage(&w), s.rows, s.d_out, s.d_in);
         let site = match out {
             Output::Accumulate(_) => SITE_NONE,
@@ -245,12 +271,25 @@ impl Linear {
             }
         };
         let mut d = Vec::new();
-        let dy_operand = Operand {
+        let dy_shape = Shape {
             col_parts: s.parts,
-            ..Operand::plain(s.rows, s.d_out)
+            ..Shape::plain(s.rows, s.d_out, false)
         };
-        let dyq = self.fp8_operands(gpu, &mut d, (dy, Tiles::Rows, dy_operand), &w)?;
+        let [dyq, wq] = self.prepare(
+            gpu,
+            &mut d,
+            Pass::Dgrad,
+            (dy, dy_shape),
+            (
+                &w,
+                Shape {
+                    row_parts: s.parts,
+                    ..Shape::plain(s.d_out, s.d_in, true)
+                },
+            ),
+        )?;
         let dy = dyq.as_ref().map_or(dy, BufferRange::from);
+        let w = weights_or(&w, &wq);
         let key = GemmKey::new(Layout::Dx, storage(&w), s.rows, s.d_in, s.d_out);
         let p = Params::of(&key, SITE_NONE);
         let binds = [
@@ -274,27 +313,17 @@ impl Linear {
         let op = "linear_backward_weight";
         let (rows, d_in, d_out) = (s.rows as u64, s.d_in as u64, s.d_out as u64);
         let mut d = Vec::new();
-        // fp8: both along the batch's rows, 128 rows by 1 column
-        let quantized = match &self.fp8 {
-            None => None,
-            Some(f) => {
-                let (dyq, xq) = (
-                    f.scratch(gpu, Side::A, 4 * rows * d_out)?,
-                    f.scratch(gpu, Side::B, 4 * rows * d_in)?,
-                );
-                let (dy_o, x_o) = (
-                    Operand::plain(s.rows, s.d_out),
-                    Operand::plain(s.rows, s.d_in),
-                );
-                d.push(f.quantize(gpu, Tiles::Columns, dy_o, dy, (&dyq).into())?);
-                d.push(f.quantize(gpu, Tiles::Columns, x_o, x, (&xq).into())?);
-                Some((dyq, xq))
-            }
-        };
-        let (dy, x) = match &quantized {
-            Some((dyq, xq)) => (dyq.into(), xq.into()),
-            None => (dy, x),
-        };
+        // both along the batch's rows (K)
+        let (mut dyq, mut xq) = (None, None);
+        if let Some(o) = &self.operands {
+            let [a, b] = o.products.wgrad;
+            let dy_shape = Shape::plain(s.rows, s.d_out, true);
+            dyq = o.prepare(gpu, &mut d, (Pass::Wgrad, Side::A, a), dy, dy_shape, false)?;
+            let x_shape = Shape::plain(s.rows, s.d_in, true);
+            xq = o.prepare(gpu, &mut d, (Pass::Wgrad, Side::B, b), x, x_shape, false)?;
+        }
+        let dy = dyq.as_ref().map_or(dy, BufferRange::from);
+        let x = xq.as_ref().map_or(x, BufferRange::from);
         let key = GemmKey::new(Layout::Dw, BStorage::F32, s.d_out, s.d_in, s.rows);
         let p = Params::of(&key, SITE_NONE);
         let binds = [
@@ -309,8 +338,8 @@ impl Linear {
 
     /// fp8's weight mirror: `w` through E4M3 in 128×128 blocks (starting
     /// afresh at each stacked part) into `e4m3`, saturations and flushes
-    /// counted. Only in fp8 numerics; its products read the result as
-    /// `Weights::E4m3`.
+    /// counted. Only under a recipe with e4m3-tiles weights; its products
+    /// read the result as `Weights::E4m3`.
     pub fn quantize_weights(
         &self,
         gpu: &Gpu,
@@ -319,39 +348,64 @@ impl Linear {
         e4m3: BufferRange,
     ) -> Result<Dispatch> {
         s.check_parts("fp8_quantize")?;
-        let Some(f) = &self.fp8 else {
+        let Some(f) = self.operands.as_ref().and_then(Operands::fp8) else {
             return Err(Error::Unsupported(
-                "E4M3 weights are fp8's: this Linear was built in another numeric mode".into(),
+                "E4M3 weights are fp8's: this Linear was built for a recipe without e4m3-tiles"
+                    .into(),
             ));
         };
-        let blocks = Operand {
+        let blocks = Fp8Operand {
             row_parts: s.parts,
-            ..Operand::plain(s.d_out, s.d_in)
+            ..Fp8Operand::plain(s.d_out, s.d_in)
         };
         f.quantize(gpu, Tiles::Blocks, blocks, w, e4m3)
     }
 
-    /// In fp8, the activation operand `x` through E4M3 in `tiles` into its
-    /// scratch (the pre-pass pushed onto `d`), with the weights checked to
-    /// be the E4M3 mirror; `None` in other modes.
-    fn fp8_operands(
+    /// The forward's or dX's operands on their way in: the activation or
+    /// gradient `a` and the weights `w` (of shape `w_shape`), each through
+    /// the recipe's pre-pass for `pass` (onto `d`) into its scratch, or
+    /// `None` where the product reads it as it is. e4m3-tiles weights
+    /// must be the E4M3 mirror.
+    fn prepare(
         &self,
         gpu: &Gpu,
         d: &mut Vec<Dispatch>,
-        (x, tiles, shape): (BufferRange, Tiles, Operand),
-        w: &Weights,
-    ) -> Result<Option<wgpu::Buffer>> {
-        let Some(f) = &self.fp8 else {
-            return Ok(None);
+        pass: Pass,
+        (a, a_shape): (BufferRange, Shape),
+        (w, w_shape): (&Weights, Shape),
+    ) -> Result<[Option<wgpu::Buffer>; 2]> {
+        let Some(o) = &self.operands else {
+            return Ok([None, None]);
         };
-        if !matches!(w, Weights::E4m3(_)) {
+        let [a_op, w_op] = match pass {
+            Pass::Forward => o.products.forward,
+            Pass::Dgrad | Pass::Wgrad => o.products.dgrad,
+        };
+        let mirror = matches!(w, Weights::E4m3(_));
+        let tiles = w_op.format == OperandFormat::E4m3Tiles;
+        if tiles != mirror {
+            return Err(Error::Unsupported(format!(
+                "linear: e4m3-tiles weights are read from the E4M3 mirror (Linear::quantize_weights), and only they are; got {} weights for {} operands",
+                if mirror { "E4M3" } else { "master or f16" },
+                w_op.format.name()
+            )));
+        }
+        if w.is_f16() && !w_op.is_identity() {
             return Err(Error::Unsupported(
-                "fp8 products read the weights' E4M3 mirror (Linear::quantize_weights), not the master or the f16 mirror".into(),
+                "linear: the f16 mirror is read as it is; a recipe that quantizes weights reads the f32 master".into(),
             ));
         }
-        let xq = f.scratch(gpu, Side::A, 4 * shape.rows as u64 * shape.cols as u64)?;
-        d.push(f.quantize(gpu, tiles, shape, x, (&xq).into())?);
-        Ok(Some(xq))
+        let aq = o.prepare(gpu, d, (pass, Side::A, a_op), a, a_shape, false)?;
+        let wq = o.prepare(gpu, d, (pass, Side::B, w_op), w.range(), w_shape, true)?;
+        Ok([aq, wq])
+    }
+}
+
+/// The weights a product reads: the pre-pass's scratch where there is one.
+fn weights_or<'a>(w: &Weights<'a>, scratch: &'a Option<wgpu::Buffer>) -> Weights<'a> {
+    match scratch {
+        Some(b) => Weights::F32(b.into()),
+        None => *w,
     }
 }
 

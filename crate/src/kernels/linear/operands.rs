@@ -1,0 +1,256 @@
+//! A recipe's operands on their way into a product: each through its
+//! format (and a Hadamard transform first where the recipe says), once per
+//! product, into a scratch buffer the GEMM then reads as f32. e4m3-tiles
+//! operands take fp8's pre-pass (`fp8`), the formats of `ops::formats`
+//! the quantizers of 14_quantize.wgsl (`kernels::quantize`), blocks along
+//! each operand's K.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use super::fp8::{Fp8, Operand as Fp8Operand, Tiles};
+use crate::error::{Error, Result};
+use crate::gpu::{BufferRange, Dispatch, Gpu};
+use crate::kernels::quantize::{Quantize, STATS_WORDS};
+use crate::ops::formats::{Blocks, Quantization, Stream};
+use crate::ops::products::{BlockShape, Operand, OperandFormat, Products, Rounding};
+
+/// Which scratch an operand goes to: the product's first or second
+/// operand, or the Hadamard transform's output on the way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    A = 0,
+    B = 1,
+    H = 2,
+}
+
+/// Which product an operand feeds (its counters' slot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pass {
+    Forward = 0,
+    Dgrad = 1,
+    Wgrad = 2,
+}
+
+/// Bytes between two operands' counters: a storage binding's offset
+/// alignment (WebGPU's is at most 256).
+const STATS_STRIDE: u64 = 256;
+
+/// An operand `[rows, cols]` (row-major) whose K runs along the rows
+/// (`k_down`: dW's operands, dX's weights) or along the columns, cut where
+/// stacked weights' second and third parts begin (`rows`/`cols` if none).
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    pub rows: u32,
+    pub cols: u32,
+    pub k_down: bool,
+    pub row_parts: [u32; 2],
+    pub col_parts: [u32; 2],
+}
+
+impl Shape {
+    pub fn plain(rows: u32, cols: u32, k_down: bool) -> Shape {
+        Shape {
+            rows,
+            cols,
+            k_down,
+            row_parts: [rows; 2],
+            col_parts: [cols; 2],
+        }
+    }
+
+    fn bytes(&self) -> u64 {
+        4 * self.rows as u64 * self.cols as u64
+    }
+}
+
+/// The recipe's operands, the kernels they need and their scratch.
+pub struct Operands {
+    pub products: Products,
+    fp8: Option<Fp8>,
+    quantize: Option<Quantize>,
+    /// Seeds stochastic rounding and the Hadamard signs.
+    seed: u32,
+    /// The step stochastic rounding draws for: 16 bytes the host rewrites
+    /// before each step (`write_step`).
+    step: wgpu::Buffer,
+    /// Each (pass, operand)'s counters, `STATS_STRIDE` apart.
+    stats: wgpu::Buffer,
+    scratch: [Mutex<Option<wgpu::Buffer>>; 3],
+    /// Numbers each quantized tensor for its random draws, in record order.
+    tensors: AtomicU32,
+}
+
+impl Operands {
+    /// `None` where every operand reaches its product as it is.
+    pub async fn new(gpu: &Gpu, products: Products, seed: u32) -> Result<Option<Operands>> {
+        if products.is_exact() {
+            return Ok(None);
+        }
+        let formats = |f: fn(&OperandFormat) -> bool| products.all().iter().any(|o| f(&o.format));
+        let fp8 = match formats(|f| *f == OperandFormat::E4m3Tiles) {
+            true => Some(Fp8::new(gpu).await?),
+            false => None,
+        };
+        let hadamard = products.all().iter().any(|o| o.hadamard);
+        let quantize = match hadamard || formats(|f| matches!(f, OperandFormat::Format(_))) {
+            true => Some(Quantize::new(gpu).await?),
+            false => None,
+        };
+        Ok(Some(Operands {
+            products,
+            fp8,
+            quantize,
+            seed,
+            step: gpu.uniform("quantize.step", &[0u32; 4]),
+            stats: gpu.storage_buffer("quantize.stats", 6 * STATS_STRIDE)?,
+            scratch: Default::default(),
+            tensors: AtomicU32::new(0),
+        }))
+    }
+
+    /// The step the next submission's stochastic rounding draws for.
+    pub fn write_step(&self, gpu: &Gpu, step: u32) {
+        gpu.queue
+            .write_buffer(&self.step, 0, bytemuck::bytes_of(&[step, 0, 0, 0]));
+    }
+
+    /// The counters of every (pass, operand): [saturated, flushed, blocks
+    /// whose scale saturated, underflowed] each, since they were created.
+    pub fn stats(&self) -> &wgpu::Buffer {
+        &self.stats
+    }
+
+    /// fp8's pre-pass kernel (its weight mirror), if the recipe has e4m3-tiles.
+    pub fn fp8(&self) -> Option<&Fp8> {
+        self.fp8.as_ref()
+    }
+
+    /// `x` as `o` says it reaches `pass`'s product, as operand `side`: the
+    /// dispatches onto `d` and the scratch that holds it, or `None` where
+    /// the product reads `x` itself (f32, or e4m3-tiles weights, which
+    /// come from their mirror).
+    pub fn prepare(
+        &self,
+        gpu: &Gpu,
+        d: &mut Vec<Dispatch>,
+        (pass, side, o): (Pass, Side, Operand),
+        x: BufferRange,
+        shape: Shape,
+        weight: bool,
+    ) -> Result<Option<wgpu::Buffer>> {
+        if o.is_identity() {
+            return Ok(None);
+        }
+        let out = self.scratch(gpu, side, shape.bytes())?;
+        match o.format {
+            OperandFormat::F32 => {
+                d.push(self.hadamard(gpu, x, (&out).into(), shape)?);
+            }
+            OperandFormat::E4m3Tiles if weight => return Ok(None),
+            OperandFormat::E4m3Tiles => {
+                let fp8 = self.fp8.as_ref().expect("built for e4m3-tiles");
+                let tiles = match shape.k_down {
+                    true => Tiles::Columns,
+                    false => Tiles::Rows,
+                };
+                let operand = Fp8Operand {
+                    rows: shape.rows,
+                    cols: shape.cols,
+                    row_parts: shape.row_parts,
+                    col_parts: shape.col_parts,
+                };
+                d.push(fp8.quantize(gpu, tiles, operand, x, (&out).into())?);
+            }
+            OperandFormat::Format(format) => {
+                let q = self.quantize.as_ref().expect("built for formats");
+                let rotated = match o.hadamard {
+                    true => {
+                        let h = self.scratch(gpu, Side::H, shape.bytes())?;
+                        d.push(self.hadamard(gpu, x, (&h).into(), shape)?);
+                        Some(h)
+                    }
+                    false => None,
+                };
+                let src = rotated.as_ref().map_or(x, BufferRange::from);
+                let blocks = match (o.blocks, shape.k_down) {
+                    (BlockShape::Square, _) => Blocks::Square,
+                    (BlockShape::Line, false) => Blocks::Rows,
+                    (BlockShape::Line, true) => Blocks::Rows, /*TEMP*/,
+                };
+                let stream = Stream {
+                    seed: self.seed,
+                    step: 0,
+                    tensor: self.tensors.fetch_add(1, Ordering::Relaxed),
+                };
+                let quantization = Quantization {
+                    format,
+                    blocks,
+                    stochastic: (o.rounding == Rounding::Stochastic).then_some(stream),
+                };
+                let slot = (pass as u64 * 2 + side as u64) * STATS_STRIDE;
+                let stats = BufferRange {
+                    buffer: &self.stats,
+                    offset: slot,
+                    size: 4 * STATS_WORDS,
+                };
+                let [rows, cols] = [shape.rows as u64, shape.cols as u64];
+                d.extend(q.encode(gpu, &quantization, src, (&out).into(), stats, [rows, cols])?); /*TEMP*/
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// The random Hadamard transform along `shape`'s K, signs from the seed.
+    fn hadamard(
+        &self,
+        gpu: &Gpu,
+        x: BufferRange,
+        y: BufferRange,
+        shape: Shape,
+    ) -> Result<Dispatch> {
+        let q = self
+            .quantize
+            .as_ref()
+            .expect("built for Hadamard transforms");
+        let blocks = match shape.k_down {
+            true => Blocks::Rows, /*TEMP*/,
+            false => Blocks::Rows,
+        };
+        let s = Stream {
+            seed: self.seed,
+            step: 0,
+            tensor: 0,
+        };
+        {
+            let _ = blocks;
+            q.hadamard(gpu, s, false, x, y, shape.rows as u64 * shape.cols as u64)
+        } /*TEMP*/
+    }
+
+    /// A scratch buffer for `side` of at least `bytes`, never grown past
+    /// what one binding may hold (a product binds it whole). Products run
+    /// in the order they were recorded, so each reads what its own
+    /// pre-pass just wrote.
+    fn scratch(&self, gpu: &Gpu, side: Side, bytes: u64) -> Result<wgpu::Buffer> {
+        let limit = gpu.limits.max_storage_buffer_binding_size;
+        if bytes > limit {
+            return Err(Error::Limit {
+                op: "linear operands",
+                what: "scratch".into(),
+                needed: bytes,
+                limit,
+            });
+        }
+        let mut slot = self.scratch[side as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(b) = slot.as_ref().filter(|b| b.size() >= bytes) {
+            return Ok(b.clone());
+        }
+        let label = ["operand_a", "operand_b", "operand_h"][side as usize];
+        let b = gpu.storage_buffer(label, bytes)?;
+        *slot = Some(b.clone());
+        Ok(b)
+    }
+}

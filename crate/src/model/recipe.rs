@@ -1,0 +1,432 @@
+//! Precision recipes: what a model's products read and compute in. A recipe
+//! says, for each operand of the forward (`Y = X·Wᵀ`), the data-gradient
+//! (`dX = dY·W`) and the weight-gradient (`dW = dYᵀ·X`) products, the format
+//! it goes through first, how it is rounded and whether a random Hadamard
+//! transform comes first; which weights the products read (the f32 master
+//! or an f16 mirror); whether the forward's boundaries are Q1.15 (sf16);
+//! and which layers stay wide. Recipes are data: serde, in checkpoints, in
+//! the page's address, on the CLI as `--precision NAME` or `--recipe FILE`.
+//!
+//! The named recipes (`Recipe::named`) are written by their name alone when
+//! they are exactly the named one, so a file of today's modes reads as it
+//! always did; any other recipe is written in full.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::error::{Error, Result};
+use crate::gpu::Gpu;
+use crate::kernels::Kernels;
+use crate::ops::formats::{HADAMARD_BLOCK, Scaling};
+use crate::ops::products::{BlockShape, Operand, OperandFormat, Products, Rounding, Wide};
+use crate::shaders::Numerics;
+
+use super::{BatchShape, Config};
+
+/// The version of the recipe file format this build writes (`version` in a
+/// recipe's JSON; a file without one is version 1).
+pub const RECIPE_VERSION: u32 = 1;
+
+/// The forward's operands: `Y = X·Wᵀ`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Forward {
+    pub x: Operand,
+    pub w: Operand,
+}
+
+/// The data gradient's: `dX = dY·W`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DataGrad {
+    pub dy: Operand,
+    pub w: Operand,
+}
+
+/// The weight gradient's: `dW = dYᵀ·X`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WeightGrad {
+    pub dy: Operand,
+    pub x: Operand,
+}
+
+/// Which weights the products read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WeightCopy {
+    /// The f32 master weights.
+    #[default]
+    F32,
+    /// Their f16 mirror, written by the fused AdamW update (the seed's
+    /// mixed precision): the forward and dX products read f16 weights.
+    F16,
+}
+
+/// What the forward's boundaries (embedding, norms, projections, residual,
+/// softmax, attention, activation) are stored as.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Boundaries {
+    #[default]
+    #[serde(rename = "f32")]
+    F32,
+    /// The SF16 document's Q1.15, clamps counted; the backward is f32,
+    /// straight through.
+    #[serde(rename = "q1.15")]
+    Q115,
+}
+
+/// A precision recipe (the module's comment says what each part means).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RecipeSpec {
+    pub name: String,
+    #[serde(default = "recipe_version")]
+    pub version: u32,
+    #[serde(default)]
+    pub weights: WeightCopy,
+    #[serde(default)]
+    pub boundaries: Boundaries,
+    #[serde(default)]
+    pub forward: Forward,
+    #[serde(default)]
+    pub dgrad: DataGrad,
+    #[serde(default)]
+    pub wgrad: WeightGrad,
+    #[serde(default)]
+    pub wide: Wide,
+}
+
+fn recipe_version() -> u32 {
+    1
+}
+
+/// A checked recipe: `Recipe::named` or a `RecipeSpec` that passed
+/// `Recipe::new`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Recipe(RecipeSpec);
+
+/// The named recipes, in the order the selectors list them.
+pub const RECIPE_NAMES: [&str; 12] = [
+    "fp32",
+    "f16",
+    "sf16",
+    "sf16-wide-head",
+    "fp8",
+    "bf16",
+    "amp-f16",
+    "fp8-hybrid",
+    "mxfp8",
+    "mxfp4",
+    "nvfp4",
+    "nvfp4-naive",
+];
+
+impl Recipe {
+    /// A recipe from its parts, refused with the reason where the parts
+    /// do not make one.
+    pub fn new(spec: RecipeSpec) -> Result<Recipe> {
+        let bad = |why: String| Err(Error::Unsupported(format!("recipe {:?}: {why}", spec.name)));
+        if spec.version > RECIPE_VERSION {
+            return bad(format!(
+                "version {} is newer than this build's {RECIPE_VERSION}: update webtrain",
+                spec.version
+            ));
+        }
+        let quantized = spec.products().all().iter().any(|o| !o.is_identity());
+        if spec.weights == WeightCopy::F16 && quantized {
+            return bad("f16 weights are a recipe of their own: its products read the f16 mirror, not quantized operands".into());
+        }
+        let tiles = |o: &Operand| o.format == OperandFormat::E4m3Tiles;
+        if tiles(&spec.forward.w) != tiles(&spec.dgrad.w) {
+            return bad("e4m3-tiles weights are read from one E4M3 mirror: give forward.w and dgrad.w both, or neither".into());
+        }
+        let products = spec.products();
+        for (pass, [a, b]) in products.passes() {
+            if a.hadamard != b.hadamard {
+                return bad(format!(
+                    "{pass}: a Hadamard transform on one operand only would change the product; give it both or neither"
+                ));
+            }
+            for o in [a, b] {
+                let f = o.format;
+                if o.blocks == BlockShape::Square
+                    && !matches!(f, OperandFormat::Format(f) if f.scaling == Scaling::Nvfp4)
+                {
+                    return bad(format!(
+                        "{pass}: 2-D blocks are NVFP4's, not {}'s",
+                        f.name()
+                    ));
+                }
+                let scaled = !matches!(f, OperandFormat::F32 | OperandFormat::E4m3Tiles);
+                if o.rounding == Rounding::Stochastic && !scaled {
+                    return bad(format!(
+                        "{pass}: stochastic rounding needs a format to round into, not {}",
+                        f.name()
+                    ));
+                }
+            }
+        }
+        for o in [
+            products.forward[0],
+            products.dgrad[0],
+            products.wgrad[0],
+            products.wgrad[1],
+        ] {
+            if o.blocks == BlockShape::Square {
+                return bad("2-D blocks are for weights (forward.w, dgrad.w)".into());
+            }
+        }
+        Ok(Recipe(spec))
+    }
+
+    /// The named recipe `name` (`RECIPE_NAMES`).
+    pub fn named(name: &str) -> Result<Recipe> {
+        let spec = |weights, boundaries, ops: [Operand; 6], wide| RecipeSpec {
+            name: name.to_string(),
+            version: RECIPE_VERSION,
+            weights,
+            boundaries,
+            forward: Forward {
+                x: ops[0],
+                w: ops[1],
+            },
+            dgrad: DataGrad {
+                dy: ops[2],
+                w: ops[3],
+            },
+            wgrad: WeightGrad {
+                dy: ops[4],
+                x: ops[5],
+            },
+            wide,
+        };
+        let all = |o: Operand| [o; 6];
+        let f32 = all(Operand::default());
+        let head = Wide {
+            head: true,
+            ..Wide::default()
+        };
+        let plain = |weights, boundaries, wide| spec(weights, boundaries, f32, wide);
+        use Boundaries::{F32, Q115};
+        let s = match name {
+            "fp32" => plain(WeightCopy::F32, F32, Wide::default()),
+            "f16" => plain(WeightCopy::F16, F32, Wide::default()),
+            "sf16" => plain(WeightCopy::F32, Q115, Wide::default()),
+            "sf16-wide-head" => plain(WeightCopy::F32, Q115, head),
+            "fp8" => spec(
+                WeightCopy::F32,
+                F32,
+                all(Operand::of(OperandFormat::E4m3Tiles)),
+                head,
+            ),
+            "bf16" => spec(
+                WeightCopy::F32,
+                F32,
+                all(Operand::format("bf16")),
+                Wide::default(),
+            ),
+            "amp-f16" => spec(
+                WeightCopy::F32,
+                F32,
+                all(Operand::format("f16")),
+                Wide::default(),
+            ),
+            "fp8-hybrid" => {
+                let (e4, e5) = (
+                    Operand::format("e4m3-tensor"),
+                    Operand::format("e5m2-tensor"),
+                );
+                spec(WeightCopy::F32, F32, [e4, e4, e5, e4, e5, e4], head)
+            }
+            "mxfp8" => spec(
+                WeightCopy::F32,
+                F32,
+                all(Operand::format("mxfp8-e4m3-ceil")),
+                head,
+            ),
+            "mxfp4" => spec(
+                WeightCopy::F32,
+                F32,
+                all(Operand::format("mxfp4")),
+                Wide::default(),
+            ),
+            "nvfp4" => {
+                let q = Operand::format("nvfp4");
+                let ops = [
+                    q,
+                    q.square(),
+                    q.stochastic(),
+                    q.square(),
+                    q.stochastic().hadamard(),
+                    q.hadamard(),
+                ];
+                let wide = Wide {
+                    first: 0,
+                    last: 1,
+                    head: true,
+                };
+                spec(WeightCopy::F32, F32, ops, wide)
+            }
+            "nvfp4-naive" => spec(
+                WeightCopy::F32,
+                F32,
+                all(Operand::format("nvfp4")),
+                Wide::default(),
+            ),
+            _ => {
+                return Err(Error::Unsupported(format!(
+                    "unknown precision {name:?}: use {}, or a recipe file",
+                    RECIPE_NAMES.join(", ")
+                )));
+            }
+        };
+        Recipe::new(s)
+    }
+
+    /// Every named recipe.
+    pub fn all_named() -> Vec<Recipe> {
+        RECIPE_NAMES
+            .iter()
+            .map(|n| Recipe::named(n).expect("a named recipe"))
+            .collect()
+    }
+
+    pub fn fp32() -> Recipe {
+        Recipe::named("fp32").expect("fp32")
+    }
+
+    pub fn f16() -> Recipe {
+        Recipe::named("f16").expect("f16")
+    }
+
+    pub fn sf16() -> Recipe {
+        Recipe::named("sf16").expect("sf16")
+    }
+
+    pub fn sf16_wide_head() -> Recipe {
+        Recipe::named("sf16-wide-head").expect("sf16-wide-head")
+    }
+
+    pub fn fp8() -> Recipe {
+        Recipe::named("fp8").expect("fp8")
+    }
+
+    /// A recipe from JSON: a named recipe's name (a JSON string) or a
+    /// recipe's parts (an object).
+    pub fn from_json(text: &str) -> Result<Recipe> {
+        serde_json::from_str(text).map_err(|e| Error::Unsupported(format!("recipe: {e}")))
+    }
+
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    pub fn spec(&self) -> &RecipeSpec {
+        &self.0
+    }
+
+    /// Whether this is the named recipe of its name, unchanged.
+    pub fn is_named(&self) -> bool {
+        Recipe::named(&self.0.name).is_ok_and(|r| r.0 == self.0)
+    }
+
+    /// The numeric mode its kernels are built in.
+    pub fn numerics(&self) -> Numerics {
+        match self.0.boundaries {
+            Boundaries::F32 => Numerics::Exact,
+            Boundaries::Q115 => Numerics::Sf16,
+        }
+    }
+
+    /// Whether the products read the f16 mirror.
+    pub fn f16_weights(&self) -> bool {
+        self.0.weights == WeightCopy::F16
+    }
+
+    /// Whether the layers' weights have an E4M3 mirror (e4m3-tiles weights).
+    pub fn e4m3_mirror(&self) -> bool {
+        self.0.forward.w.format == OperandFormat::E4m3Tiles
+    }
+
+    /// Which layers and whether the head stay wide.
+    pub fn wide(&self) -> Wide {
+        self.0.wide
+    }
+
+    /// What each product's operands go through.
+    pub fn products(&self) -> Products {
+        self.0.products()
+    }
+
+    /// Whether any product quantizes or any boundary rounds: the run then
+    /// reports its counters.
+    pub fn counts(&self) -> bool {
+        self.numerics() != Numerics::Exact || self.products().all().iter().any(|o| !o.is_identity())
+    }
+
+    /// Refuses a model this recipe cannot run, with the reason: a Hadamard
+    /// transform along a K that is not a multiple of 16.
+    pub fn check(&self, config: &Config, shape: BatchShape) -> Result<()> {
+        let p = self.products();
+        let (d, f, att) = (
+            config.d_model,
+            config.ffn,
+            config.n_heads * config.head_dim(),
+        );
+        let ks: [(&str, &[u32]); 3] = [
+            ("forward", &[d, att, f]),
+            ("dgrad", &[config.qkv_width(), d, 2 * f]),
+            ("wgrad", &[shape.rows()]),
+        ];
+        for ((pass, [a, _]), (_, ks)) in p.passes().into_iter().zip(ks) {
+            let h = HADAMARD_BLOCK as u32;
+            if let Some(k) = ks.iter().find(|&&k| a.hadamard && k % h != 0) {
+                return Err(Error::Unsupported(format!(
+                    "recipe {:?}: {pass}'s Hadamard transform runs along K in blocks of {h}, and K = {k} is not a multiple of {h}",
+                    self.name()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The kernels a model in this recipe runs, attention for `head_dims`;
+    /// `seed` seeds its stochastic rounding and Hadamard signs.
+    pub async fn kernels(&self, gpu: &Gpu, head_dims: &[u32], seed: u32) -> Result<Kernels> {
+        let gpu = gpu.with_numerics(self.numerics());
+        Kernels::with_products(&gpu, (self.products(), self.wide()), head_dims, seed).await
+    }
+}
+
+impl RecipeSpec {
+    fn products(&self) -> Products {
+        Products {
+            forward: [self.forward.x, self.forward.w],
+            dgrad: [self.dgrad.dy, self.dgrad.w],
+            wgrad: [self.wgrad.dy, self.wgrad.x],
+        }
+    }
+}
+
+impl Serialize for Recipe {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self.is_named() {
+            true => s.serialize_str(&self.0.name),
+            false => self.0.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Recipe {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        use serde::de::Error as _;
+        let value = serde_json::Value::deserialize(d)?;
+        let recipe = match value {
+            serde_json::Value::String(name) => Recipe::named(&name),
+            v => serde_json::from_value::<RecipeSpec>(v)
+                .map_err(|e| Error::Unsupported(format!("recipe: {e}")))
+                .and_then(Recipe::new),
+        };
+        recipe.map_err(D::Error::custom)
+    }
+}

@@ -1,0 +1,194 @@
+//! What a product's operands go through before the GEMM reads them: the
+//! format, its rounding and block shape, a Hadamard transform. Precision
+//! recipes (`model::recipe`) are made of these; `kernels::linear` runs them.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::error::{Error, Result};
+use crate::ops::formats::Format;
+
+/// What an operand goes through before a product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OperandFormat {
+    /// Untouched f32.
+    F32,
+    /// DeepSeek-V3's FP8: E4M3 with a power-of-two scale per 1×128 tile
+    /// along K (activations and gradients) or per 128×128 block (weights,
+    /// read from an E4M3 mirror written once per optimizer step).
+    E4m3Tiles,
+    /// One of `ops::formats`' formats, its blocks along K.
+    Format(Format),
+}
+
+impl OperandFormat {
+    pub fn name(&self) -> &'static str {
+        match self {
+            OperandFormat::F32 => "f32",
+            OperandFormat::E4m3Tiles => "e4m3-tiles",
+            OperandFormat::Format(f) => f.name,
+        }
+    }
+
+    pub fn parse(name: &str) -> Result<OperandFormat> {
+        match name {
+            "f32" => Ok(OperandFormat::F32),
+            "e4m3-tiles" => Ok(OperandFormat::E4m3Tiles),
+            _ => Format::parse(name).map(OperandFormat::Format).map_err(|_| {
+                let names: Vec<&str> = Format::ALL.iter().map(|f| f.name).collect();
+                Error::Unsupported(format!(
+                    "unknown format {name:?}: an operand takes f32, e4m3-tiles, {}",
+                    names.join(", ")
+                ))
+            }),
+        }
+    }
+}
+
+impl Serialize for OperandFormat {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for OperandFormat {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        OperandFormat::parse(&name).map_err(serde::de::Error::custom)
+    }
+}
+
+/// How an operand's values are rounded into its format.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Rounding {
+    /// To nearest, ties to even.
+    #[default]
+    Nearest,
+    /// Up with probability equal to the distance, drawn from (run seed,
+    /// step, tensor): unbiased, reproducible.
+    Stochastic,
+}
+
+/// The shape of a block format's blocks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BlockShape {
+    /// Along K.
+    #[default]
+    #[serde(rename = "1d")]
+    Line,
+    /// NVFP4's 16×16 tiles, for weights: W and Wᵀ quantize alike.
+    #[serde(rename = "2d")]
+    Square,
+}
+
+/// One operand's treatment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Operand {
+    pub format: OperandFormat,
+    #[serde(default)]
+    pub blocks: BlockShape,
+    #[serde(default)]
+    pub rounding: Rounding,
+    /// A random Hadamard transform along K in blocks of 16 first (on both
+    /// operands of a product, so it cancels in the product).
+    #[serde(default)]
+    pub hadamard: bool,
+}
+
+impl Default for Operand {
+    fn default() -> Self {
+        Operand::of(OperandFormat::F32)
+    }
+}
+
+impl Operand {
+    pub const fn of(format: OperandFormat) -> Operand {
+        Operand {
+            format,
+            blocks: BlockShape::Line,
+            rounding: Rounding::Nearest,
+            hadamard: false,
+        }
+    }
+
+    pub(crate) fn format(name: &str) -> Operand {
+        Operand::of(OperandFormat::parse(name).expect("a named recipe's format"))
+    }
+
+    pub(crate) fn square(self) -> Operand {
+        Operand {
+            blocks: BlockShape::Square,
+            ..self
+        }
+    }
+
+    pub(crate) fn stochastic(self) -> Operand {
+        Operand {
+            rounding: Rounding::Stochastic,
+            ..self
+        }
+    }
+
+    pub(crate) fn hadamard(self) -> Operand {
+        Operand {
+            hadamard: true,
+            ..self
+        }
+    }
+
+    /// Whether the operand reaches its product as it is.
+    pub fn is_identity(&self) -> bool {
+        self.format == OperandFormat::F32 && !self.hadamard
+    }
+}
+
+/// The layers whose products stay f32 whatever the operands say.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Wide {
+    /// The first `first` and the last `last` transformer blocks.
+    pub first: u32,
+    pub last: u32,
+    /// The output head (its product exact: f32 logits).
+    pub head: bool,
+}
+
+impl Wide {
+    /// Whether layer `l` of `layers` stays wide.
+    pub fn keeps_layer(&self, l: u32, layers: u32) -> bool {
+        l < self.first || l + self.last >= layers
+    }
+}
+
+/// Each product's two operands: forward `[X, W]`, dgrad `[dY, W]`, wgrad
+/// `[dY, X]`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Products {
+    pub forward: [Operand; 2],
+    pub dgrad: [Operand; 2],
+    pub wgrad: [Operand; 2],
+}
+
+impl Products {
+    /// The products by name.
+    pub fn passes(&self) -> [(&'static str, [Operand; 2]); 3] {
+        [
+            ("forward", self.forward),
+            ("dgrad", self.dgrad),
+            ("wgrad", self.wgrad),
+        ]
+    }
+
+    pub fn all(&self) -> [Operand; 6] {
+        let [a, b, c, d, e, f] = [self.forward, self.dgrad, self.wgrad].concat()[..] else {
+            unreachable!()
+        };
+        [a, b, c, d, e, f]
+    }
+
+    /// Whether every operand reaches its product as it is.
+    pub fn is_exact(&self) -> bool {
+        self.all().iter().all(Operand::is_identity)
+    }
+}
