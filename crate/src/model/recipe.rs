@@ -430,3 +430,108 @@ impl<'de> Deserialize<'de> for Recipe {
         recipe.map_err(D::Error::custom)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(json: &str) -> String {
+        Recipe::from_json(json).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn named_recipes_are_written_by_name_and_read_back() {
+        for r in Recipe::all_named() {
+            let json = serde_json::to_string(&r).unwrap();
+            assert_eq!(json, format!("\"{}\"", r.name()));
+            assert_eq!(Recipe::from_json(&json).unwrap(), r);
+        }
+    }
+
+    #[test]
+    fn a_changed_recipe_is_written_in_full() {
+        let mut spec = Recipe::named("nvfp4").unwrap().spec().clone();
+        spec.wide.last = 2;
+        let r = Recipe::new(spec).unwrap();
+        let json = serde_json::to_string(&r).unwrap();
+        assert!(json.starts_with('{') && json.contains("\"last\":2"), "{json}");
+        assert_eq!(Recipe::from_json(&json).unwrap(), r);
+    }
+
+    #[test]
+    fn todays_modes_keep_their_meaning() {
+        let fp8 = Recipe::fp8();
+        assert!(fp8.e4m3_mirror() && fp8.wide().head && !fp8.f16_weights());
+        assert!(Recipe::f16().f16_weights() && Recipe::f16().products().is_exact());
+        assert_eq!(Recipe::sf16().numerics(), Numerics::Sf16);
+        assert!(!Recipe::sf16().wide().head && Recipe::sf16_wide_head().wide().head);
+        assert!(!Recipe::fp32().counts() && Recipe::sf16().counts() && fp8.counts());
+    }
+
+    /// A file written by the first version of recipes (the fixture is
+    /// never rewritten) still loads, as what it said.
+    #[test]
+    fn a_version_1_recipe_file_loads() {
+        let text = include_str!("../../../tests/fixtures/recipes/fp4-wide-ends.v1.json");
+        let r = Recipe::from_json(text).unwrap();
+        let p = r.products();
+        assert_eq!(p.forward[1].blocks, BlockShape::Square);
+        assert_eq!(p.wgrad[0].rounding, Rounding::Stochastic);
+        assert!(p.wgrad[0].hadamard && p.wgrad[1].hadamard);
+        assert_eq!((r.wide().first, r.wide().last, r.wide().head), (1, 1, true));
+        assert!(!r.is_named());
+    }
+
+    #[test]
+    fn bad_recipes_are_refused_with_the_reason() {
+        let cases = [
+            (
+                r#"{"name": "x", "forward": {"x": {"format": "fp5"}}}"#,
+                "unknown format \"fp5\"",
+            ),
+            (r#""fp7""#, "unknown precision \"fp7\""),
+            (
+                r#"{"name": "x", "wgrad": {"dy": {"format": "nvfp4", "hadamard": true}, "x": {"format": "nvfp4"}}}"#,
+                "one operand only",
+            ),
+            (
+                r#"{"name": "x", "forward": {"w": {"format": "mxfp4", "blocks": "2d"}}}"#,
+                "2-D blocks are NVFP4's",
+            ),
+            (
+                r#"{"name": "x", "forward": {"x": {"format": "nvfp4", "blocks": "2d"}}}"#,
+                "2-D blocks are for weights",
+            ),
+            (
+                r#"{"name": "x", "dgrad": {"dy": {"format": "f32", "rounding": "stochastic"}}}"#,
+                "stochastic rounding needs a format",
+            ),
+            (
+                r#"{"name": "x", "weights": "f16", "forward": {"x": {"format": "bf16"}}}"#,
+                "f16 weights are a recipe of their own",
+            ),
+            (
+                r#"{"name": "x", "forward": {"w": {"format": "e4m3-tiles"}}}"#,
+                "one E4M3 mirror",
+            ),
+            (r#"{"name": "x", "version": 2}"#, "newer than this build's"),
+            (r#"{"name": "x", "speed": "fast"}"#, "unknown field `speed`"),
+        ];
+        for (json, why) in cases {
+            let e = refusal(json);
+            assert!(e.contains(why), "{json}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_hadamard_transform_needs_k_in_sixteens() {
+        let r = Recipe::named("nvfp4").unwrap();
+        let c = Config::preset("tiny").unwrap();
+        assert!(r.check(&c, BatchShape { batch: 4, seq: 32 }).is_ok());
+        let e = r
+            .check(&c, BatchShape { batch: 3, seq: 7 })
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("K = 21 is not a multiple of 16"), "{e}");
+    }
+}

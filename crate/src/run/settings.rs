@@ -7,6 +7,7 @@
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::model::RECIPE_NAMES;
 use Group::{Data, Optimizer, Schedule, Shape};
 use Kind::{Float, Int};
 
@@ -111,8 +112,8 @@ pub const SETTINGS: &[Setting] = &[
     ),
     choice(
         "precision",
-        &["fp32", "f16", "sf16", "sf16-wide-head", "fp8"],
-        "Weights and products: fp32; f16 (an f16 mirror of fp32 master weights); sf16 (Q1.15 forward boundaries) or sf16-wide-head (its head's product wide); fp8 (E4M3 products, DeepSeek-V3's map)",
+        &RECIPE_NAMES,
+        "The precision recipe, named or a custom one (docs/PRECISION.md): fp32; f16 (an f16 mirror of fp32 master weights); sf16 (Q1.15 forward boundaries) or sf16-wide-head; fp8 (DeepSeek-V3's E4M3 tiles); bf16; amp-f16 (f16 products, dynamic loss scaling); fp8-hybrid (E4M3 forward, E5M2 gradients); mxfp8; mxfp4; nvfp4 (NVIDIA's recipe) and nvfp4-naive",
     ),
     choice(
         "optimState",
@@ -215,6 +216,8 @@ impl Setting {
         if self.kind == Kind::Choice {
             return match value.as_str() {
                 Some(v) if self.choices.contains(&v) => Ok(()),
+                // a custom recipe's parts: checked as they are read (`Recipe::new`)
+                None if self.field == "precision" && value.is_object() => Ok(()),
                 _ => refuse(format!("use {}", self.choices.join(", "))),
             };
         }
@@ -268,7 +271,7 @@ mod tests {
                 "{e}"
             );
         }
-        assert!(setting("precision").check(&"bf16".into()).is_err());
+        assert!(setting("precision").check(&"bf17".into()).is_err());
         assert!(setting("lr").check(&(-1e-3).into()).is_err());
     }
 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use webtrain::checkpoint::Checkpoint;
 use webtrain::data::Corpus;
 use webtrain::hf::{self, HfFiles, HfModel};
+use webtrain::model::Recipe;
 use webtrain::run::BUILTIN_CORPUS;
 use webtrain::{Error, Result};
 
@@ -159,6 +160,12 @@ pub fn write_folder(dir: &Path, files: &HfFiles) -> Result<()> {
 }
 
 /// The token ids of a file of whitespace-separated decimal ids, each below `vocab`.
+/// A precision recipe file (`--recipe`), its problems naming the file.
+pub fn read_recipe(path: &Path) -> Result<Recipe> {
+    let text = std::fs::read_to_string(path).map_err(|e| io(path, "be read", e))?;
+    Recipe::from_json(&text).map_err(|e| Error::Unsupported(format!("{}: {e}", path.display())))
+}
+
 pub fn read_token_ids(path: &Path, vocab: u32) -> Result<Vec<u32>> {
     let text = std::fs::read_to_string(path).map_err(|e| io(path, "be read", e))?;
     text.split_whitespace()

@@ -28,12 +28,13 @@ use crate::events::{CliDevices, Printer};
 use crate::files::{self, TextFile};
 
 /// What a checkpoint's config fixes: not to be given with `--resume`.
-const FIXED_BY_CHECKPOINT: [&str; 19] = [
+const FIXED_BY_CHECKPOINT: [&str; 20] = [
     "preset",
     "synthetic",
     "task",
     "task_option",
     "precision",
+    "recipe",
     "optim_state",
     "seed",
     "batch",
@@ -85,6 +86,9 @@ pub struct TrainArgs {
     schedule_steps: Option<u32>,
     #[arg(long, default_value = "fp32", value_parser = choices("precision"), help = help("precision", None))]
     precision: String,
+    /// A custom precision recipe: a JSON file (docs/PRECISION.md), instead of --precision.
+    #[arg(long, conflicts_with = "precision")]
+    recipe: Option<PathBuf>,
     #[arg(long, default_value = "fp32", value_parser = choices("optimState"), help = help("optimState", None))]
     optim_state: String,
     #[arg(long, default_value_t = 1, help = help("seed", None))]
@@ -215,7 +219,10 @@ fn spec(args: &TrainArgs, hf: Option<&HfModel>) -> Result<RunSpec> {
     };
     spec.steps = args.schedule_steps.unwrap_or(args.steps_to_train());
     spec.warmup = args.warmup.unwrap_or(warmup_for(spec.steps));
-    spec.precision = Recipe::named(&args.precision)?;
+    spec.precision = match &args.recipe {
+        Some(path) => files::read_recipe(path)?,
+        None => Recipe::named(&args.precision)?,
+    };
     spec.optim_state = OptimState::parse(&args.optim_state)?;
     spec.seed = args.seed;
     spec.batch = args.batch.unwrap_or(spec.batch);

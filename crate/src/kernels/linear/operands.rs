@@ -176,7 +176,7 @@ impl Operands {
                 let blocks = match (o.blocks, shape.k_down) {
                     (BlockShape::Square, _) => Blocks::Square,
                     (BlockShape::Line, false) => Blocks::Rows,
-                    (BlockShape::Line, true) => Blocks::Rows, /*TEMP*/,
+                    (BlockShape::Line, true) => Blocks::Rows, // TEMP
                 };
                 let stream = Stream {
                     seed: self.seed,
@@ -214,7 +214,7 @@ impl Operands {
             .as_ref()
             .expect("built for Hadamard transforms");
         let blocks = match shape.k_down {
-            true => Blocks::Rows, /*TEMP*/,
+            true => Blocks::Rows, // TEMP
             false => Blocks::Rows,
         };
         let s = Stream {
