@@ -383,8 +383,8 @@ pub struct Counts {
     /// Blocks whose scale saturated: blocks holding ±Inf or NaN, whose
     /// values become NaN (E8M0's NaN scale).
     pub blocks_scale_saturated: u32,
-    /// Blocks whose scale underflowed: MX's clamped at 2^-127, NVFP4's
-    /// rounded to 0 (the block becomes zeros).
+    /// Blocks whose scale underflowed: MX's (and a per-tensor scale's)
+    /// clamped at 2^-127, NVFP4's rounded to 0 (the block becomes zeros).
     pub blocks_scale_underflowed: u32,
 }
 
