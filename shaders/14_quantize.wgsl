@@ -1,37 +1,37 @@
 // A tensor through a format and back (`webtrain quantize`, the formats'
-// tests): plain casts, OCP MX blocks, NVFP4; the random Hadamard transform.
-// Twins in reference/formats.rs. Legend: n elements, a [rows, cols]
-// matrix (cols the last dimension), B a block's values along cols.
+// tests, the GEMM operands of a precision recipe): plain casts, per-tensor
+// scaling, OCP MX blocks, NVFP4; the random Hadamard transform. Twins in
+// reference/formats.rs. Legend: n elements, a [rows, cols] matrix (cols
+// the last dimension), B a block's values, along a row or down a column.
 //
 // stats: [0] values beyond the format's largest (±Inf included),
 // [1] nonzero values rounded to 0, [2] blocks whose scale saturated (a
 // block holding ±Inf or NaN: its values become NaN), [3] blocks whose
-// scale underflowed (MX: below E8M0's 2^-127, clamped; NVFP4: its E4M3
-// scale rounded to 0, the block to zeros), [4] NVFP4's tensor amax (the
-// f32 bits of the largest finite |x|, written by quantize_amax).
+// scale underflowed (MX and per-tensor: below E8M0's 2^-127, clamped;
+// NVFP4: its E4M3 scale rounded to 0, the block to zeros), [4] the tensor
+// amax of NVFP4 and per-tensor scaling (the f32 bits of the largest finite
+// |x|: zeroed by quantize_reset, written by quantize_amax). [0..4] add up
+// over the quantizations sharing the buffer; [4] is each one's own.
 
 struct QuantizeParams {
     n: u32,
     cols: u32,
     element: u32,     // ops::formats::Element code
     scaling: u32,     // SCALING_*
-    square: u32,      // 1: NVFP4's 16×16 blocks
+    blocks: u32,      // BLOCKS_* (0: along the rows)
     stochastic: u32,  // 1: stochastic rounding of the elements
     seed: u32,
-    step: u32,
     tensor: u32,
 }
 
-const SCALING_MX: u32 = 1u;
-const SCALING_MX_CEIL: u32 = 2u;
-const SCALING_NVFP4: u32 = 3u;
 const NVFP4_B: u32 = 16u;
 const NVFP4_RANGE: f32 = 2688.0;  // E4M3's max × E2M1's: 448 · 6
 
 @group(0) @binding(0) var<uniform> qp: QuantizeParams;
-@group(0) @binding(1) var<storage, read> qx: array<f32>;                    // [n]
-@group(0) @binding(2) var<storage, read_write> qy: array<f32>;              // [n]
-@group(0) @binding(3) var<storage, read_write> stats: array<atomic<u32>, 5>;
+@group(0) @binding(1) var<uniform> qstep: vec4<u32>;                        // x: the step the draws use
+@group(0) @binding(2) var<storage, read> qx: array<f32>;                    // [n]
+@group(0) @binding(3) var<storage, read_write> qy: array<f32>;              // [n]
+@group(0) @binding(4) var<storage, read_write> stats: array<atomic<u32>, 5>;
 
 var<workgroup> wg_stats: array<atomic<u32>, 4>;
 
@@ -51,29 +51,49 @@ fn add_stats(c: vec4<u32>, lidx: u32) {
 }
 
 fn element_random(i: u32) -> u32 {
-    return random_bits(qp.seed, qp.step, qp.tensor, i);
+    return random_bits(qp.seed, qstep.x, qp.tensor, i);
 }
 
 // quantize_cast: one invocation per value, each through the element format
-// unscaled (bf16, f16, E4M3, E5M2 and the others).
+// (bf16, f16, E4M3, E5M2 and the others), unscaled or, with
+// SCALING_TENSOR, scaled by 2^k: k the smallest with amax ≤ max·2^k
+// (mx_scale_exp's ceil of stats[4]), clamped to E8M0's [-127, 127], 0 for
+// a tensor without a finite nonzero value.
 @compute @workgroup_size(WG)
 fn quantize_cast(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                  @builtin(local_invocation_index) lidx: u32) {
     let i = flat_id(wid, nwg, lidx);
+    let f = element_format(qp.element);
     var c = vec4<u32>(0u);
     if (i < qp.n) {
+        var k = 0;
+        let amax_t = atomicLoad(&stats[4]);
+        if (qp.scaling == SCALING_TENSOR && amax_t != 0u) {
+            let raw = mx_scale_exp(bitcast<f32>(amax_t), f, true);
+            k = clamp(raw, -127, 127);
+            c[3] = select(0u, 1u, i == 0u && raw < -127);  // the tensor's one scale
+        }
         let x = qx[i];
-        let q = quantize_scaled(x, element_format(qp.element), 0, qp.stochastic == 1u, element_random(i));
+        let q = quantize_scaled(x, f, k, qp.stochastic == 1u, element_random(i));
         qy[i] = q.value;
-        c = vec4<u32>(select(0u, 1u, q.saturated), select(0u, 1u, flushed_to_zero(x, q.value)), 0u, 0u);
+        c[0] = select(0u, 1u, q.saturated);
+        c[1] = select(0u, 1u, flushed_to_zero(x, q.value));
     }
     add_stats(c, lidx);
+}
+
+// quantize_reset: zeroes stats[4] ahead of quantize_amax, so that each
+// quantization sharing the stats buffer gets its own tensor amax.
+@compute @workgroup_size(1)
+fn quantize_reset() {
+    atomicStore(&stats[4], 0u);
 }
 
 var<workgroup> wg_amax: atomic<u32>;
 
 // quantize_amax: the largest finite |x| into stats[4], as f32 bits (whose
-// order as u32 is the magnitudes' order): NVFP4's first pass.
+// order as u32 is the magnitudes' order): the first pass of NVFP4 and
+// per-tensor scaling.
 @compute @workgroup_size(WG)
 fn quantize_amax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                  @builtin(local_invocation_index) lidx: u32) {
@@ -87,15 +107,24 @@ fn quantize_amax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     if (lidx == 0u) { atomicMax(&stats[4], atomicLoad(&wg_amax)); }
 }
 
-// Value j of block b: B consecutive values along cols, or with `square`
-// 16 rows × 16 columns (j row-major within the tile).
-fn block_index(b: u32, j: u32, size: u32) -> u32 {
-    if (qp.square == 1u) {
-        let across = qp.cols / NVFP4_B;
-        let row = (b / across) * NVFP4_B + j / NVFP4_B;
-        return row * qp.cols + (b % across) * NVFP4_B + j % NVFP4_B;
+// Value j of block b of a [_, cols] matrix in `blocks` (BLOCKS_*), as
+// ops::formats::Blocks::index: `side` consecutive values along a row;
+// `side` down a column, blocks numbered across the columns first, so that
+// neighbouring invocations read neighbouring words; or side × side
+// (j row-major within the tile).
+fn block_index(blocks: u32, cols: u32, side: u32, b: u32, j: u32) -> u32 {
+    switch blocks {
+        case BLOCKS_COLUMNS: {
+            return ((b / cols) * side + j) * cols + b % cols;
+        }
+        case BLOCKS_SQUARE: {
+            let across = cols / side;
+            return ((b / across) * side + j / side) * cols + (b % across) * side + j % side;
+        }
+        default: {
+            return b * side + j;
+        }
     }
-    return b * size + j;
 }
 
 // NVFP4's tensor scale, with amax_t = m·2^j, m in [1, 2): S = S_n·2^-j,
@@ -120,7 +149,8 @@ fn unscale(x: f32, j: i32) -> f32 {
 }
 
 // quantize_blocks: one invocation per block: its scale, then its values.
-// MX (B = 32): X = 2^k from the block's amax (mx_scale_exp), each value
+// Blocks along a row, down a column or square (block_index). MX (B = 32):
+// X = 2^k from the block's amax (mx_scale_exp), each value
 // round(x / X)·X. NVFP4 (B = 16, or 16×16): d_b = E4M3((amax_b / 6)·S),
 // q = E2M1(x·(S / d_b)), value q·(d_b / S), S / d_b and d_b / S once per
 // block, every product and quotient correctly rounded in f32, the value's
@@ -131,14 +161,15 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     let b = flat_id(wid, nwg, lidx);
     let f = element_format(qp.element);
     let nvfp4 = qp.scaling == SCALING_NVFP4;
-    let size = select(32u, select(NVFP4_B, NVFP4_B * NVFP4_B, qp.square == 1u), nvfp4);
+    let side = select(32u, NVFP4_B, nvfp4);
+    let size = select(side, side * side, qp.blocks == BLOCKS_SQUARE);
     let sr = qp.stochastic == 1u;
     var c = vec4<u32>(0u);
     if (b < qp.n / size) {
         var amax = 0u;
         var finite = true;
         for (var j = 0u; j < size; j++) {
-            let x = qx[block_index(b, j, size)];
+            let x = qx[block_index(qp.blocks, qp.cols, side, b, j)];
             finite = finite && is_finite(x);
             amax = max(amax, bitcast<u32>(x) & 0x7fffffffu);
         }
@@ -146,14 +177,14 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
         if (!finite) {
             c[2] = 1u;
             for (var j = 0u; j < size; j++) {
-                let i = block_index(b, j, size);
+                let i = block_index(qp.blocks, qp.cols, side, b, j);
                 let x = qx[i];
                 c[0] += select(0u, 1u, !is_finite(x) && !is_nan(x));
                 qy[i] = bitcast<f32>(0x7fc00000u | (bitcast<u32>(x) & SIGN_BIT));
             }
         } else if (amax == 0u || (nvfp4 && amax_t == 0u)) {
             for (var j = 0u; j < size; j++) {
-                let i = block_index(b, j, size);
+                let i = block_index(qp.blocks, qp.cols, side, b, j);
                 qy[i] = qx[i];  // ±0
             }
         } else if (!nvfp4) {
@@ -162,7 +193,7 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
             c[2] = select(0u, 1u, raw > 127);
             let k = clamp(raw, -127, 127);
             for (var j = 0u; j < size; j++) {
-                let i = block_index(b, j, size);
+                let i = block_index(qp.blocks, qp.cols, side, b, j);
                 let x = qx[i];
                 let q = quantize_scaled(x, f, k, sr, element_random(i));
                 qy[i] = q.value;
@@ -179,7 +210,7 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
             if (d == 0.0) {
                 c[3] = 1u;
                 for (var j = 0u; j < size; j++) {
-                    let i = block_index(b, j, size);
+                    let i = block_index(qp.blocks, qp.cols, side, b, j);
                     let x = qx[i];
                     qy[i] = bitcast<f32>(bitcast<u32>(x) & SIGN_BIT);
                     c[1] += select(0u, 1u, flushed_to_zero(x, 0.0));
@@ -188,7 +219,7 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
                 let up = div_rne(ts.s_n, d);    // S / d_b, times 2^j
                 let down = split(div_rne(d, ts.s_n));  // d_b / S, over 2^j
                 for (var j = 0u; j < size; j++) {
-                    let i = block_index(b, j, size);
+                    let i = block_index(qp.blocks, qp.cols, side, b, j);
                     let x = qx[i];
                     let xn = unscale(x, ts.j);
                     let q = quantize_scaled(xn * up, f, 0, sr, element_random(i));
@@ -212,14 +243,17 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     add_stats(c, lidx);
 }
 
-// hadamard16: the random Hadamard transform of 16-value blocks: with random
-// signs s (one per position, from the seed), y = H16·(s∘x)/4 forward and
-// x = s∘(H16·y)/4 inverse (H16 the Walsh–Hadamard matrix, H16·H16 = 16·I).
-// One invocation per block; the butterflies add in a fixed order, so the
-// GPU and the twin agree bit for bit (for normal f32 values: a GPU may
-// flush subnormal sums to zero).
+// hadamard16: the random Hadamard transform of 16-value blocks of a
+// [_, cols] matrix, along its rows or down its columns (block_index): with
+// random signs s (one per position in the block, from the seed),
+// y = H16·(s∘x)/4 forward and x = s∘(H16·y)/4 inverse (H16 the
+// Walsh–Hadamard matrix, H16·H16 = 16·I). One invocation per block; the
+// butterflies add in a fixed order, so the GPU and the twin agree bit for
+// bit (for normal f32 values: a GPU may flush subnormal sums to zero).
 struct HadamardParams {
     n: u32,
+    cols: u32,
+    blocks: u32,  // BLOCKS_*: along the rows or down the columns
     inverse: u32,
     seed: u32,
     step: u32,
@@ -246,7 +280,7 @@ fn hadamard16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
     if (b >= hp.n / 16u) { return; }
     var v: array<f32, 16>;
     for (var j = 0u; j < 16u; j++) {
-        let x = hx[b * 16u + j];
+        let x = hx[block_index(hp.blocks, hp.cols, 16u, b, j)];
         v[j] = select(flip(x, hadamard_sign(j)), x, hp.inverse == 1u);
     }
     for (var h = 1u; h < 16u; h <<= 1u) {
@@ -261,6 +295,6 @@ fn hadamard16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
     }
     for (var j = 0u; j < 16u; j++) {
         let y = v[j] * 0.25;
-        hy[b * 16u + j] = select(y, flip(y, hadamard_sign(j)), hp.inverse == 1u);
+        hy[block_index(hp.blocks, hp.cols, 16u, b, j)] = select(y, flip(y, hadamard_sign(j)), hp.inverse == 1u);
     }
 }

@@ -65,6 +65,11 @@ gpu_tests! {
         formats::blocks_match_reference,
         formats::stochastic_rounding_matches_reference_and_is_unbiased,
         formats::hadamard_matches_reference,
+        formats::quantize_columns_match_reference,
+        formats::quantize_tensor_scaling_matches_reference,
+        formats::quantize_stepped_draws_match_reference,
+        formats::quantize_shares_its_stats_buffer,
+        formats::hadamard_columns_match_reference,
         histogram::log2_histogram_matches_reference,
         // the whole model: every kernel in its schedule
         model::model_matches_reference_fp32,

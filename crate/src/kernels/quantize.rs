@@ -1,7 +1,8 @@
 //! Launchers for 14_quantize.wgsl: a tensor through a format and back
-//! (plain casts, OCP MX blocks, NVFP4 with its tensor-amax pass), with the
-//! format's counters; the random Hadamard transform. Twins in
-//! `reference::formats`; what the formats are in `ops::formats`.
+//! (plain casts, per-tensor scaling, OCP MX blocks, NVFP4, the last two with
+//! their tensor-amax pass), with the format's counters; the random Hadamard
+//! transform. Twins in `reference::formats`; what the formats are in
+//! `ops::formats`.
 
 use bytemuck::{Pod, Zeroable};
 
@@ -12,8 +13,10 @@ use crate::ops::formats::{
 };
 use crate::shaders::QUANTIZE;
 
-/// u32 words of the stats buffer: four counters and NVFP4's tensor amax.
+/// u32 words of the stats buffer: four counters and the tensor amax.
 pub const STATS_WORDS: u64 = 5;
+/// Bytes of a step uniform (`encode_stepped`): the step, then padding.
+pub const STEP_BYTES: u64 = 16;
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -22,22 +25,25 @@ struct Params {
     cols: u32,
     element: u32,
     scaling: u32,
-    square: u32,
+    blocks: u32,
     stochastic: u32,
     seed: u32,
-    step: u32,
     tensor: u32,
-    _pad: [u32; 3],
 }
 
 const SLOTS: &[Slot] = &[
     Slot::Uniform(0),            // qp
-    Slot::Read(1, "x"),          // qx: [n] f32
-    Slot::ReadWrite(2, "y"),     // qy: [n] f32
-    Slot::ReadWrite(3, "stats"), // [5] u32: saturated, flushed, blocks saturated, underflowed, amax
+    Slot::Uniform(1),            // qstep: [4] u32, the step stochastic rounding draws at
+    Slot::Read(2, "x"),          // qx: [n] f32
+    Slot::ReadWrite(3, "y"),     // qy: [n] f32
+    Slot::ReadWrite(4, "stats"), // [5] u32: saturated, flushed, blocks saturated, underflowed, amax
 ];
 const CAST: KernelDesc = KernelDesc {
     entry: "quantize_cast",
+    slots: SLOTS,
+};
+const RESET: KernelDesc = KernelDesc {
+    entry: "quantize_reset",
     slots: SLOTS,
 };
 const AMAX: KernelDesc = KernelDesc {
@@ -53,11 +59,13 @@ const BLOCKS: KernelDesc = KernelDesc {
 #[derive(Clone, Copy, Pod, Zeroable)]
 struct HadamardParams {
     n: u32,
+    cols: u32,
+    blocks: u32,
     inverse: u32,
     seed: u32,
     step: u32,
     tensor: u32,
-    _pad: [u32; 3],
+    _pad: u32,
 }
 
 const HADAMARD: KernelDesc = KernelDesc {
@@ -71,6 +79,7 @@ const HADAMARD: KernelDesc = KernelDesc {
 
 pub struct Quantize {
     cast: Kernel,
+    reset: Kernel,
     amax: Kernel,
     blocks: Kernel,
     hadamard: Kernel,
@@ -78,10 +87,11 @@ pub struct Quantize {
 
 impl Quantize {
     pub async fn new(gpu: &Gpu) -> Result<Self> {
-        let [cast, amax, blocks, hadamard] =
-            build_kernels(gpu, QUANTIZE, [CAST, AMAX, BLOCKS, HADAMARD]).await?;
+        let [cast, reset, amax, blocks, hadamard] =
+            build_kernels(gpu, QUANTIZE, [CAST, RESET, AMAX, BLOCKS, HADAMARD]).await?;
         Ok(Quantize {
             cast,
+            reset,
             amax,
             blocks,
             hadamard,
@@ -89,8 +99,9 @@ impl Quantize {
     }
 
     /// `y = q(x)` for a `[rows, cols]` tensor, in dispatches to run in
-    /// order (NVFP4: the tensor's amax first). `stats` (`STATS_WORDS` u32,
-    /// zeroed by the caller) gets the counts, as `Counts::from_words` reads them.
+    /// order; stochastic rounding draws at `q`'s step. `stats`
+    /// (`STATS_WORDS` u32) gets the counts added, as `Counts::from_words`
+    /// reads them.
     pub fn encode(
         &self,
         gpu: &Gpu,
@@ -98,7 +109,27 @@ impl Quantize {
         x: BufferRange,
         y: BufferRange,
         stats: BufferRange,
+        shape: [u64; 2],
+    ) -> Result<Vec<Dispatch>> {
+        let step = Quantize::step_buffer(gpu, q.stochastic.map_or(0, |s| s.step));
+        self.encode_stepped(gpu, q, x, y, stats, shape, (&step).into())
+    }
+
+    /// `encode` for a schedule recorded once and replayed: stochastic
+    /// rounding draws at the step in `step` (`STEP_BYTES`, first u32; see
+    /// `write_step`), not `q`'s. Several quantizations may share `stats`:
+    /// the counters add up, and each takes its own tensor amax (word 4,
+    /// reset by its first dispatch).
+    #[allow(clippy::too_many_arguments)] // the kernels' bindings, and the shape
+    pub fn encode_stepped(
+        &self,
+        gpu: &Gpu,
+        q: &Quantization,
+        x: BufferRange,
+        y: BufferRange,
+        stats: BufferRange,
         [rows, cols]: [u64; 2],
+        step: BufferRange,
     ) -> Result<Vec<Dispatch>> {
         let op = "quantize";
         let n = rows * cols;
@@ -110,6 +141,12 @@ impl Quantize {
             cols as usize,
             "the tensor",
         )?;
+        let align = gpu.limits.min_uniform_buffer_offset_alignment as u64;
+        if step.size < STEP_BYTES || !step.offset.is_multiple_of(align) {
+            let want = format!("{STEP_BYTES} bytes at an offset a multiple of {align}");
+            let got = format!("{} bytes at {}", step.size, step.offset);
+            return Err(Error::shape(op, "step", want, got));
+        }
         let s = q.stochastic;
         let params = gpu.uniform(
             op,
@@ -117,48 +154,56 @@ impl Quantize {
                 n: n32,
                 cols: cols as u32,
                 element: q.format.element.code(),
-                scaling: match q.format.scaling {
-                    Scaling::None => 0,
-                    Scaling::Mx => 1,
-                    Scaling::MxCeil => 2,
-                    Scaling::Nvfp4 => 3,
-                },
-                square: (q.blocks == Blocks::Square) as u32,
+                scaling: q.format.scaling.code(),
+                blocks: q.blocks.code(),
                 stochastic: s.is_some() as u32,
                 seed: s.map_or(0, |s| s.seed),
-                step: s.map_or(0, |s| s.step),
                 tensor: s.map_or(0, |s| s.tensor),
-                _pad: [0; 3],
             },
         );
         let binds = [
             (&params).into(),
+            step.needs(STEP_BYTES),
             x.needs(4 * n),
             y.needs(4 * n),
             stats.needs(4 * STATS_WORDS),
         ];
-        if q.format.scaling == Scaling::None {
-            return Ok(vec![self.cast.dispatch(
-                gpu,
-                op,
-                &binds,
-                gpu.grid_1d(op, n)?,
-            )?]);
-        }
-        let block = q.block_size() as u64;
         let mut d = Vec::new();
-        if q.format.scaling == Scaling::Nvfp4 {
+        if matches!(q.format.scaling, Scaling::Nvfp4 | Scaling::Tensor) {
+            d.push(
+                self.reset
+                    .dispatch(gpu, op, &binds, gpu.grid_groups(op, 1)?)?,
+            );
             d.push(self.amax.dispatch(gpu, op, &binds, gpu.grid_1d(op, n)?)?);
         }
-        d.push(
-            self.blocks
-                .dispatch(gpu, op, &binds, gpu.grid_1d(op, n / block)?)?,
-        );
+        d.push(match q.format.scaling {
+            Scaling::None | Scaling::Tensor => {
+                self.cast.dispatch(gpu, op, &binds, gpu.grid_1d(op, n)?)?
+            }
+            _ => {
+                let blocks = gpu.grid_1d(op, n / q.block_size() as u64)?;
+                self.blocks.dispatch(gpu, op, &binds, blocks)?
+            }
+        });
         Ok(d)
     }
 
-    /// The random Hadamard transform of the `n` values of `x` in blocks of
-    /// 16 (or its inverse) into `y`, signs from `s`.
+    /// A step uniform for `encode_stepped`, holding `step`.
+    pub fn step_buffer(gpu: &Gpu, step: u32) -> wgpu::Buffer {
+        gpu.uniform("quantize.step", &[step, 0, 0, 0])
+    }
+
+    /// Sets the step that `encode_stepped`'s dispatches reading `step`
+    /// draw at, from the next submission on.
+    pub fn write_step(gpu: &Gpu, step: BufferRange, t: u32) {
+        gpu.queue
+            .write_buffer(step.buffer, step.offset, bytemuck::bytes_of(&t));
+    }
+
+    /// The random Hadamard transform of a `[rows, cols]` tensor `x` in
+    /// blocks of 16 along its rows or down its columns (or its inverse)
+    /// into `y`, signs from `s`.
+    #[allow(clippy::too_many_arguments)] // the kernel's bindings, the shape and the blocks
     pub fn hadamard(
         &self,
         gpu: &Gpu,
@@ -166,27 +211,41 @@ impl Quantize {
         inverse: bool,
         x: BufferRange,
         y: BufferRange,
-        n: u64,
+        [rows, cols]: [u64; 2],
+        blocks: Blocks,
     ) -> Result<Dispatch> {
         let op = "hadamard16";
+        let n = rows * cols;
         let n32 = u32::try_from(n).map_err(|_| Error::shape(op, "n", "below 2^32", n))?;
-        if !n.is_multiple_of(HADAMARD_BLOCK as u64) {
-            return Err(Error::shape(op, "n", "a multiple of 16", n));
+        let h = HADAMARD_BLOCK as u64;
+        match blocks {
+            Blocks::Rows if !cols.is_multiple_of(h) => {
+                return Err(Error::shape(op, "cols", "a multiple of 16", cols));
+            }
+            Blocks::Columns if !rows.is_multiple_of(h) => {
+                return Err(Error::shape(op, "rows", "a multiple of 16", rows));
+            }
+            Blocks::Square => {
+                return Err(Error::shape(op, "blocks", "Rows or Columns", "Square"));
+            }
+            _ => {}
         }
         let params = gpu.uniform(
             op,
             &HadamardParams {
                 n: n32,
+                cols: cols as u32,
+                blocks: blocks.code(),
                 inverse: inverse as u32,
                 seed: s.seed,
                 step: s.step,
                 tensor: s.tensor,
-                _pad: [0; 3],
+                _pad: 0,
             },
         );
         let binds = [(&params).into(), x.needs(4 * n), y.needs(4 * n)];
         self.hadamard
-            .dispatch(gpu, op, &binds, gpu.grid_1d(op, n / HADAMARD_BLOCK as u64)?)
+            .dispatch(gpu, op, &binds, gpu.grid_1d(op, n / h)?)
     }
 
     /// `x` ([_, cols]) through `q` on the GPU: the values back and the counts.

@@ -1,6 +1,6 @@
 //! The formats' definitions, for the host, the CPU twins and the kernels:
-//! the composed WGSL gets its `FMT_*` constants from `wgsl_constants`, so
-//! each format is written down once, here.
+//! the composed WGSL gets its `FMT_*`, `SCALING_*` and `BLOCKS_*` constants
+//! from `wgsl_constants`, so each format is written down once, here.
 //!
 //! Sources: OCP 8-bit Floating Point Specification (OFP8) rev 1.0 (E4M3,
 //! E5M2); OCP Microscaling Formats (MX) Specification v1.0 (E2M3, E3M2,
@@ -153,9 +153,20 @@ impl Element {
 }
 
 /// The `FMT_*` constants and `element_format(code)` composed ahead of
-/// 00_formats.wgsl, which declares `struct Minifloat`.
+/// 00_formats.wgsl, which declares `struct Minifloat`; the scalings' and
+/// blocks' codes (14_quantize.wgsl's params).
 pub fn wgsl_constants() -> String {
     let mut s = String::new();
+    for (name, code) in [
+        ("SCALING_MX", Scaling::Mx.code()),
+        ("SCALING_MX_CEIL", Scaling::MxCeil.code()),
+        ("SCALING_NVFP4", Scaling::Nvfp4.code()),
+        ("SCALING_TENSOR", Scaling::Tensor.code()),
+        ("BLOCKS_COLUMNS", Blocks::Columns.code()),
+        ("BLOCKS_SQUARE", Blocks::Square.code()),
+    ] {
+        s += &format!("const {name}: u32 = {code}u;\n");
+    }
     let named = Element::ALL.map(|e| (e.wgsl_name(), e.spec()));
     for (name, f) in named.iter().chain([&("FMT_F32".to_string(), F32)]) {
         s += &format!(
@@ -196,6 +207,17 @@ pub enum Scaling {
     MxCeil,
     /// NVFP4: 16 values share an E4M3 scale under an f32 tensor scale.
     Nvfp4,
+    /// Per-tensor "current" scaling of the 8-bit elements: one power of two
+    /// 2^k for the whole tensor, k the smallest with amax ≤ max·2^k (MxCeil's
+    /// rounding of the tensor's finite amax), clamped to [-127, 127].
+    Tensor,
+}
+
+impl Scaling {
+    /// The WGSL code (`SCALING_*`, composed by `wgsl_constants`).
+    pub fn code(self) -> u32 {
+        self as u32
+    }
 }
 
 /// A format of `webtrain quantize`: an element format and its scaling.
@@ -207,11 +229,13 @@ pub struct Format {
 }
 
 impl Format {
-    pub const ALL: [Format; 11] = [
+    pub const ALL: [Format; 13] = [
         Format::new("bf16", Element::Bf16, Scaling::None),
         Format::new("f16", Element::F16, Scaling::None),
         Format::new("e4m3", Element::E4m3, Scaling::None),
         Format::new("e5m2", Element::E5m2, Scaling::None),
+        Format::new("e4m3-tensor", Element::E4m3, Scaling::Tensor),
+        Format::new("e5m2-tensor", Element::E5m2, Scaling::Tensor),
         Format::new("mxfp8-e4m3", Element::E4m3, Scaling::Mx),
         Format::new("mxfp8-e5m2", Element::E5m2, Scaling::Mx),
         Format::new("mxfp8-e4m3-ceil", Element::E4m3, Scaling::MxCeil),
@@ -243,37 +267,62 @@ impl Format {
             })
     }
 
-    /// Values per block along the last dimension (1: unscaled).
+    /// Values per 1-D block (1: unscaled, or one scale per tensor).
     pub fn block(&self) -> usize {
         match self.scaling {
-            Scaling::None => 1,
+            Scaling::None | Scaling::Tensor => 1,
             Scaling::Mx | Scaling::MxCeil => MX_BLOCK,
             Scaling::Nvfp4 => NVFP4_BLOCK,
         }
     }
 }
 
-/// MX's block: 32 values along the last dimension.
+/// MX's block: 32 values.
 pub const MX_BLOCK: usize = 32;
-/// NVFP4's block: 16 values along the last dimension, or 16 × 16.
+/// NVFP4's block: 16 values, or 16 × 16.
 pub const NVFP4_BLOCK: usize = 16;
 /// NVFP4's tensor scale numerator: E4M3's max × E2M1's max.
 pub const NVFP4_RANGE: f32 = 448.0 * 6.0;
 /// The random Hadamard transform's block.
 pub const HADAMARD_BLOCK: usize = 16;
 
-/// How values are grouped into blocks: along the last dimension, or in
-/// square tiles of a [rows, cols] matrix (NVFP4's 2-D weight blocks, so
-/// that W and Wᵀ quantize alike).
+/// How the values of a [rows, cols] matrix are grouped into blocks: along
+/// a row (the last dimension), down a column (a GEMM operand whose K is
+/// its rows), or in square tiles (NVFP4's 2-D weight blocks, so that W and
+/// Wᵀ quantize alike).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Blocks {
     Rows,
+    Columns,
     Square,
 }
 
-/// A [rows, cols] tensor's layout in `format`'s blocks, checked: cols (and
-/// rows, for square blocks) a multiple of the block. `what` names the
-/// tensor in the error.
+impl Blocks {
+    /// The WGSL code (`BLOCKS_*`, composed by `wgsl_constants`).
+    pub fn code(self) -> u32 {
+        self as u32
+    }
+
+    /// The flat index of value j of block b of a [_, cols] matrix, blocks
+    /// `side` values long (square: side × side, j row-major in the tile).
+    /// Column blocks are numbered across the columns first, so that
+    /// neighbouring blocks (the kernels' neighbouring invocations) read
+    /// neighbouring words.
+    pub fn index(self, side: usize, b: usize, j: usize, cols: usize) -> usize {
+        match self {
+            Blocks::Rows => b * side + j,
+            Blocks::Columns => ((b / cols) * side + j) * cols + b % cols,
+            Blocks::Square => {
+                let across = cols / side;
+                ((b / across) * side + j / side) * cols + (b % across) * side + j % side
+            }
+        }
+    }
+}
+
+/// A [rows, cols] tensor's layout in `format`'s blocks, checked: cols (row
+/// blocks), rows (column blocks) or both (square blocks) a multiple of the
+/// block. `what` names the tensor in the error.
 pub fn check_blocks(
     format: &Format,
     blocks: Blocks,
@@ -288,15 +337,19 @@ pub fn check_blocks(
             NVFP4_BLOCK, format.name
         )));
     }
-    if !cols.is_multiple_of(b) {
+    if blocks != Blocks::Columns && !cols.is_multiple_of(b) {
         return Err(Error::Unsupported(format!(
             "{what}: its last dimension, {cols}, is not a multiple of {}'s block of {b}",
             format.name
         )));
     }
-    if blocks == Blocks::Square && !rows.is_multiple_of(b) {
+    if blocks != Blocks::Rows && !rows.is_multiple_of(b) {
+        let block = match blocks {
+            Blocks::Square => format!("2-D block of {b}×{b}"),
+            _ => format!("block of {b} down the columns"),
+        };
         return Err(Error::Unsupported(format!(
-            "{what}: its {rows} rows are not a multiple of {}'s 2-D block of {b}×{b}",
+            "{what}: its {rows} rows are not a multiple of {}'s {block}",
             format.name
         )));
     }
@@ -330,8 +383,8 @@ pub struct Counts {
     /// Blocks whose scale saturated: blocks holding ±Inf or NaN, whose
     /// values become NaN (E8M0's NaN scale).
     pub blocks_scale_saturated: u32,
-    /// Blocks whose scale underflowed: MX's clamped at 2^-127, NVFP4's
-    /// rounded to 0 (the block becomes zeros).
+    /// Blocks whose scale underflowed: MX's (and a per-tensor scale's)
+    /// clamped at 2^-127, NVFP4's rounded to 0 (the block becomes zeros).
     pub blocks_scale_underflowed: u32,
 }
 
@@ -346,13 +399,7 @@ impl Quantization {
 
     /// The flat index of value j of block b of a [_, cols] matrix.
     pub fn block_index(&self, b: usize, j: usize, cols: usize) -> usize {
-        match self.blocks {
-            Blocks::Square => {
-                let (across, side) = (cols / NVFP4_BLOCK, NVFP4_BLOCK);
-                ((b / across) * side + j / side) * cols + (b % across) * side + j % side
-            }
-            Blocks::Rows => b * self.block_size() + j,
-        }
+        self.blocks.index(self.format.block(), b, j, cols)
     }
 }
 
@@ -399,6 +446,28 @@ mod tests {
         let mx = Format::parse("mxfp4").unwrap();
         assert!(check_blocks(&mx, Blocks::Square, 32, 32, "w").is_err());
         assert!(check_blocks(&mx, Blocks::Rows, 1, 48, "w").is_err());
+    }
+
+    #[test]
+    fn column_blocks_run_down_the_rows() {
+        let nv = Format::parse("nvfp4").unwrap();
+        assert!(check_blocks(&nv, Blocks::Columns, 48, 7, "w").is_ok());
+        let e = check_blocks(&nv, Blocks::Columns, 40, 32, "w")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("40 rows") && e.contains("down the columns"),
+            "{e}"
+        );
+        // block 1 of a [_, 3] matrix in columns of 16: column 1, rows 0..16
+        let want: Vec<usize> = (0..16).map(|r| r * 3 + 1).collect();
+        let got: Vec<usize> = (0..16)
+            .map(|j| Blocks::Columns.index(16, 1, j, 3))
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(Blocks::Columns.index(16, 4, 2, 3), (16 + 2) * 3 + 1);
+        let t = Format::parse("e4m3-tensor").unwrap();
+        assert!(check_blocks(&t, Blocks::Columns, 5, 3, "w").is_ok());
     }
 
     #[test]

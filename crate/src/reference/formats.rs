@@ -5,8 +5,8 @@
 //! decoded from their bits and E8M0's scales.
 
 use crate::ops::formats::{
-    Counts, Element, F32, HADAMARD_BLOCK, Minifloat, NVFP4_RANGE, Quantization, Scaling, Stream,
-    pow2,
+    Blocks, Counts, Element, F32, HADAMARD_BLOCK, Minifloat, NVFP4_RANGE, Quantization, Scaling,
+    Stream, pow2,
 };
 
 const SIGN: u32 = 0x8000_0000;
@@ -186,21 +186,29 @@ pub fn quantize(q: &Quantization, x: &[f32], cols: usize) -> (Vec<f32>, Counts) 
     let mut c = Counts::default();
     let f = q.format.element.spec();
     let mut y = vec![0.0; x.len()];
-    if q.format.scaling == Scaling::None {
-        for (i, (&xi, yi)) in x.iter().zip(&mut y).enumerate() {
-            let (v, sat) = quantize_scaled(xi, &f, 0, rounding(q, i));
-            *yi = v;
-            c.saturated += sat as u32;
-            c.flushed += flushed_to_zero(xi, v) as u32;
-        }
-        return (y, c);
-    }
     let amax_t = x
         .iter()
         .filter(|v| v.is_finite())
         .map(|v| v.to_bits() & 0x7fff_ffff)
         .max()
         .unwrap_or(0);
+    if matches!(q.format.scaling, Scaling::None | Scaling::Tensor) {
+        let k = match q.format.scaling {
+            Scaling::Tensor if amax_t != 0 => {
+                let raw = mx_scale_exp(f32::from_bits(amax_t), &f, true);
+                c.blocks_scale_underflowed += (raw < -127) as u32;
+                raw.clamp(-127, 127)
+            }
+            _ => 0,
+        };
+        for (i, (&xi, yi)) in x.iter().zip(&mut y).enumerate() {
+            let (v, sat) = quantize_scaled(xi, &f, k, rounding(q, i));
+            *yi = v;
+            c.saturated += sat as u32;
+            c.flushed += flushed_to_zero(xi, v) as u32;
+        }
+        return (y, c);
+    }
     let size = q.block_size();
     for b in 0..x.len() / size {
         let idx: Vec<usize> = (0..size).map(|j| q.block_index(b, j, cols)).collect();
@@ -317,33 +325,39 @@ fn unscale(x: f32, j: i32) -> f32 {
     }
 }
 
-/// The random Hadamard transform of 16-value blocks (`hadamard16`):
-/// forward y = H16·(s∘x)/4, inverse x = s∘(H16·y)/4, the signs s from
-/// (seed, step, tensor), position j's from bit 0 of `random_bits` of j.
-pub fn hadamard16(x: &[f32], s: Stream, inverse: bool) -> Vec<f32> {
+/// The random Hadamard transform of 16-value blocks (`hadamard16`) of a
+/// [_, cols] matrix, along its rows or down its columns: forward
+/// y = H16·(s∘x)/4, inverse x = s∘(H16·y)/4, the signs s from (seed, step,
+/// tensor), position j's from bit 0 of `random_bits` of j.
+pub fn hadamard16(x: &[f32], s: Stream, inverse: bool, cols: usize, blocks: Blocks) -> Vec<f32> {
     let flip = |v: f32, j: usize| {
         let bit = (random_bits(s.seed, s.step, s.tensor, j as u32) & 1) << 31;
         f32::from_bits(v.to_bits() ^ bit)
     };
-    x.chunks_exact(HADAMARD_BLOCK)
-        .flat_map(|block| {
-            let mut v: Vec<f32> = (0..HADAMARD_BLOCK)
-                .map(|j| if inverse { block[j] } else { flip(block[j], j) })
-                .collect();
-            let mut h = 1;
-            while h < HADAMARD_BLOCK {
-                for i in (0..HADAMARD_BLOCK).filter(|i| i & h == 0) {
-                    let (a, c) = (v[i], v[i + h]);
-                    (v[i], v[i + h]) = (a + c, a - c);
-                }
-                h <<= 1;
+    let mut y = vec![0.0; x.len()];
+    for b in 0..x.len() / HADAMARD_BLOCK {
+        let idx: Vec<usize> = (0..HADAMARD_BLOCK)
+            .map(|j| blocks.index(HADAMARD_BLOCK, b, j, cols))
+            .collect();
+        let mut v: Vec<f32> = idx
+            .iter()
+            .enumerate()
+            .map(|(j, &i)| if inverse { x[i] } else { flip(x[i], j) })
+            .collect();
+        let mut h = 1;
+        while h < HADAMARD_BLOCK {
+            for i in (0..HADAMARD_BLOCK).filter(|i| i & h == 0) {
+                let (a, c) = (v[i], v[i + h]);
+                (v[i], v[i + h]) = (a + c, a - c);
             }
-            (0..HADAMARD_BLOCK).map(move |j| {
-                let y = v[j] * 0.25;
-                if inverse { flip(y, j) } else { y }
-            })
-        })
-        .collect()
+            h <<= 1;
+        }
+        for (j, &i) in idx.iter().enumerate() {
+            let t = v[j] * 0.25;
+            y[i] = if inverse { flip(t, j) } else { t };
+        }
+    }
+    y
 }
 
 #[cfg(test)]

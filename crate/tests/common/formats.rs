@@ -3,7 +3,9 @@
 //! and in the browser.
 
 use rand::Rng;
+use webtrain::gpu::BufferRange;
 use webtrain::kernels::Quantize;
+use webtrain::kernels::quantize::STATS_WORDS;
 use webtrain::ops::formats::{Blocks, Counts, Element, Format, Quantization, Scaling, Stream};
 use webtrain::reference::formats as twin;
 use webtrain::{Gpu, Result};
@@ -255,10 +257,27 @@ pub async fn hadamard_matches_reference(gpu: &Gpu) -> Result<()> {
         gpu.storage_buffer("y", 4 * n as u64)?,
         gpu.storage_buffer("back", 4 * n as u64)?,
     );
-    let forward = k.hadamard(gpu, s, false, (&src).into(), (&y).into(), n as u64)?;
-    let inverse = k.hadamard(gpu, s, true, (&y).into(), (&back).into(), n as u64)?;
+    let shape = [1, n as u64];
+    let forward = k.hadamard(
+        gpu,
+        s,
+        false,
+        (&src).into(),
+        (&y).into(),
+        shape,
+        Blocks::Rows,
+    )?;
+    let inverse = k.hadamard(
+        gpu,
+        s,
+        true,
+        (&y).into(),
+        (&back).into(),
+        shape,
+        Blocks::Rows,
+    )?;
     gpu.run(&[&forward, &inverse]).await?;
-    let want_y = twin::hadamard16(&x, s, false);
+    let want_y = twin::hadamard16(&x, s, false, n, Blocks::Rows);
     let got_y: Vec<f32> = gpu.read_back((&y).into()).await?;
     let none = Counts::default();
     assert_same("forward", &x, (got_y, none), (want_y.clone(), none));
@@ -267,7 +286,257 @@ pub async fn hadamard_matches_reference(gpu: &Gpu) -> Result<()> {
         "inverse",
         &x,
         (got_back, none),
-        (twin::hadamard16(&want_y, s, true), none),
+        (twin::hadamard16(&want_y, s, true, n, Blocks::Rows), none),
     );
+    Ok(())
+}
+
+fn quantization(name: &str, blocks: Blocks, stochastic: Option<Stream>) -> Quantization {
+    Quantization {
+        format: Format::parse(name).expect("a format's name"),
+        blocks,
+        stochastic,
+    }
+}
+
+/// `rows` × `cols` values over many binades, a column holding ±Inf and
+/// NaN, an all-zero column, a column with an outlier.
+fn awkward_matrix(rows: usize, cols: usize, seed: u64) -> Vec<f32> {
+    let mut r = rng(seed);
+    let mut x: Vec<f32> = (0..rows * cols)
+        .map(|i| {
+            let binade = (i % cols) as i32 % 40 - 20;
+            r.random_range(-1.0f32..1.0) * 2f32.powi(binade + r.random_range(-6..6))
+        })
+        .collect();
+    (x[3 * cols + 1], x[9 * cols + 1]) = (f32::NEG_INFINITY, f32::NAN);
+    for row in 0..rows {
+        x[row * cols + 2] = 0.0;
+    }
+    x[5 * cols + 4] = 3.0e4;
+    x
+}
+
+/// Blocks down the columns, every MX format and NVFP4, nearest and
+/// stochastic, on a matrix of awkward width (invocations across
+/// workgroups); rows not a multiple of the block refused.
+pub async fn quantize_columns_match_reference(gpu: &Gpu) -> Result<()> {
+    let k = Quantize::new(gpu).await?;
+    let (rows, cols) = (96, 301);
+    let x = awkward_matrix(rows, cols, 51);
+    let stream = Stream {
+        seed: 3,
+        step: 4,
+        tensor: 5,
+    };
+    let names = Format::ALL
+        .into_iter()
+        .filter(|f| f.block() > 1)
+        .map(|f| (f.name, None))
+        .chain([("mxfp4", Some(stream)), ("nvfp4", Some(stream))]);
+    for (name, sr) in names {
+        let q = quantization(name, Blocks::Columns, sr);
+        let what = format!("{name} columns, stochastic {}", sr.is_some());
+        let want = twin::quantize(&q, &x, cols);
+        assert_same(&what, &x, k.run(gpu, &q, &x, cols).await?, want);
+    }
+    let q = quantization("nvfp4", Blocks::Columns, None);
+    let e = k.run(gpu, &q, &x[..40 * cols], cols).await.unwrap_err();
+    assert!(e.to_string().contains("40 rows"), "{e}");
+    Ok(())
+}
+
+/// Per-tensor scaling (e4m3-tensor, e5m2-tensor): nearest and stochastic
+/// on awkward values (±Inf, NaN, f32::MAX, subnormals), a tensor of
+/// ordinary range, one below 2^-127·max (its scale clamped and counted)
+/// and a zero tensor.
+pub async fn quantize_tensor_scaling_matches_reference(gpu: &Gpu) -> Result<()> {
+    let k = Quantize::new(gpu).await?;
+    let mut r = rng(61);
+    let ordinary: Vec<f32> = (0..3001)
+        .map(|_| r.random_range(-1.0f32..1.0) * 2f32.powi(r.random_range(-12..3)))
+        .collect();
+    let tiny: Vec<f32> = ordinary.iter().map(|v| v * 1e-38).collect();
+    let zeros = vec![0.0f32; 517];
+    let stream = Stream {
+        seed: 8,
+        step: 2,
+        tensor: 1,
+    };
+    for name in ["e4m3-tensor", "e5m2-tensor"] {
+        for sr in [None, Some(stream)] {
+            let q = quantization(name, Blocks::Rows, sr);
+            for (what, x) in [
+                ("awkward", &awkward(5000, 62)),
+                ("ordinary", &ordinary),
+                ("tiny", &tiny),
+                ("zeros", &zeros),
+            ] {
+                let want = twin::quantize(&q, x, 1);
+                if what == "tiny" && name == "e4m3-tensor" {
+                    assert_eq!(want.1.blocks_scale_underflowed, 1, "{name}: tiny's scale");
+                }
+                let what = format!("{name} {what}, stochastic {}", sr.is_some());
+                assert_same(&what, x, k.run(gpu, &q, x, 1).await?, want);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `encode_stepped`, recorded once and run at two steps written into a
+/// step uniform (at an offset of a bigger buffer): each run's draws are
+/// the twin's at that step, and the steps' draws differ.
+pub async fn quantize_stepped_draws_match_reference(gpu: &Gpu) -> Result<()> {
+    let k = Quantize::new(gpu).await?;
+    let (rows, cols) = (48, 96);
+    let x: Vec<f32> = (0..rows * cols)
+        .map(|i| ((i * 37) % 101) as f32 * 0.013 - 0.6)
+        .collect();
+    let n = (rows * cols) as u64;
+    let src = gpu.upload("x", &x)?;
+    let dst = gpu.storage_buffer("y", 4 * n)?;
+    let steps = gpu.uniform("steps", &[0u32; 128]);
+    let step = BufferRange {
+        buffer: &steps,
+        offset: 256,
+        size: 16,
+    };
+    let recorded = Stream {
+        seed: 11,
+        step: 999, // not used: the draws read the step buffer
+        tensor: 6,
+    };
+    for (name, blocks) in [
+        ("e4m3", Blocks::Rows),
+        ("e4m3-tensor", Blocks::Rows),
+        ("mxfp4", Blocks::Rows),
+        ("nvfp4", Blocks::Columns),
+        ("nvfp4", Blocks::Square),
+    ] {
+        let q = quantization(name, blocks, Some(recorded));
+        let stats = gpu.upload("stats", &[0u32; STATS_WORDS as usize])?;
+        let d = k.encode_stepped(
+            gpu,
+            &q,
+            (&src).into(),
+            (&dst).into(),
+            (&stats).into(),
+            [rows as u64, cols as u64],
+            step,
+        )?;
+        let mut previous = Vec::new();
+        for t in [5, 6] {
+            Quantize::write_step(gpu, step, t);
+            gpu.run(&d.iter().collect::<Vec<_>>()).await?;
+            let y: Vec<f32> = gpu.read_back((&dst).into()).await?;
+            let at = Quantization {
+                stochastic: Some(Stream {
+                    step: t,
+                    ..recorded
+                }),
+                ..q
+            };
+            let (want, _) = twin::quantize(&at, &x, cols);
+            let none = Counts::default();
+            let what = format!("{name} {blocks:?} at step {t}");
+            assert_same(&what, &x, (y.clone(), none), (want, none));
+            assert_ne!(y, previous, "{what}: the same draws as the step before");
+            previous = y;
+        }
+    }
+    Ok(())
+}
+
+/// Quantizations sharing one stats buffer (bound at an offset of a bigger
+/// one) in one submission: the counters are the sums of each tensor's,
+/// and each tensor gets its own amax (the first's, larger, must not leak
+/// into the second's scale).
+pub async fn quantize_shares_its_stats_buffer(gpu: &Gpu) -> Result<()> {
+    let k = Quantize::new(gpu).await?;
+    let (rows, cols) = (96, 80);
+    let mut a = awkward_matrix(rows, cols, 71);
+    a[7] = 1000.0;
+    let b: Vec<f32> = awkward_matrix(rows, cols, 72)
+        .iter()
+        .map(|v| v * 1e-3)
+        .collect();
+    let cases = [
+        (quantization("nvfp4", Blocks::Columns, None), &a),
+        (quantization("e4m3-tensor", Blocks::Rows, None), &b),
+        (quantization("nvfp4", Blocks::Rows, None), &b),
+        (quantization("mxfp8-e4m3", Blocks::Columns, None), &a),
+    ];
+    let pool = gpu.storage_buffer("stats pool", 1024)?;
+    let stats = BufferRange {
+        buffer: &pool,
+        offset: 256,
+        size: 4 * STATS_WORDS,
+    };
+    let n = (rows * cols) as u64;
+    let (mut outputs, mut dispatches, mut total) = (Vec::new(), Vec::new(), Counts::default());
+    for (q, x) in &cases {
+        let (src, dst) = (gpu.upload("x", x)?, gpu.storage_buffer("y", 4 * n)?);
+        let shape = [rows as u64, cols as u64];
+        dispatches.extend(k.encode(gpu, q, (&src).into(), (&dst).into(), stats, shape)?);
+        let c = twin::quantize(q, x, cols).1;
+        total.saturated += c.saturated;
+        total.flushed += c.flushed;
+        total.blocks_scale_saturated += c.blocks_scale_saturated;
+        total.blocks_scale_underflowed += c.blocks_scale_underflowed;
+        outputs.push((src, dst));
+    }
+    gpu.run(&dispatches.iter().collect::<Vec<_>>()).await?;
+    let none = Counts::default();
+    for ((q, x), (_, dst)) in cases.iter().zip(&outputs) {
+        let y: Vec<f32> = gpu.read_back(dst.into()).await?;
+        let want = twin::quantize(q, x, cols).0;
+        let what = format!("{} {:?}, sharing stats", q.format.name, q.blocks);
+        assert_same(&what, x, (y, none), (want, none));
+    }
+    let words: Vec<u32> = gpu.read_back(stats).await?;
+    assert!(
+        total.saturated > 0 && total.flushed > 0,
+        "counters exercised"
+    );
+    assert_eq!(Counts::from_words(&words), total, "the counts add up");
+    Ok(())
+}
+
+/// The Hadamard transform in blocks of 16 down the columns of a matrix of
+/// awkward width, forward and inverse: bit for bit the twin's; rows not a
+/// multiple of 16 refused.
+pub async fn hadamard_columns_match_reference(gpu: &Gpu) -> Result<()> {
+    let k = Quantize::new(gpu).await?;
+    let mut r = rng(81);
+    let (rows, cols) = (48, 301);
+    let n = rows * cols;
+    let x: Vec<f32> = (0..n)
+        .map(|_| r.random_range(-1.0f32..1.0) * 2f32.powi(r.random_range(-20..20)))
+        .collect();
+    let s = Stream {
+        seed: 7,
+        step: 3,
+        tensor: 9,
+    };
+    let src = gpu.upload("x", &x)?;
+    let (y, back) = (
+        gpu.storage_buffer("y", 4 * n as u64)?,
+        gpu.storage_buffer("back", 4 * n as u64)?,
+    );
+    let shape = [rows as u64, cols as u64];
+    let c = Blocks::Columns;
+    let forward = k.hadamard(gpu, s, false, (&src).into(), (&y).into(), shape, c)?;
+    let inverse = k.hadamard(gpu, s, true, (&y).into(), (&back).into(), shape, c)?;
+    gpu.run(&[&forward, &inverse]).await?;
+    let want_y = twin::hadamard16(&x, s, false, cols, c);
+    let none = Counts::default();
+    let got_y: Vec<f32> = gpu.read_back((&y).into()).await?;
+    assert_same("forward", &x, (got_y, none), (want_y.clone(), none));
+    let got_back: Vec<f32> = gpu.read_back((&back).into()).await?;
+    let want_back = twin::hadamard16(&want_y, s, true, cols, c);
+    assert_same("inverse", &x, (got_back, none), (want_back, none));
+    let refused = k.hadamard(gpu, s, false, (&src).into(), (&y).into(), [40, 301], c);
+    assert!(refused.is_err(), "40 rows are not whole blocks of 16");
     Ok(())
 }

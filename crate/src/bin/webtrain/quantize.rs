@@ -23,7 +23,8 @@ use crate::files;
 pub struct QuantizeArgs {
     #[command(flatten)]
     device: crate::cli::DeviceArgs,
-    /// bf16, f16, e4m3, e5m2, mxfp8-e4m3, mxfp8-e5m2, mxfp8-e4m3-ceil (the
+    /// bf16, f16, e4m3, e5m2, e4m3-tensor, e5m2-tensor (one power-of-two
+    /// scale per tensor), mxfp8-e4m3, mxfp8-e5m2, mxfp8-e4m3-ceil (the
     /// scale rounded up: nothing saturates), mxfp6-e2m3, mxfp6-e3m2, mxfp4
     /// or nvfp4 (docs/PRECISION.md, "Formats").
     #[arg(long)]
@@ -79,7 +80,7 @@ fn write(
 }
 
 /// A tensor's JSON line: its counts and errors, and its blocks' where the
-/// format is scaled per block.
+/// format is scaled (a per-tensor scale is one block).
 fn tensor_line(t: &Tensor, q: &Quantization, c: &Counts, err: &QuantError) -> Value {
     let mut line = json!({
         "name": t.name, "shape": t.shape, "dtype": format!("{:?}", t.dtype),
@@ -87,7 +88,11 @@ fn tensor_line(t: &Tensor, q: &Quantization, c: &Counts, err: &QuantError) -> Va
         "mean_relative_error": err.mean_relative, "relative_rms_error": err.relative_rms,
     });
     if q.format.scaling != Scaling::None {
-        line["blocks"] = json!(t.values.len() / q.block_size());
+        let blocks = match q.format.scaling {
+            Scaling::Tensor => 1,
+            _ => t.values.len() / q.block_size(),
+        };
+        line["blocks"] = json!(blocks);
         line["blocks_scale_saturated"] = json!(c.blocks_scale_saturated);
         line["blocks_scale_underflowed"] = json!(c.blocks_scale_underflowed);
     }

@@ -341,8 +341,8 @@ fn hadamard_inverts_within_f32_rounding() {
     let x: Vec<f32> = (0..16 * 64)
         .map(|_| (r.uniform(0.0, 1.0) - 0.5) * 10f32.powi(((r.next_u64() as u32) % 7) as i32 - 3))
         .collect();
-    let y = hadamard16(&x, s, false);
-    let back = hadamard16(&y, s, true);
+    let y = hadamard16(&x, s, false, 16, Blocks::Rows);
+    let back = hadamard16(&y, s, true, 16, Blocks::Rows);
     let signs: Vec<f64> = (0..16)
         .map(|j| {
             if random_bits(9, 2, 3, j) & 1 == 1 {
@@ -372,4 +372,72 @@ fn hadamard_inverts_within_f32_rounding() {
             );
         }
     }
+}
+
+/// `m` ([rows, cols]) transposed.
+fn transpose(m: &[f32], cols: usize) -> Vec<f32> {
+    let rows = m.len() / cols;
+    (0..m.len())
+        .map(|i| m[(i % rows) * cols + i / rows])
+        .collect()
+}
+
+#[test]
+fn column_blocks_are_row_blocks_of_the_transpose() {
+    let mut r = crate::rng::SplitMix64(7);
+    let (rows, cols) = (64, 7);
+    let x: Vec<f32> = (0..rows * cols)
+        .map(|i| (r.uniform(0.0, 1.0) - 0.5) * 2f32.powi((i % 11) as i32 - 5))
+        .collect();
+    let xt = transpose(&x, cols);
+    for name in ["mxfp8-e4m3", "mxfp8-e4m3-ceil", "mxfp4", "nvfp4"] {
+        let q = |blocks| Quantization {
+            format: Format::parse(name).unwrap(),
+            blocks,
+            stochastic: None,
+        };
+        let (y, c) = quantize(&q(Blocks::Columns), &x, cols);
+        let (yt, ct) = quantize(&q(Blocks::Rows), &xt, rows);
+        assert_eq!((transpose(&yt, rows), ct), (y, c), "{name}");
+    }
+    let s = Stream {
+        seed: 1,
+        step: 2,
+        tensor: 3,
+    };
+    let y = hadamard16(&x, s, false, cols, Blocks::Columns);
+    let yt = hadamard16(&xt, s, false, rows, Blocks::Rows);
+    assert_eq!(transpose(&yt, rows), y);
+}
+
+#[test]
+fn tensor_scaling_takes_the_tensor_amax_ceil_exponent() {
+    let q = |name: &str| Quantization {
+        format: Format::parse(name).unwrap(),
+        blocks: Blocks::Rows,
+        stochastic: None,
+    };
+    let e4m3 = q("e4m3-tensor");
+    // amax 3: k = -7 (3 ≤ 448·2^-7 = 3.5), each value round(x·2^7)·2^-7
+    let x = [3.0f32, -1.0, 0.3, 1e-4, 0.0];
+    let (y, c) = quantize(&e4m3, &x, 5);
+    let f = Element::E4m3.spec();
+    let want: Vec<f32> = x
+        .iter()
+        .map(|&v| quantize_scaled(v, &f, -7, Rounding::Nearest).0)
+        .collect();
+    assert_eq!((y[0], y[1], &y[..]), (3.0, -1.0, &want[..]));
+    assert_eq!(c.saturated, 0);
+    // amax 480 > 448: k = 1, nothing saturates; ±Inf saturates to ±896, NaN stays
+    let (y, c) = quantize(&e4m3, &[480.0, 1.0, f32::NEG_INFINITY, f32::NAN], 4);
+    assert_eq!((y[0], y[1], y[2], c.saturated), (480.0, 1.0, -896.0, 1));
+    assert!(y[3].is_nan());
+    // zeros stay zeros; a tensor below 2^-127·max clamps k and counts it
+    let (y, c) = quantize(&q("e5m2-tensor"), &[0.0, -0.0], 2);
+    assert_eq!(
+        (y[0].to_bits(), y[1].to_bits(), c),
+        (0, SIGN, Counts::default())
+    );
+    let (_, c) = quantize(&e4m3, &[1e-40, 3e-41], 2);
+    assert_eq!(c.blocks_scale_underflowed, 1);
 }
