@@ -102,7 +102,7 @@ impl Operands {
             fp8,
             quantize,
             seed,
-            step: gpu.uniform("quantize.step", &[0u32; 4]),
+            step: Quantize::step_buffer(gpu, 0),
             stats: gpu.storage_buffer("quantize.stats", 6 * STATS_STRIDE)?,
             scratch: Default::default(),
             tensors: AtomicU32::new(0),
@@ -111,8 +111,7 @@ impl Operands {
 
     /// The step the next submission's stochastic rounding draws for.
     pub fn write_step(&self, gpu: &Gpu, step: u32) {
-        gpu.queue
-            .write_buffer(&self.step, 0, bytemuck::bytes_of(&[step, 0, 0, 0]));
+        Quantize::write_step(gpu, (&self.step).into(), step);
     }
 
     /// The counters of every (pass, operand): [saturated, flushed, blocks
@@ -176,7 +175,7 @@ impl Operands {
                 let blocks = match (o.blocks, shape.k_down) {
                     (BlockShape::Square, _) => Blocks::Square,
                     (BlockShape::Line, false) => Blocks::Rows,
-                    (BlockShape::Line, true) => Blocks::Rows, // TEMP
+                    (BlockShape::Line, true) => Blocks::Columns,
                 };
                 let stream = Stream {
                     seed: self.seed,
@@ -195,7 +194,15 @@ impl Operands {
                     size: 4 * STATS_WORDS,
                 };
                 let [rows, cols] = [shape.rows as u64, shape.cols as u64];
-                d.extend(q.encode(gpu, &quantization, src, (&out).into(), stats, [rows, cols])?); /*TEMP*/
+                d.extend(q.encode_stepped(
+                    gpu,
+                    &quantization,
+                    src,
+                    (&out).into(),
+                    stats,
+                    [rows, cols],
+                    (&self.step).into(),
+                )?);
             }
         }
         Ok(Some(out))
@@ -214,7 +221,7 @@ impl Operands {
             .as_ref()
             .expect("built for Hadamard transforms");
         let blocks = match shape.k_down {
-            true => Blocks::Rows, // TEMP
+            true => Blocks::Columns,
             false => Blocks::Rows,
         };
         let s = Stream {
@@ -222,10 +229,8 @@ impl Operands {
             step: 0,
             tensor: 0,
         };
-        {
-            let _ = blocks;
-            q.hadamard(gpu, s, false, x, y, shape.rows as u64 * shape.cols as u64)
-        } /*TEMP*/
+        let shape = [shape.rows as u64, shape.cols as u64];
+        q.hadamard(gpu, s, false, x, y, shape, blocks)
     }
 
     /// A scratch buffer for `side` of at least `bytes`, never grown past
