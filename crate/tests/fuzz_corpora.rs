@@ -166,6 +166,7 @@ mod seeds {
                 ..OptimConfig::default()
             },
             seed: 3,
+            loss_scaling: None,
         };
         let layout = ParamLayout::new(&config.model);
         let n = layout.total as usize;
@@ -197,6 +198,7 @@ mod seeds {
                 data: Some(r#"{"source":"fuzz seed"}"#.into()),
             },
             tokenizer_fingerprint,
+            loss_scale: None,
             state,
         }
         .to_bytes()

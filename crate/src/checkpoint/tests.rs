@@ -28,6 +28,7 @@ fn config(state: OptimState) -> TrainConfig {
         precision: Precision::F16,
         optim,
         seed: 7,
+        loss_scaling: None,
     }
 }
 
@@ -92,6 +93,7 @@ fn tiny(state: OptimState, tokenizer: bool) -> Checkpoint {
         tokenizer_fingerprint,
         weights,
         state,
+        loss_scale: None,
     }
 }
 

@@ -211,6 +211,7 @@ impl RunSpec {
             precision: self.precision,
             optim,
             seed: self.seed,
+            loss_scaling: None,
         })
     }
 }

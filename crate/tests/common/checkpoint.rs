@@ -35,6 +35,7 @@ fn config(precision: Precision, state: OptimState) -> Result<TrainConfig> {
         precision,
         optim,
         seed: 5,
+        loss_scaling: None,
     })
 }
 
@@ -190,6 +191,7 @@ pub async fn checkpoint_load_refuses_what_it_cannot_use(gpu: &Gpu) -> Result<()>
             m: zeros.clone(),
             v: zeros,
         },
+        loss_scale: None,
     };
     match checkpoint::load_checked(gpu, &ck.to_bytes()?, "0123456789abcdef").await {
         Err(e @ Error::TokenizerMismatch { .. }) => assert!(

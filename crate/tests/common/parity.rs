@@ -202,6 +202,7 @@ async fn matches_pytorch(
         precision,
         optim,
         seed: 0,
+        loss_scaling: None,
     };
     let mut trainer = Trainer::with_weights(gpu, config, &hf.weights).await?;
     trainer.step(&batch).await?;

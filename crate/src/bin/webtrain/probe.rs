@@ -211,6 +211,7 @@ pub async fn ranges(args: &RangesArgs) -> Result<()> {
                 precision: s.precision,
                 optim: OptimConfig::default(),
                 seed: 0,
+                loss_scaling: None,
             };
             Trainer::with_weights(&gpu, config, &s.weights).await?
         }
