@@ -139,10 +139,10 @@ const REDUCE: KernelDesc = KernelDesc {
 const FINALIZE: KernelDesc = KernelDesc {
     entry: "finalize_grad_stats",
     slots: &[
-        Slot::Uniform(0),            // finalize_params
-        Slot::Read(1, "partials"),   // partials_in: [G total]
-        Slot::Read(2, "loss"),             // loss_in: LossTotals, the step's loss
-        Slot::ReadWrite(3, "stats"),       // stats_out: GradStats
+        Slot::Uniform(0),                 // finalize_params
+        Slot::Read(1, "partials"),        // partials_in: [G total]
+        Slot::Read(2, "loss"),            // loss_in: LossTotals, the step's loss
+        Slot::ReadWrite(3, "stats"),      // stats_out: GradStats
         Slot::ReadWrite(4, "loss_scale"), // scale_state: LossScale, updated when scaling
     ],
 };

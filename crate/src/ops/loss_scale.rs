@@ -122,7 +122,15 @@ mod tests {
             };
             s.validate().unwrap();
         }
-        for init in [0.0, -2.0, 3.0, 1e-40, 2f32.powi(127), f32::INFINITY, f32::NAN] {
+        for init in [
+            0.0,
+            -2.0,
+            3.0,
+            1e-40,
+            2f32.powi(127),
+            f32::INFINITY,
+            f32::NAN,
+        ] {
             let s = LossScaling {
                 init,
                 ..Default::default()

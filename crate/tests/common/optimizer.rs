@@ -173,7 +173,8 @@ pub async fn loss_scaling_matches_reference(gpu: &Gpu) -> Result<()> {
         };
         let state = gpu.upload("loss_scale", &[before])?;
         let grads = gpu.upload("g", &scaled)?;
-        let got = stats_with_loss(gpu, &k, &[&grads], &[n], max_norm, 2.5, Some((&s, &state))).await?;
+        let got =
+            stats_with_loss(gpu, &k, &[&grads], &[n], max_norm, 2.5, Some((&s, &state))).await?;
         let after = gpu.read_back::<LossScale>((&state).into()).await?[0];
         let ((norm, factor, bad, skip), next) =
             reference::scaled_grad_stats(&scaled, max_norm as f64, 2.5, &s, before);
@@ -189,11 +190,22 @@ pub async fn loss_scaling_matches_reference(gpu: &Gpu) -> Result<()> {
             continue; // its unscaled gradients' squares are subnormal
         }
         let unscaled = stats_of(gpu, &k, &[&plain], &[n], max_norm).await?;
-        assert_eq!(got.norm.to_bits(), unscaled.norm.to_bits(), "{what}: the unscaled run's norm");
-        assert_eq!(got.clip_scale * scale, unscaled.clip_scale, "{what}: the unscaled clip");
+        assert_eq!(
+            got.norm.to_bits(),
+            unscaled.norm.to_bits(),
+            "{what}: the unscaled run's norm"
+        );
+        assert_eq!(
+            got.clip_scale * scale,
+            unscaled.clip_scale,
+            "{what}: the unscaled clip"
+        );
     }
     let s = LossScaling { init: 3.0, ..s };
-    assert!(s.validate().is_err(), "a scale that is not a power of two is refused");
+    assert!(
+        s.validate().is_err(),
+        "a scale that is not a power of two is refused"
+    );
     Ok(())
 }
 

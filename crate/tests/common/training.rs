@@ -294,9 +294,16 @@ pub async fn loss_scaling_by_powers_of_two_is_exact(gpu: &Gpu) -> Result<()> {
         "weights"
     );
     let scales: Vec<Option<f32>> = scaled.iter().map(|s| s.loss_scale).collect();
-    assert_eq!(scales, [1024.0, 1024.0, 2048.0, 2048.0, 4096.0, 4096.0].map(Some));
+    assert_eq!(
+        scales,
+        [1024.0, 1024.0, 2048.0, 2048.0, 4096.0, 4096.0].map(Some)
+    );
     assert!(scaled.iter().all(|s| s.skipped_total == Some(0)));
-    assert!(plain.iter().all(|s| s.loss_scale.is_none() && s.skipped_total.is_none()));
+    assert!(
+        plain
+            .iter()
+            .all(|s| s.loss_scale.is_none() && s.skipped_total.is_none())
+    );
     Ok(())
 }
 
@@ -330,7 +337,12 @@ pub async fn loss_scaling_backs_off_from_overflow(gpu: &Gpu) -> Result<()> {
     );
     for s in &stats {
         let backoffs = (s.step - 1).min(k) as i32;
-        assert_eq!(s.loss_scale, Some(init * backoff.powi(backoffs)), "step {}", s.step);
+        assert_eq!(
+            s.loss_scale,
+            Some(init * backoff.powi(backoffs)),
+            "step {}",
+            s.step
+        );
         assert_eq!(s.skipped_total, Some(s.step.min(k)), "step {}", s.step);
     }
     assert_eq!(t.skipped(), k);
@@ -339,7 +351,10 @@ pub async fn loss_scaling_backs_off_from_overflow(gpu: &Gpu) -> Result<()> {
         trained.len() >= 5 && trained.iter().all(|l| l.is_finite()),
         "{trained:?}"
     );
-    assert!(trained[trained.len() - 1] < trained[0], "the loss falls: {trained:?}");
+    assert!(
+        trained[trained.len() - 1] < trained[0],
+        "the loss falls: {trained:?}"
+    );
 
     let state = t.loss_scale().await?.expect("a scaled run");
     let want = LossScale {
