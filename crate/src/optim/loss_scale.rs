@@ -13,17 +13,23 @@ pub struct LossScaler {
 }
 
 impl LossScaler {
-    /// Starting from `state` (`settings.initial()` for a new run).
-    pub fn new(gpu: &Gpu, settings: LossScaling, state: LossScale) -> Result<LossScaler> {
+    /// At `settings.init`, no steps counted.
+    pub fn new(gpu: &Gpu, settings: LossScaling) -> Result<LossScaler> {
         settings.validate()?;
         Ok(LossScaler {
             settings,
-            state: gpu.upload("loss_scale", &[state])?,
+            state: gpu.upload("loss_scale", &[settings.initial()])?,
         })
     }
 
     /// The state after every step submitted so far.
     pub async fn read(&self, gpu: &Gpu) -> Result<LossScale> {
         Ok(gpu.read_back::<LossScale>((&self.state).into()).await?[0])
+    }
+
+    /// Continues from `state` (a checkpoint's) at the next submission.
+    pub fn write(&self, gpu: &Gpu, state: &LossScale) {
+        gpu.queue
+            .write_buffer(&self.state, 0, bytemuck::bytes_of(state));
     }
 }

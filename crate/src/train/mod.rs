@@ -124,7 +124,7 @@ impl Trainer {
         .await?;
         let scaler = config
             .loss_scaling
-            .map(|s| LossScaler::new(gpu, s, s.initial()))
+            .map(|s| LossScaler::new(gpu, s))
             .transpose()?;
         if let Some(s) = &scaler {
             model.scale_loss(gpu, &k, &s.state)?;
@@ -216,9 +216,7 @@ impl Trainer {
     /// next submission; a run that does not scale ignores it.
     pub(crate) fn restore_loss_scale(&self, state: LossScale) {
         if let Some(s) = &self.scaler {
-            self.gpu
-                .queue
-                .write_buffer(&s.state, 0, bytemuck::bytes_of(&state));
+            s.write(&self.gpu, &state);
         }
     }
 
