@@ -27,7 +27,9 @@ fn counts(t: u32) -> bool {
 // cross_entropy_forward_backward: one workgroup per row. With
 // m = max z, s = Σ exp(z − m), lse = m + log s, p = softmax(z):
 //   loss = (1−ε)(lse − z_t) + ε(lse − mean z) + β·lse²
-//   dz_j = grad_scale·((1 + 2β·lse)·p_j − (1−ε)·[j = t] − ε/V)
+//   dz_j = S·grad_scale·((1 + 2β·lse)·p_j − (1−ε)·[j = t] − ε/V)
+// with S the loss scale (ops/loss_scale.rs; 1 when the run does not scale):
+// a power of two, so S·grad_scale and every product below are exact.
 // Two passes over the row, 12 bytes per logit: the first finds m, s and
 // Σ(z − m) online (each invocation keeps its own running maximum and
 // rescales its sums when it grows; one tree then merges the invocations'),
@@ -35,10 +37,19 @@ fn counts(t: u32) -> bool {
 // logits of any size are safe and lse − z_t keeps its digits when both are
 // large. Element j is read and written only by invocation j % WG, so the
 // in-place write needs no barrier.
+// The loss scale's state (finalize_grad_stats in 12_optimizer.wgsl updates it).
+struct LossScale {
+    scale: f32,  // S
+    clean: u32,
+    skipped: u32,
+    changes: u32,
+}
+
 @group(0) @binding(1) var<storage, read> targets: array<u32>;         // [R]
-@group(0) @binding(2) var<storage, read_write> logits: array<f32>;    // [R, V], becomes dlogits
-@group(0) @binding(3) var<storage, read_write> losses: array<f32>;    // [R]
-@group(0) @binding(4) var<storage, read_write> lse_out: array<f32>;   // [R], saved
+@group(0) @binding(2) var<storage, read> loss_scale: LossScale;       // S
+@group(0) @binding(3) var<storage, read_write> logits: array<f32>;    // [R, V], becomes dlogits
+@group(0) @binding(4) var<storage, read_write> losses: array<f32>;    // [R]
+@group(0) @binding(5) var<storage, read_write> lse_out: array<f32>;   // [R], saved
 
 // One invocation's running summary of its logits: the maximum m, Σ exp(z − m),
 // Σ (z − m) and how many.
@@ -123,7 +134,7 @@ fn cross_entropy_forward_backward(@builtin(workgroup_id) wid: vec3<u32>, @builti
         lse_out[row] = lse;
     }
 
-    let scale = select(0.0, params.grad_scale, counted);
+    let scale = select(0.0, params.grad_scale * loss_scale.scale, counted);
     let p_scale = scale * (1.0 + 2.0 * beta * lse) / s;
     let smoothing = scale * eps / f32(v);
     let hit = scale * (1.0 - eps);

@@ -3,7 +3,8 @@
 //   reduce_norm_sq      per workgroup: Σ g² of finite g, and the non-finite count
 //   finalize_grad_stats one workgroup: sums all partials in a fixed order;
 //                       decides whether the step is skipped (non-finite
-//                       loss, or Σg² overflowed)
+//                       loss, or Σg² overflowed; with loss scaling, any
+//                       non-finite gradient) and updates the loss scale
 //   adamw_update(_f16)  per element: NaN/Inf -> 0, clip, moments, bias
 //                       correction, decoupled decay, gradient zeroed (and
 //                       the f16 forward mirror written); a skipped step only
@@ -21,17 +22,32 @@ struct ReduceParams {
 }
 
 struct FinalizeParams {
-    partials: u32,   // partials written by all reduce dispatches of the step
-    max_norm: f32,   // clip threshold; <= 0 disables clipping
+    partials: u32,         // partials written by all reduce dispatches of the step
+    max_norm: f32,         // clip threshold; <= 0 disables clipping
+    scaling: u32,          // 1: the gradients carry scale_state.scale; 0: scale_state unused
+    growth_interval: u32,  // clean steps before the scale grows
+    growth: f32,           // powers of two (ops/loss_scale.rs)
+    backoff: f32,
 }
 
 // What finalize_grad_stats writes, and AdamW and the host read.
 struct GradStats {
-    norm: f32,
-    clip_scale: f32,
+    norm: f32,        // of the unscaled gradients
+    clip_scale: f32,  // AdamW's factor for each raw gradient: clip / S
     nonfinite: u32,
-    skip: u32,       // 1: leave weights and moments untouched this step
+    skip: u32,        // 1: leave weights and moments untouched this step
 }
+
+// The loss scale's state across steps (07_loss.wgsl reads scale).
+struct LossScale {
+    scale: f32,    // S, a power of two
+    clean: u32,    // clean steps since the last skip or growth
+    skipped: u32,  // steps skipped so far
+    changes: u32,  // times S changed so far
+}
+
+const MIN_SCALE: f32 = 0x1p-126f;  // 1/S stays normal (ops/loss_scale.rs)
+const MAX_SCALE: f32 = 0x1p+126f;
 
 // The step's loss, as loss_sum writes it (kernels/loss.rs LossTotals).
 struct LossTotals {
@@ -67,6 +83,32 @@ fn reduce_norm_sq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
 @group(0) @binding(1) var<storage, read> partials_in: array<vec2<f32>>;     // [G total]
 @group(0) @binding(2) var<storage, read> loss_in: LossTotals;               // the step's loss
 @group(0) @binding(3) var<storage, read_write> stats_out: GradStats;
+@group(0) @binding(4) var<storage, read_write> scale_state: LossScale;
+
+// x / s for s a power of two, exactly: ldexp is correctly rounded, a WGSL
+// division need not be.
+fn unscale(x: f32, s: f32) -> f32 {
+    return ldexp(x, 1 - frexp(s).exp);
+}
+
+// GradScaler's update: back off on a skip, grow after growth_interval clean steps.
+fn next_scale(state: LossScale, skip: bool) -> LossScale {
+    var next = state;
+    let p = finalize_params;
+    if (skip) {
+        next.scale = max(state.scale * p.backoff, MIN_SCALE);
+        next.clean = 0u;
+        next.skipped += 1u;
+    } else {
+        next.clean += 1u;
+        if (next.clean >= p.growth_interval) {
+            next.scale = min(state.scale * p.growth, MAX_SCALE);
+            next.clean = 0u;
+        }
+    }
+    next.changes += select(0u, 1u, next.scale != state.scale);
+    return next;
+}
 
 @compute @workgroup_size(WG)
 fn finalize_grad_stats(@builtin(local_invocation_index) lidx: u32) {
@@ -79,13 +121,18 @@ fn finalize_grad_stats(@builtin(local_invocation_index) lidx: u32) {
     let total = workgroup_sum(sum, lidx);
     let total_bad = workgroup_sum(f32(bad), lidx);
     if (lidx == 0u) {
-        let norm = sqrt(total);
+        let scaling = finalize_params.scaling != 0u;
+        var s = 1.0;
+        if (scaling) { s = scale_state.scale; }
+        // Σ(S·g)² = S²·Σg² exactly, so the norm is the unscaled run's
+        let norm = unscale(sqrt(total), s);
         var clip = 1.0;
         if (finalize_params.max_norm > 0.0 && norm > finalize_params.max_norm) {
             clip = finalize_params.max_norm / norm;
         }
-        let skip = !is_finite(loss_in.mean) || !is_finite(total);
-        stats_out = GradStats(norm, clip, u32(total_bad), select(0u, 1u, skip));
+        let skip = !is_finite(loss_in.mean) || !is_finite(total) || (scaling && total_bad > 0.0);
+        stats_out = GradStats(norm, unscale(clip, s), u32(total_bad), select(0u, 1u, skip));
+        if (scaling) { scale_state = next_scale(scale_state, skip); }
     }
 }
 

@@ -197,6 +197,7 @@ mod seeds {
                 data: Some(r#"{"source":"fuzz seed"}"#.into()),
             },
             tokenizer_fingerprint,
+            loss_scale: None,
             state,
         }
         .to_bytes()

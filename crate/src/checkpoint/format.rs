@@ -17,7 +17,7 @@ use crate::data::Tokenizer;
 use crate::error::{Error, Result, name_list as list};
 use crate::kernels::optimizer::{int8_scale_bytes, int8_state_bytes};
 use crate::model::{ParamLayout, Role};
-use crate::optim::{HostState, OptimState};
+use crate::optim::{HostState, LossScale, LossScaling, OptimState};
 use crate::train::TrainConfig;
 
 /// The metadata's `format`.
@@ -227,6 +227,11 @@ impl Checkpoint {
         if let Some(data) = &self.run.data {
             meta.insert("data", data.clone());
         }
+        if let Some(scale) = &self.loss_scale {
+            let json = serde_json::to_string(scale)
+                .map_err(|e| bad(format!("its loss scale cannot be written: {e}")))?;
+            meta.insert("loss_scale", json);
+        }
         encode(&meta, &pieces)
     }
 
@@ -237,6 +242,7 @@ impl Checkpoint {
         let (mut header, data_start) = split(bytes)?;
         let meta = metadata(header.remove("__metadata__"))?;
         let (config, step, rng) = run_meta(&meta)?;
+        let loss_scale = loss_scale(&meta, &config)?;
         let (tokenizer_json, tokenizer_fingerprint) = tokenizer(&meta, config.model.vocab)?;
         check_config(&config, header.len())?;
 
@@ -258,10 +264,28 @@ impl Checkpoint {
             tokenizer_fingerprint,
             weights,
             state,
+            loss_scale,
         })
     }
 }
 
+/// The metadata's loss scale state, for a config that scales (a file
+/// written before loss scaling has none: the run restarts from `init`).
+fn loss_scale(meta: &BTreeMap<String, String>, c: &TrainConfig) -> Result<Option<LossScale>> {
+    let (Some(s), Some(json)) = (&c.precision.loss_scaling(), meta.get("loss_scale")) else {
+        return Ok(None);
+    };
+    let state: LossScale = serde_json::from_str(json)
+        .map_err(|e| bad(format!("its loss scale {json:?} is unreadable: {e}")))?;
+    let settings = LossScaling {
+        init: state.scale,
+        ..*s
+    };
+    settings
+        .validate()
+        .map_err(|e| bad(format!("its loss scale is unusable: {e}")))?;
+    Ok(Some(state))
+}
 /// The metadata's training config, step count and batch RNG state.
 fn run_meta(meta: &BTreeMap<String, String>) -> Result<(TrainConfig, u32, u64)> {
     let get = |key: &str| {

@@ -1,9 +1,9 @@
 //! The native checkpoint: one `.safetensors` file that resumes a run
 //! exactly — the f32 master weights per tensor, AdamW's state as the GPU
 //! holds it, the step, and (as string metadata) the training config, the
-//! caller's data state and the tokenizer. The f16 mirror is not stored: it
-//! is the master rounded, rebuilt when the trainer is made. docs/CHECKPOINTS.md
-//! describes the format.
+//! loss scale's state, the caller's data state and the tokenizer. The f16
+//! mirror is not stored: it is the master rounded, rebuilt when the trainer
+//! is made. docs/CHECKPOINTS.md describes the format.
 //!
 //! `save` reads the GPU after every step submitted so far (the queue orders
 //! the copies after them), so it needs no flush and the caller still
@@ -19,7 +19,7 @@ pub use format::{FORMAT, VERSION};
 use crate::data::Tokenizer;
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
-use crate::optim::HostState;
+use crate::optim::{HostState, LossScale};
 use crate::train::{TrainConfig, Trainer};
 
 /// What the caller needs, besides the trainer, to go on with the same
@@ -56,6 +56,8 @@ pub struct Checkpoint {
     /// The f32 master weights at their `ParamLayout` offsets, padding zero.
     pub weights: Vec<f32>,
     pub state: HostState,
+    /// With `config.loss_scaling`: the loss scale's state.
+    pub loss_scale: Option<LossScale>,
 }
 
 /// The largest checkpoint the page loads. Its module is wasm32: one 4 GiB
@@ -93,6 +95,7 @@ impl Checkpoint {
             tokenizer_fingerprint,
             weights: trainer.model.read_weights(&trainer.gpu).await?,
             state: trainer.adam.read_state(&trainer.gpu).await?,
+            loss_scale: trainer.loss_scale().await?,
         })
     }
 
@@ -111,6 +114,9 @@ impl Checkpoint {
                 e => e,
             })?;
         trainer.adam.write_state(gpu, &self.state)?;
+        if let Some(s) = self.loss_scale {
+            trainer.restore_loss_scale(s);
+        }
         trainer.resume_at(self.step)?;
         Ok(trainer)
     }

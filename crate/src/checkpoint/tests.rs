@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::*;
 use crate::model::{BatchShape, Config, ParamLayout, Recipe};
-use crate::optim::{LrSchedule, OptimConfig, OptimState};
+use crate::optim::{LossScale, LossScaling, LrSchedule, OptimConfig, OptimState};
 use crate::rng::SplitMix64;
 
 const TEXT: &str = "the cat sat on the mat. the dog sat on the log. a model learns a language one token at a time.";
@@ -92,6 +92,7 @@ fn tiny(state: OptimState, tokenizer: bool) -> Checkpoint {
         tokenizer_fingerprint,
         weights,
         state,
+        loss_scale: None,
     }
 }
 
@@ -145,6 +146,41 @@ fn checkpoint_round_trips_exactly_and_deterministically() {
         );
         assert_eq!(back.run.tokenizer().unwrap().is_some(), tokenizer);
     }
+}
+
+#[test]
+fn checkpoint_keeps_the_loss_scale_and_reads_files_without_it() {
+    let mut c = tiny(OptimState::Fp32, false);
+    c.config.precision = c
+        .config
+        .precision
+        .with_loss_scaling(Some(LossScaling::default()))
+        .unwrap();
+    c.loss_scale = Some(LossScale {
+        scale: 2f32.powi(-3),
+        clean: 17,
+        skipped: 4,
+        changes: 9,
+    });
+    let bytes = c.to_bytes().unwrap();
+    assert!(Checkpoint::from_bytes(&bytes).unwrap() == c);
+    let before = edited(&bytes, |h| {
+        h["__metadata__"]
+            .as_object_mut()
+            .unwrap()
+            .remove("loss_scale");
+    });
+    let old = Checkpoint::from_bytes(&before).unwrap();
+    assert_eq!(
+        old.loss_scale, None,
+        "a file from before: the run restarts from init"
+    );
+    let e = refused(&with_meta(
+        &bytes,
+        "loss_scale",
+        r#"{"scale":3.0,"clean":0,"skipped":0,"changes":0}"#,
+    ));
+    assert!(e.contains("power of two"), "{e}");
 }
 
 #[test]

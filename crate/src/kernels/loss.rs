@@ -11,6 +11,7 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::error::{Error, Result};
 use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_kernels};
+use crate::ops::loss_scale::LossScale;
 use crate::shaders::LOSS;
 
 /// The default ignore index: no token id reaches it.
@@ -118,9 +119,10 @@ const CROSS_ENTROPY: KernelDesc = KernelDesc {
     slots: &[
         Slot::Uniform(0),             // params
         Slot::Read(1, "targets"),     // [R] u32
-        Slot::ReadWrite(2, "logits"), // [R, V] f32, overwritten by dlogits · grad_scale
-        Slot::ReadWrite(3, "losses"), // [R] f32
-        Slot::ReadWrite(4, "lse"),    // [R] f32, saved log-sum-exp
+        Slot::Read(2, "loss_scale"),  // LossScale: S multiplies dlogits
+        Slot::ReadWrite(3, "logits"), // [R, V] f32, overwritten by dlogits · grad_scale · S
+        Slot::ReadWrite(4, "losses"), // [R] f32
+        Slot::ReadWrite(5, "lse"),    // [R] f32, saved log-sum-exp
     ],
 };
 const LOSS_SUM: KernelDesc = KernelDesc {
@@ -136,6 +138,8 @@ const LOSS_SUM: KernelDesc = KernelDesc {
 pub struct Loss {
     cross_entropy: Kernel,
     loss_sum: Kernel,
+    /// `LossScale::UNSCALED`: S = 1 for the runs that do not scale.
+    unscaled: wgpu::Buffer,
 }
 
 impl Loss {
@@ -144,6 +148,7 @@ impl Loss {
         Ok(Loss {
             cross_entropy,
             loss_sum,
+            unscaled: gpu.upload("loss_scale", &[LossScale::UNSCALED])?,
         })
     }
 
@@ -159,19 +164,22 @@ impl Loss {
         lse: BufferRange,
     ) -> Result<Dispatch> {
         let params = ce.uniform(gpu);
-        self.cross_entropy_in(gpu, ce, &params, targets, logits, losses, lse)
+        self.cross_entropy_in(gpu, ce, &params, None, targets, logits, losses, lse)
     }
 
     /// [`Loss::cross_entropy_forward_backward`] reading its params from
     /// `params` (made by [`CrossEntropy::uniform`] for `ce`), which
     /// [`CrossEntropy::rewrite`] may change between submissions: a batch
     /// whose count of targets that count differs needs another `grad_scale`.
+    /// With `loss_scale` (a [`LossScale`]) the dlogits are also multiplied
+    /// by its scale, as it stands when the dispatch runs.
     #[allow(clippy::too_many_arguments)]
     pub fn cross_entropy_in(
         &self,
         gpu: &Gpu,
         ce: &CrossEntropy,
         params: &wgpu::Buffer,
+        loss_scale: Option<BufferRange>,
         targets: BufferRange,
         logits: BufferRange,
         losses: BufferRange,
@@ -183,6 +191,9 @@ impl Loss {
         let binds = [
             params.into(),
             targets.needs(4 * rows),
+            loss_scale
+                .unwrap_or((&self.unscaled).into())
+                .needs(size_of::<LossScale>() as u64),
             logits.needs(4 * rows * ce.vocab as u64),
             losses.needs(4 * rows),
             lse.needs(4 * rows),

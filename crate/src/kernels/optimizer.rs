@@ -10,6 +10,7 @@ use crate::gpu::{
 };
 pub use crate::ops::adam::AdamHyper;
 use crate::ops::adam::Int8Maps;
+use crate::ops::loss_scale::{LossScale, LossScaling};
 use crate::shaders::OPTIMIZER;
 
 /// Gradients per `reduce_norm_sq` workgroup: `GROUP` in 12_optimizer.wgsl.
@@ -43,12 +44,16 @@ pub fn partials_for(n: u64) -> u64 {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct GradStats {
+    /// Of the unscaled gradients.
     pub norm: f32,
+    /// AdamW's factor for each raw gradient: the clip, divided by the loss
+    /// scale the gradients carry (exact: a power of two).
     pub clip_scale: f32,
     /// Gradients that were NaN or ±Inf: AdamW treats them as 0.
     pub nonfinite: u32,
-    /// 1 when the step was skipped (non-finite loss, or Σg² overflowed):
-    /// weights and moments untouched, gradients zeroed.
+    /// 1 when the step was skipped (non-finite loss, or Σg² overflowed;
+    /// with loss scaling, any non-finite gradient): weights and moments
+    /// untouched, gradients zeroed.
     pub skip: u32,
 }
 
@@ -68,6 +73,10 @@ struct ReduceParams {
 struct FinalizeParams {
     partials: u32,
     max_norm: f32,
+    scaling: u32,
+    growth_interval: u32,
+    growth: f32,
+    backoff: f32,
     _pad: [u32; 2],
 }
 
@@ -130,10 +139,11 @@ const REDUCE: KernelDesc = KernelDesc {
 const FINALIZE: KernelDesc = KernelDesc {
     entry: "finalize_grad_stats",
     slots: &[
-        Slot::Uniform(0),            // finalize_params
-        Slot::Read(1, "partials"),   // partials_in: [G total]
-        Slot::Read(2, "loss"),       // loss_in: LossTotals, the step's loss
-        Slot::ReadWrite(3, "stats"), // stats_out: GradStats
+        Slot::Uniform(0),                 // finalize_params
+        Slot::Read(1, "partials"),        // partials_in: [G total]
+        Slot::Read(2, "loss"),            // loss_in: LossTotals, the step's loss
+        Slot::ReadWrite(3, "stats"),      // stats_out: GradStats
+        Slot::ReadWrite(4, "loss_scale"), // scale_state: LossScale, updated when scaling
     ],
 };
 const UPDATE_SLOTS: [Slot; 7] = [
@@ -224,6 +234,8 @@ pub struct Adam8bitBuffers<'a> {
 }
 
 pub struct Optimizer {
+    /// A `LossScale` bound, and left alone, when the step does not scale.
+    unscaled: wgpu::Buffer,
     reduce: Kernel,
     finalize: Kernel,
     update: Kernel,
@@ -256,6 +268,7 @@ impl Optimizer {
         let tables: Vec<f32> = [maps.m.values, maps.v.values, maps.m.steps, maps.v.steps].concat();
         let code_tables = gpu.upload("code_tables", &tables)?;
         Ok(Optimizer {
+            unscaled: gpu.upload("loss_scale", &[LossScale::UNSCALED])?,
             reduce,
             finalize,
             update,
@@ -296,7 +309,11 @@ impl Optimizer {
     }
 
     /// The step's [`GradStats`] from all `partials` and the step's `loss`
-    /// (a `LossTotals`); `max_norm <= 0` never clips.
+    /// (a `LossTotals`); `max_norm <= 0` never clips. With `scaling`, the
+    /// gradients carry the scale of its state (a [`LossScale`]): they are
+    /// unscaled, the step skipped if any is non-finite, and the state
+    /// updated.
+    #[allow(clippy::too_many_arguments)] // the step's whole state, as the kernel's bindings
     pub fn finalize(
         &self,
         gpu: &Gpu,
@@ -305,21 +322,35 @@ impl Optimizer {
         max_norm: f32,
         loss: BufferRange,
         stats: BufferRange,
+        scaling: Option<(&LossScaling, BufferRange)>,
     ) -> Result<Dispatch> {
         let op = "finalize_grad_stats";
+        let settings = match scaling {
+            Some((s, _)) => {
+                s.validate()?;
+                *s
+            }
+            None => LossScaling::default(),
+        };
         let params = gpu.uniform(
             op,
             &FinalizeParams {
                 partials: count,
                 max_norm,
+                scaling: scaling.is_some() as u32,
+                growth_interval: settings.growth_interval,
+                growth: settings.growth,
+                backoff: settings.backoff,
                 _pad: [0; 2],
             },
         );
+        let state = scaling.map_or((&self.unscaled).into(), |(_, b)| b);
         let binds = [
             (&params).into(),
             partials.needs(8 * count as u64),
             loss.needs(16),
             stats.needs(STATS_BYTES),
+            state.needs(size_of::<LossScale>() as u64),
         ];
         self.finalize
             .dispatch(gpu, op, &binds, gpu.grid_groups(op, 1)?)

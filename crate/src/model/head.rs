@@ -82,6 +82,7 @@ impl<'a> Net<'a> {
                 gpu,
                 &loss.ce,
                 &loss.params,
+                m.loss_scale.as_ref().map(Into::into),
                 targets,
                 logits,
                 losses,

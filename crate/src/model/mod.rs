@@ -115,6 +115,9 @@ pub struct Model {
     pub inputs: Inputs,
     /// The loss head's per-chunk params, rescaled by each batch.
     pub head_losses: Vec<HeadLoss>,
+    /// The loss scale's state (`LossScale`) the loss's gradient is
+    /// multiplied by: `scale_loss`; None is S = 1.
+    loss_scale: Option<wgpu::Buffer>,
     /// embed → layers → final norm
     forward: Vec<Dispatch>,
     /// lm_head → loss per row chunk, each chunk's backward right after it; loss sum
@@ -188,6 +191,7 @@ impl Model {
             acts,
             inputs,
             head_losses,
+            loss_scale: None,
             forward: vec![],
             head_train: vec![],
             head_eval: vec![],
@@ -224,6 +228,14 @@ impl Model {
             gpu.run(&sync.iter().collect::<Vec<_>>()).await?;
         }
         Ok(model)
+    }
+
+    /// Multiplies the loss's gradient by the scale in `state` (a
+    /// `LossScale`, 16 bytes) from the next `Backward` on.
+    pub fn scale_loss(&mut self, gpu: &Gpu, k: &Kernels, state: &wgpu::Buffer) -> Result<()> {
+        self.loss_scale = Some(state.clone());
+        self.head_train = self.net(gpu, k).head(true)?;
+        Ok(())
     }
 
     /// The dispatches of `pass`, in order.

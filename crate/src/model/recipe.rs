@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::kernels::Kernels;
 use crate::ops::formats::{HADAMARD_BLOCK, Scaling};
+use crate::ops::loss_scale::LossScaling;
 use crate::ops::products::{BlockShape, Operand, OperandFormat, Products, Rounding, Wide};
 use crate::shaders::Numerics;
 
@@ -76,7 +77,7 @@ pub enum Boundaries {
 }
 
 /// A precision recipe (the module's comment says what each part means).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RecipeSpec {
     pub name: String,
@@ -94,6 +95,9 @@ pub struct RecipeSpec {
     pub wgrad: WeightGrad,
     #[serde(default)]
     pub wide: Wide,
+    /// Dynamic loss scaling (GradScaler's), where the recipe scales.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_scaling: Option<LossScaling>,
 }
 
 fn recipe_version() -> u32 {
@@ -102,7 +106,7 @@ fn recipe_version() -> u32 {
 
 /// A checked recipe: `Recipe::named` or a `RecipeSpec` that passed
 /// `Recipe::new`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Recipe(RecipeSpec);
 
 /// The named recipes, in the order the selectors list them.
@@ -131,6 +135,9 @@ impl Recipe {
                 "version {} is newer than this build's {RECIPE_VERSION}: update webtrain",
                 spec.version
             ));
+        }
+        if let Some(s) = &spec.loss_scaling {
+            s.validate()?;
         }
         let quantized = spec.products().all().iter().any(|o| !o.is_identity());
         if spec.weights == WeightCopy::F16 && quantized {
@@ -182,6 +189,7 @@ impl Recipe {
     /// The named recipe `name` (`RECIPE_NAMES`).
     pub fn named(name: &str) -> Result<Recipe> {
         let spec = |weights, boundaries, ops: [Operand; 6], wide| RecipeSpec {
+            loss_scaling: None,
             name: name.to_string(),
             version: RECIPE_VERSION,
             weights,
@@ -353,6 +361,20 @@ impl Recipe {
         self.0.wide
     }
 
+    /// Its dynamic loss scaling, if it scales.
+    pub fn loss_scaling(&self) -> Option<LossScaling> {
+        self.0.loss_scaling
+    }
+
+    /// This recipe with `scaling` instead of its own (still named only
+    /// if that is its named one's).
+    pub fn with_loss_scaling(&self, scaling: Option<LossScaling>) -> Result<Recipe> {
+        Recipe::new(RecipeSpec {
+            loss_scaling: scaling,
+            ..self.0.clone()
+        })
+    }
+
     /// What each product's operands go through.
     pub fn products(&self) -> Products {
         self.0.products()
@@ -454,7 +476,10 @@ mod tests {
         spec.wide.last = 2;
         let r = Recipe::new(spec).unwrap();
         let json = serde_json::to_string(&r).unwrap();
-        assert!(json.starts_with('{') && json.contains("\"last\":2"), "{json}");
+        assert!(
+            json.starts_with('{') && json.contains("\"last\":2"),
+            "{json}"
+        );
         assert_eq!(Recipe::from_json(&json).unwrap(), r);
     }
 

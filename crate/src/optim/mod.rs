@@ -5,8 +5,10 @@
 //! never on its number of tensors.
 
 mod convert;
+pub mod loss_scale;
 pub mod schedule;
 
+pub use loss_scale::{LossScale, LossScaler, LossScaling};
 pub use schedule::LrSchedule;
 
 use serde::{Deserialize, Serialize};
@@ -139,7 +141,14 @@ pub struct Adam {
 }
 
 impl Adam {
-    pub fn new(gpu: &Gpu, k: &Kernels, model: &Model, config: OptimConfig) -> Result<Adam> {
+    /// With `scaler`, the gradients carry its scale (`Model::scale_loss`).
+    pub fn new(
+        gpu: &Gpu,
+        k: &Kernels,
+        model: &Model,
+        config: OptimConfig,
+        scaler: Option<&LossScaler>,
+    ) -> Result<Adam> {
         let chunks = model
             .layout
             .chunks(gpu.limits.max_storage_buffer_binding_size)?;
@@ -169,7 +178,7 @@ impl Adam {
             step,
             dispatches: vec![],
         };
-        adam.dispatches = adam.build(gpu, k, model, count as u32)?;
+        adam.dispatches = adam.build(gpu, k, model, count as u32, scaler)?;
         Ok(adam)
     }
 
@@ -179,6 +188,7 @@ impl Adam {
         k: &Kernels,
         model: &Model,
         partial_count: u32,
+        scaler: Option<&LossScaler>,
     ) -> Result<Vec<Dispatch>> {
         let mut d = self.reduce_dispatches(gpu, k, &model.params)?;
         d.push(k.optim.finalize(
@@ -188,6 +198,7 @@ impl Adam {
             self.config.max_grad_norm,
             (&model.acts.loss).into(),
             (&self.stats).into(),
+            scaler.map(|s| (&s.settings, (&s.state).into())),
         )?);
         let hyper = self.config.hyper(1); // its β1, β2, ε; the step's rate comes with `write_step`
         for c in &self.chunks {

@@ -6,6 +6,7 @@
 //! is evaluated in f64.
 
 use crate::ops::adam::AdamHyper;
+use crate::ops::loss_scale::{LossScale, LossScaling, MAX_SCALE, MIN_SCALE};
 
 /// (norm of the finite gradients, clip scale, count of non-finite ones).
 pub fn grad_stats(grads: &[f32], max_norm: f64) -> (f64, f64, u32) {
@@ -15,16 +16,59 @@ pub fn grad_stats(grads: &[f32], max_norm: f64) -> (f64, f64, u32) {
         .map(|&g| (g as f64) * (g as f64))
         .sum();
     let norm = sum.sqrt();
-    let clip = if max_norm > 0.0 && norm > max_norm {
+    (
+        norm,
+        clip_for(norm, max_norm),
+        grads.iter().filter(|g| !g.is_finite()).count() as u32,
+    )
+}
+
+/// finalize_grad_stats with loss scaling: `grads` carry `state.scale`.
+/// Returns (the unscaled norm, AdamW's factor clip/scale, the non-finite
+/// count, skip) and the next state. A step is skipped, as GradScaler skips
+/// it, when any gradient is non-finite, and also when the loss is or Σg²
+/// overflows f32 (as without scaling).
+pub fn scaled_grad_stats(
+    grads: &[f32],
+    max_norm: f64,
+    loss: f32,
+    s: &LossScaling,
+    state: LossScale,
+) -> ((f64, f64, u32, bool), LossScale) {
+    let (scaled, _, bad) = grad_stats(grads, 0.0);
+    let scale = state.scale as f64;
+    let norm = scaled / scale;
+    let skip = !loss.is_finite() || bad > 0 || scaled * scaled > f32::MAX as f64;
+    let stats = (norm, clip_for(norm, max_norm) / scale, bad, skip);
+    (stats, next_loss_scale(s, state, skip))
+}
+
+fn clip_for(norm: f64, max_norm: f64) -> f64 {
+    if max_norm > 0.0 && norm > max_norm {
         max_norm / norm
     } else {
         1.0
-    };
-    (
-        norm,
-        clip,
-        grads.iter().filter(|g| !g.is_finite()).count() as u32,
-    )
+    }
+}
+
+/// GradScaler's update of the scale after a step: on a skip, backoff and
+/// the clean count restarts; after `growth_interval` clean steps, growth.
+/// Kept within [`MIN_SCALE`, `MAX_SCALE`].
+pub fn next_loss_scale(s: &LossScaling, state: LossScale, skip: bool) -> LossScale {
+    let mut next = state;
+    if skip {
+        next.scale = (state.scale * s.backoff).max(MIN_SCALE);
+        next.clean = 0;
+        next.skipped += 1;
+    } else {
+        next.clean += 1;
+        if next.clean >= s.growth_interval {
+            next.scale = (state.scale * s.growth).min(MAX_SCALE);
+            next.clean = 0;
+        }
+    }
+    next.changes += (next.scale != state.scale) as u32;
+    next
 }
 
 /// AdamW step `t` over one block; non-finite gradients count as 0.

@@ -4,7 +4,8 @@
 //!
 //! A step's AdamW count `t` (bias correction, schedule) is the number of
 //! steps submitted, skipped ones included: the host learns of a skip only
-//! `LAG` steps later.
+//! `LAG` steps later. For the same reason the loss scale (dynamic loss
+//! scaling, `optim::loss_scale`) lives and changes on the GPU alone.
 
 mod memory;
 mod readback;
@@ -21,7 +22,7 @@ use crate::gpu::{BOUNDARY_COUNTERS, Dispatch, Gpu};
 use crate::kernels::Kernels;
 use crate::kernels::boundary::{self, Clamped};
 use crate::model::{BatchShape, Config, Model, ParamLayout, Pass, Recipe};
-use crate::optim::{Adam, OptimConfig, OptimState};
+use crate::optim::{Adam, LossScale, LossScaler, OptimConfig, OptimState};
 use readback::Readback;
 
 /// Steps the reported tokens/s is averaged over.
@@ -44,13 +45,21 @@ pub struct StepStats {
     pub step: u32,
     /// Mean cross-entropy of the step's batch (before its update).
     pub loss: f32,
+    /// Of the unscaled gradients, as the clip sees them.
     pub grad_norm: f32,
     pub clip_scale: f32,
     pub lr: f64,
     /// NaN/Inf gradient values, treated as 0 by the update.
     pub nonfinite_grads: u32,
-    /// The loss was not finite (or Σg² overflowed): nothing was updated.
+    /// The loss was not finite (or Σg² overflowed; with loss scaling, a
+    /// gradient was not finite): nothing was updated.
     pub skipped: bool,
+    /// With loss scaling: the scale this step's gradients carried, and the
+    /// run's skipped steps so far, this one included (kept by checkpoints).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loss_scale: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped_total: Option<u32>,
     /// Targets ≥ V (a tokenizer mismatch), and input tokens ≥ V so far.
     pub out_of_range_targets: u32,
     pub bad_tokens: u32,
@@ -72,6 +81,8 @@ pub struct Trainer {
     pub model: Model,
     pub adam: Adam,
     pub config: TrainConfig,
+    /// The loss scale's state, where the recipe scales the loss.
+    scaler: Option<LossScaler>,
     readback: Readback,
     /// Steps submitted.
     step: u32,
@@ -103,7 +114,7 @@ impl Trainer {
             .precision
             .kernels(gpu, &[config.model.head_dim()], stream_seed(config.seed))
             .await?;
-        let model = Model::new(
+        let mut model = Model::new(
             gpu,
             &k,
             config.model.clone(),
@@ -112,13 +123,22 @@ impl Trainer {
             weights,
         )
         .await?;
-        let adam = Adam::new(gpu, &k, &model, config.optim)?;
+        let scaler = config
+            .precision
+            .loss_scaling()
+            .map(|s| LossScaler::new(gpu, s))
+            .transpose()?;
+        if let Some(s) = &scaler {
+            model.scale_loss(gpu, &k, &s.state)?;
+        }
+        let adam = Adam::new(gpu, &k, &model, config.optim, scaler.as_ref())?;
         Ok(Trainer {
             gpu: gpu.clone(),
             k,
             model,
             adam,
             config,
+            scaler,
             readback: Readback::default(),
             step: 0,
             skipped: 0,
@@ -160,6 +180,7 @@ impl Trainer {
         let done = self.flush().await?;
         let weights = self.model.read_weights(&self.gpu).await?;
         let moments = self.adam.read_state(&self.gpu).await?.convert(state);
+        let scale = self.loss_scale().await?;
         let config = TrainConfig {
             precision,
             optim: OptimConfig {
@@ -170,6 +191,9 @@ impl Trainer {
         };
         let mut next = Trainer::with_weights(&self.gpu, config, &weights).await?;
         next.adam.write_state(&self.gpu, &moments)?;
+        if let Some(s) = scale {
+            next.restore_loss_scale(s);
+        }
         next.resume_at(self.step)?;
         next.skipped = self.skipped;
         *self = next;
@@ -179,6 +203,23 @@ impl Trainer {
     /// Steps skipped among those collected.
     pub fn skipped(&self) -> u32 {
         self.skipped
+    }
+
+    /// The loss scale's state after every step submitted so far; None
+    /// when the run does not scale.
+    pub async fn loss_scale(&self) -> Result<Option<LossScale>> {
+        match &self.scaler {
+            Some(s) => Ok(Some(s.read(&self.gpu).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Continues the loss scale from `state` (a checkpoint's), before the
+    /// next submission; a run that does not scale ignores it.
+    pub(crate) fn restore_loss_scale(&self, state: LossScale) {
+        if let Some(s) = &self.scaler {
+            s.write(&self.gpu, &state);
+        }
     }
 
     /// Optimizer dispatches per step: depends on the model's size, not its tensor count.
@@ -235,6 +276,11 @@ impl Trainer {
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("train_step"),
             });
+        if let Some(s) = &self.scaler {
+            // the scale this step runs with, before its finalize changes it
+            let at = std::mem::offset_of!(Record, scale) as u64;
+            encoder.copy_buffer_to_buffer(&s.state, 0, &record, at, 16);
+        }
         boundary::clear(&self.gpu, &mut encoder);
         match timing {
             None => {
@@ -306,14 +352,18 @@ impl Trainer {
         let skipped = r.grads.skip != 0;
         self.skipped += skipped as u32;
         let tokens = self.config.shape.rows() as f64;
+        let scale = self.scaler.is_some().then_some(r.scale);
         Ok(Some(StepStats {
             step,
             loss: r.loss.mean,
             grad_norm: r.grads.norm,
-            clip_scale: r.grads.clip_scale,
+            // AdamW's factor has the scale divided out: the clip alone
+            clip_scale: r.grads.clip_scale * scale.map_or(1.0, |s| s.scale),
             lr: self.config.optim.schedule.lr(step),
             nonfinite_grads: r.grads.nonfinite,
             skipped,
+            loss_scale: scale.map(|s| s.scale),
+            skipped_total: scale.map(|s| s.skipped + skipped as u32),
             out_of_range_targets: r.loss.out_of_range,
             bad_tokens: r.bad_tokens,
             clamped: self

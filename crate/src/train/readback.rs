@@ -1,8 +1,8 @@
 //! Step statistics read back without blocking the step loop: each step
-//! copies its loss totals, gradient stats and the bad-token count into a
-//! small staging buffer of its own and maps it. A step's numbers are
-//! collected once `LAG` newer steps have been submitted (or on a drain),
-//! so the host keeps the GPU fed: natively it waits for that one
+//! copies its loss totals, gradient stats, the bad-token count and the
+//! loss scale into a small staging buffer of its own and maps it. A step's
+//! numbers are collected once `LAG` newer steps have been submitted (or on
+//! a drain), so the host keeps the GPU fed: natively it waits for that one
 //! submission, in the browser it awaits the map callback.
 
 use std::collections::VecDeque;
@@ -13,11 +13,12 @@ use crate::error::{Error, Result};
 use crate::gpu::{BOUNDARY_COUNTERS, Gpu};
 use crate::kernels::GradStats;
 use crate::kernels::loss::LossTotals;
+use crate::optim::LossScale;
 
 /// Steps in flight before the oldest one's stats are collected.
 pub const LAG: usize = 2;
 
-/// What one step leaves for the host, 112 bytes.
+/// What one step leaves for the host, 128 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct Record {
@@ -26,6 +27,8 @@ pub struct Record {
     /// Input tokens ≥ V seen since the model was made.
     pub bad_tokens: u32,
     _pad: [u32; 3],
+    /// The loss scale's state as the step began (with loss scaling).
+    pub scale: LossScale,
     /// The step's forward boundary clamps (`Gpu::boundary_counts`).
     pub clamped: [u32; BOUNDARY_COUNTERS as usize],
 }

@@ -190,6 +190,7 @@ pub async fn checkpoint_load_refuses_what_it_cannot_use(gpu: &Gpu) -> Result<()>
             m: zeros.clone(),
             v: zeros,
         },
+        loss_scale: None,
     };
     match checkpoint::load_checked(gpu, &ck.to_bytes()?, "0123456789abcdef").await {
         Err(e @ Error::TokenizerMismatch { .. }) => assert!(

@@ -7,6 +7,7 @@ use half::f16;
 use webtrain::kernels::loss::LossTotals;
 use webtrain::kernels::optimizer::{int8_scale_bytes, int8_state_bytes, partials_for};
 use webtrain::kernels::{Adam8bitBuffers, AdamBuffers, AdamHyper, GradStats, Optimizer};
+use webtrain::optim::{LossScale, LossScaling};
 use webtrain::reference::optimizer as reference;
 use webtrain::{Gpu, Result};
 
@@ -49,9 +50,11 @@ async fn stats_of(
     sizes: &[u32],
     max_norm: f32,
 ) -> Result<GradStats> {
-    stats_with_loss(gpu, k, blocks, sizes, max_norm, 2.5).await
+    stats_with_loss(gpu, k, blocks, sizes, max_norm, 2.5, None).await
 }
 
+/// finalize's `GradStats`; with `scaling`, the gradients carry its
+/// state's scale and the state buffer is updated in place.
 async fn stats_with_loss(
     gpu: &Gpu,
     k: &Optimizer,
@@ -59,6 +62,7 @@ async fn stats_with_loss(
     sizes: &[u32],
     max_norm: f32,
     loss: f32,
+    scaling: Option<(&LossScaling, &wgpu::Buffer)>,
 ) -> Result<GradStats> {
     let total: u64 = sizes.iter().map(|&n| partials_for(n as u64)).sum();
     let partials = gpu.storage_buffer("partials", 8 * total)?;
@@ -77,6 +81,7 @@ async fn stats_with_loss(
         max_norm,
         (&loss).into(),
         (&stats).into(),
+        scaling.map(|(s, b)| (s, b.into())),
     )?);
     gpu.run(&dispatches.iter().collect::<Vec<_>>()).await?;
     Ok(gpu.read_back::<GradStats>((&stats).into()).await?[0])
@@ -114,6 +119,7 @@ pub async fn grad_stats_match_reference(gpu: &Gpu) -> Result<()> {
             &[a.len() as u32, b.len() as u32],
             0.5,
             loss,
+            None,
         )
         .await?;
         assert_eq!(s.skip, 1, "a loss of {loss} must skip the step");
@@ -130,6 +136,75 @@ pub async fn grad_stats_match_reference(gpu: &Gpu) -> Result<()> {
         again.norm.to_bits(),
         once.norm.to_bits(),
         "the norm must be bit-identical run to run"
+    );
+    Ok(())
+}
+
+/// With loss scaling, on gradients carrying the scale: the norm and AdamW's
+/// factor are the unscaled run's to the bit (the factor divided by the
+/// scale), as the twin says; a non-finite gradient skips the step and backs
+/// the scale off; the scale grows after `growth_interval` clean steps, and
+/// stays within 2^127.
+pub async fn loss_scaling_matches_reference(gpu: &Gpu) -> Result<()> {
+    let k = Optimizer::new(gpu).await?;
+    let s = LossScaling {
+        growth_interval: 3,
+        ..LossScaling::default()
+    };
+    let clean = uniform(&mut rng(72), 40_000, -0.01, 0.01);
+    let n = clean.len() as u32;
+    let plain = gpu.upload("g", &clean)?;
+    let top = 2f32.powi(126);
+    let cases = [
+        // (gradients, scale, clean steps so far): grows, stays, skips, grows at most to 2^126
+        (clean.clone(), 1024.0, 2),
+        (clean.clone(), 1024.0, 0),
+        (gradients(73, 40_000, 0.01), 1024.0, 2),
+        (clean.iter().map(|x| x * 2f32.powi(-64)).collect(), top, 2),
+    ];
+    let runs = [0.5f32, 0.0].map(|m| cases.iter().map(move |c| (m, c)));
+    for (max_norm, (g, scale, count)) in runs.into_iter().flatten() {
+        let scaled: Vec<f32> = g.iter().map(|x| x * scale).collect();
+        let before = LossScale {
+            scale: *scale,
+            clean: *count,
+            skipped: 5,
+            changes: 1,
+        };
+        let state = gpu.upload("loss_scale", &[before])?;
+        let grads = gpu.upload("g", &scaled)?;
+        let got =
+            stats_with_loss(gpu, &k, &[&grads], &[n], max_norm, 2.5, Some((&s, &state))).await?;
+        let after = gpu.read_back::<LossScale>((&state).into()).await?[0];
+        let ((norm, factor, bad, skip), next) =
+            reference::scaled_grad_stats(&scaled, max_norm as f64, 2.5, &s, before);
+        let what = format!("scale {scale}, {count} clean, max_norm {max_norm}");
+        assert_eq!((got.skip != 0, got.nonfinite), (skip, bad), "{what}");
+        assert_eq!(after, next, "{what}: the state as the twin updates it");
+        if skip {
+            continue;
+        }
+        assert_close("unscaled norm", &[got.norm], &[norm], 0.0, 2e-6);
+        assert_close("clip / scale", &[got.clip_scale], &[factor], 0.0, 2e-6);
+        if *scale == top {
+            continue; // its unscaled gradients' squares are subnormal
+        }
+        let unscaled = stats_of(gpu, &k, &[&plain], &[n], max_norm).await?;
+        assert_eq!(
+            got.norm.to_bits(),
+            unscaled.norm.to_bits(),
+            "{what}: the unscaled run's norm"
+        );
+        assert_eq!(
+            got.clip_scale * scale,
+            unscaled.clip_scale,
+            "{what}: the unscaled clip"
+        );
+    }
+    let s = LossScaling { init: 3.0, ..s };
+    assert!(
+        s.validate().is_err(),
+        "a scale that is not a power of two is refused"
     );
     Ok(())
 }

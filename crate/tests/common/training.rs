@@ -7,7 +7,7 @@
 use webtrain::data::Batch;
 use webtrain::kernels::AdamHyper;
 use webtrain::model::{BatchShape, Config, ParamLayout, Recipe};
-use webtrain::optim::{LrSchedule, OptimConfig, OptimState};
+use webtrain::optim::{LossScaling, LrSchedule, OptimConfig, OptimState};
 use webtrain::reference::model as reference_model;
 use webtrain::reference::optimizer::{self as reference_adam, Adam8bitState, Int8Maps};
 use webtrain::train::{StepStats, TrainConfig, Trainer};
@@ -259,6 +259,114 @@ pub async fn nonfinite_loss_skips_the_step(gpu: &Gpu) -> Result<()> {
         w.iter().zip(&w0).all(|(a, b)| a.to_bits() == b.to_bits()),
         "weights untouched"
     );
+    Ok(())
+}
+
+/// Loss scaling by powers of two is exact: 2^10, doubling every 2 clean
+/// steps, gives the unscaled run's losses, norms, clips and weights to the
+/// bit, and each step reports the scale it ran with.
+pub async fn loss_scaling_by_powers_of_two_is_exact(gpu: &Gpu) -> Result<()> {
+    let c = config(Recipe::fp32(), OptimState::Fp32)?;
+    let w0 = ParamLayout::new(&c.model).initial_weights(c.seed);
+    let (plain, wp) = train(gpu, c.clone(), &w0, SHORT).await?;
+    let scaling = LossScaling {
+        init: 1024.0,
+        growth_interval: 2,
+        ..LossScaling::default()
+    };
+    let c = TrainConfig {
+        precision: c.precision.with_loss_scaling(Some(scaling))?,
+        ..c
+    };
+    let (scaled, ws) = train(gpu, c, &w0, SHORT).await?;
+    let bits = |s: &[StepStats]| {
+        s.iter()
+            .map(|x| {
+                let bits = [x.loss, x.grad_norm, x.clip_scale].map(f32::to_bits);
+                (bits, x.skipped)
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(bits(&scaled), bits(&plain), "losses, norms and clips");
+    assert!(
+        ws.iter().zip(&wp).all(|(x, y)| x.to_bits() == y.to_bits()),
+        "weights"
+    );
+    let scales: Vec<Option<f32>> = scaled.iter().map(|s| s.loss_scale).collect();
+    assert_eq!(
+        scales,
+        [1024.0, 1024.0, 2048.0, 2048.0, 4096.0, 4096.0].map(Some)
+    );
+    assert!(scaled.iter().all(|s| s.skipped_total == Some(0)));
+    assert!(
+        plain
+            .iter()
+            .all(|s| s.loss_scale.is_none() && s.skipped_total.is_none())
+    );
+    Ok(())
+}
+
+/// A scale of 2^126 overflows Σg²: the first steps are skipped, each
+/// backing the scale off and counted, then the run trains and its loss
+/// falls. A checkpoint carries the scale's state to the resumed run.
+pub async fn loss_scaling_backs_off_from_overflow(gpu: &Gpu) -> Result<()> {
+    use webtrain::checkpoint::{self, Checkpoint, RunState};
+    use webtrain::optim::LossScale;
+    let (init, backoff) = (2f32.powi(126), 2f32.powi(-32));
+    let scaling = LossScaling {
+        init,
+        backoff,
+        ..LossScaling::default()
+    };
+    let c = TrainConfig {
+        precision: Recipe::fp32().with_loss_scaling(Some(scaling))?,
+        ..config(Recipe::fp32(), OptimState::Fp32)?
+    };
+    let steps = 10;
+    let mut t = Trainer::new(gpu, c.clone()).await?;
+    let mut stats = Vec::new();
+    for step in 1..=steps {
+        stats.extend(t.step(&batch(step, c.shape, c.model.vocab)).await?);
+    }
+    stats.extend(t.flush().await?);
+    let skipped: Vec<u32> = stats.iter().filter(|s| s.skipped).map(|s| s.step).collect();
+    let k = skipped.len() as u32;
+    assert!(
+        k >= 1 && skipped == (1..=k).collect::<Vec<_>>(),
+        "the first steps, and only those, are skipped: {stats:?}"
+    );
+    for s in &stats {
+        let backoffs = (s.step - 1).min(k) as i32;
+        assert_eq!(
+            s.loss_scale,
+            Some(init * backoff.powi(backoffs)),
+            "step {}",
+            s.step
+        );
+        assert_eq!(s.skipped_total, Some(s.step.min(k)), "step {}", s.step);
+    }
+    assert_eq!(t.skipped(), k);
+    let trained: Vec<f32> = stats[k as usize..].iter().map(|s| s.loss).collect();
+    assert!(
+        trained.len() >= 5 && trained.iter().all(|l| l.is_finite()),
+        "{trained:?}"
+    );
+    assert!(
+        trained[trained.len() - 1] < trained[0],
+        "the loss falls: {trained:?}"
+    );
+
+    let state = t.loss_scale().await?.expect("a scaled run");
+    let want = LossScale {
+        scale: init * backoff.powi(k as i32),
+        clean: steps - k,
+        skipped: k,
+        changes: k,
+    };
+    assert_eq!(state, want);
+    let bytes = checkpoint::save(&t, &RunState::default()).await?;
+    let resumed = Checkpoint::from_bytes(&bytes)?.restore(gpu).await?;
+    assert_eq!(resumed.loss_scale().await?, Some(want), "the state resumes");
     Ok(())
 }
 
