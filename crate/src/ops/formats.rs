@@ -374,7 +374,7 @@ pub struct Quantization {
 }
 
 /// What a quantization counted (14_quantize.wgsl's stats).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Counts {
     /// Values beyond the format's largest finite value (±Inf included).
     pub saturated: u32,

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::{Error, Result};
-use crate::ops::formats::Format;
+use crate::ops::formats::{Counts, Format};
 
 /// What an operand goes through before a product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -190,5 +190,39 @@ impl Products {
     /// Whether every operand reaches its product as it is.
     pub fn is_exact(&self) -> bool {
         self.all().iter().all(Operand::is_identity)
+    }
+
+    /// Whether any operand goes through `ops::formats`' quantizers (whose
+    /// counts are `OperandCounts`; e4m3-tiles count as fp8 always has).
+    pub fn counts_operands(&self) -> bool {
+        let quantizer = |o: &Operand| o.hadamard || matches!(o.format, OperandFormat::Format(_));
+        self.all().iter().any(quantizer)
+    }
+}
+
+/// What each operand's quantization counted over a step: forward `[X, W]`,
+/// dgrad `[dY, W]`, wgrad `[dY, X]`, as `Products` orders them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct OperandCounts {
+    pub forward: [Counts; 2],
+    pub dgrad: [Counts; 2],
+    pub wgrad: [Counts; 2],
+}
+
+impl OperandCounts {
+    /// From six operands' [saturated, flushed, blocks saturated, blocks
+    /// underflowed] words, in `Products::all`'s order.
+    pub fn from_words(w: &[[u32; 4]; 6]) -> OperandCounts {
+        let c = |i: usize| Counts {
+            saturated: w[i][0],
+            flushed: w[i][1],
+            blocks_scale_saturated: w[i][2],
+            blocks_scale_underflowed: w[i][3],
+        };
+        OperandCounts {
+            forward: [c(0), c(1)],
+            dgrad: [c(2), c(3)],
+            wgrad: [c(4), c(5)],
+        }
     }
 }

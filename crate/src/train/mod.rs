@@ -22,6 +22,7 @@ use crate::gpu::{BOUNDARY_COUNTERS, Dispatch, Gpu};
 use crate::kernels::Kernels;
 use crate::kernels::boundary::{self, Clamped};
 use crate::model::{BatchShape, Config, Model, ParamLayout, Pass, Recipe};
+use crate::ops::products::OperandCounts;
 use crate::optim::{Adam, LossScale, LossScaler, OptimConfig, OptimState};
 use readback::Readback;
 
@@ -68,6 +69,10 @@ pub struct StepStats {
     /// E4M3 saturations and flushes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clamped: Option<Clamped>,
+    /// Recipes whose operands go through the formats' quantizers: this
+    /// step's counts per product and operand.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operands: Option<OperandCounts>,
 }
 
 /// The run seed's 32 bits that seed a recipe's random draws.
@@ -282,6 +287,7 @@ impl Trainer {
             encoder.copy_buffer_to_buffer(&s.state, 0, &record, at, 16);
         }
         boundary::clear(&self.gpu, &mut encoder);
+        self.k.linear.clear_counts(&mut encoder);
         match timing {
             None => {
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -315,6 +321,8 @@ impl Trainer {
             std::mem::offset_of!(Record, clamped) as u64,
             4 * BOUNDARY_COUNTERS,
         );
+        let operands = std::mem::offset_of!(Record, operands) as u64;
+        self.k.linear.copy_counts(&mut encoder, &record, operands);
         encoder.copy_buffer_to_buffer(&m.acts.loss, 0, &record, 0, 16);
         encoder.copy_buffer_to_buffer(&self.adam.stats, 0, &record, 16, 16);
         encoder.copy_buffer_to_buffer(&m.inputs.bad_tokens, 0, &record, 32, 4);
@@ -371,6 +379,8 @@ impl Trainer {
                 .precision
                 .counts()
                 .then(|| Clamped::from_counters(&r.clamped)),
+            operands: (self.config.precision.products().counts_operands())
+                .then(|| OperandCounts::from_words(&r.operands)),
             tokens_per_s: if since > 0.0 {
                 steps as f64 * tokens / since
             } else {

@@ -18,7 +18,7 @@ use crate::optim::LossScale;
 /// Steps in flight before the oldest one's stats are collected.
 pub const LAG: usize = 2;
 
-/// What one step leaves for the host, 128 bytes.
+/// What one step leaves for the host, 224 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct Record {
@@ -31,6 +31,8 @@ pub struct Record {
     pub scale: LossScale,
     /// The step's forward boundary clamps (`Gpu::boundary_counts`).
     pub clamped: [u32; BOUNDARY_COUNTERS as usize],
+    /// The step's operand counts (`Linear::copy_counts`).
+    pub operands: [[u32; 4]; 6],
 }
 
 struct Pending {

@@ -172,9 +172,18 @@ impl Linear {
         }
     }
 
-    /// The operands' counters (`Operands::stats`), if any are quantized.
-    pub fn operand_stats(&self) -> Option<&wgpu::Buffer> {
-        self.operands.as_ref().map(Operands::stats)
+    /// Zeroes the operands' counters, if any are quantized.
+    pub fn clear_counts(&self, encoder: &mut wgpu::CommandEncoder) {
+        if let Some(o) = &self.operands {
+            o.clear_counts(encoder);
+        }
+    }
+
+    /// The operands' counters into `dst` at `offset` (`Operands::copy_counts`).
+    pub fn copy_counts(&self, encoder: &mut wgpu::CommandEncoder, dst: &wgpu::Buffer, offset: u64) {
+        if let Some(o) = &self.operands {
+            o.copy_counts(encoder, dst, offset);
+        }
     }
 
     /// The variant that serves `key`.

@@ -114,10 +114,23 @@ impl Operands {
         Quantize::write_step(gpu, (&self.step).into(), step);
     }
 
-    /// The counters of every (pass, operand): [saturated, flushed, blocks
-    /// whose scale saturated, underflowed] each, since they were created.
-    pub fn stats(&self) -> &wgpu::Buffer {
-        &self.stats
+    /// Zeroes every operand's counters, in `encoder`'s order.
+    pub fn clear_counts(&self, encoder: &mut wgpu::CommandEncoder) {
+        encoder.clear_buffer(&self.stats, 0, None);
+    }
+
+    /// Copies every (pass, operand)'s four counters to `dst` at `offset`,
+    /// packed (`OperandCounts::from_words`' 6 × 4 words), in `encoder`'s order.
+    pub fn copy_counts(&self, encoder: &mut wgpu::CommandEncoder, dst: &wgpu::Buffer, offset: u64) {
+        for slot in 0..6 {
+            encoder.copy_buffer_to_buffer(
+                &self.stats,
+                slot * STATS_STRIDE,
+                dst,
+                offset + 16 * slot,
+                16,
+            );
+        }
     }
 
     /// fp8's pre-pass kernel (its weight mirror), if the recipe has e4m3-tiles.
