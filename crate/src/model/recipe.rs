@@ -380,10 +380,11 @@ impl Recipe {
         self.0.products()
     }
 
-    /// Whether any product quantizes or any boundary rounds: the run then
-    /// reports its counters.
+    /// Whether boundaries round (sf16) or products read e4m3-tiles (fp8):
+    /// the run then reports the boundary counters (`Clamped`).
     pub fn counts(&self) -> bool {
-        self.numerics() != Numerics::Exact || self.products().all().iter().any(|o| !o.is_identity())
+        let tiles = |o: &Operand| o.format == OperandFormat::E4m3Tiles;
+        self.numerics() != Numerics::Exact || self.products().all().iter().any(tiles)
     }
 
     /// Refuses a model this recipe cannot run, with the reason: a Hadamard
