@@ -108,6 +108,7 @@ gpu_tests! {
         sf16::sf16_wide_head_keeps_the_logits_exact,
         training::sf16_training_reports_each_steps_clamps,
         training::fp8_training_reports_each_steps_flushes,
+        training::format_recipes_train_and_count,
         training::training_tracks_reference_int8,
         training::training_tracks_reference_int8_f16,
         checkpoint::checkpoint_resumes_bit_identically_f16_fp32_state,

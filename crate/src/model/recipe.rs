@@ -233,12 +233,15 @@ impl Recipe {
                 all(Operand::format("bf16")),
                 Wide::default(),
             ),
-            "amp-f16" => spec(
-                WeightCopy::F32,
-                F32,
-                all(Operand::format("f16")),
-                Wide::default(),
-            ),
+            "amp-f16" => RecipeSpec {
+                loss_scaling: Some(LossScaling::default()),
+                ..spec(
+                    WeightCopy::F32,
+                    F32,
+                    all(Operand::format("f16")),
+                    Wide::default(),
+                )
+            },
             "fp8-hybrid" => {
                 let (e4, e5) = (
                     Operand::format("e4m3-tensor"),

@@ -609,3 +609,71 @@ pub async fn fp8_training_reports_each_steps_flushes(gpu: &Gpu) -> Result<()> {
     }
     Ok(())
 }
+
+/// The recipes of the formats the field trains in now: each trains
+/// SHORT steps with finite losses near fp32's, rounds from the first
+/// forward on, and reports every step's operand counts (amp-f16 its loss
+/// scale too).
+pub async fn format_recipes_train_and_count(gpu: &Gpu) -> Result<()> {
+    let c = config(Recipe::fp32(), OptimState::Fp32)?;
+    let weights = ParamLayout::new(&c.model).initial_weights(c.seed);
+    let (exact, _) = train(gpu, c.clone(), &weights, SHORT).await?;
+    // the largest gap to fp32's loss over the SHORT steps, measured on
+    // lavapipe, and the bound that still tells a broken recipe
+    let recipes = [
+        ("bf16", 2e-2),
+        ("amp-f16", 2e-2),
+        ("fp8-hybrid", 2e-2),
+        ("mxfp8", 2e-2),
+        ("mxfp4", 1e-1),
+        ("nvfp4", 1e-1),
+        ("nvfp4-naive", 1e-1),
+    ];
+    for (name, bound) in recipes {
+        let recipe = Recipe::named(name)?;
+        let c = TrainConfig {
+            precision: recipe.clone(),
+            ..c.clone()
+        };
+        let (stats, _) = train(gpu, c, &weights, SHORT).await?;
+        assert_ne!(
+            stats[0].loss, exact[0].loss,
+            "{name} rounds the first forward's inputs already"
+        );
+        let gap = stats
+            .iter()
+            .zip(&exact)
+            .map(|(s, e)| (s.loss - e.loss).abs())
+            .fold(0f32, f32::max);
+        eprintln!("{name}: largest loss gap to fp32 over {SHORT} steps {gap:.2e}");
+        assert!(gap < bound, "{name}: loss gap to fp32 {gap} ≥ {bound}");
+        for s in &stats {
+            assert!(
+                s.loss.is_finite() && !s.skipped,
+                "{name} step {}: {s:?}",
+                s.step
+            );
+            let counts = s.operands.expect("every step reports its operands' counts");
+            let flushed: u32 = [counts.forward, counts.dgrad, counts.wgrad]
+                .iter()
+                .flatten()
+                .map(|c| c.flushed)
+                .sum();
+            let what = format!("{name} step {}: {counts:?}", s.step);
+            match name {
+                // f32's exponent range
+                "bf16" => assert_eq!(flushed, 0, "{what}"),
+                // the loss scale (2^16) lifts the gradients clear of f16's
+                // subnormals (a few tiny activations may still flush)
+                "amp-f16" => assert_eq!(
+                    counts.dgrad[0].flushed + counts.wgrad[0].flushed,
+                    0,
+                    "{what}"
+                ),
+                _ => assert!(flushed > 0, "{what}"),
+            }
+            assert_eq!(s.loss_scale.is_some(), name == "amp-f16", "{name}");
+        }
+    }
+    Ok(())
+}
