@@ -454,6 +454,17 @@ impl Quantization {
                 NVFP4_BLOCK
             )));
         }
+        let block = format!("{name}'s 2-D block of {b}×{b}");
+        if square && !cols.is_multiple_of(b) {
+            return Err(Error::Unsupported(format!(
+                "{what}: its last dimension, {cols}, is not a multiple of {block}"
+            )));
+        }
+        if square && !rows.is_multiple_of(b) {
+            return Err(Error::Unsupported(format!(
+                "{what}: its {rows} rows are not a multiple of {block}"
+            )));
+        }
         let [p1, p2] = self.parts();
         let len = match self.blocks {
             Blocks::Rows => cols,
@@ -465,21 +476,7 @@ impl Quantization {
                 self.parts
             )));
         }
-        if !square {
-            return Ok(());
-        }
-        let block = format!("{name}'s 2-D block of {b}×{b}");
-        if !cols.is_multiple_of(b) {
-            return Err(Error::Unsupported(format!(
-                "{what}: its last dimension, {cols}, is not a multiple of {block}"
-            )));
-        }
-        if !rows.is_multiple_of(b) {
-            return Err(Error::Unsupported(format!(
-                "{what}: its {rows} rows are not a multiple of {block}"
-            )));
-        }
-        if !(p1.is_multiple_of(b) && p2.is_multiple_of(b)) {
+        if square && !(p1.is_multiple_of(b) && p2.is_multiple_of(b)) {
             return Err(Error::Unsupported(format!(
                 "{what}: its parts {:?} down the rows are not multiples of {block}",
                 self.parts
