@@ -2,7 +2,8 @@
 // tests, the GEMM operands of a precision recipe): plain casts, per-tensor
 // scaling, OCP MX blocks, NVFP4; the random Hadamard transform. Twins in
 // reference/formats.rs. Legend: n elements, a [rows, cols] matrix (cols
-// the last dimension), B a block's values, along a row or down a column.
+// the last dimension), B a block's values, along a row or down a column,
+// cut at `parts` (block_at).
 //
 // stats: [0] values beyond the format's largest (±Inf included),
 // [1] nonzero values rounded to 0, [2] blocks whose scale saturated (a
@@ -22,6 +23,8 @@ struct QuantizeParams {
     stochastic: u32,  // 1: stochastic rounding of the elements
     seed: u32,
     tensor: u32,
+    parts: vec2<u32>, // where blocks start afresh along them (part_block)
+    count: u32,       // blocks (ops::formats::Blocks::count)
 }
 
 const NVFP4_B: u32 = 16u;
@@ -107,23 +110,67 @@ fn quantize_amax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     if (lidx == 0u) { atomicMax(&stats[4], atomicLoad(&wg_amax)); }
 }
 
-// Value j of block b of a [_, cols] matrix in `blocks` (BLOCKS_*), as
-// ops::formats::Blocks::index: `side` consecutive values along a row;
-// `side` down a column, blocks numbered across the columns first, so that
-// neighbouring invocations read neighbouring words; or side × side
-// (j row-major within the tile).
-fn block_index(blocks: u32, cols: u32, side: u32, b: u32, j: u32) -> u32 {
+// Block b of a line `len` long cut at `parts` (p1 ≤ p2 ≤ len), as
+// ops::formats::part_block: (start, length). [0, p1), [p1, p2) and
+// [p2, len) each go in blocks of `side` from their own start, the last one
+// shorter, so that no block spans two stacked weights.
+fn part_block(b: u32, parts: vec2<u32>, len: u32, side: u32) -> vec2<u32> {
+    let starts = vec3<u32>(0u, parts.x, parts.y);
+    let ends = vec3<u32>(parts.x, parts.y, len);
+    var left = b;
+    for (var i = 0u; i < 3u; i++) {
+        let blocks = (ends[i] - starts[i] + side - 1u) / side;
+        if (left < blocks) {
+            let start = starts[i] + left * side;
+            return vec2<u32>(start, min(side, ends[i] - start));
+        }
+        left -= blocks;
+    }
+    return vec2<u32>(len, 0u);
+}
+
+// How many blocks part_block cuts a line into.
+fn line_blocks(parts: vec2<u32>, len: u32, side: u32) -> u32 {
+    return (parts.x + side - 1u) / side + (parts.y - parts.x + side - 1u) / side
+        + (len - parts.y + side - 1u) / side;
+}
+
+// A block: its first value's flat index, and how many values it has.
+struct Block {
+    first: u32,
+    len: u32,
+}
+
+// Block b of a [rows, cols] matrix in `blocks` (BLOCKS_*), as
+// ops::formats::Blocks::block: along a row, numbered row by row; down a
+// column, numbered across the columns first (block b is column b % cols),
+// so that neighbouring invocations read neighbouring words; or a side ×
+// side tile. Cut at `parts` along the blocks (square: whole tiles).
+fn block_at(blocks: u32, side: u32, b: u32, rows: u32, cols: u32, parts: vec2<u32>) -> Block {
     switch blocks {
         case BLOCKS_COLUMNS: {
-            return ((b / cols) * side + j) * cols + b % cols;
+            let p = part_block(b / cols, parts, rows, side);
+            return Block(p.x * cols + b % cols, p.y);
         }
         case BLOCKS_SQUARE: {
             let across = cols / side;
-            return ((b / across) * side + j / side) * cols + (b % across) * side + j % side;
+            return Block((b / across) * side * cols + (b % across) * side, side * side);
         }
         default: {
-            return b * side + j;
+            let across = line_blocks(parts, cols, side);
+            let p = part_block(b % across, parts, cols, side);
+            return Block((b / across) * cols + p.x, p.y);
         }
+    }
+}
+
+// Value j of block `block` of a [_, cols] matrix (square: j row-major in
+// the tile), as ops::formats::Blocks::index.
+fn block_index(blocks: u32, cols: u32, side: u32, block: Block, j: u32) -> u32 {
+    switch blocks {
+        case BLOCKS_COLUMNS: { return block.first + j * cols; }
+        case BLOCKS_SQUARE: { return block.first + (j / side) * cols + j % side; }
+        default: { return block.first + j; }
     }
 }
 
@@ -149,7 +196,8 @@ fn unscale(x: f32, j: i32) -> f32 {
 }
 
 // quantize_blocks: one invocation per block: its scale, then its values.
-// Blocks along a row, down a column or square (block_index). MX (B = 32):
+// Blocks along a row, down a column or square (block_at), a part's last
+// block shorter (its scale from the values it has). MX (B = 32):
 // X = 2^k from the block's amax (mx_scale_exp), each value
 // round(x / X)·X. NVFP4 (B = 16, or 16×16): d_b = E4M3((amax_b / 6)·S),
 // q = E2M1(x·(S / d_b)), value q·(d_b / S), S / d_b and d_b / S once per
@@ -162,29 +210,29 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     let f = element_format(qp.element);
     let nvfp4 = qp.scaling == SCALING_NVFP4;
     let side = select(32u, NVFP4_B, nvfp4);
-    let size = select(side, side * side, qp.blocks == BLOCKS_SQUARE);
     let sr = qp.stochastic == 1u;
     var c = vec4<u32>(0u);
-    if (b < qp.n / size) {
+    if (b < qp.count) {
+        let block = block_at(qp.blocks, side, b, qp.n / qp.cols, qp.cols, qp.parts);
         var amax = 0u;
         var finite = true;
-        for (var j = 0u; j < size; j++) {
-            let x = qx[block_index(qp.blocks, qp.cols, side, b, j)];
+        for (var j = 0u; j < block.len; j++) {
+            let x = qx[block_index(qp.blocks, qp.cols, side, block, j)];
             finite = finite && is_finite(x);
             amax = max(amax, bitcast<u32>(x) & 0x7fffffffu);
         }
         let amax_t = atomicLoad(&stats[4]);
         if (!finite) {
             c[2] = 1u;
-            for (var j = 0u; j < size; j++) {
-                let i = block_index(qp.blocks, qp.cols, side, b, j);
+            for (var j = 0u; j < block.len; j++) {
+                let i = block_index(qp.blocks, qp.cols, side, block, j);
                 let x = qx[i];
                 c[0] += select(0u, 1u, !is_finite(x) && !is_nan(x));
                 qy[i] = bitcast<f32>(0x7fc00000u | (bitcast<u32>(x) & SIGN_BIT));
             }
         } else if (amax == 0u || (nvfp4 && amax_t == 0u)) {
-            for (var j = 0u; j < size; j++) {
-                let i = block_index(qp.blocks, qp.cols, side, b, j);
+            for (var j = 0u; j < block.len; j++) {
+                let i = block_index(qp.blocks, qp.cols, side, block, j);
                 qy[i] = qx[i];  // ±0
             }
         } else if (!nvfp4) {
@@ -192,8 +240,8 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
             c[3] = select(0u, 1u, raw < -127);
             c[2] = select(0u, 1u, raw > 127);
             let k = clamp(raw, -127, 127);
-            for (var j = 0u; j < size; j++) {
-                let i = block_index(qp.blocks, qp.cols, side, b, j);
+            for (var j = 0u; j < block.len; j++) {
+                let i = block_index(qp.blocks, qp.cols, side, block, j);
                 let x = qx[i];
                 let q = quantize_scaled(x, f, k, sr, element_random(i));
                 qy[i] = q.value;
@@ -209,8 +257,8 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
             }
             if (d == 0.0) {
                 c[3] = 1u;
-                for (var j = 0u; j < size; j++) {
-                    let i = block_index(qp.blocks, qp.cols, side, b, j);
+                for (var j = 0u; j < block.len; j++) {
+                    let i = block_index(qp.blocks, qp.cols, side, block, j);
                     let x = qx[i];
                     qy[i] = bitcast<f32>(bitcast<u32>(x) & SIGN_BIT);
                     c[1] += select(0u, 1u, flushed_to_zero(x, 0.0));
@@ -218,8 +266,8 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
             } else {
                 let up = div_rne(ts.s_n, d);    // S / d_b, times 2^j
                 let down = split(div_rne(d, ts.s_n));  // d_b / S, over 2^j
-                for (var j = 0u; j < size; j++) {
-                    let i = block_index(qp.blocks, qp.cols, side, b, j);
+                for (var j = 0u; j < block.len; j++) {
+                    let i = block_index(qp.blocks, qp.cols, side, block, j);
                     let x = qx[i];
                     let xn = unscale(x, ts.j);
                     let q = quantize_scaled(xn * up, f, 0, sr, element_random(i));
@@ -278,9 +326,10 @@ fn hadamard16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
               @builtin(local_invocation_index) lidx: u32) {
     let b = flat_id(wid, nwg, lidx);
     if (b >= hp.n / 16u) { return; }
+    let block = block_at(hp.blocks, 16u, b, hp.n / hp.cols, hp.cols, vec2<u32>(0u));
     var v: array<f32, 16>;
     for (var j = 0u; j < 16u; j++) {
-        let x = hx[block_index(hp.blocks, hp.cols, 16u, b, j)];
+        let x = hx[block_index(hp.blocks, hp.cols, 16u, block, j)];
         v[j] = select(flip(x, hadamard_sign(j)), x, hp.inverse == 1u);
     }
     for (var h = 1u; h < 16u; h <<= 1u) {
@@ -295,6 +344,6 @@ fn hadamard16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
     }
     for (var j = 0u; j < 16u; j++) {
         let y = v[j] * 0.25;
-        hy[block_index(hp.blocks, hp.cols, 16u, b, j)] = select(y, flip(y, hadamard_sign(j)), hp.inverse == 1u);
+        hy[block_index(hp.blocks, hp.cols, 16u, block, j)] = select(y, flip(y, hadamard_sign(j)), hp.inverse == 1u);
     }
 }

@@ -797,11 +797,7 @@ fn quantize_writes_what_the_twin_computes_and_refuses_bad_blocks() {
     assert_eq!(lines[3]["format"], "mxfp4");
     let written = std::fs::read(&out).unwrap();
     let st = safetensors::SafeTensors::deserialize(&written).unwrap();
-    let q = Quantization {
-        format: Format::parse("mxfp4").unwrap(),
-        blocks: Blocks::Rows,
-        stochastic: None,
-    };
+    let q = Quantization::new(Format::parse("mxfp4").unwrap(), Blocks::Rows, None);
     let c32: Vec<f32> = c.iter().map(|h| h.to_f32()).collect();
     for (name, x) in [("a", &a), ("b", &b), ("c", &c32)] {
         let t = st.tensor(name).unwrap();

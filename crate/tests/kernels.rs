@@ -67,6 +67,7 @@ gpu_tests! {
         formats::stochastic_rounding_matches_reference_and_is_unbiased,
         formats::hadamard_matches_reference,
         formats::quantize_columns_match_reference,
+        formats::quantize_partial_blocks_and_parts_match_reference,
         formats::quantize_tensor_scaling_matches_reference,
         formats::quantize_stepped_draws_match_reference,
         formats::quantize_shares_its_stats_buffer,

@@ -8,9 +8,7 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::error::{Error, Result};
 use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_kernels};
-use crate::ops::formats::{
-    Blocks, Counts, HADAMARD_BLOCK, Quantization, Scaling, Stream, check_blocks,
-};
+use crate::ops::formats::{Blocks, Counts, HADAMARD_BLOCK, Quantization, Scaling, Stream};
 use crate::shaders::QUANTIZE;
 
 /// u32 words of the stats buffer: four counters and the tensor amax.
@@ -29,6 +27,9 @@ struct Params {
     stochastic: u32,
     seed: u32,
     tensor: u32,
+    parts: [u32; 2],
+    count: u32,
+    _pad: u32,
 }
 
 const SLOTS: &[Slot] = &[
@@ -98,8 +99,8 @@ impl Quantize {
         })
     }
 
-    /// `y = q(x)` for a `[rows, cols]` tensor, in dispatches to run in
-    /// order; stochastic rounding draws at `q`'s step. `stats`
+    /// `y = q(x)` for a `[rows, cols]` tensor, its blocks cut at
+    /// `q.parts`, in dispatches to run in order; stochastic rounding draws at `q`'s step. `stats`
     /// (`STATS_WORDS` u32) gets the counts added, as `Counts::from_words`
     /// reads them.
     pub fn encode(
@@ -134,13 +135,9 @@ impl Quantize {
         let op = "quantize";
         let n = rows * cols;
         let n32 = u32::try_from(n).map_err(|_| Error::shape(op, "n", "below 2^32", n))?;
-        check_blocks(
-            &q.format,
-            q.blocks,
-            rows as usize,
-            cols as usize,
-            "the tensor",
-        )?;
+        let shape = [rows as usize, cols as usize];
+        q.check(shape, "the tensor")?;
+        let count = q.block_count(shape) as u64;
         let align = gpu.limits.min_uniform_buffer_offset_alignment as u64;
         if step.size < STEP_BYTES || !step.offset.is_multiple_of(align) {
             let want = format!("{STEP_BYTES} bytes at an offset a multiple of {align}");
@@ -159,6 +156,9 @@ impl Quantize {
                 stochastic: s.is_some() as u32,
                 seed: s.map_or(0, |s| s.seed),
                 tensor: s.map_or(0, |s| s.tensor),
+                parts: q.parts,
+                count: count as u32,
+                _pad: 0,
             },
         );
         let binds = [
@@ -181,7 +181,7 @@ impl Quantize {
                 self.cast.dispatch(gpu, op, &binds, gpu.grid_1d(op, n)?)?
             }
             _ => {
-                let blocks = gpu.grid_1d(op, n / q.block_size() as u64)?;
+                let blocks = gpu.grid_1d(op, count)?;
                 self.blocks.dispatch(gpu, op, &binds, blocks)?
             }
         });

@@ -303,57 +303,94 @@ impl Blocks {
         self as u32
     }
 
-    /// The flat index of value j of block b of a [_, cols] matrix, blocks
-    /// `side` values long (square: side × side, j row-major in the tile).
-    /// Column blocks are numbered across the columns first, so that
-    /// neighbouring blocks (the kernels' neighbouring invocations) read
-    /// neighbouring words.
-    pub fn index(self, side: usize, b: usize, j: usize, cols: usize) -> usize {
+    /// How many blocks `side` values long (square: side × side) a [rows,
+    /// cols] matrix holds, cut at `parts` along the blocks (`part_block`).
+    pub fn count(self, side: usize, [rows, cols]: [usize; 2], parts: [usize; 2]) -> usize {
         match self {
-            Blocks::Rows => b * side + j,
-            Blocks::Columns => ((b / cols) * side + j) * cols + b % cols,
+            Blocks::Rows => rows * line_blocks(parts, cols, side),
+            Blocks::Columns => cols * line_blocks(parts, rows, side),
+            Blocks::Square => (rows / side) * (cols / side),
+        }
+    }
+
+    /// Block b of a [rows, cols] matrix, as 14_quantize.wgsl `block_at`:
+    /// along a row, numbered row by row; down a column, numbered across
+    /// the columns first (block b is column b mod cols), so that
+    /// neighbouring blocks (the kernels' neighbouring invocations) read
+    /// neighbouring words; or a side × side tile. Cut at `parts` along the
+    /// blocks (square: whole tiles, the cuts checked to fall between them).
+    pub fn block(
+        self,
+        side: usize,
+        b: usize,
+        [rows, cols]: [usize; 2],
+        parts: [usize; 2],
+    ) -> Block {
+        match self {
+            Blocks::Rows => {
+                let across = line_blocks(parts, cols, side);
+                let (start, len) = part_block(b % across, parts, cols, side);
+                Block {
+                    first: (b / across) * cols + start,
+                    len,
+                }
+            }
+            Blocks::Columns => {
+                let (start, len) = part_block(b / cols, parts, rows, side);
+                Block {
+                    first: start * cols + b % cols,
+                    len,
+                }
+            }
             Blocks::Square => {
                 let across = cols / side;
-                ((b / across) * side + j / side) * cols + (b % across) * side + j % side
+                Block {
+                    first: (b / across) * side * cols + (b % across) * side,
+                    len: side * side,
+                }
             }
+        }
+    }
+
+    /// The flat index of value j of a block of a [_, cols] matrix (square:
+    /// j row-major in the tile), as `block_index`.
+    pub fn index(self, side: usize, block: Block, j: usize, cols: usize) -> usize {
+        match self {
+            Blocks::Rows => block.first + j,
+            Blocks::Columns => block.first + j * cols,
+            Blocks::Square => block.first + (j / side) * cols + j % side,
         }
     }
 }
 
-/// A [rows, cols] tensor's layout in `format`'s blocks, checked: cols (row
-/// blocks), rows (column blocks) or both (square blocks) a multiple of the
-/// block. `what` names the tensor in the error.
-pub fn check_blocks(
-    format: &Format,
-    blocks: Blocks,
-    rows: usize,
-    cols: usize,
-    what: &str,
-) -> Result<()> {
-    let b = format.block();
-    if blocks == Blocks::Square && format.scaling != Scaling::Nvfp4 {
-        return Err(Error::Unsupported(format!(
-            "2-D blocks are NVFP4's ({0}×{0}); {1} has 1-D blocks",
-            NVFP4_BLOCK, format.name
-        )));
+/// A block: the flat index of its first value, and how many values it has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Block {
+    pub first: usize,
+    pub len: usize,
+}
+
+/// Block b of a line `len` long cut at `parts` (p1 ≤ p2 ≤ len): its start
+/// and length. [0, p1), [p1, p2) and [p2, len) each go in blocks of `side`
+/// from their own start, the last one shorter where `side` does not
+/// divide them, so that no block spans two stacked weights. As
+/// 14_quantize.wgsl `part_block`.
+pub fn part_block(b: usize, [p1, p2]: [usize; 2], len: usize, side: usize) -> (usize, usize) {
+    let mut left = b;
+    for (start, end) in [(0, p1), (p1, p2), (p2, len)] {
+        let blocks = (end - start).div_ceil(side);
+        if left < blocks {
+            let s = start + left * side;
+            return (s, side.min(end - s));
+        }
+        left -= blocks;
     }
-    if blocks != Blocks::Columns && !cols.is_multiple_of(b) {
-        return Err(Error::Unsupported(format!(
-            "{what}: its last dimension, {cols}, is not a multiple of {}'s block of {b}",
-            format.name
-        )));
-    }
-    if blocks != Blocks::Rows && !rows.is_multiple_of(b) {
-        let block = match blocks {
-            Blocks::Square => format!("2-D block of {b}×{b}"),
-            _ => format!("block of {b} down the columns"),
-        };
-        return Err(Error::Unsupported(format!(
-            "{what}: its {rows} rows are not a multiple of {}'s {block}",
-            format.name
-        )));
-    }
-    Ok(())
+    (len, 0)
+}
+
+/// How many blocks `part_block` cuts a line into (`line_blocks`).
+pub fn line_blocks([p1, p2]: [usize; 2], len: usize, side: usize) -> usize {
+    p1.div_ceil(side) + (p2 - p1).div_ceil(side) + (len - p2).div_ceil(side)
 }
 
 /// Where stochastic rounding draws from: (seed, step, tensor), element by
@@ -371,6 +408,11 @@ pub struct Quantization {
     pub format: Format,
     pub blocks: Blocks,
     pub stochastic: Option<Stream>,
+    /// Where blocks start afresh along them (along a row for row blocks,
+    /// down the rows for the others): cut points p1 ≤ p2 where stacked
+    /// weights' second and third parts begin, so that no block spans two
+    /// (`part_block`). [0, 0] or [len, len] cuts nothing.
+    pub parts: [u32; 2],
 }
 
 /// What a quantization counted (14_quantize.wgsl's stats).
@@ -389,17 +431,76 @@ pub struct Counts {
 }
 
 impl Quantization {
-    /// Values per block.
-    pub fn block_size(&self) -> usize {
-        match (self.format.scaling, self.blocks) {
-            (Scaling::Nvfp4, Blocks::Square) => NVFP4_BLOCK * NVFP4_BLOCK,
-            _ => self.format.block(),
+    /// `format` in `blocks`, uncut.
+    pub fn new(format: Format, blocks: Blocks, stochastic: Option<Stream>) -> Quantization {
+        Quantization {
+            format,
+            blocks,
+            stochastic,
+            parts: [0, 0],
         }
     }
 
-    /// The flat index of value j of block b of a [_, cols] matrix.
-    pub fn block_index(&self, b: usize, j: usize, cols: usize) -> usize {
-        self.blocks.index(self.format.block(), b, j, cols)
+    /// A [rows, cols] tensor's layout in the blocks, checked: `parts` cut
+    /// points of its length along them; square blocks NVFP4's, rows, cols
+    /// and parts multiples of 16 (a 1-D block's last may be shorter).
+    /// `what` names the tensor in the error.
+    pub fn check(&self, [rows, cols]: [usize; 2], what: &str) -> Result<()> {
+        let (b, name) = (self.format.block(), self.format.name);
+        let square = self.blocks == Blocks::Square;
+        if square && self.format.scaling != Scaling::Nvfp4 {
+            return Err(Error::Unsupported(format!(
+                "2-D blocks are NVFP4's ({0}×{0}); {name} has 1-D blocks",
+                NVFP4_BLOCK
+            )));
+        }
+        let block = format!("{name}'s 2-D block of {b}×{b}");
+        if square && !cols.is_multiple_of(b) {
+            return Err(Error::Unsupported(format!(
+                "{what}: its last dimension, {cols}, is not a multiple of {block}"
+            )));
+        }
+        if square && !rows.is_multiple_of(b) {
+            return Err(Error::Unsupported(format!(
+                "{what}: its {rows} rows are not a multiple of {block}"
+            )));
+        }
+        let [p1, p2] = self.parts();
+        let len = match self.blocks {
+            Blocks::Rows => cols,
+            Blocks::Columns | Blocks::Square => rows,
+        };
+        if p1 > p2 || p2 > len {
+            return Err(Error::Unsupported(format!(
+                "{what}: its parts {:?} are not cut points p1 ≤ p2 ≤ {len} along its blocks",
+                self.parts
+            )));
+        }
+        if square && !(p1.is_multiple_of(b) && p2.is_multiple_of(b)) {
+            return Err(Error::Unsupported(format!(
+                "{what}: its parts {:?} down the rows are not multiples of {block}",
+                self.parts
+            )));
+        }
+        Ok(())
+    }
+
+    /// How many blocks a [rows, cols] tensor holds (a shorter last block
+    /// of a part counts as one).
+    pub fn block_count(&self, shape: [usize; 2]) -> usize {
+        self.blocks.count(self.format.block(), shape, self.parts())
+    }
+
+    /// The flat indices of block b's values in a [rows, cols] tensor.
+    pub fn block_values(&self, b: usize, shape: [usize; 2]) -> impl Iterator<Item = usize> {
+        let side = self.format.block();
+        let block = self.blocks.block(side, b, shape, self.parts());
+        let blocks = self.blocks;
+        (0..block.len).map(move |j| blocks.index(side, block, j, shape[1]))
+    }
+
+    fn parts(&self) -> [usize; 2] {
+        self.parts.map(|p| p as usize)
     }
 }
 
@@ -436,38 +537,106 @@ mod tests {
             e.contains("unknown format \"fp4\"") && e.contains("nvfp4"),
             "{e}"
         );
-        let nv = Format::parse("nvfp4").unwrap();
-        assert!(check_blocks(&nv, Blocks::Rows, 3, 48, "w").is_ok());
-        let e = check_blocks(&nv, Blocks::Rows, 3, 40, "w")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("40") && e.contains("16"), "{e}");
-        assert!(check_blocks(&nv, Blocks::Square, 24, 32, "w").is_err());
-        let mx = Format::parse("mxfp4").unwrap();
-        assert!(check_blocks(&mx, Blocks::Square, 32, 32, "w").is_err());
-        assert!(check_blocks(&mx, Blocks::Rows, 1, 48, "w").is_err());
+        let q = |name: &str, blocks| Quantization::new(Format::parse(name).unwrap(), blocks, None);
+        let nv = q("nvfp4", Blocks::Square);
+        assert!(nv.check([32, 48], "w").is_ok());
+        let e = nv.check([40, 32], "w").unwrap_err().to_string();
+        assert!(e.contains("40 rows") && e.contains("16×16"), "{e}");
+        assert!(nv.check([32, 40], "w").is_err());
+        let e = q("mxfp4", Blocks::Square).check([32, 32], "w").unwrap_err();
+        assert!(e.to_string().contains("1-D blocks"), "{e}");
     }
 
     #[test]
     fn column_blocks_run_down_the_rows() {
-        let nv = Format::parse("nvfp4").unwrap();
-        assert!(check_blocks(&nv, Blocks::Columns, 48, 7, "w").is_ok());
-        let e = check_blocks(&nv, Blocks::Columns, 40, 32, "w")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("40 rows") && e.contains("down the columns"),
-            "{e}"
-        );
+        let shape = [48, 3];
         // block 1 of a [_, 3] matrix in columns of 16: column 1, rows 0..16
         let want: Vec<usize> = (0..16).map(|r| r * 3 + 1).collect();
+        let block = Blocks::Columns.block(16, 1, shape, [0, 0]);
+        assert_eq!(block, Block { first: 1, len: 16 });
         let got: Vec<usize> = (0..16)
-            .map(|j| Blocks::Columns.index(16, 1, j, 3))
+            .map(|j| Blocks::Columns.index(16, block, j, 3))
             .collect();
         assert_eq!(got, want);
-        assert_eq!(Blocks::Columns.index(16, 4, 2, 3), (16 + 2) * 3 + 1);
-        let t = Format::parse("e4m3-tensor").unwrap();
-        assert!(check_blocks(&t, Blocks::Columns, 5, 3, "w").is_ok());
+        let block = Blocks::Columns.block(16, 4, shape, [0, 0]);
+        assert_eq!(Blocks::Columns.index(16, block, 2, 3), (16 + 2) * 3 + 1);
+        assert_eq!(Blocks::Columns.count(16, shape, [0, 0]), 9);
+    }
+
+    #[test]
+    fn parts_start_blocks_afresh_and_end_them_short() {
+        // the tiny preset's FFN width: 176 = 5·32 + 16, and gate|up stacked
+        let starts: Vec<(usize, usize)> = (0..6).map(|b| part_block(b, [0, 0], 176, 32)).collect();
+        assert_eq!(starts[..2], [(0, 32), (32, 32)]);
+        assert_eq!(starts[5], (160, 16));
+        assert_eq!(line_blocks([176, 352], 352, 32), 12);
+        assert_eq!(part_block(6, [176, 352], 352, 32), (176, 32));
+        assert_eq!(part_block(11, [176, 352], 352, 32), (336, 16));
+        // 130 rows cut at 64 and 96: [0, 64) [64, 96) [96, 128) [128, 130)
+        let down: Vec<(usize, usize)> = (0..5).map(|b| part_block(b, [64, 96], 130, 32)).collect();
+        assert_eq!(down, [(0, 32), (32, 32), (64, 32), (96, 32), (128, 2)]);
+        let block = Blocks::Columns.block(32, 4 * 3 + 2, [130, 3], [64, 96]);
+        assert_eq!(
+            block,
+            Block {
+                first: 128 * 3 + 2,
+                len: 2
+            }
+        );
+        // a row of 40 in NVFP4's 16: 16, 16, 8
+        assert_eq!(Blocks::Rows.count(16, [2, 40], [0, 0]), 6);
+        let block = Blocks::Rows.block(16, 5, [2, 40], [0, 0]);
+        assert_eq!(
+            block,
+            Block {
+                first: 40 + 32,
+                len: 8
+            }
+        );
+        // cut points checked: in order, within the length, square ones in 16s
+        let mx = Quantization::new(Format::parse("mxfp4").unwrap(), Blocks::Rows, None);
+        assert!(
+            Quantization {
+                parts: [176, 352],
+                ..mx
+            }
+            .check([4, 352], "w")
+            .is_ok()
+        );
+        let e = Quantization {
+            parts: [200, 100],
+            ..mx
+        }
+        .check([4, 352], "w")
+        .unwrap_err();
+        assert!(e.to_string().contains("cut points"), "{e}");
+        assert!(
+            Quantization {
+                parts: [8, 9],
+                ..mx
+            }
+            .check([4, 8], "w")
+            .is_err()
+        );
+        let nv = Quantization::new(Format::parse("nvfp4").unwrap(), Blocks::Square, None);
+        assert!(
+            Quantization {
+                parts: [16, 48],
+                ..nv
+            }
+            .check([64, 32], "w")
+            .is_ok()
+        );
+        let e = Quantization {
+            parts: [24, 48],
+            ..nv
+        }
+        .check([64, 32], "w")
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("parts [24, 48] down the rows"),
+            "{e}"
+        );
     }
 
     #[test]

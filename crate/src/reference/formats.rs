@@ -180,8 +180,8 @@ fn rounding(q: &Quantization, i: usize) -> Rounding {
 }
 
 /// Twin of 14_quantize.wgsl's `quantize_cast`, `quantize_amax` and
-/// `quantize_blocks`: `x` ([_, cols], blocks checked by
-/// `ops::formats::check_blocks`) through `q` and back, and the counts.
+/// `quantize_blocks`: `x` ([_, cols], checked by `Quantization::check`)
+/// through `q` and back, and the counts.
 pub fn quantize(q: &Quantization, x: &[f32], cols: usize) -> (Vec<f32>, Counts) {
     let mut c = Counts::default();
     let f = q.format.element.spec();
@@ -209,9 +209,9 @@ pub fn quantize(q: &Quantization, x: &[f32], cols: usize) -> (Vec<f32>, Counts) 
         }
         return (y, c);
     }
-    let size = q.block_size();
-    for b in 0..x.len() / size {
-        let idx: Vec<usize> = (0..size).map(|j| q.block_index(b, j, cols)).collect();
+    let shape = [x.len() / cols.max(1), cols];
+    for b in 0..q.block_count(shape) {
+        let idx: Vec<usize> = q.block_values(b, shape).collect();
         let finite = idx.iter().all(|&i| x[i].is_finite());
         let amax = idx
             .iter()
@@ -335,9 +335,11 @@ pub fn hadamard16(x: &[f32], s: Stream, inverse: bool, cols: usize, blocks: Bloc
         f32::from_bits(v.to_bits() ^ bit)
     };
     let mut y = vec![0.0; x.len()];
+    let shape = [x.len() / cols, cols];
     for b in 0..x.len() / HADAMARD_BLOCK {
+        let block = blocks.block(HADAMARD_BLOCK, b, shape, [0, 0]);
         let idx: Vec<usize> = (0..HADAMARD_BLOCK)
-            .map(|j| blocks.index(HADAMARD_BLOCK, b, j, cols))
+            .map(|j| blocks.index(HADAMARD_BLOCK, block, j, cols))
             .collect();
         let mut v: Vec<f32> = idx
             .iter()

@@ -27,15 +27,12 @@ fn assert_same(what: &str, x: &[f32], got: (Vec<f32>, Counts), want: (Vec<f32>, 
 }
 
 fn plain(e: Element) -> Quantization {
-    Quantization {
-        format: Format {
-            name: e.spec().name,
-            element: e,
-            scaling: Scaling::None,
-        },
-        blocks: Blocks::Rows,
-        stochastic: None,
-    }
+    let format = Format {
+        name: e.spec().name,
+        element: e,
+        scaling: Scaling::None,
+    };
+    Quantization::new(format, Blocks::Rows, None)
 }
 
 /// Random values over 80 binades and f32 subnormals, and the specials.
@@ -140,18 +137,10 @@ pub async fn blocks_match_reference(gpu: &Gpu) -> Result<()> {
     let mut cases: Vec<Quantization> = Format::ALL
         .into_iter()
         .filter(|f| f.scaling != Scaling::None)
-        .map(|format| Quantization {
-            format,
-            blocks: Blocks::Rows,
-            stochastic: None,
-        })
+        .map(|format| Quantization::new(format, Blocks::Rows, None))
         .collect();
     let nvfp4 = Format::parse("nvfp4")?;
-    cases.push(Quantization {
-        format: nvfp4,
-        blocks: Blocks::Square,
-        stochastic: None,
-    });
+    cases.push(Quantization::new(nvfp4, Blocks::Square, None));
     for q in &cases {
         let what = format!("{} {:?}", q.format.name, q.blocks);
         assert_same(
@@ -222,11 +211,7 @@ pub async fn stochastic_rounding_matches_reference_and_is_unbiased(gpu: &Gpu) ->
         .map(|i| ((i * 37) % 101) as f32 * 0.013 - 0.6)
         .collect();
     for name in ["mxfp4", "nvfp4"] {
-        let q = Quantization {
-            format: Format::parse(name)?,
-            blocks: Blocks::Rows,
-            stochastic: Some(stream),
-        };
+        let q = Quantization::new(Format::parse(name)?, Blocks::Rows, Some(stream));
         assert_same(
             name,
             &x,
@@ -292,11 +277,11 @@ pub async fn hadamard_matches_reference(gpu: &Gpu) -> Result<()> {
 }
 
 fn quantization(name: &str, blocks: Blocks, stochastic: Option<Stream>) -> Quantization {
-    Quantization {
-        format: Format::parse(name).expect("a format's name"),
+    Quantization::new(
+        Format::parse(name).expect("a format's name"),
         blocks,
         stochastic,
-    }
+    )
 }
 
 /// `rows` × `cols` values over many binades, a column holding ±Inf and
@@ -319,7 +304,7 @@ fn awkward_matrix(rows: usize, cols: usize, seed: u64) -> Vec<f32> {
 
 /// Blocks down the columns, every MX format and NVFP4, nearest and
 /// stochastic, on a matrix of awkward width (invocations across
-/// workgroups); rows not a multiple of the block refused.
+/// workgroups).
 pub async fn quantize_columns_match_reference(gpu: &Gpu) -> Result<()> {
     let k = Quantize::new(gpu).await?;
     let (rows, cols) = (96, 301);
@@ -340,9 +325,71 @@ pub async fn quantize_columns_match_reference(gpu: &Gpu) -> Result<()> {
         let want = twin::quantize(&q, &x, cols);
         assert_same(&what, &x, k.run(gpu, &q, &x, cols).await?, want);
     }
-    let q = quantization("nvfp4", Blocks::Columns, None);
-    let e = k.run(gpu, &q, &x[..40 * cols], cols).await.unwrap_err();
+    Ok(())
+}
+
+/// Lines whose length is not a multiple of the block (the last block of
+/// each shorter) and stacked parts (blocks starting afresh at each), along
+/// the rows and down the columns, MX and NVFP4, nearest and stochastic, on
+/// the model's shapes and seeded random ones; 16×16 tiles with parts in
+/// 16s; square blocks of 40 rows, or cut elsewhere, refused.
+pub async fn quantize_partial_blocks_and_parts_match_reference(gpu: &Gpu) -> Result<()> {
+    let k = Quantize::new(gpu).await?;
+    let mut r = rng(91);
+    let mut shapes = vec![
+        (67, 352, Blocks::Rows, [176, 352]), // gate|up's dY: 176 = 5·32 + 16, twice
+        (40, 176, Blocks::Rows, [176, 176]),
+        (130, 37, Blocks::Columns, [64, 96]),
+        (352, 11, Blocks::Columns, [176, 352]),
+    ];
+    for blocks in [Blocks::Rows, Blocks::Columns, Blocks::Rows, Blocks::Columns] {
+        let (rows, cols) = (r.random_range(10..150), r.random_range(5..300));
+        let len = if blocks == Blocks::Rows { cols } else { rows };
+        let (a, b) = (r.random_range(0..=len), r.random_range(0..=len));
+        shapes.push((rows, cols, blocks, [a.min(b) as u32, a.max(b) as u32]));
+    }
+    let stream = Stream {
+        seed: 13,
+        step: 2,
+        tensor: 4,
+    };
+    for (i, &(rows, cols, blocks, parts)) in shapes.iter().enumerate() {
+        let x = awkward_matrix(rows, cols, 92 + i as u64);
+        for name in ["mxfp8-e4m3", "mxfp4", "nvfp4"] {
+            for sr in [None, Some(stream)] {
+                let q = Quantization {
+                    parts,
+                    ..quantization(name, blocks, sr)
+                };
+                let what = format!(
+                    "{name} [{rows}, {cols}] {blocks:?} {parts:?}, stochastic {}",
+                    sr.is_some()
+                );
+                let want = twin::quantize(&q, &x, cols);
+                assert_same(&what, &x, k.run(gpu, &q, &x, cols).await?, want);
+            }
+        }
+    }
+    let x = awkward_matrix(64, 32, 99);
+    let square = Quantization {
+        parts: [16, 48],
+        ..quantization("nvfp4", Blocks::Square, None)
+    };
+    let want = twin::quantize(&square, &x, 32);
+    assert_same(
+        "nvfp4 square, parts",
+        &x,
+        k.run(gpu, &square, &x, 32).await?,
+        want,
+    );
+    let e = k.run(gpu, &square, &x[..40 * 32], 32).await.unwrap_err();
     assert!(e.to_string().contains("40 rows"), "{e}");
+    let cut = Quantization {
+        parts: [24, 48],
+        ..square
+    };
+    let e = k.run(gpu, &cut, &x, 32).await.unwrap_err();
+    assert!(e.to_string().contains("parts [24, 48]"), "{e}");
     Ok(())
 }
 

@@ -14,7 +14,7 @@ use safetensors::tensor::TensorView;
 use serde_json::{Value, json};
 use webtrain::kernels::Quantize;
 use webtrain::kernels::quantize::{QuantError, quantization_error};
-use webtrain::ops::formats::{Blocks, Counts, Format, Quantization, Scaling, Stream, check_blocks};
+use webtrain::ops::formats::{Blocks, Counts, Format, Quantization, Scaling, Stream};
 use webtrain::{Error, Gpu, Result};
 
 use crate::files;
@@ -90,7 +90,10 @@ fn tensor_line(t: &Tensor, q: &Quantization, c: &Counts, err: &QuantError) -> Va
     if q.format.scaling != Scaling::None {
         let blocks = match q.format.scaling {
             Scaling::Tensor => 1,
-            _ => t.values.len() / q.block_size(),
+            _ => {
+                let cols = t.shape.last().copied().unwrap_or(1).max(1);
+                q.block_count([t.values.len() / cols, cols])
+            }
         };
         line["blocks"] = json!(blocks);
         line["blocks_scale_saturated"] = json!(c.blocks_scale_saturated);
@@ -107,7 +110,7 @@ pub async fn run(args: &QuantizeArgs) -> Result<()> {
     };
     let file = args.input.display().to_string();
     let bytes = std::fs::read(&args.input).map_err(|e| files::io(&args.input, "be read", e))?;
-    let tensors = read(&file, &bytes, &format, blocks)?;
+    let tensors = read(&file, &bytes, &Quantization::new(format, blocks, None))?;
     let (_, metadata) = safetensors::SafeTensors::read_metadata(&bytes)
         .map_err(|e| Error::Unsupported(format!("{file}: {e}")))?;
 
@@ -117,15 +120,12 @@ pub async fn run(args: &QuantizeArgs) -> Result<()> {
     let (mut total, mut rel_sum, mut values) = (Counts::default(), 0.0, 0u64);
     let (mut differing, mut mismatched) = (0u64, 0usize);
     for (i, t) in tensors.iter().enumerate() {
-        let q = Quantization {
-            format,
-            blocks,
-            stochastic: args.stochastic.map(|seed| Stream {
-                seed,
-                step: 0,
-                tensor: i as u32,
-            }),
-        };
+        let stream = args.stochastic.map(|seed| Stream {
+            seed,
+            step: 0,
+            tensor: i as u32,
+        });
+        let q = Quantization::new(format, blocks, stream);
         let cols = t.shape.last().copied().unwrap_or(1).max(1);
         let (y, c) = match t.values.is_empty() {
             true => (Vec::new(), Counts::default()),
@@ -231,7 +231,7 @@ fn describe(format: &Format, blocks: Blocks, stochastic: Option<u32>) -> String 
 }
 
 /// Every tensor of the file in name order, as f32, its blocks checked.
-fn read(file: &str, bytes: &[u8], format: &Format, blocks: Blocks) -> Result<Vec<Tensor>> {
+fn read(file: &str, bytes: &[u8], q: &Quantization) -> Result<Vec<Tensor>> {
     let st = webtrain::hf::open_safetensors(file, bytes)?;
     let mut names: Vec<String> = st.names().into_iter().map(str::to_string).collect();
     names.sort();
@@ -249,7 +249,7 @@ fn read(file: &str, bytes: &[u8], format: &Format, blocks: Blocks) -> Result<Vec
             let cols = shape.last().copied().unwrap_or(1);
             if n > 0 {
                 let what = format!("{file}: tensor {name} {shape:?}");
-                check_blocks(format, blocks, n / cols.max(1), cols, &what)?;
+                q.check([n / cols.max(1), cols], &what)?;
             }
             Ok(Tensor {
                 values: webtrain::hf::to_f32(file, &name, &view)?,

@@ -199,6 +199,11 @@ impl Operands {
                     format,
                     blocks,
                     stochastic: (o.rounding == Rounding::Stochastic).then_some(stream),
+                    // blocks start afresh where a stacked weight's part does
+                    parts: match blocks {
+                        Blocks::Rows => shape.col_parts,
+                        Blocks::Columns | Blocks::Square => shape.row_parts,
+                    },
                 };
                 let slot = (pass as u64 * 2 + side as u64) * STATS_STRIDE;
                 let stats = BufferRange {

@@ -223,11 +223,7 @@ fn e4m3_is_the_general_round_trip() {
 
 #[test]
 fn mx_blocks_scale_by_the_block_amax() {
-    let mx = |name: &str| Quantization {
-        format: Format::parse(name).unwrap(),
-        blocks: Blocks::Rows,
-        stochastic: None,
-    };
+    let mx = |name: &str| Quantization::new(Format::parse(name).unwrap(), Blocks::Rows, None);
     // all equal: exact
     let (y, c) = quantize(&mx("mxfp8-e4m3"), &[1.0; 32], 32);
     assert_eq!((y, c), (vec![1.0; 32], Counts::default()));
@@ -280,11 +276,7 @@ fn nvfp4_literal(x: &[f32], block: usize) -> Vec<f32> {
 #[test]
 fn nvfp4_is_the_formulas_in_f32() {
     let mut r = crate::rng::SplitMix64(5);
-    let q = Quantization {
-        format: Format::parse("nvfp4").unwrap(),
-        blocks: Blocks::Rows,
-        stochastic: None,
-    };
+    let q = Quantization::new(Format::parse("nvfp4").unwrap(), Blocks::Rows, None);
     for scale in [1e-20f32, 1e-3, 1.0, 7.0, 3e4, 1e20] {
         let x: Vec<f32> = (0..4096)
             .map(|i| (r.uniform(0.0, 1.0) - 0.5) * scale * if i % 64 < 16 { 1e-3 } else { 1.0 })
@@ -391,11 +383,7 @@ fn column_blocks_are_row_blocks_of_the_transpose() {
         .collect();
     let xt = transpose(&x, cols);
     for name in ["mxfp8-e4m3", "mxfp8-e4m3-ceil", "mxfp4", "nvfp4"] {
-        let q = |blocks| Quantization {
-            format: Format::parse(name).unwrap(),
-            blocks,
-            stochastic: None,
-        };
+        let q = |blocks| Quantization::new(Format::parse(name).unwrap(), blocks, None);
         let (y, c) = quantize(&q(Blocks::Columns), &x, cols);
         let (yt, ct) = quantize(&q(Blocks::Rows), &xt, rows);
         assert_eq!((transpose(&yt, rows), ct), (y, c), "{name}");
@@ -412,11 +400,7 @@ fn column_blocks_are_row_blocks_of_the_transpose() {
 
 #[test]
 fn tensor_scaling_takes_the_tensor_amax_ceil_exponent() {
-    let q = |name: &str| Quantization {
-        format: Format::parse(name).unwrap(),
-        blocks: Blocks::Rows,
-        stochastic: None,
-    };
+    let q = |name: &str| Quantization::new(Format::parse(name).unwrap(), Blocks::Rows, None);
     let e4m3 = q("e4m3-tensor");
     // amax 3: k = -7 (3 ≤ 448·2^-7 = 3.5), each value round(x·2^7)·2^-7
     let x = [3.0f32, -1.0, 0.3, 1e-4, 0.0];
@@ -440,4 +424,102 @@ fn tensor_scaling_takes_the_tensor_amax_ceil_exponent() {
     );
     let (_, c) = quantize(&e4m3, &[1e-40, 3e-41], 2);
     assert_eq!(c.blocks_scale_underflowed, 1);
+}
+
+#[test]
+fn a_short_last_block_takes_its_own_scale() {
+    let q = Quantization::new(Format::parse("mxfp8-e4m3").unwrap(), Blocks::Rows, None);
+    // a row of 48: blocks [0, 32) and [32, 48). The outlier's scale 2 flushes
+    // its block's 0.0005s; the short block's own, 2^(−11 − 8), keeps them
+    let mut x = vec![0.0005f32; 48];
+    x[7] = 1000.0;
+    assert_eq!(q.block_count([1, 48]), 2);
+    let second: Vec<usize> = q.block_values(1, [1, 48]).collect();
+    assert_eq!(second, (32..48).collect::<Vec<_>>());
+    let (y, c) = quantize(&q, &x, 48);
+    assert_eq!((y[7], y[0], y[31]), (896.0, 0.0, 0.0));
+    // 0.0005 / 2^-19 = 262.1 rounds to 256 in E4M3
+    assert!(
+        y[32..].iter().all(|&v| v == 256.0 * 2f32.powi(-19)),
+        "{y:?}"
+    );
+    assert_eq!((c.saturated, c.flushed), (1, 31));
+    // two such rows: the second row's blocks start at 48
+    let blocks: Vec<Vec<usize>> = (0..4)
+        .map(|b| q.block_values(b, [2, 48]).collect())
+        .collect();
+    assert_eq!((blocks[2][0], blocks[3][0], blocks[3].len()), (48, 80, 16));
+}
+
+/// `x` ([rows, cols]) with each part of each row (cut at `parts`) padded
+/// with zeros to whole blocks of `side`: the padded matrix, its width, and
+/// where each value of `x` went.
+fn pad_parts(
+    x: &[f32],
+    cols: usize,
+    parts: [u32; 2],
+    side: usize,
+) -> (Vec<f32>, usize, Vec<usize>) {
+    let cuts = [0, parts[0] as usize, parts[1] as usize, cols];
+    let wide: usize = cuts
+        .windows(2)
+        .map(|w| (w[1] - w[0]).div_ceil(side) * side)
+        .sum();
+    let rows = x.len() / cols;
+    let (mut padded, mut at) = (vec![0.0; rows * wide], Vec::new());
+    for row in 0..rows {
+        let mut o = row * wide;
+        for w in cuts.windows(2) {
+            for c in w[0]..w[1] {
+                padded[o + c - w[0]] = x[row * cols + c];
+                at.push(o + c - w[0]);
+            }
+            o += (w[1] - w[0]).div_ceil(side) * side;
+        }
+    }
+    (padded, wide, at)
+}
+
+/// A part's shorter last block quantizes as that part padded with zeros
+/// to whole blocks (as MX implementations do), values and counts; down
+/// the columns as along the rows of the transpose.
+#[test]
+fn parts_and_short_blocks_are_zero_padding() {
+    let mut r = crate::rng::SplitMix64(8);
+    let (rows, cols) = (7, 352);
+    let x: Vec<f32> = (0..rows * cols)
+        .map(|i| (r.uniform(0.0, 1.0) - 0.5) * 2f32.powi((i % 13) as i32 - 6))
+        .collect();
+    for name in ["mxfp8-e4m3", "mxfp4", "nvfp4"] {
+        let format = Format::parse(name).unwrap();
+        for parts in [[0, 0], [176, 352], [100, 176], [40, 40]] {
+            let q = Quantization {
+                parts,
+                ..Quantization::new(format, Blocks::Rows, None)
+            };
+            q.check([rows, cols], "x").unwrap();
+            let (padded, wide, at) = pad_parts(&x, cols, parts, format.block());
+            let (y, c) = quantize(&q, &x, cols);
+            let (yp, cp) = quantize(
+                &Quantization::new(format, Blocks::Rows, None),
+                &padded,
+                wide,
+            );
+            let want: Vec<u32> = at.iter().map(|&i| yp[i].to_bits()).collect();
+            let got: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
+            assert_eq!((got, c), (want, cp), "{name} {parts:?}");
+            // down the columns of the transpose, cut down its rows
+            let xt = transpose(&x, cols);
+            let down = Quantization {
+                blocks: Blocks::Columns,
+                ..q
+            };
+            let (yt, ct) = quantize(&down, &xt, rows);
+            assert_eq!(
+                (transpose(&yt, rows), ct),
+                (y, c),
+                "{name} {parts:?} columns"
+            );
+        }
+    }
 }
