@@ -692,3 +692,168 @@ async fn check_fp8_products(gpu: &Gpu, k: &Linear, s: LinearShape, seed: u64) ->
     );
     Ok(())
 }
+
+/// A recipe's products read their operands as the CPU twins quantize them
+/// (`reference::formats`): blocks along each product's K — along the row
+/// for the forward's X and W and dX's dY, down the column for dX's W and
+/// dW's dY and X — starting afresh at the stacked parts, the last of each
+/// short (d_in 80 = 2·32 + 16); NVFP4's 16×16 weight blocks; stochastic
+/// draws for the step the host wrote; dW's inputs through the Hadamard
+/// transform. Quantized tensors are numbered in record order (forward X,
+/// W; dX's dY, W; dW's dY, X), which the twins follow.
+pub async fn linear_recipe_reads_its_formats(gpu: &Gpu) -> Result<()> {
+    use webtrain::model::Recipe;
+    use webtrain::ops::products::{Operand, OperandFormat, Products};
+    let format = |name: &str| Operand::of(OperandFormat::parse(name).unwrap());
+    let stochastic = |o: Operand| Operand {
+        rounding: webtrain::ops::products::Rounding::Stochastic,
+        ..o
+    };
+    let hadamard = |o: Operand| Operand {
+        hadamard: true,
+        ..o
+    };
+    let mixed = Products {
+        forward: [format("mxfp4"), format("mxfp8-e5m2")],
+        dgrad: [format("e5m2-tensor"), stochastic(format("mxfp6-e2m3"))],
+        wgrad: [
+            hadamard(stochastic(format("mxfp8-e4m3"))),
+            hadamard(format("bf16")),
+        ],
+    };
+    let s = LinearShape::stacked(48, 80, &[48, 32, 16])?;
+    for (name, products) in [
+        ("nvfp4", Recipe::named("nvfp4")?.products()),
+        ("mixed", mixed),
+    ] {
+        check_recipe_products(gpu, name, products, s, 150).await?;
+    }
+    Ok(())
+}
+
+async fn check_recipe_products(
+    gpu: &Gpu,
+    name: &str,
+    p: webtrain::ops::products::Products,
+    s: LinearShape,
+    seed: u64,
+) -> Result<()> {
+    use webtrain::ops::formats::{Blocks, Quantization, Stream};
+    use webtrain::ops::products::{BlockShape, Operand, OperandFormat, Rounding};
+    use webtrain::reference::formats::{hadamard16, quantize};
+    let (rows, d_in, d_out) = (s.rows as usize, s.d_in as usize, s.d_out as usize);
+    let (run_seed, step) = (0x5eed, 7);
+    let k = Linear::with_products(gpu, p, run_seed).await?;
+    k.write_step(gpu, step);
+    let mut r = rng(seed);
+    let x = uniform(&mut r, rows * d_in, -1.0, 1.0);
+    let w = uniform(&mut r, d_out * d_in, -0.1, 0.1);
+    let dy = uniform(&mut r, rows * d_out, -1e-3, 1e-3);
+    // the twin of operand `o`, the `tensor`-th quantized: `v` [r, c] with K
+    // down the rows (`k_down`) or along them, stacked parts beginning at
+    // rows `row_parts` (blocks along a row see none)
+    let twin = |o: Operand, tensor: u32, v: &[f32], c: usize, k_down: bool, row_parts: [u32; 2]| {
+        let (blocks, parts) = match (o.blocks, k_down) {
+            (BlockShape::Square, _) => (Blocks::Square, row_parts),
+            (BlockShape::Line, false) => (Blocks::Rows, [0, 0]),
+            (BlockShape::Line, true) => (Blocks::Columns, row_parts),
+        };
+        let v = match o.hadamard {
+            true => {
+                let signs = Stream {
+                    seed: run_seed,
+                    step: 0,
+                    tensor: 0,
+                };
+                hadamard16(v, signs, false, c, blocks)
+            }
+            false => v.to_vec(),
+        };
+        let OperandFormat::Format(format) = o.format else {
+            return v;
+        };
+        let stream = Stream {
+            seed: run_seed,
+            step,
+            tensor,
+        };
+        let q = Quantization {
+            parts,
+            ..Quantization::new(
+                format,
+                blocks,
+                (o.rounding == Rounding::Stochastic).then_some(stream),
+            )
+        };
+        quantize(&q, &v, c).0
+    };
+    let none = [0, 0];
+    // dX's dY: blocks along its rows, cut where the stacked parts' columns begin
+    let twin_along = |o: Operand, tensor: u32, v: &[f32], c: usize, col_parts: [u32; 2]| {
+        let OperandFormat::Format(format) = o.format else {
+            return v.to_vec();
+        };
+        let stream = Stream {
+            seed: run_seed,
+            step,
+            tensor,
+        };
+        let q = Quantization {
+            parts: col_parts,
+            ..Quantization::new(
+                format,
+                Blocks::Rows,
+                (o.rounding == Rounding::Stochastic).then_some(stream),
+            )
+        };
+        quantize(&q, v, c).0
+    };
+    let (xb, wb, dyb) = (
+        gpu.upload("x", &x)?,
+        gpu.upload("w", &w)?,
+        gpu.upload("dy", &dy)?,
+    );
+    let (y, dx) = (
+        gpu.storage_buffer("y", 4 * (rows * d_out) as u64)?,
+        gpu.storage_buffer("dx", 4 * (rows * d_in) as u64)?,
+    );
+    let dw = gpu.upload("dw", &vec![0f32; d_out * d_in])?;
+    let what = |product: &str| format!("{name} recipe, {product} of {s:?}");
+    let master = Weights::F32((&wb).into());
+
+    let out = Output::Store((&y).into());
+    gpu.run(&refs(&k.forward(gpu, s, (&xb).into(), master, out)?))
+        .await?;
+    let xq = twin(p.forward[0], 0, &x, d_in, false, none);
+    let wq = twin(p.forward[1], 1, &w, d_in, false, s.parts);
+    let got = gpu.read_back::<f32>((&y).into()).await?;
+    assert_product(&what("forward"), &got, &xq, &wq, d_in);
+
+    let out = Output::Store((&dx).into());
+    gpu.run(&refs(&k.backward_input(
+        gpu,
+        s,
+        (&dyb).into(),
+        master,
+        out,
+    )?))
+    .await?;
+    let dyq = twin_along(p.dgrad[0], 2, &dy, d_out, s.parts);
+    let wq = twin(p.dgrad[1], 3, &w, d_in, true, s.parts);
+    let got = gpu.read_back::<f32>((&dx).into()).await?;
+    assert_product(&what("dX"), &got, &dyq, &transpose(&wq, d_in), d_out);
+
+    let d = k.backward_weight(gpu, s, (&dyb).into(), (&xb).into(), (&dw).into())?;
+    gpu.run(&refs(&d)).await?;
+    let dyq = twin(p.wgrad[0], 4, &dy, d_out, true, none);
+    let xq = twin(p.wgrad[1], 5, &x, d_in, true, none);
+    let got = gpu.read_back::<f32>((&dw).into()).await?;
+    assert_product(
+        &what("dW"),
+        &got,
+        &transpose(&dyq, d_out),
+        &transpose(&xq, d_in),
+        rows,
+    );
+    Ok(())
+}
