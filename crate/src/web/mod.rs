@@ -7,6 +7,7 @@
 
 mod data;
 mod events;
+mod recipes;
 mod setup;
 mod trainer;
 mod views;
