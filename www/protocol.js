@@ -28,7 +28,7 @@
 //
 // recipe: a precision recipe (model::recipe): a named recipe's name, or a
 //        custom recipe's parts {name, version, weights, boundaries, forward,
-//        dgrad, wgrad, wide}; run info's config.precision is one too
+//        dgrad, wgrad, wide, lossScaling?}; run info's config.precision is one too
 // spec: a run::RunSpec: {preset, model?, task?: {name, options: {key:
 //        integer}}} and the settings run.settings lists (run::settings;
 //        RunSpec says which may be left out for their shared defaults)
@@ -48,7 +48,8 @@ export const REQUESTS = deepFreeze({
   'run.settings': { payload: '{}', result: '[{field, kind, group, min?, max?, choices?, notes?, help}]: every setting (run::settings)' },
   'recipe.book': {
     payload: '{}',
-    result: "{recipes: {name: parts}, parts: {format, blocks, rounding, weights, boundaries}}: every named recipe's parts, what each part takes",
+    result: "{recipes: {name: parts}, parts: {format, blocks, rounding, weights, boundaries}, defaults: {lossScaling}}: "
+      + "every named recipe's parts, what each part takes, what an optional part starts from",
   },
   'recipe.check': {
     payload: '{recipe: a name or parts}',

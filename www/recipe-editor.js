@@ -17,7 +17,9 @@ const CUSTOM = 'custom';
 /// An operand's parts, the editor's columns, in Rust's order.
 const OPERAND_PARTS = ['format', 'blocks', 'rounding', 'hadamard'];
 /// The recipe's other parts, [path, kind, label]: a choice takes the book's
-/// values of the path's last name. A new part of recipes is a row here.
+/// values of the path's last name; an optional part is left out of the
+/// recipe while its box is clear, and starts from the book's defaults. A
+/// new part of recipes is a row here.
 const FIELDS = [
   ['name', 'text', 'Name'],
   ['weights', 'choice', 'Weights'],
@@ -25,6 +27,11 @@ const FIELDS = [
   ['wide.first', 'int', 'Wide first layers'],
   ['wide.last', 'int', 'Wide last layers'],
   ['wide.head', 'bool', 'Wide head'],
+  ['lossScaling', 'optional', 'Loss scaling'],
+  ['lossScaling.init', 'float', 'init'],
+  ['lossScaling.growthInterval', 'int', 'growth interval'],
+  ['lossScaling.growth', 'float', 'growth'],
+  ['lossScaling.backoff', 'float', 'backoff'],
 ];
 /// The product each pass computes, as the rows' titles say.
 const PRODUCTS = { forward: 'Y = X·Wᵀ', dgrad: 'dX = dY·W', wgrad: 'dW = dYᵀ·X' };
@@ -38,7 +45,9 @@ function control(path, kind, choices = []) {
   const dataset = { path };
   if (kind === 'choice') return el('select', { dataset }, choices.map((c) => el('option', { value: c, textContent: c })));
   if (kind === 'bool') return el('input', { type: 'checkbox', dataset });
+  if (kind === 'optional') return el('input', { type: 'checkbox', dataset: { optional: path } });
   if (kind === 'int') return el('input', { type: 'number', min: '0', step: '1', dataset });
+  if (kind === 'float') return el('input', { type: 'number', step: 'any', dataset });
   return el('input', { type: 'text', size: 14, dataset });
 }
 
@@ -46,7 +55,8 @@ function build({ parts }) {
   const last = (path) => path.split('.').at(-1);
   $('recipe-fields').replaceChildren(...FIELDS.map(([path, kind, label]) => {
     const input = control(path, kind, parts[last(path)]);
-    return el('label', { className: kind === 'bool' ? 'check' : '' }, kind === 'bool' ? [input, label] : [label, input]);
+    const check = kind === 'bool' || kind === 'optional';
+    return el('label', { className: check ? 'check' : '' }, check ? [input, label] : [label, input]);
   }), el('input', { type: 'hidden', dataset: { path: 'version', kind: 'int' } }));
   const head = el('tr', {}, ['operand', ...OPERAND_PARTS].map((c) => el('th', { textContent: c === 'hadamard' ? 'Hadamard' : c })));
   const rows = OPERANDS.map(([pass, op]) => el('tr', { title: `${pass}: ${PRODUCTS[pass]}` }, [
@@ -56,10 +66,15 @@ function build({ parts }) {
   $('recipe-operands').replaceChildren(el('thead', {}, head), el('tbody', {}, rows));
 }
 
+const optionals = () => [...$('recipe-editor').querySelectorAll('[data-optional]')];
+const get = (parts, path) => path.split('.').reduce((o, k) => o?.[k], parts);
+/// Whether `input` belongs to an optional part whose box is clear.
+const left = (input) => optionals().some((box) => !box.checked && input.dataset.path.startsWith(`${box.dataset.optional}.`));
+
 /// The editor's recipe: its parts as the inputs say.
 function edited() {
   const parts = {};
-  for (const input of inputs()) {
+  for (const input of inputs().filter((i) => !left(i))) {
     const keys = input.dataset.path.split('.');
     const at = keys.slice(0, -1).reduce((o, k) => (o[k] ??= {}), parts);
     const number = input.type === 'number' || input.dataset.kind === 'int';
@@ -69,10 +84,17 @@ function edited() {
 }
 
 function fillEditor(parts) {
+  for (const box of optionals()) box.checked = get(parts, box.dataset.optional) != null;
   for (const input of inputs()) {
-    const v = input.dataset.path.split('.').reduce((o, k) => o?.[k], parts);
+    const v = get(parts, input.dataset.path) ?? get(recipeBook().defaults, input.dataset.path);
     if (input.type === 'checkbox') input.checked = Boolean(v); else input.value = String(v);
   }
+  showOptionals();
+}
+
+/// An optional part's inputs are disabled while it is left out.
+function showOptionals() {
+  for (const input of inputs()) input.disabled = left(input);
 }
 
 /// `parts` without what equals `base`'s (fp32's: the defaults), but for
@@ -205,6 +227,10 @@ export function initRecipeEditor(w) {
   ready = start();
   ready.catch(() => {}); // the worker's failure is told by the banner
   $('precision').addEventListener('change', chosen);
-  $('recipe-editor').addEventListener('input', () => { $('recipe-editor').dataset.filled = 'true'; edit(); });
+  $('recipe-editor').addEventListener('input', () => {
+    $('recipe-editor').dataset.filled = 'true';
+    showOptionals();
+    edit();
+  });
   $('recipe-copy').addEventListener('click', () => { copy($('precision').value); edit(); });
 }

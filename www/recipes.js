@@ -1,11 +1,13 @@
 // A run's precision recipe as Rust writes it (model::recipe): a named
 // recipe's name, or a custom recipe's parts. The recipe book (web::recipes,
 // asked once when the page opens: www/recipe-editor.js) holds every named
-// recipe's parts and the values each part takes.
+// recipe's parts, the values each part takes and what an optional part
+// starts from.
 
 let book = null;
 
-/// `{recipes: {name: parts}, parts: {format, blocks, rounding, weights, boundaries}}`.
+/// `{recipes: {name: parts}, parts: {format, blocks, rounding, weights,
+/// boundaries}, defaults: {lossScaling}}`.
 export const setBook = (b) => { book = b; };
 export const recipeBook = () => book;
 

@@ -9,6 +9,7 @@ use wasm_bindgen::prelude::*;
 use super::to_js;
 use crate::model::Recipe;
 use crate::model::recipe::{Boundaries, WeightCopy};
+use crate::ops::loss_scale::LossScaling;
 use crate::ops::products::{BlockShape, OperandFormat, Rounding};
 
 /// `serde_json` of `T`'s values, in the order the editor offers them.
@@ -20,9 +21,10 @@ fn names<T: Serialize>(values: &[T]) -> Vec<Value> {
 }
 
 /// `{recipes: {name: parts}, parts: {format, blocks, rounding, weights,
-/// boundaries}}`: every named recipe's parts (`RecipeSpec`), and the values
-/// each part takes (an operand's format, block shape and rounding; the
-/// weights the products read; the forward's boundaries).
+/// boundaries}, defaults: {lossScaling}}`: every named recipe's parts
+/// (`RecipeSpec`), the values each part takes (an operand's format, block
+/// shape and rounding; the weights the products read; the forward's
+/// boundaries), and what an optional part starts from when it is added.
 #[wasm_bindgen(js_name = recipeBook)]
 pub fn recipe_book() -> Result<JsValue, JsError> {
     let recipes: serde_json::Map<String, Value> = Recipe::all_named()
@@ -41,6 +43,7 @@ pub fn recipe_book() -> Result<JsValue, JsError> {
             "weights": names(&[WeightCopy::F32, WeightCopy::F16]),
             "boundaries": names(&[Boundaries::F32, Boundaries::Q115]),
         },
+        "defaults": { "lossScaling": LossScaling::default() },
     }))
 }
 
