@@ -97,13 +97,19 @@ function showOptionals() {
   for (const input of inputs()) input.disabled = left(input);
 }
 
+const isObject = (v) => v !== null && typeof v === 'object';
+/// Equal parts, whatever their keys' order (the book's are sorted).
+const same = (a, b) => (isObject(a) && isObject(b)
+  ? Object.keys(a).length === Object.keys(b).length && Object.keys(a).every((k) => same(a[k], b[k]))
+  : a === b);
+
 /// `parts` without what equals `base`'s (fp32's: the defaults), but for
 /// the name, version and each operand's format, which Rust needs.
 function compact(parts, base) {
   const out = {};
   for (const [k, v] of Object.entries(parts)) {
     if (KEPT.has(k)) out[k] = v;
-    else if (JSON.stringify(v) !== JSON.stringify(base?.[k])) out[k] = v && typeof v === 'object' ? compact(v, base?.[k]) : v;
+    else if (!same(v, base?.[k])) out[k] = isObject(v) ? compact(v, base?.[k]) : v;
   }
   return out;
 }

@@ -131,7 +131,7 @@ pub const SETTINGS: &[Setting] = &[
             "E4M3 forward, E5M2 gradients, per tensor",
             "MXFP8 E4M3, scales rounded up",
             "MXFP4 products",
-            "NVIDIA's NVFP4 recipe: 2-D weight blocks, stochastic gradients, Hadamard wgrad, wide last layer",
+            "NVIDIA's recipe: 2-D weight blocks, stochastic dY, Hadamard wgrad",
             "NVFP4 everywhere, nothing else",
         ],
         "The precision recipe: a named one, or a custom one (docs/PRECISION.md)",

@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use wasm_bindgen::prelude::*;
 
-use super::to_js;
+use super::{de_message, to_js};
 use crate::model::Recipe;
 use crate::model::recipe::{Boundaries, WeightCopy};
 use crate::ops::loss_scale::LossScaling;
@@ -57,5 +57,5 @@ pub fn check_recipe(recipe: JsValue) -> Result<JsValue, JsError> {
 
 /// A recipe from JavaScript, refused with the reason.
 pub(super) fn recipe_from_js(recipe: JsValue) -> Result<Recipe, JsError> {
-    serde_wasm_bindgen::from_value(recipe).map_err(|e| JsError::new(&e.to_string()))
+    serde_wasm_bindgen::from_value(recipe).map_err(|e| JsError::new(&de_message(e)))
 }
