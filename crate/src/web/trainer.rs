@@ -11,8 +11,8 @@ use wasm_bindgen_futures::future_to_promise;
 
 use super::PageDevices;
 use super::events::{events_to_js, session_error};
-use super::views::{GenerateOptions, export_hf, generate, look, measure_ranges};
 use super::recipes::recipe_from_js;
+use super::views::{GenerateOptions, export_hf, generate, look, measure_ranges};
 use super::{Data, from_js, gpu, js_error, to_js};
 use crate::checkpoint::Checkpoint;
 use crate::data::Tokenizer;

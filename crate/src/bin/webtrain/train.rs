@@ -186,7 +186,11 @@ fn help(field: &str, default: Option<&str>) -> String {
 /// A choice setting's values with their notes, as clap offers them.
 fn choices(field: &str) -> clap::builder::PossibleValuesParser {
     let s = settings::setting(field);
-    let values = s.choices.iter().zip(s.notes).map(|(&v, &note)| clap::builder::PossibleValue::new(v).help(note));
+    let values = s
+        .choices
+        .iter()
+        .zip(s.notes)
+        .map(|(&v, &note)| clap::builder::PossibleValue::new(v).help(note));
     clap::builder::PossibleValuesParser::new(values)
 }
 
