@@ -2,6 +2,8 @@
 // chart draws from a run's tables, and uPlot's options for it — colours,
 // dashes for overlays and earlier modes, axes and scales.
 
+import { countsOf } from './recipes.js';
+
 export const PALETTE = ['#3056d3', '#d9480f', '#2b8a3e', '#9c36b5', '#c2255c', '#1098ad', '#e67700'];
 export const HEIGHT = 210;
 /// Whole steps on the x axis.
@@ -49,9 +51,12 @@ export const CHARTS = {
   },
 };
 
-/// The counts a mode makes (the step stats' `clamped` keys): sf16 clamps
-/// per boundary, fp8 E4M3 saturations and flushes.
-export const sitesOf = (precision, clamped) => Object.keys(clamped).filter((k) => k.startsWith('e4m3_') === (precision === 'fp8'));
+/// The counts a recipe makes (the step stats' `clamped` keys): Q1.15
+/// clamps per boundary, E4M3 tiles' saturations and flushes.
+export function sitesOf(precision, clamped) {
+  const counts = countsOf(precision);
+  return Object.keys(clamped).filter((k) => (k.startsWith('e4m3_') ? counts.e4m3 : counts.boundaries));
+}
 export const seriesIn = (group, run) => (typeof group.series === 'function' ? group.series(run) : group.series);
 
 function css(name) {

@@ -4,7 +4,7 @@
 // (www/runs.js) lists a run's differences, the URL (www/url-settings.js)
 // carries the form's. The form's inputs take their ranges from the settings.
 
-import { $ } from './dom.js';
+import { $, el } from './dom.js';
 
 let worker;
 const asked = new Map();
@@ -39,14 +39,18 @@ function once(type, payload) {
 export const inputOf = (field) => $(field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`));
 
 /// Every setting of a run (Rust's run::settings): [{field, kind, group,
-/// min?, max?, choices?, help}]; the form's number inputs take their
-/// ranges and help from it.
+/// min?, max?, choices?, notes?, help}]; the form's number inputs take
+/// their ranges and help from it, its selectors their options.
 export async function runSettings() {
   const settings = await once('run.settings', {});
   if (known) return settings; // the inputs have their ranges already
   known = settings;
   for (const s of settings) {
     const input = inputOf(s.field);
+    if (input?.tagName === 'SELECT') {
+      input.replaceChildren(...s.choices.map((c, i) => el('option', { value: c, textContent: `${c} — ${s.notes[i]}` })));
+      input.title = s.help;
+    }
     if (!input || input.tagName !== 'INPUT') continue;
     if (s.min !== undefined) input.min = s.min;
     if (s.max !== undefined) input.max = s.max;

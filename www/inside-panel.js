@@ -9,6 +9,7 @@
 import uPlot from 'uplot';
 import { $, el, num, count, attempt, intValue } from './dom.js';
 import { subscribe, busy } from './state.js';
+import { recipeLabel } from './recipes.js';
 import { record, every, on } from './train-panel.js';
 
 let worker;
@@ -151,12 +152,12 @@ async function look() {
   head.replaceChildren(...heads, el('option', { value: ALL_HEADS, textContent: 'all (small multiples)' }));
   const n = result.predictions.length;
   const mean = result.predictions.reduce((s, p) => s - Math.log(p.target_prob), 0) / Math.max(1, n);
-  $('inside-look-status').textContent = `Step ${count(result.step)}, ${result.precision}: ${result.tokens.length} tokens`
+  $('inside-look-status').textContent = `Step ${count(result.step)}, ${recipeLabel(result.precision)}: ${result.tokens.length} tokens`
     + `${result.truncated ? ` (the text's first ${result.tokens.length})` : ''}${n ? `, mean loss ${num(mean)} over their predictions` : ''}.`;
   renderMaps();
   renderPredictions();
   $('inside-look-result').hidden = false;
-  $('inside-look-result').dataset.precision = result.precision;
+  $('inside-look-result').dataset.precision = recipeLabel(result.precision);
   $('inside-look-result').dataset.step = String(result.step);
 }
 

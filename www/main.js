@@ -9,6 +9,7 @@ import { initCharts } from './charts.js';
 import { initCorpus, loadBuiltin } from './corpus.js';
 import { initTasks } from './tasks.js';
 import { initSetup } from './setup.js';
+import { initRecipeEditor } from './recipe-editor.js';
 import { initDefaults } from './defaults.js';
 import { initUrlSettings } from './url-settings.js';
 import { initRuns } from './runs.js';
@@ -28,6 +29,7 @@ initCharts();
 initDefaults(worker);
 initRuns();
 initTrainPanel(worker);
+initRecipeEditor(worker); // before initSetup: the book comes before the first preset's defaults
 initCorpus(worker);
 initTasks(worker);
 initSetup(worker);

@@ -26,6 +26,9 @@
 //        saved {step, writeError: the last background write's failure or
 //        null}, snapshot {step, every, ms, share, bytes}, lost {at, reason, from}
 //
+// recipe: a precision recipe (model::recipe): a named recipe's name, or a
+//        custom recipe's parts {name, version, weights, boundaries, forward,
+//        dgrad, wgrad, wide, lossScaling?}; run info's config.precision is one too
 // spec: a run::RunSpec: {preset, model?, task?: {name, options: {key:
 //        integer}}} and the settings run.settings lists (run::settings;
 //        RunSpec says which may be left out for their shared defaults)
@@ -42,13 +45,25 @@ export const REQUESTS = deepFreeze({
   'corpus.files': { payload: '{}', result: '[{name, bytes}]' },
   'tokenizer.train': { payload: '{vocab}', result: '{vocab_size, fingerprint, tokens}', progress: '{fraction}' },
   'run.defaults': { payload: '{preset}', result: "spec: what a run of the preset starts from (Rust's RunSpec::preset)" },
-  'run.settings': { payload: '{}', result: '[{field, kind, group, min?, max?, choices?, help}]: every setting (run::settings)' },
+  'run.settings': { payload: '{}', result: '[{field, kind, group, min?, max?, choices?, notes?, help}]: every setting (run::settings)' },
+  'recipe.book': {
+    payload: '{}',
+    result: "{recipes: {name: parts}, parts: {format, blocks, rounding, weights, boundaries}, defaults: {lossScaling}}: "
+      + "every named recipe's parts, what each part takes, what an optional part starts from",
+  },
+  'recipe.check': {
+    payload: '{recipe: a name or parts}',
+    result: "the recipe as a run takes it (a named recipe's name, else every part); a refused one rejects with the reason",
+  },
   tasks: { payload: '{}', result: '[{name, title, summary, options: [{name, summary, default, min, max}]}]' },
   'task.defaults': {
     payload: '{name, options?}',
     result: "spec: the task's preset for those options (a custom model, rows of whole examples; `task` with every option set)",
   },
-  'model.plan': { payload: '{spec}', result: '{parameters, fits, reason, modes: [{precision, optim_state, memory}]}' },
+  'model.plan': {
+    payload: '{spec}',
+    result: "{parameters, fits, reason, modes: [{precision, optim_state, memory}]}: every named recipe's, and spec's custom one",
+  },
   'train.create': {
     payload: '{spec}',
     result: 'run info; a spec with `task` trains on its examples: no text or tokenizer needed',
@@ -67,7 +82,7 @@ export const REQUESTS = deepFreeze({
     payload: '{}',
     result: "{step, tensors (each with its step's survival), memory, steps, kernels, kernels_error}",
   },
-  'train.reconfigure': { payload: '{precision, optimState}', result: 'run info (weights kept, state converted)' },
+  'train.reconfigure': { payload: '{precision: a name or parts, optimState}', result: 'run info (weights kept, state converted)' },
   look: {
     payload: '{text, topK}',
     result: '{step, precision, tokens, ids, heads, truncated, predictions, attention: [Float32Array [heads, T, T] per layer]}',

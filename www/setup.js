@@ -9,6 +9,8 @@ import { state, subscribe, update, busy } from './state.js';
 import { adoptRun } from './train-panel.js';
 import { taskLabel } from './tasks.js';
 import { settingInputs } from './defaults.js';
+import { chosenRecipe } from './recipe-editor.js';
+import { recipeLabel } from './recipes.js';
 
 let worker;
 
@@ -42,6 +44,7 @@ export function spec() {
     const read = { int: intValue, float: numberValue }[setting.kind];
     s[setting.field] = read ? read(input.id) : input.value;
   }
+  s.precision = chosenRecipe(); // a name, or the editor's parts
   if (preset === 'custom') s.model = customModel();
   if (state.task) s.task = state.task;
   return s;
@@ -146,11 +149,13 @@ async function plan() {
     : `${count(result.parameters)} parameters. This adapter cannot hold it: ${result.reason}`;
   const body = $('plan').querySelector('tbody');
   body.textContent = '';
+  const chosen = recipeLabel(chosenRecipe());
   for (const m of result.modes) {
     const r = m.memory;
-    const selected = m.precision === $('precision').value && m.optim_state === $('optim-state').value;
-    body.append(el('tr', { className: selected ? 'selected' : '', dataset: { precision: m.precision, optimState: m.optim_state } },
-      [m.precision, m.optim_state, r.master, r.grads, r.moments, r.mirror, r.activations, r.total].map((v, i) =>
+    const precision = recipeLabel(m.precision);
+    const selected = precision === chosen && m.optim_state === $('optim-state').value;
+    body.append(el('tr', { className: selected ? 'selected' : '', dataset: { precision, optimState: m.optim_state } },
+      [precision, m.optim_state, r.master, r.grads, r.moments, r.mirror, r.activations, r.total].map((v, i) =>
         el('td', { textContent: i < 2 ? v : (v === 0 ? '—' : bytes(v)) }))));
   }
   update({ fits: result.fits });
@@ -204,8 +209,9 @@ function render(s) {
   const source = s.task ?? s.tokenizer; // what the run will read
   $('tokenizer').disabled = Boolean(s.task);
   $('tokenizer-train').disabled = working || s.training;
-  $('create').disabled = working || s.training || !s.fits || !source;
-  $('create').title = !source ? 'train a tokenizer first' : !s.fits ? 'the plan says this adapter cannot hold the model' : '';
+  $('create').disabled = working || s.training || !s.fits || !source || Boolean(s.recipeRefusal);
+  $('create').title = !source ? 'train a tokenizer first' : !s.fits ? 'the plan says this adapter cannot hold the model'
+    : s.recipeRefusal ? 'the custom recipe is refused (see Train)' : '';
   if (s.task !== seenTask) {
     seenTask = s.task;
     taskChanged(s.task);
@@ -216,7 +222,7 @@ function render(s) {
 export function initSetup(w) {
   worker = w;
   $('preset').addEventListener('change', presetChanged);
-  for (const id of ['batch', 'seq', 'lr', 'warmup', 'steps', 'precision', 'optim-state']) $(id).addEventListener('input', planSoon);
+  for (const id of ['batch', 'seq', 'lr', 'warmup', 'steps', 'precision', 'optim-state', 'recipe-editor']) $(id).addEventListener('input', planSoon);
   for (const input of customInputs()) {
     input.addEventListener('input', () => {
       if (input.dataset.field === 'vocab_size') $('vocab').value = input.value;

@@ -3,6 +3,8 @@
 // panel can enable its controls and name the run from one place. Panels
 // subscribe and redraw; nothing here talks to the worker.
 
+import { recipeLabel } from './recipes.js';
+
 /// A run's progress before its first step is counted.
 const NO_PROGRESS = Object.freeze({
   name: 'run',
@@ -33,6 +35,8 @@ export const state = {
   task: null,
   /// The plan says the chosen model fits this adapter.
   fits: false,
+  /// Why Rust refuses the recipe editor's recipe, or null (www/recipe-editor.js).
+  recipeRefusal: null,
   /// Operations in flight ('corpus', 'tokenizer', 'create', 'inspect', …).
   busy: new Set(),
 };
@@ -78,9 +82,9 @@ export async function busy(name, fn) {
   }
 }
 
-/// The run's mode in words: "f16 / int8 state".
+/// The run's mode in words: "f16 / int8 state", "mine (custom) / fp32 state".
 export function modeLabel(precision, optimState) {
-  return `${precision} / ${optimState} state`;
+  return `${recipeLabel(precision)} / ${optimState} state`;
 }
 
 export function runMode(run) {

@@ -12,6 +12,7 @@ import * as charts from './charts.js';
 import * as runs from './runs.js';
 import { taskLabel } from './tasks.js';
 import { resetExamples, showExamples } from './task-examples.js';
+import { chosenRecipe, showRecipe } from './recipe-editor.js';
 
 let worker;
 /// Seconds one step took in the last call: sizes the next call.
@@ -68,7 +69,7 @@ function draw(events, info = null) {
 /// counters and row, and the previous series stays as an overlay.
 export function adoptRun(info, { name = state.progress.name, continues = false, origin = 'created' } = {}) {
   (continues ? setProgress : startProgress)({ name, submitted: info.step });
-  $('precision').value = info.config.precision;
+  showRecipe(info.config.precision);
   $('optim-state').value = info.config.optim.state;
   const owner = continues ? runs.switched(info) : runs.begin(info, { name, origin });
   charts.startRun(`${name} · ${runMode(info)}`, info.config.precision, owner);
@@ -151,12 +152,12 @@ function showStep() {
   $('stat-step').dataset.step = submitted();
 }
 
-/// sf16 and fp8: the step's counts (sf16's clamps to ±0.999 per boundary,
-/// fp8's E4M3 saturations and flushes to 0).
+/// The step's counts (Q1.15 boundaries' clamps to ±0.999 per boundary,
+/// E4M3 tiles' saturations and flushes to 0), where the recipe makes any.
 function showClamped(clamped, precision) {
-  $('stat-clamped-row').hidden = !clamped;
-  if (!clamped) return;
-  const sites = charts.sitesOf(precision, clamped);
+  const sites = clamped ? charts.sitesOf(precision, clamped) : [];
+  $('stat-clamped-row').hidden = sites.length === 0;
+  if (sites.length === 0) return;
   $('stat-clamped').textContent = sites.map((site) => `${site.replace('e4m3_', '')} ${count(clamped[site])}`).join(' · ');
 }
 
@@ -250,11 +251,12 @@ async function validateNow() {
   }));
 }
 
-/// Precision or optimizer state changed: before a run it only feeds the
-/// next Create; at a pause it converts the run (weights kept).
+/// A named recipe, the editor's Switch or the optimizer state chosen:
+/// before a run it only feeds the next Create; at a pause it converts the
+/// run (weights kept).
 async function reconfigure() {
   if (!state.run || state.training) return;
-  const precision = $('precision').value;
+  const precision = chosenRecipe();
   const optimState = $('optim-state').value;
   const info = await busy('reconfigure', () => attempt($('train-error'), () =>
     worker.call('train.reconfigure', { precision, optimState })));
@@ -262,8 +264,8 @@ async function reconfigure() {
     adoptRun(info, { continues: true });
     $('train-status').textContent = `Switched to ${runMode(info)} at step ${count(submitted())}.`;
   } else {
-    // refused: show the run's mode again
-    $('precision').value = state.run.config.precision;
+    // refused: show the run's mode again, but keep the editor's edits
+    if (typeof precision === 'string') showRecipe(state.run.config.precision);
     $('optim-state').value = state.run.config.optim.state;
   }
 }
@@ -290,7 +292,9 @@ export function initTrainPanel(w) {
   $('pause').addEventListener('click', () => update({ stopping: true }));
   $('single-step').addEventListener('click', singleStep);
   $('validate').addEventListener('click', validateNow);
-  $('precision').addEventListener('change', reconfigure);
+  // "custom…" opens the editor: its Switch button converts the run
+  $('precision').addEventListener('change', () => { if (typeof chosenRecipe() === 'string') reconfigure(); });
+  $('recipe-apply').addEventListener('click', reconfigure);
   $('optim-state').addEventListener('change', reconfigure);
   subscribe(render);
 }

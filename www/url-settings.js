@@ -9,6 +9,7 @@
 import { $ } from './dom.js';
 import { state, subscribe } from './state.js';
 import { firstPreset, inputOf, presetDefaults, runSettings, taskDefaults } from './defaults.js';
+import { recipeParam, takeRecipe } from './recipe-editor.js';
 
 /// [name in the address, the input, its RunSpec field (null: the input's
 /// own default)]: every run setting the form has (Rust's run::settings, in
@@ -25,6 +26,8 @@ const modelInputs = () => [...document.querySelectorAll('#custom-fields [data-fi
 const optionInputs = () => [...document.querySelectorAll('#task-options [data-option]')];
 
 const valueOf = (input) => (input.type === 'checkbox' ? String(input.checked) : input.value);
+/// A setting's value in the address: the recipe's is a name or its JSON.
+const settingOf = (input) => (input.id === 'precision' ? recipeParam() : input.value);
 /// The same setting: numbers by value ("0.0020" is 0.002), others as text.
 const same = (value, base) => (typeof base === 'number' ? Number(value) === base : value === String(base));
 
@@ -94,7 +97,8 @@ async function write() {
     q.set('preset', preset);
   }
   for (const [name, input, field] of settings) {
-    if (!same(input.value, field ? base[field] : input.defaultValue)) q.set(name, input.value);
+    const value = settingOf(input);
+    if (!same(value, field ? base[field] : input.defaultValue)) q.set(name, value);
   }
   if (preset === 'custom') {
     for (const input of modelInputs()) {
@@ -159,7 +163,13 @@ async function apply(params, filled) {
   }
   for (const [name, input] of await fields()) {
     const raw = take(name);
-    if (raw !== undefined) put(input, name, raw);
+    if (raw === undefined) continue;
+    if (input.id !== 'precision') put(input, name, raw);
+    else {
+      // a recipe's name or JSON, checked by Rust
+      const { label, refusal } = await takeRecipe(raw);
+      if (refusal) ignored.push(`${name}=${raw} (${refusal})`); else used.push(`${name} ${label}`);
+    }
   }
   const custom = $('preset').value === 'custom';
   for (const input of modelInputs()) {

@@ -2,7 +2,7 @@
 // handler per request type, `(payload, progress) => result`, working on
 // the run (www/worker-run.js), the storage and the kernel config.
 
-import { adapterInfo, planModel, runDefaults, runSettings, taskDefaults, tasks, Trainer } from '../pkg/webtrain.js';
+import { adapterInfo, checkRecipe, planModel, recipeBook, runDefaults, runSettings, taskDefaults, tasks, Trainer } from '../pkg/webtrain.js';
 import { modelFolder } from './hf-folder.js';
 import { checkCheckpoint, checkModelFiles } from './limits.js';
 import { registerHandlers } from './protocol.js';
@@ -97,6 +97,8 @@ export const handlers = registerHandlers({
 
   'run.defaults': ({ preset }) => runDefaults(preset),
   'run.settings': () => runSettings(),
+  'recipe.book': () => recipeBook(),
+  'recipe.check': ({ recipe }) => checkRecipe(recipe),
   tasks: () => tasks(),
   'task.defaults': ({ name, options }) => taskDefaults(name, options),
   'model.plan': ({ spec }) => planModel(spec),

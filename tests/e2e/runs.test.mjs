@@ -1,6 +1,7 @@
 // Runs you can compare, and a setup shared by its address: a link with
-// settings (or a task) opens the page set up that way (bad values told,
-// not thrown) and the form writes its changes back into the address; two
+// settings (or a task, or a custom precision recipe, which opens the recipe
+// editor) opens the page set up that way (bad values told, not thrown) and
+// the form writes its changes back into the address; two
 // short runs are listed in the runs table with their settings and losses,
 // a row's tick adds and removes its overlay on the charts, the table
 // survives a reload, and a loaded checkpoint gets a row of its own.
@@ -17,6 +18,8 @@ const allErrors = [];
 const shot = (name) => page.locator(`#${name}`).screenshot({ path: `test-results/runs-${name}.png` });
 const value = (id) => page.locator(`#${id}`).inputValue();
 const query = () => Object.fromEntries(new URL(page.url()).searchParams);
+/// A recipe as the address's `precision` carries it.
+const recipe = (parts) => encodeURIComponent(JSON.stringify(parts));
 
 before(async () => {
   mkdirSync('test-results/runs', { recursive: true }); // a checkpoint's name names its run
@@ -65,15 +68,38 @@ test('a link with settings opens the page set up that way, and the form writes t
   }, null, { timeout: 10_000 });
   assert.deepEqual(query(), { preset: 'small', batch: '6', seq: '32', lr: '0.002', steps: '300' });
 
-  // a custom model's sizes; out-of-range sizes are refused
+  // a custom model's sizes; out-of-range sizes and a recipe Rust refuses are refused
   await page.close();
-  await open('/?preset=custom&hidden_size=48&num_hidden_layers=3&num_attention_heads=0');
+  const bad = recipe({ name: 'x', forward: { w: { format: 'mxfp4', blocks: '2d' } } });
+  await open(`/?preset=custom&hidden_size=48&num_hidden_layers=3&num_attention_heads=0&precision=${bad}`);
   assert.equal(await value('preset'), 'custom');
   assert.ok(await page.locator('#custom-fields').isVisible());
   assert.equal(await page.locator('#custom-fields [data-field="hidden_size"]').inputValue(), '48');
   assert.equal(await page.locator('#custom-fields [data-field="num_hidden_layers"]').inputValue(), '3');
   assert.match(await page.locator('#url-notice').textContent(), /num_attention_heads=0 \(below 1\)/);
+  assert.match(await page.locator('#url-notice').textContent(), /precision=.*\(recipe "x": forward: 2-D blocks are NVFP4's, not mxfp4's\)/);
+  assert.equal(await value('precision'), 'fp32', 'a refused recipe leaves the default');
   assert.deepEqual(query(), { preset: 'custom', hidden_size: '48', num_hidden_layers: '3' });
+  await page.close();
+
+  // a custom recipe opens the editor on it, goes back into the address as
+  // compact JSON, and an edit Rust refuses is told beside it
+  const mine = { name: 'mine', version: 1, wgrad: { dy: { format: 'nvfp4', rounding: 'stochastic', hadamard: true }, x: { format: 'nvfp4', hadamard: true } } };
+  await open(`/?precision=${recipe(mine)}`);
+  assert.equal(await value('precision'), 'custom');
+  assert.ok(await page.locator('#recipe-editor').isVisible());
+  const part = (path) => page.locator(`#recipe-editor [data-path="${path}"]`);
+  assert.equal(await part('name').inputValue(), 'mine');
+  assert.equal(await part('wgrad.dy.rounding').inputValue(), 'stochastic');
+  assert.equal(await part('forward.x.format').inputValue(), 'f32');
+  assert.match(await page.locator('#url-notice').textContent(), /precision mine \(custom\)/);
+  assert.deepEqual(JSON.parse(query().precision), mine);
+  await part('wgrad.x.hadamard').uncheck();
+  await page.waitForSelector('#recipe-status[data-state="refused"]', { timeout: 10_000 });
+  assert.match(await page.locator('#recipe-status').textContent(), /wgrad: a Hadamard transform on one operand only/);
+  await shot('recipe-editor');
+  await part('wgrad.x.hadamard').check();
+  await page.waitForSelector('#recipe-status[data-state="ok"]', { timeout: 10_000 });
   await page.close();
 });
 
@@ -112,9 +138,9 @@ test('two runs are listed with their settings and losses, overlaid by choice, an
   assert.equal(await waitOrError(page, () => document.querySelector('#runs-table').dataset.count === '2'
     && document.querySelector('#train').dataset.phase === 'idle', 'setup-error'), null);
   await trainUntil(page, 6);
-  // a switch at the pause: the row lists both modes
-  await page.selectOption('#precision', 'f16');
-  assert.equal(await waitOrError(page, () => /f16/.test(document.querySelector('#stat-mode').textContent), 'train-error'), null);
+  // a switch at the pause, to a recipe of quantized products: the row lists both modes
+  await page.selectOption('#precision', 'bf16');
+  assert.equal(await waitOrError(page, () => /bf16/.test(document.querySelector('#stat-mode').textContent), 'train-error'), null);
   await page.waitForFunction(() => document.querySelector('#runs-table tr[data-live="true"] td[data-col="model"]').textContent === 'tiny');
 
   let [second, first] = await rows();
@@ -122,7 +148,7 @@ test('two runs are listed with their settings and losses, overlaid by choice, an
   assert.equal(second.run, '2');
   assert.equal(second.live, 'true');
   assert.equal(second.model, 'tiny');
-  assert.equal(second.modes, 'fp32 / fp32 state → f16 / fp32 state');
+  assert.equal(second.modes, 'fp32 / fp32 state → bf16 / fp32 state');
   assert.equal(second.settings, 'batch 4, seq 32, lr 0.01, warmup 2, steps 6');
   assert.equal(first.settings, 'batch 4, seq 32, warmup 2, steps 6', 'the default lr is not listed');
   for (const r of [first, second]) {
@@ -157,11 +183,11 @@ test('two runs are listed with their settings and losses, overlaid by choice, an
   assert.ok([first, second].every((r) => r.kept === 'true' && r.live === 'false'));
   assert.match(await page.locator('#runs-table tr[data-run="2"]').textContent(), /weights not kept/);
   assert.equal(second.settings, 'batch 4, seq 32, lr 0.01, warmup 2, steps 6');
-  assert.equal(second.modes, 'fp32 / fp32 state → f16 / fp32 state');
+  assert.equal(second.modes, 'fp32 / fp32 state → bf16 / fp32 state');
   assert.equal(await overlays(), '');
   await tick(2).check();
   await page.waitForFunction(() => document.querySelector('#chart-loss').dataset.overlays === '2');
-  assert.match(await page.locator('#chart-loss').getAttribute('data-labels'), /#2 tiny · fp32 \/ fp32 state \| #2 tiny · f16/);
+  assert.match(await page.locator('#chart-loss').getAttribute('data-labels'), /#2 tiny · fp32 \/ fp32 state \| #2 tiny · bf16/);
 
   // a loaded checkpoint is a run of its own, its preset found from its model
   await page.waitForSelector('#corpus-files[data-count="1"]', { timeout: 120_000 });
@@ -173,7 +199,7 @@ test('two runs are listed with their settings and losses, overlaid by choice, an
   assert.equal(loaded.live, 'true');
   assert.match(loaded.name, /^#3 tiny loaded · live$/);
   assert.equal(loaded.settings, second.settings);
-  assert.equal(loaded.modes, 'f16 / fp32 state');
+  assert.equal(loaded.modes, 'bf16 / fp32 state');
   assert.equal(loaded.step, '6');
 
   // removed from the table, and so from the next visit

@@ -34,13 +34,19 @@ impl OperandFormat {
             "f32" => Ok(OperandFormat::F32),
             "e4m3-tiles" => Ok(OperandFormat::E4m3Tiles),
             _ => Format::parse(name).map(OperandFormat::Format).map_err(|_| {
-                let names: Vec<&str> = Format::ALL.iter().map(|f| f.name).collect();
                 Error::Unsupported(format!(
-                    "unknown format {name:?}: an operand takes f32, e4m3-tiles, {}",
-                    names.join(", ")
+                    "unknown format {name:?}: an operand takes {}",
+                    OperandFormat::names().join(", ")
                 ))
             }),
         }
+    }
+
+    /// Every format's name, as an operand takes it (the page's editor
+    /// offers them).
+    pub fn names() -> Vec<&'static str> {
+        let formats = Format::ALL.iter().map(|f| f.name);
+        ["f32", "e4m3-tiles"].into_iter().chain(formats).collect()
     }
 }
 

@@ -54,6 +54,10 @@ pub struct Setting {
     /// `Kind::Choice`'s values.
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pub choices: &'static [&'static str],
+    /// What each choice is, in `choices`' order: the page's selector and
+    /// the CLI's help say it.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub notes: &'static [&'static str],
     pub help: &'static str,
 }
 
@@ -72,13 +76,15 @@ const fn number(
         min,
         max,
         choices: &[],
+        notes: &[],
         help,
     }
 }
 
-const fn choice(
+const fn choice<const N: usize>(
     field: &'static str,
-    choices: &'static [&'static str],
+    choices: &'static [&'static str; N],
+    notes: &'static [&'static str; N],
     help: &'static str,
 ) -> Setting {
     Setting {
@@ -88,6 +94,7 @@ const fn choice(
         min: None,
         max: None,
         choices,
+        notes,
         help,
     }
 }
@@ -113,12 +120,27 @@ pub const SETTINGS: &[Setting] = &[
     choice(
         "precision",
         &RECIPE_NAMES,
-        "The precision recipe, named or a custom one (docs/PRECISION.md): fp32; f16 (an f16 mirror of fp32 master weights); sf16 (Q1.15 forward boundaries) or sf16-wide-head; fp8 (DeepSeek-V3's E4M3 tiles); bf16; amp-f16 (f16 products, dynamic loss scaling); fp8-hybrid (E4M3 forward, E5M2 gradients); mxfp8; mxfp4; nvfp4 (NVIDIA's recipe) and nvfp4-naive",
+        &[
+            "f32 throughout",
+            "products read an f16 mirror of the f32 master weights",
+            "Q1.15 forward boundaries (research)",
+            "sf16 with an f32 output head",
+            "DeepSeek-V3's E4M3 tiles, f32 head",
+            "bf16 products",
+            "f16 products, dynamic loss scaling",
+            "E4M3 forward, E5M2 gradients, per tensor",
+            "MXFP8 E4M3, scales rounded up",
+            "MXFP4 products",
+            "NVIDIA's recipe: 2-D weight blocks, stochastic dY, Hadamard wgrad",
+            "NVFP4 everywhere, nothing else",
+        ],
+        "The precision recipe: a named one, or a custom one (docs/PRECISION.md)",
     ),
     choice(
         "optimState",
         &["fp32", "int8"],
-        "AdamW's moments: fp32, or int8 (block-wise, 256 values per scale)",
+        &["f32 moments", "block-wise, 256 values per scale"],
+        "AdamW's moments",
     ),
     number("lr", Float, Schedule, Some(0.0), None, "Peak learning rate"),
     number(

@@ -7,6 +7,7 @@
 
 mod data;
 mod events;
+mod recipes;
 mod setup;
 mod trainer;
 mod views;
@@ -121,7 +122,18 @@ fn to_js<T: serde::Serialize + ?Sized>(value: &T) -> Result<JsValue, JsError> {
 }
 
 fn from_js<T: serde::de::DeserializeOwned>(value: JsValue) -> Result<T, JsError> {
-    serde_wasm_bindgen::from_value(value).map_err(|e| JsError::new(&format!("bad settings: {e}")))
+    serde_wasm_bindgen::from_value(value)
+        .map_err(|e| JsError::new(&format!("bad settings: {}", de_message(e))))
+}
+
+/// A deserializing error's own words (its `Display` is the JS Error's
+/// `String()`, which puts "Error: " before them).
+fn de_message(e: serde_wasm_bindgen::Error) -> String {
+    let value = JsValue::from(e);
+    match value.dyn_ref::<js_sys::Error>() {
+        Some(error) => error.message().into(),
+        None => format!("{value:?}"),
+    }
 }
 
 fn js_error(e: crate::Error) -> JsError {

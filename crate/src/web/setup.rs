@@ -60,7 +60,7 @@ pub fn task_defaults(name: String, options: JsValue) -> Result<JsValue, JsError>
     to_js(&RunSpec::task(&TaskSpec { name, options }).map_err(js_error)?)
 }
 
-/// Memory per precision × optimizer state for one model on this adapter,
+/// Memory per recipe × optimizer state for one model on this adapter,
 /// and whether the adapter's limits can hold it.
 #[derive(Serialize)]
 struct Plan {
@@ -72,13 +72,15 @@ struct Plan {
 
 #[derive(Serialize)]
 struct PlanMode {
-    precision: String,
+    /// A named recipe's name, or a custom recipe's parts.
+    precision: Recipe,
     optim_state: &'static str,
     memory: Memory,
 }
 
-/// The memory a run of `spec` takes in every mode; `fits` is false, with
-/// the reason, where this adapter cannot bind or allocate it.
+/// The memory a run of `spec` takes in every named recipe, and in its own
+/// where that is a custom one, with each optimizer state; `fits` is false,
+/// with the reason, where this adapter cannot bind or allocate it.
 #[wasm_bindgen(js_name = planModel)]
 pub async fn plan_model(spec: JsValue) -> Result<JsValue, JsError> {
     let spec: RunSpec = from_js(spec)?;
@@ -87,14 +89,18 @@ pub async fn plan_model(spec: JsValue) -> Result<JsValue, JsError> {
     let fits = train::check_limits(&c.model, c.shape, &gpu.limits);
     let binding = gpu.limits.max_storage_buffer_binding_size;
     let mut modes = Vec::new();
-    for precision in Recipe::all_named() {
+    let mut recipes = Recipe::all_named();
+    if !c.precision.is_named() {
+        recipes.push(c.precision.clone());
+    }
+    for precision in recipes {
         for state in [OptimState::Fp32, OptimState::Int8] {
             let memory = match Memory::of(&c.model, c.shape, &precision, state, binding) {
                 Ok(m) => m,
                 Err(_) => continue, // reported by `fits`
             };
             modes.push(PlanMode {
-                precision: precision.name().to_string(),
+                precision: precision.clone(),
                 optim_state: state.name(),
                 memory,
             });

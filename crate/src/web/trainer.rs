@@ -11,6 +11,7 @@ use wasm_bindgen_futures::future_to_promise;
 
 use super::PageDevices;
 use super::events::{events_to_js, session_error};
+use super::recipes::recipe_from_js;
 use super::views::{GenerateOptions, export_hf, generate, look, measure_ranges};
 use super::{Data, from_js, gpu, js_error, to_js};
 use crate::checkpoint::Checkpoint;
@@ -18,7 +19,6 @@ use crate::data::Tokenizer;
 use crate::data::tasks::{self, TaskSpec};
 use crate::hf::{self, HfFiles, HfModel};
 use crate::inspect::Inspector;
-use crate::model::Recipe;
 use crate::optim::OptimState;
 use crate::run::{
     Batches, Cadence, DataState, Event, Run, RunSpec, Session, Source, Text, VALIDATION_BATCHES,
@@ -233,16 +233,17 @@ impl Trainer {
         })
     }
 
-    /// Switches the weights precision and the optimizer state (at a pause):
-    /// the weights are kept, the moments converted, the steps go on.
-    /// Resolves with the stats of the steps that were still in flight.
-    pub fn reconfigure(&self, precision: String, optim_state: String) -> Promise {
+    /// Switches the precision recipe (a named recipe's name, or a
+    /// recipe's parts) and the optimizer state (at a pause): the weights
+    /// are kept, the moments converted, the steps go on. Resolves with the
+    /// stats of the steps that were still in flight.
+    pub fn reconfigure(&self, precision: JsValue, optim_state: String) -> Promise {
+        let recipe = recipe_from_js(precision);
         with_run(self.run.clone(), move |mut page| async move {
-            let modes =
-                Recipe::named(&precision).and_then(|p| Ok((p, OptimState::parse(&optim_state)?)));
-            let (precision, state) = match modes {
+            let state = OptimState::parse(&optim_state).map_err(js_error);
+            let (precision, state) = match recipe.and_then(|r| Ok((r, state?))) {
                 Ok(m) => m,
-                Err(e) => return (page, Err(js_error(e))),
+                Err(e) => return (page, Err(e)),
             };
             let result = page
                 .run

@@ -10,6 +10,7 @@ use super::trainer::PageRun;
 use super::{js_error, to_js};
 use crate::hf::{self, HfModel};
 use crate::inspect::{Prediction, Probe, ranges};
+use crate::model::Recipe;
 use crate::model::decode::{Decoder, Generation, Sampling};
 
 /// Tokens a look reads at most: a heatmap of more is too fine to read.
@@ -20,7 +21,8 @@ const LOOK_TOKENS: usize = 64;
 #[derive(Serialize)]
 struct Look<'a> {
     step: u32,
-    precision: &'a str,
+    /// A named recipe's name, or a custom recipe's parts.
+    precision: &'a Recipe,
     /// Each token's text, and its id.
     tokens: Vec<String>,
     ids: &'a [u32],
@@ -81,7 +83,7 @@ pub(super) async fn look(page: &PageRun, text: &str, top_k: usize) -> Result<JsV
         .map_err(js_error)?;
     let result = to_js(&Look {
         step: t.steps(),
-        precision: c.precision.name(),
+        precision: &c.precision,
         tokens,
         ids: &ids,
         heads: c.model.n_heads,

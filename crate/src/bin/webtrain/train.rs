@@ -183,9 +183,15 @@ fn help(field: &str, default: Option<&str>) -> String {
     }
 }
 
-/// A choice setting's values, as clap offers them.
+/// A choice setting's values with their notes, as clap offers them.
 fn choices(field: &str) -> clap::builder::PossibleValuesParser {
-    clap::builder::PossibleValuesParser::new(settings::setting(field).choices)
+    let s = settings::setting(field);
+    let values = s
+        .choices
+        .iter()
+        .zip(s.notes)
+        .map(|(&v, &note)| clap::builder::PossibleValue::new(v).help(note));
+    clap::builder::PossibleValuesParser::new(values)
 }
 
 fn task_option(s: &str) -> std::result::Result<(String, u32), String> {
