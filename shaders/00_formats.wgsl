@@ -178,3 +178,23 @@ fn pcg4d(input: vec4<u32>) -> vec4<u32> {
 fn random_bits(seed: u32, step: u32, tensor: u32, index: u32) -> u32 {
     return pcg4d(vec4<u32>(index, tensor, step, seed)).x;
 }
+
+// Block b of a line `len` long cut at `parts` (p1 ≤ p2 ≤ len), as
+// ops::formats::part_block: (start, length); past the last block (len, 0).
+// Shared by the quantizers (14_quantize.wgsl) and fp8's pre-pass. [0, p1), [p1, p2) and
+// [p2, len) each go in blocks of `side` from their own start, the last one
+// shorter, so that no block spans two stacked weights.
+fn part_block(b: u32, parts: vec2<u32>, len: u32, side: u32) -> vec2<u32> {
+    let starts = vec3<u32>(0u, parts.x, parts.y);
+    let ends = vec3<u32>(parts.x, parts.y, len);
+    var left = b;
+    for (var i = 0u; i < 3u; i++) {
+        let blocks = (ends[i] - starts[i] + side - 1u) / side;
+        if (left < blocks) {
+            let start = starts[i] + left * side;
+            return vec2<u32>(start, min(side, ends[i] - start));
+        }
+        left -= blocks;
+    }
+    return vec2<u32>(len, 0u);
+}

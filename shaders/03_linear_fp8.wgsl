@@ -46,28 +46,17 @@ fn fp8_scale(amax: f32) -> f32 {
     return bitcast<f32>(u32(k + 127) << 23u);
 }
 
-// Block b of a dimension of length len cut into parts at 0, parts.x and
-// parts.y, each part into blocks of bl from its own start: [start, end),
-// empty past the last block.
-fn part_block(b: u32, parts: vec2<u32>, len: u32, bl: u32) -> vec2<u32> {
-    let starts = vec3<u32>(0u, parts.x, parts.y);
-    let ends = vec3<u32>(parts.x, parts.y, len);
-    var left = b;
-    for (var i = 0u; i < 3u; i++) {
-        let blocks = (ends[i] - starts[i] + bl - 1u) / bl;
-        if (left < blocks) {
-            let start = starts[i] + left * bl;
-            return vec2<u32>(start, min(start + bl, ends[i]));
-        }
-        left -= blocks;
-    }
-    return vec2<u32>(len, len);
+// Block b of a dimension cut at its parts: [start, end) (part_block,
+// 00_formats.wgsl, gives start and length).
+fn part_range(b: u32, parts: vec2<u32>, len: u32, bl: u32) -> vec2<u32> {
+    let r = part_block(b, parts, len, bl);
+    return vec2<u32>(r.x, r.x + r.y);
 }
 
 @compute @workgroup_size(WG)
 fn fp8_quantize(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lidx: u32) {
-    let rows = part_block(wid.y, params.row_parts, params.rows, params.region_rows);
-    let cols = part_block(wid.x, params.col_parts, params.cols, params.region_cols);
+    let rows = part_range(wid.y, params.row_parts, params.rows, params.region_rows);
+    let cols = part_range(wid.x, params.col_parts, params.cols, params.region_cols);
     let lane_rows = WG / params.lane_cols;
     let lr = lidx / params.lane_cols;
     let lc = lidx % params.lane_cols;

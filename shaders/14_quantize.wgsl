@@ -110,25 +110,6 @@ fn quantize_amax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     if (lidx == 0u) { atomicMax(&stats[4], atomicLoad(&wg_amax)); }
 }
 
-// Block b of a line `len` long cut at `parts` (p1 ≤ p2 ≤ len), as
-// ops::formats::part_block: (start, length). [0, p1), [p1, p2) and
-// [p2, len) each go in blocks of `side` from their own start, the last one
-// shorter, so that no block spans two stacked weights.
-fn part_block(b: u32, parts: vec2<u32>, len: u32, side: u32) -> vec2<u32> {
-    let starts = vec3<u32>(0u, parts.x, parts.y);
-    let ends = vec3<u32>(parts.x, parts.y, len);
-    var left = b;
-    for (var i = 0u; i < 3u; i++) {
-        let blocks = (ends[i] - starts[i] + side - 1u) / side;
-        if (left < blocks) {
-            let start = starts[i] + left * side;
-            return vec2<u32>(start, min(side, ends[i] - start));
-        }
-        left -= blocks;
-    }
-    return vec2<u32>(len, 0u);
-}
-
 // How many blocks part_block cuts a line into.
 fn line_blocks(parts: vec2<u32>, len: u32, side: u32) -> u32 {
     return (parts.x + side - 1u) / side + (parts.y - parts.x + side - 1u) / side
