@@ -61,6 +61,8 @@ fn bench_times_whole_steps_per_mode() {
         "steps",
         "--presets",
         "tiny",
+        "--precisions",
+        "fp32,f16,sf16,fp8,nvfp4",
         "--reps",
         "1",
     ]);
@@ -82,10 +84,10 @@ fn bench_times_whole_steps_per_mode() {
             ("f16", "int8"),
             ("sf16", "fp32"),
             ("sf16", "int8"),
-            ("sf16-wide-head", "fp32"),
-            ("sf16-wide-head", "int8"),
             ("fp8", "fp32"),
-            ("fp8", "int8")
+            ("fp8", "int8"),
+            ("nvfp4", "fp32"),
+            ("nvfp4", "int8")
         ]
     );
     for l in &lines {
