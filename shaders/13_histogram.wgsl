@@ -62,3 +62,59 @@ fn log2_histogram(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
         if (c != 0u) { atomicAdd(&counts[b], c); }
     }
 }
+
+// relative_error: how far y is from x as a quantization of it — per
+// workgroup, Σ |y − x| / |x| and how many terms, over the finite nonzero x
+// whose y is finite (the twin: kernels::quantize::quantization_error, in
+// f64). A subnormal x (and its y) is read from its bits scaled by 2^64, so
+// a driver's flush to zero cannot turn it into 0/0. Summed in a fixed order
+// per workgroup; the count is an f32, exact below 2^24 terms a workgroup.
+// Legend: x, y [n] f32; errors [2 · workgroups] f32, written: sum, count.
+@group(0) @binding(4) var<storage, read> y: array<u32>;        // f32 bit patterns
+@group(0) @binding(5) var<storage, read_write> errors: array<f32>;
+
+var<workgroup> local_terms: array<f32, WG>;
+
+fn is_finite_bits(bits: u32) -> bool { return (bits & 0x7f800000u) != 0x7f800000u; }
+
+/// The value of f32 bits times 2^64, exact for |v| < 2^64 (subnormals included).
+fn scaled_up(bits: u32) -> f32 {
+    let m = bits & 0x7fffffffu;
+    let v = select(ldexp(bitcast<f32>(m), 64), ldexp(f32(m), -85), m < 0x800000u);  // m · 2^-149 · 2^64
+    return select(v, -v, bits >= 0x80000000u);
+}
+
+@compute @workgroup_size(WG)
+fn relative_error(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                  @builtin(local_invocation_index) lidx: u32) {
+    let stride = nwg.x * nwg.y * WG;
+    var sum = 0.0;
+    var terms = 0.0;
+    for (var i = flat_id(wid, nwg, lidx); i < params.n; i += stride) {
+        let a = x[i];
+        let b = y[i];
+        if (!is_finite_bits(a) || !is_finite_bits(b) || (a & 0x7fffffffu) == 0u) { continue; }
+        if ((a & 0x7f800000u) == 0u) {
+            let sa = scaled_up(a);
+            sum += abs(scaled_up(b) - sa) / abs(sa);
+        } else {
+            sum += abs(bitcast<f32>(b) - bitcast<f32>(a)) / abs(bitcast<f32>(a));
+        }
+        terms += 1.0;
+    }
+    local_sums[lidx] = sum;
+    local_terms[lidx] = terms;
+    workgroupBarrier();
+    for (var half = WG / 2u; half > 0u; half /= 2u) {
+        if (lidx < half) {
+            local_sums[lidx] += local_sums[lidx + half];
+            local_terms[lidx] += local_terms[lidx + half];
+        }
+        workgroupBarrier();
+    }
+    if (lidx == 0u) {
+        let g = flat_id(wid, nwg, 0u) / WG;
+        errors[2u * g] = local_sums[0];
+        errors[2u * g + 1u] = local_terms[0];
+    }
+}

@@ -2,7 +2,7 @@
 // chart draws from a run's tables, and uPlot's options for it — colours,
 // dashes for overlays and earlier modes, axes and scales.
 
-import { countsOf } from './recipes.js';
+import { countsOf, OPERANDS } from './recipes.js';
 
 export const PALETTE = ['#3056d3', '#d9480f', '#2b8a3e', '#9c36b5', '#c2255c', '#1098ad', '#e67700'];
 export const HEIGHT = 210;
@@ -40,22 +40,49 @@ export const CHARTS = {
   },
   lr: { id: 'chart-lr', groups: [{ from: 'train', series: [{ key: 'lr', label: 'lr' }] }] },
   tps: { id: 'chart-tps', groups: [{ from: 'train', series: [{ key: 'tokens_per_s', label: 'tokens/s' }] }] },
-  // the current run's sites, a colour each; asinh: linear near 0, then
-  // logarithmic, for counts from 0 to millions
+  // the current run's sites, a colour each (an operand's flushes dashed in
+  // its saturations' colour); asinh: linear near 0, then logarithmic, for
+  // counts from 0 to millions
   clamped: {
     id: 'chart-clamped',
     y: { distr: 4, asinh: 1, range: (u, min, max) => [0, Math.max(max, 1)] },
-    groups: [{ from: 'train', series: (run) => run.sites.map((site, i) => ({
-      key: `clamped.${site}`, label: site.replace('e4m3_', 'E4M3 '), current: true, color: PALETTE[i % PALETTE.length],
-    })) }],
+    groups: [{ from: 'train', series: (run) => run.sites.map((site, i) => {
+      const operand = OPERANDS.findIndex(([pass, op]) => site.startsWith(`${pass}.${op}.`));
+      return {
+        key: `clamped.${site}`,
+        label: site.replace('e4m3_', 'E4M3 ').replace(/\.(saturated|flushed)$/, ' $1'),
+        current: true,
+        color: PALETTE[(operand < 0 ? i : operand) % PALETTE.length],
+        dash: site.endsWith('.flushed') && operand >= 0 ? [4, 3] : undefined,
+      };
+    }) }],
+  },
+  // dynamic loss scaling (amp-f16): the scale each step's gradients carried
+  scale: {
+    id: 'chart-scale',
+    y: { distr: 3, log: 2 },
+    only: (run) => run.train.loss_scale?.some((v) => v !== null),
+    groups: [{ from: 'train', series: [{ key: 'loss_scale', label: 'loss scale' }] }],
   },
 };
 
-/// The counts a recipe makes (the step stats' `clamped` keys): Q1.15
-/// clamps per boundary, E4M3 tiles' saturations and flushes.
-export function sitesOf(precision, clamped) {
+/// A step's counts by site, where `precision` makes them: Q1.15 clamps per
+/// boundary and E4M3 tiles' saturations and flushes (its `clamped`), and
+/// each quantized operand's saturated and flushed values (its `operands`:
+/// "forward.x.saturated").
+export function countsIn(precision, step) {
   const counts = countsOf(precision);
-  return Object.keys(clamped).filter((k) => (k.startsWith('e4m3_') ? counts.e4m3 : counts.boundaries));
+  const out = {};
+  for (const [site, n] of Object.entries(step.clamped ?? {})) {
+    if (site.startsWith('e4m3_') ? counts.e4m3 : counts.boundaries) out[site] = n;
+  }
+  OPERANDS.forEach(([pass, op], i) => {
+    const c = step.operands?.[pass][i % 2];
+    if (!counts.operands[i] || !c) return;
+    out[`${pass}.${op}.saturated`] = c.saturated;
+    out[`${pass}.${op}.flushed`] = c.flushed;
+  });
+  return out;
 }
 export const seriesIn = (group, run) => (typeof group.series === 'function' ? group.series(run) : group.series);
 

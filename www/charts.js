@@ -1,6 +1,7 @@
 // Live charts (uPlot): loss with validation, gradient norm with the clip
-// scale, learning rate, tokens/s, and in sf16 / fp8 the step's counts per
-// site. Every run keeps its series, one segment per mode it trained in,
+// scale, learning rate, tokens/s, the step's counts per site where the
+// recipe makes any (sf16's clamps, fp8's, each quantized operand's), and
+// the loss scale where the recipe scales the loss. Every run keeps its series, one segment per mode it trained in,
 // owned by its row of the runs table (www/runs.js): the live run is always
 // drawn, its earlier modes dashed; other runs are drawn dashed and dimmed
 // behind it where the table chooses them, in their own colour and labelled
@@ -9,9 +10,9 @@
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import { $ } from './dom.js';
-import { CHARTS, HEIGHT, PALETTE, options, seriesIn, sitesOf } from './chart-options.js';
+import { CHARTS, HEIGHT, PALETTE, options, seriesIn, countsIn } from './chart-options.js';
 
-export { sitesOf };
+export { countsIn };
 
 /// Points a run's table keeps: past this, its older points are thinned to
 /// every other one (the last RECENT stay whole), so a long run redraws as
@@ -19,7 +20,7 @@ export { sitesOf };
 const MAX_POINTS = 1500;
 const RECENT = 500;
 
-const KEYS = ['loss', 'grad_norm', 'clip_scale', 'lr', 'tokens_per_s'];
+const KEYS = ['loss', 'grad_norm', 'clip_scale', 'lr', 'tokens_per_s', 'loss_scale'];
 
 // Segments: {owner, label, color, precision, sites, train, val}, oldest first.
 const runs = [];
@@ -107,16 +108,19 @@ const finite = (x) => (Number.isFinite(x) ? x : null);
 export function addSteps(stats) {
   const run = live();
   if (!run || stats.length === 0) return;
-  if (run.sites.length === 0 && stats[0].clamped) {
-    run.sites = sitesOf(run.precision, stats[0].clamped);
+  const counted = stats.map((s) => countsIn(run.precision, s));
+  if (run.sites.length === 0 && Object.keys(counted[0]).length > 0) {
+    run.sites = Object.keys(counted[0]);
     for (const site of run.sites) run.train[`clamped.${site}`] = run.train.step.map(() => null);
     build('clamped');
   }
-  for (const s of stats) {
+  const scaled = CHARTS.scale.only(run);
+  stats.forEach((s, i) => {
     run.train.step.push(s.step);
     for (const k of KEYS) run.train[k].push(finite(s[k]));
-    for (const site of run.sites) run.train[`clamped.${site}`].push(s.clamped?.[site] ?? null);
-  }
+    for (const site of run.sites) run.train[`clamped.${site}`].push(counted[i][site] ?? null);
+  });
+  if (!scaled && CHARTS.scale.only(run)) build('scale');
   if (run.train.step.length > MAX_POINTS) thin(run.train);
   schedule();
 }
@@ -219,6 +223,12 @@ function mark(name) {
     const counted = run?.sites.map((site) => run.train[`clamped.${site}`]).flat().filter((n) => n !== null) ?? [];
     host.dataset.points = run && run.sites.length > 0 ? counted.length / run.sites.length : 0;
     host.dataset.total = counted.reduce((a, n) => a + n, 0);
+  }
+  if (name === 'scale') {
+    const scales = run?.train.loss_scale.filter((v) => v !== null) ?? [];
+    host.closest('figure').hidden = scales.length === 0;
+    host.dataset.points = scales.length;
+    host.dataset.last = scales.at(-1) ?? '';
   }
   host.dataset.runs = segments.length;
   host.dataset.labels = segments.map(({ run: r }) => r.label).join(' | ');

@@ -2,7 +2,7 @@
 // www/format.js), and errors shown in the page (a panel's own alert, or the
 // global banner).
 
-export { bytes, num, count } from './format.js';
+export { bytes, num, count, pct, formatLabel } from './format.js';
 
 export const $ = (id) => document.getElementById(id);
 

@@ -2,12 +2,14 @@
 // over a text (`look`: inspect::Probe, the model's own forward in the run's
 // precision) as heatmaps and coloured tokens, and every tensor's value
 // range (`ranges`: inspect::ranges) as a log2 histogram under the ranges of
-// bf16, f16, E4M3 and Q1.15, with the RMS per layer across measurements
-// (when asked, and every N steps while training if set). The worker
+// every element format and Q1.15, the shares outside a chosen one and what
+// a chosen block format does to each weight, activation and gradient, with
+// the RMS per layer across measurements (when asked, and every N steps
+// while training if set). The worker
 // computes; this only draws, and nothing runs until asked.
 
 import uPlot from 'uplot';
-import { $, el, num, count, attempt, intValue } from './dom.js';
+import { $, el, num, count, pct, formatLabel, attempt, intValue } from './dom.js';
 import { subscribe, busy } from './state.js';
 import { recipeLabel } from './recipes.js';
 import { record, every, on } from './train-panel.js';
@@ -20,7 +22,9 @@ let measurements = 0;
 /// One point per measurement: {step, acts: [rms per layer], grads: [rms per layer]}.
 const rmsHistory = [];
 
-const FORMAT_COLORS = { bf16: '#2b8a3e', f16: '#3056d3', e4m3: '#d9480f', 'q1.15': '#9c36b5' };
+const FORMAT_COLORS = {
+  bf16: '#2b8a3e', f16: '#3056d3', e4m3: '#d9480f', e5m2: '#e67700', e2m3: '#c2255c', e3m2: '#1098ad', e2m1: '#5c940d', 'q1.15': '#9c36b5',
+};
 const ALL_HEADS = 'all';
 
 // ---- attention maps ----------------------------------------------------
@@ -178,7 +182,8 @@ function renderHistogram() {
   const data = r.binades.map(([e]) => e);
   const lo = Math.min(-30, ...data) - 1;
   const hi = Math.max(20, ...data) + 1;
-  const bandTop = 18 * formats.length + 6;
+  const band = 14;
+  const bandTop = band * formats.length + 6;
   const [left, bottom] = [40, 22];
   // binade e's left edge, clamped to the plot (bf16 reaches far beyond it)
   const x = (e) => Math.min(w - 8, Math.max(left, left + ((e - lo) / (hi - lo)) * (w - left - 8)));
@@ -189,18 +194,18 @@ function renderHistogram() {
     g.fillRect(x(e), h - bottom - barH, Math.max(1, x(e + 1) - x(e) - 1), barH);
   }
   formats.forEach((f, i) => {
-    const y = 10 + 18 * i;
+    const y = 9 + band * i;
     g.strokeStyle = g.fillStyle = FORMAT_COLORS[f.name] ?? '#333';
     g.lineWidth = 2;
     g.beginPath(); g.moveTo(x(f.smallest), y); g.lineTo(x(f.largest + 1), y); g.stroke();
     if (f.normal !== null) {
-      g.lineWidth = 6;
+      g.lineWidth = 5;
       g.beginPath(); g.moveTo(x(f.normal), y); g.lineTo(x(f.largest + 1), y); g.stroke();
     }
     g.font = '11px system-ui, sans-serif';
     g.textAlign = 'left';
     g.textBaseline = 'middle';
-    g.fillText(f.name, 2, y); // in the left margin: a range may span the plot
+    g.fillText(formatLabel(f.name), 2, y); // in the left margin: a range may span the plot
   });
   g.fillStyle = '#333';
   g.textAlign = 'center';
@@ -208,31 +213,48 @@ function renderHistogram() {
   for (let e = Math.ceil(lo / 10) * 10; e <= hi; e += 10) g.fillText(`2^${e}`, x(e), h - bottom + 4);
   canvas.dataset.bars = String(r.binades.length);
   canvas.dataset.tensor = r.tensor;
-  const shares = r.outside.map((o) => `${o.format}: ${pct(o.overflow)} over, ${pct(o.underflow)} under, ${pct(o.subnormal)} subnormal`).join(' · ');
+  const shares = r.outside.map((o) => `${formatLabel(o.format)}: ${pct(o.overflow)} over, ${pct(o.underflow)} under, ${pct(o.subnormal)} subnormal`).join(' · ');
+  const blocks = r.blocks.map((b) => `${b.format} ${pct(b.mean_relative_error)}`).join(' · ');
   $('inside-histogram-note').textContent = `${r.tensor} (${r.kind.replace('_', ' ')}): ${count(r.count)} values, rms ${num(r.rms)}, `
     + `${count(r.zeros)} zeros${r.infinite || r.nan ? `, ${count(r.infinite)} ±Inf, ${count(r.nan)} NaN` : ''}. ${shares}. `
+    + (blocks ? `Mean relative error in blocks: ${blocks}. ` : '')
     + 'Bars: values per binade [2^e, 2^(e+1)). Lines: where each format holds values (thin: subnormal, thick: normal).';
 }
 
-const pct = (share) => (share === 0 ? '0' : share < 1e-4 ? '<0.01%' : `${(100 * share).toFixed(share < 0.01 ? 2 : 1)}%`);
+/// `select`'s options: `names`, keeping its choice (else `preferred`).
+function offer(select, names, preferred) {
+  const before = select.value;
+  select.replaceChildren(...names.map((n) => el('option', { value: n, textContent: formatLabel(n) })));
+  select.value = names.includes(before) ? before : preferred;
+}
 
+/// Per tensor: its shares outside the chosen format, and what the chosen
+/// block format does to it (— for Adam's moments, which no product reads).
 function renderRangesTable() {
   const body = $('inside-ranges-table').querySelector('tbody');
   body.textContent = '';
+  const format = $('inside-format').value;
+  const blockFormat = $('inside-block-format').value;
+  const cell = (col, textContent, value) => el('td', { textContent, dataset: value === undefined ? { col } : { col, value: String(value) } });
   for (const r of measured.ranges) {
-    const share = (format, what) => pct(r.outside.find((o) => o.format === format)[what]);
-    body.append(el('tr', { dataset: { kind: r.kind } }, [
+    const o = r.outside.find((x) => x.format === format);
+    const b = r.blocks.find((x) => x.format === blockFormat);
+    const blockCells = b
+      ? [cell('error', pct(b.mean_relative_error), b.mean_relative_error), cell('flushed', pct(b.flushed), b.flushed),
+        cell('scale_saturated', pct(b.scale_saturated), b.scale_saturated), cell('scale_underflowed', pct(b.scale_underflowed), b.scale_underflowed)]
+      : ['error', 'flushed', 'scale_saturated', 'scale_underflowed'].map((col) => cell(col, '—'));
+    blockCells[0].className = 'group';
+    const over = cell('over', pct(o.overflow), o.overflow);
+    over.className = 'group';
+    body.append(el('tr', { dataset: { kind: r.kind, tensor: r.tensor } }, [
       el('td', { textContent: r.tensor }),
       el('td', { textContent: r.kind.replace('_', ' ') }),
       el('td', { textContent: num(r.rms) }),
       el('td', { textContent: count(r.zeros) }),
-      el('td', { textContent: share('f16', 'overflow') }),
-      el('td', { textContent: share('f16', 'underflow') }),
-      el('td', { textContent: share('e4m3', 'overflow') }),
-      el('td', { textContent: share('e4m3', 'underflow') }),
-      el('td', { textContent: share('q1.15', 'overflow') }),
-      el('td', { textContent: share('q1.15', 'underflow') }),
-      el('td', { textContent: share('bf16', 'underflow') }),
+      over,
+      cell('under', pct(o.underflow), o.underflow),
+      cell('subnormal', pct(o.subnormal), o.subnormal),
+      ...blockCells,
     ]));
   }
 }
@@ -287,6 +309,9 @@ function showRanges(result) {
   const before = select.value;
   select.replaceChildren(...result.ranges.map((r) => el('option', { value: `${r.kind}:${r.tensor}`, textContent: `${r.kind.replace('_', ' ')} · ${r.tensor}` })));
   if (before && byName(before)) select.value = before;
+  offer($('inside-format'), result.formats.map((f) => f.name), 'e4m3');
+  const blockFormats = result.ranges.find((r) => r.blocks.length > 0)?.blocks.map((b) => b.format) ?? [];
+  offer($('inside-block-format'), blockFormats, 'mxfp4');
   $('inside-ranges-status').textContent = `Step ${count(result.step)}: ${result.ranges.length} tensors.`;
   $('inside-ranges-result').hidden = false;
   $('inside-ranges-result').dataset.tensors = String(result.ranges.length);
@@ -303,6 +328,8 @@ export function initInside(w) {
   $('inside-layer').addEventListener('change', renderMaps);
   $('inside-head').addEventListener('change', renderMaps);
   $('inside-tensor').addEventListener('change', renderHistogram);
+  $('inside-format').addEventListener('change', renderRangesTable);
+  $('inside-block-format').addEventListener('change', renderRangesTable);
   // live: a measurement at every N-th step while training, a point on the RMS lines each
   every('measureEvery', () => intValue('inside-every'));
   on('measured', showRanges);

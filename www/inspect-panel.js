@@ -1,9 +1,9 @@
 // The Inspect panel: `train.inspect` reads every weight and times one real
 // training step per kernel; this draws the per-tensor table (with what that
-// step's updates and Adam's v would lose in bf16, f16 and E4M3), the memory
+// step's updates and Adam's v would lose in every format), the memory
 // by kind and the kernels' GPU time as bars.
 
-import { $, el, bytes, num, count, attempt } from './dom.js';
+import { $, el, bytes, num, count, attempt, formatLabel } from './dom.js';
 import { subscribe, busy } from './state.js';
 import { record } from './train-panel.js';
 
@@ -109,28 +109,35 @@ function percent(share, col, why, group = false) {
   return el('td', { className, textContent: text, dataset: { col, value: String(share) } });
 }
 
+/// The survival columns' headers, from the formats the inspector measured
+/// (inspect::grid: every element format, then Q1.15): lands in each, then v below each.
+function survivalHeads(s) {
+  const head = $('inspect-tensors').querySelector('thead tr');
+  head.querySelectorAll('th[data-col]').forEach((th) => th.remove());
+  for (const [group, shares, text] of [['lands', s.lands, 'lands in'], ['v_below', s.v_below, 'v below']]) {
+    shares.forEach(({ format }, i) => head.append(el('th', {
+      className: i === 0 ? 'group' : '', textContent: `${text} ${formatLabel(format)}`, dataset: { col: `${group}_${format}` },
+    })));
+  }
+}
+
 /// The step's update survival and v underflow (inspect::survival): the
 /// lands-in shares count moved weights, the v-below shares nonzero moments.
 function survivalCells(s) {
   const moved = s.updated > 0 ? null : 'no weight of this tensor moved this step';
   const vs = Number.isFinite(s.v_min) ? null : 'every v of this tensor is 0';
-  const pick = (share, none) => (none ? null : share);
-  return [
-    percent(pick(s.bf16, moved), 'bf16', moved, true),
-    percent(pick(s.f16, moved), 'f16', moved),
-    percent(pick(s.e4m3, moved), 'e4m3', moved),
-    percent(pick(s.v_below_f16, vs), 'v_below_f16', vs, true),
-    percent(pick(s.v_below_e4m3, vs), 'v_below_e4m3', vs),
-  ];
+  const cells = (group, shares, none) => shares.map(({ format, share }, i) => percent(none ? null : share, `${group}_${format}`, none, i === 0));
+  return [...cells('lands', s.lands, moved), ...cells('v_below', s.v_below, vs)];
 }
 
 function renderTensors(tensors) {
   const body = $('inspect-tensors').querySelector('tbody');
   body.textContent = '';
+  if (tensors.length > 0) survivalHeads(tensors[0].survival);
   for (const t of tensors) {
     const s = t.survival;
     const title = `${count(s.updated)} weights moved this step; `
-      + (Number.isFinite(s.v_min) ? `smallest nonzero v ${num(s.v_min)}, ${(100 * s.v_below_bf16).toFixed(1)}% of v below bf16's smallest value` : 'no nonzero v');
+      + (Number.isFinite(s.v_min) ? `smallest nonzero v ${num(s.v_min)}, ${(100 * s.v_below[0].share).toFixed(1)}% of v below ${s.v_below[0].format}'s smallest value` : 'no nonzero v');
     body.append(el('tr', { dataset: { tensor: t.name }, className: t.nonfinite > 0 ? 'bad' : '', title }, [
       el('td', { className: 'name', textContent: t.name }),
       el('td', { textContent: t.shape[0] === 1 ? `${t.shape[1]}` : `${t.shape[0]} × ${t.shape[1]}` }),

@@ -129,7 +129,7 @@ export function record(stats, submittedNow = null) {
     $('stat-loss').textContent = Number.isFinite(last.loss) ? last.loss.toFixed(4) : String(last.loss);
     $('stat-lr').textContent = num(last.lr);
     $('stat-tps').textContent = count(last.tokens_per_s);
-    showClamped(last.clamped, state.run?.config.precision);
+    showCounts(last, state.run?.config.precision);
     runs.progress(last.step, last.loss);
   }
   showStep();
@@ -153,12 +153,14 @@ function showStep() {
 }
 
 /// The step's counts (Q1.15 boundaries' clamps to ±0.999 per boundary,
-/// E4M3 tiles' saturations and flushes to 0), where the recipe makes any.
-function showClamped(clamped, precision) {
-  const sites = clamped ? charts.sitesOf(precision, clamped) : [];
+/// E4M3 tiles' and quantized operands' saturations and flushes to 0),
+/// where the recipe makes any.
+function showCounts(step, precision) {
+  const counts = charts.countsIn(precision, step);
+  const sites = Object.keys(counts);
   $('stat-clamped-row').hidden = sites.length === 0;
   if (sites.length === 0) return;
-  $('stat-clamped').textContent = sites.map((site) => `${site.replace('e4m3_', '')} ${count(clamped[site])}`).join(' · ');
+  $('stat-clamped').textContent = sites.map((site) => `${site.replace('e4m3_', '')} ${count(counts[site])}`).join(' · ');
 }
 
 function showTotals() {

@@ -74,6 +74,7 @@ gpu_tests! {
         formats::quantize_shares_its_stats_buffer,
         formats::hadamard_columns_match_reference,
         histogram::log2_histogram_matches_reference,
+        histogram::relative_error_matches_reference,
         // the whole model: every kernel in its schedule
         model::model_matches_reference_fp32,
         model::model_matches_reference_f16,

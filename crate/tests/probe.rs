@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use safetensors::SafeTensors;
+use webtrain::inspect::ranges;
+use webtrain::kernels::quantize::quantization_error;
+use webtrain::ops::formats::{Blocks, Format, Quantization};
 
 // transformers' eager attention and webtrain's both in f32: scores of
 // 16-64 terms and an exp. Measured worst, lavapipe: 4.2e-7.
@@ -300,5 +303,66 @@ fn ranges_histogram_every_tensor_of_a_step() {
     assert_eq!(outside(line, "f16")["overflow"], 0.0);
     assert_eq!(outside(line, "q1.15")["overflow"], 0.0);
     assert!(outside(line, "e4m3")["underflow"].as_f64().unwrap() > 0.0);
+    assert!(outside(line, "e2m1")["underflow"].as_f64().unwrap() > 0.0);
+    assert_eq!(line["outside"].as_array().unwrap().len(), 8, "every format");
+    // the block formats on the GPU, against the CPU twin of the same rows
+    let cols = 64;
+    let blocks = line["blocks"].as_array().unwrap();
+    let names: Vec<&str> = blocks
+        .iter()
+        .map(|b| b["format"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ranges::BLOCK_FORMATS);
+    for b in blocks {
+        let format = Format::parse(b["format"].as_str().unwrap()).unwrap();
+        let q = Quantization::new(format, Blocks::Rows, None);
+        let (y, c) = webtrain::reference::formats::quantize(&q, &embed, cols);
+        let count = q.block_count([embed.len() / cols, cols]) as f64;
+        let n = embed.len() as f64;
+        let shares = |k: &str| b[k].as_f64().unwrap();
+        assert_eq!(
+            [
+                b["blocks"].as_f64().unwrap(),
+                shares("scale_saturated"),
+                shares("scale_underflowed")
+            ],
+            [
+                count,
+                c.blocks_scale_saturated as f64 / count,
+                c.blocks_scale_underflowed as f64 / count
+            ],
+            "{}: blocks",
+            format.name
+        );
+        assert_eq!(
+            [shares("saturated"), shares("flushed")],
+            [c.saturated as f64 / n, c.flushed as f64 / n],
+            "{}: values",
+            format.name
+        );
+        let want = quantization_error(&embed, &y).mean_relative;
+        let got = shares("mean_relative_error");
+        assert!(
+            (got - want).abs() <= 1e-5 * want,
+            "{}: error {got} vs {want}",
+            format.name
+        );
+    }
+    let error =
+        |l: &serde_json::Value, f: usize| l["blocks"][f]["mean_relative_error"].as_f64().unwrap();
+    assert!(
+        error(line, 4) > error(line, 0),
+        "mxfp4 loses more than mxfp8"
+    );
+    assert!(
+        acts.iter()
+            .chain(&of_kind("gradient"))
+            .all(|l| l["blocks"].as_array().unwrap().len() == 6)
+    );
+    assert!(
+        of_kind("adam_m")
+            .iter()
+            .all(|l| l["blocks"].as_array().unwrap().is_empty())
+    );
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -65,17 +65,18 @@ test('inspect shows every tensor, memory by kind, kernel times and update surviv
   assert.ok(Number(await page.locator('#inspect-page-memory tr[data-kind="wasm"]').getAttribute('data-value')) > 0, "the worker's wasm memory");
   assert.equal(await errorText(page, 'inspect-error'), null);
 
-  // the step's update survival per tensor: share of updates landing in bf16 / f16 / E4M3, v below f16 / E4M3
+  // the step's update survival per tensor: share of updates landing in each format, v below each
   assert.match(await page.locator('#inspect-survival-note').textContent(), /half the spacing.*master weights stay f32/);
   const heads = await page.locator('#inspect-tensors thead th').allTextContents();
-  for (const h of ['rms', 'update / weight', 'non-finite', 'lands in bf16', 'lands in f16', 'lands in E4M3', 'v below f16', 'v below E4M3']) {
+  const FORMATS = ['bf16', 'f16', 'e4m3', 'e5m2', 'e2m3', 'e3m2', 'e2m1', 'q1.15'];
+  for (const h of ['rms', 'update / weight', 'non-finite', 'lands in bf16', 'lands in E4M3', 'lands in E2M1', 'lands in Q1.15', 'v below f16', 'v below E5M2']) {
     assert.ok(heads.includes(h), `column "${h}" in ${heads.join(' | ')}`);
   }
   const rows = await page.locator('#inspect-tensors tbody tr').evaluateAll((trs) => trs.map((tr) => ({
     name: tr.dataset.tensor,
     cells: Object.fromEntries([...tr.querySelectorAll('td[data-col]')].map((td) => [td.dataset.col, { text: td.textContent, value: td.dataset.value }])),
   })));
-  const COLS = ['bf16', 'f16', 'e4m3', 'v_below_f16', 'v_below_e4m3'];
+  const COLS = [...FORMATS.map((f) => `lands_${f}`), ...FORMATS.map((f) => `v_below_${f}`)];
   let measured = 0;
   for (const { name, cells } of rows) {
     assert.deepEqual(Object.keys(cells), COLS, `${name}: a cell per survival column`);
@@ -86,10 +87,11 @@ test('inspect shows every tensor, memory by kind, kernel times and update surviv
       assert.ok(/%$/.test(text) && pct >= 0 && pct <= 100, `${name} ${col}: ${text} is a percentage in 0–100`);
       assert.ok(Number(value) >= 0 && Number(value) <= 1, `${name} ${col}: share ${value} in [0, 1]`);
     }
-    if (cells.bf16.value === undefined) continue;
+    if (cells.lands_bf16.value === undefined) continue;
     measured++;
-    const [bf16, f16, e4m3] = ['bf16', 'f16', 'e4m3'].map((c) => Number(cells[c].value));
-    assert.ok(f16 >= bf16 && bf16 >= e4m3, `${name}: lands in f16 ${f16} ≥ bf16 ${bf16} ≥ E4M3 ${e4m3}`);
+    // finer spacing keeps more: f16 ≥ bf16 ≥ E4M3 ≥ E2M3 ≥ E2M1 everywhere
+    const [f16, bf16, e4m3, e2m3, e2m1] = ['f16', 'bf16', 'e4m3', 'e2m3', 'e2m1'].map((f) => Number(cells[`lands_${f}`].value));
+    assert.ok(f16 >= bf16 && bf16 >= e4m3 && e4m3 >= e2m3 && e2m3 >= e2m1, `${name}: lands in f16 ${f16} ≥ bf16 ${bf16} ≥ E4M3 ${e4m3} ≥ E2M3 ${e2m3} ≥ E2M1 ${e2m1}`);
   }
   assert.equal(measured, rows.length, 'the inspected step moved every tensor');
 
@@ -210,12 +212,14 @@ test('the session autosaves and measures while training; an autosaved run is off
   assert.ok(await page.locator('#restore-offer').isHidden());
 });
 
-test('sf16 and fp8 chart their counts per step; an sf16 model generates', async () => {
+test('sf16, fp8 and amp-f16 chart their counts per step, amp-f16 its loss scale; an sf16 model generates', async () => {
   if ((await page.locator('#train').getAttribute('data-phase')) === 'none') await createModel(page, { batch: 4, seq: 32 });
   const clamped = (attr) => page.locator('#chart-clamped').getAttribute(`data-${attr}`);
   const modes = [
     ['sf16', 'embedding norm projection residual softmax attention activation'],
     ['fp8', 'e4m3_saturated e4m3_flushed'],
+    // every operand in f16: its saturated and flushed values
+    ['amp-f16', ['forward.x', 'forward.w', 'dgrad.dy', 'dgrad.w', 'wgrad.dy', 'wgrad.x'].map((o) => `${o}.saturated ${o}.flushed`).join(' ')],
   ];
   for (const [mode, sites] of modes) {
     await page.selectOption('#precision', mode);
@@ -229,6 +233,11 @@ test('sf16 and fp8 chart their counts per step; an sf16 model generates', async 
     assert.ok(Number(await clamped('points')) >= 3, `${mode}: a point per step`);
     const shown = (await page.locator('#stat-clamped').textContent()).split(' · ').map((c) => c.split(' ')[0]);
     assert.deepEqual(shown, sites.split(' ').map((site) => site.replace('e4m3_', '')), `${mode}: the last step's counts`);
+    const scale = page.locator('#chart-scale');
+    assert.equal(await scale.isVisible(), mode === 'amp-f16', `${mode}: the loss scale chart shows where the loss is scaled`);
+    // from GradScaler's start, 2^16: halved on overflow, grown only after 2000 clean steps
+    const last = Math.log2(Number(await scale.getAttribute('data-last')));
+    if (mode === 'amp-f16') assert.ok(Number.isInteger(last) && last <= 16, `the loss scale 2^${last}`);
     if (mode === 'sf16') {
       // every sequence's first token attends only to itself: p = 1 clamps
       assert.ok(Number(await clamped('total')) > 0, 'sf16 clamps');
@@ -279,6 +288,17 @@ test('inside: attention maps, predictions and value ranges in every mode', async
     assert.ok(Number(await page.locator('#inside-histogram').getAttribute('data-bars')) > 3, `${mode}: a histogram`);
     await page.locator('#inside').screenshot({ path: `test-results/panel-inside-${mode}.png` });
   }
+  // every format's shares, and each block format's error per weight, activation and gradient (none for moments)
+  assert.deepEqual(await page.locator('#inside-format option').evaluateAll((os) => os.map((o) => o.value)), ['bf16', 'f16', 'e4m3', 'e5m2', 'e2m3', 'e3m2', 'e2m1', 'q1.15']);
+  const errorsIn = async (format) => {
+    await page.selectOption('#inside-block-format', format);
+    return page.locator('#inside-ranges-table tbody tr').evaluateAll((trs) => trs.map((tr) => [tr.dataset.kind, tr.querySelector('td[data-col="error"]').dataset.value]));
+  };
+  const [mxfp4, mxfp8] = [await errorsIn('mxfp4'), await errorsIn('mxfp8-e4m3')];
+  mxfp4.forEach(([kind, e4], i) => {
+    if (kind.startsWith('adam')) return assert.equal(e4, undefined, 'no blocks for a moment');
+    assert.ok(Number(mxfp8[i][1]) < Number(e4) || Number(e4) === 0, `${kind} row ${i}: MXFP8's error ${mxfp8[i][1]} below MXFP4's ${e4}`);
+  });
   // live: measured at every 2nd step while training, a point on the RMS lines each
   const measured = async () => Number(await page.locator('#inside-ranges-result').getAttribute('data-measurements'));
   const before = await measured();

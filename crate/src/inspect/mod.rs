@@ -7,6 +7,7 @@
 //! predictions (`probe`); every tensor's value range against the narrow
 //! formats (`ranges`). The training loop knows nothing of it.
 
+pub mod grid;
 pub mod probe;
 pub mod profile;
 pub mod ranges;

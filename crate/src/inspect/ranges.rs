@@ -6,6 +6,13 @@
 //! changes (its gradients are zeroed again), and it costs nothing until
 //! someone looks.
 //!
+//! Weights, activations and gradients also go through each block format
+//! of `BLOCK_FORMATS` (the GPU quantizers, blocks along each tensor's rows,
+//! as `webtrain quantize`): the share of blocks whose scale saturated or
+//! underflowed and the mean relative error, what a recipe putting that
+//! tensor through the format would lose. Adam's moments are no product's
+//! operand and are not.
+//!
 //! Shares are read at binade resolution: a binade counts as out of a
 //! format's range when all of it is (f16's top binade, [32768, 65536),
 //! holds values up to 65504 and counts as in range; Q1.15's [0.5, 1) too,
@@ -13,58 +20,18 @@
 
 use serde::Serialize;
 
+pub use super::grid::{FORMATS, FormatRange};
 use crate::data::Batch;
 use crate::error::Result;
 use crate::gpu::{BufferRange, Dispatch, Gpu};
-use crate::kernels::Kernels;
 use crate::kernels::histogram::{BINS, Histogram};
+use crate::kernels::quantize::STATS_WORDS;
+use crate::kernels::{Kernels, Quantize};
 use crate::model::{Model, Pass, f32_range};
+use crate::ops::formats::{Blocks, Counts, Format, Quantization};
 use crate::ops::histogram::{BINADES, INF_BIN, NAN_BIN, ZERO_BIN, binade};
 use crate::optim::{HostState, OptimState, StateBuffers};
 use crate::train::Trainer;
-
-/// What a format holds, by binade.
-#[derive(Clone, Copy, Debug, Serialize)]
-pub struct FormatRange {
-    pub name: &'static str,
-    /// The binade of the smallest positive value: below it, values are
-    /// lost (to 0, or to that value).
-    pub smallest: i32,
-    /// The binade of the smallest normal value (None: fixed point, every
-    /// value has the same absolute step).
-    pub normal: Option<i32>,
-    /// The binade of the largest finite value: above it, values overflow
-    /// (saturate or become Inf).
-    pub largest: i32,
-}
-
-/// bf16, f16, E4M3 and Q1.15, as the page draws them.
-pub const FORMATS: [FormatRange; 4] = [
-    FormatRange {
-        name: "bf16",
-        smallest: -133,
-        normal: Some(-126),
-        largest: 127,
-    },
-    FormatRange {
-        name: "f16",
-        smallest: -24,
-        normal: Some(-14),
-        largest: 15,
-    },
-    FormatRange {
-        name: "e4m3",
-        smallest: -9,
-        normal: Some(-6),
-        largest: 8,
-    },
-    FormatRange {
-        name: "q1.15",
-        smallest: -15,
-        normal: None,
-        largest: -1,
-    },
-];
 
 /// Which values a tensor holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -75,6 +42,55 @@ pub enum Kind {
     Gradient,
     AdamM,
     AdamV,
+}
+
+impl Kind {
+    /// Whether the tensor is a product's operand, put through `BLOCK_FORMATS`.
+    fn blocked(self) -> bool {
+        matches!(self, Kind::Weight | Kind::Activation | Kind::Gradient)
+    }
+}
+
+/// The block formats weights, activations and gradients are put through.
+pub const BLOCK_FORMATS: [&str; 6] = [
+    "mxfp8-e4m3",
+    "mxfp8-e5m2",
+    "mxfp6-e2m3",
+    "mxfp6-e3m2",
+    "mxfp4",
+    "nvfp4",
+];
+
+/// One block format on one tensor, blocks along its rows.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BlockRange {
+    pub format: &'static str,
+    pub blocks: u64,
+    /// Shares of the blocks whose scale saturated (the block held ±Inf or
+    /// NaN) or underflowed (MX's clamped at 2^-127, NVFP4's rounded to 0).
+    pub scale_saturated: f64,
+    pub scale_underflowed: f64,
+    /// Shares of the values beyond the element's largest after scaling,
+    /// and of those flushed to 0.
+    pub saturated: f64,
+    pub flushed: f64,
+    /// Mean |q(x) − x| / |x| over the finite nonzero x whose q(x) is finite.
+    pub mean_relative_error: f64,
+}
+
+impl BlockRange {
+    fn of(format: &'static str, blocks: u64, n: u64, c: &Counts, mean_relative_error: f64) -> Self {
+        let share = |k: u32, of: u64| if of == 0 { 0.0 } else { k as f64 / of as f64 };
+        BlockRange {
+            format,
+            blocks,
+            scale_saturated: share(c.blocks_scale_saturated, blocks),
+            scale_underflowed: share(c.blocks_scale_underflowed, blocks),
+            saturated: share(c.saturated, n),
+            flushed: share(c.flushed, n),
+            mean_relative_error,
+        }
+    }
 }
 
 /// Shares (of all the tensor's values) a format would not hold.
@@ -105,6 +121,8 @@ pub struct Range {
     /// (binade e, values with 2^e ≤ |x| < 2^(e+1)), the nonzero ones, ascending.
     pub binades: Vec<(i32, u64)>,
     pub outside: Vec<Outside>,
+    /// Weights, activations and gradients: each of `BLOCK_FORMATS`.
+    pub blocks: Vec<BlockRange>,
 }
 
 impl Range {
@@ -166,6 +184,7 @@ impl Range {
             },
             binades,
             outside,
+            blocks: Vec::new(),
         }
     }
 }
@@ -178,6 +197,8 @@ struct Source<'a> {
     layer: Option<u32>,
     values: BufferRange<'a>,
     n: u64,
+    /// Its rows' length: blocks run along them.
+    cols: u64,
 }
 
 /// Every parameter tensor's values in `buffer` (a `ParamLayout` vector).
@@ -191,12 +212,14 @@ fn param_sources<'a>(m: &'a Model, kind: Kind, buffer: &'a wgpu::Buffer) -> Vec<
             layer: p.role.layer(),
             values: f32_range(buffer, p.offset, p.len()),
             n: p.len(),
+            cols: p.cols as u64,
         })
         .collect()
 }
 
 /// Every layer's forward boundaries, then the final norm's output.
 fn activation_sources(m: &Model) -> Vec<Source<'_>> {
+    let rows = m.shape.rows() as u64;
     let mut activations = Vec::new();
     for (l, layer) in m.acts.layers.iter().enumerate() {
         for (name, buffer) in layer.boundaries() {
@@ -206,6 +229,7 @@ fn activation_sources(m: &Model) -> Vec<Source<'_>> {
                 layer: Some(l as u32),
                 values: buffer.into(),
                 n: buffer.size() / 4,
+                cols: buffer.size() / 4 / rows,
             });
         }
     }
@@ -215,6 +239,7 @@ fn activation_sources(m: &Model) -> Vec<Source<'_>> {
         layer: None,
         values: (&m.acts.xnf).into(),
         n: m.acts.xnf.size() / 4,
+        cols: m.acts.xnf.size() / 4 / rows,
     });
     activations
 }
@@ -309,6 +334,131 @@ impl Slots {
     }
 }
 
+/// Each blocked tensor through each of `BLOCK_FORMATS`, into one scratch,
+/// with its counts and relative error at binding-aligned slots: slot
+/// `i · formats + f` is tensor `i`'s in format `f`.
+struct BlockSlots {
+    quantize: Quantize,
+    formats: Vec<Format>,
+    scratch: wgpu::Buffer,
+    step: wgpu::Buffer,
+    stats: wgpu::Buffer,
+    errors: wgpu::Buffer,
+    stats_slot: u64,
+    errors_slot: u64,
+}
+
+impl BlockSlots {
+    async fn new(gpu: &Gpu, all: &[&Source<'_>]) -> Result<BlockSlots> {
+        let formats = BLOCK_FORMATS
+            .iter()
+            .map(|name| Format::parse(name))
+            .collect::<Result<Vec<_>>>()?;
+        let align = gpu.limits.min_storage_buffer_offset_alignment as u64;
+        let slot = |bytes: u64| bytes.div_ceil(align) * align;
+        let (stats_slot, errors_slot) = (
+            slot(4 * STATS_WORDS),
+            slot(8 * Histogram::groups(u32::MAX as u64)),
+        );
+        let slots = (all.len() * formats.len()) as u64;
+        let largest = all.iter().filter(|s| s.kind.blocked()).map(|s| s.n);
+        Ok(BlockSlots {
+            quantize: Quantize::new(gpu).await?,
+            formats,
+            scratch: gpu.storage_buffer("range blocks", 4 * largest.max().unwrap_or(1))?,
+            step: Quantize::step_buffer(gpu, 0),
+            stats: gpu.storage_buffer("range block counts", stats_slot * slots)?,
+            errors: gpu.storage_buffer("range block errors", errors_slot * slots)?,
+            stats_slot,
+            errors_slot,
+        })
+    }
+
+    fn quantization(&self, f: usize) -> Quantization {
+        Quantization::new(self.formats[f], Blocks::Rows, None)
+    }
+
+    /// Tensor `i`, `s`, through every format: quantized into the scratch,
+    /// then measured against itself (none for tensors not blocked).
+    fn dispatches(
+        &self,
+        gpu: &Gpu,
+        hist: &Histogram,
+        i: usize,
+        s: &Source,
+    ) -> Result<Vec<Dispatch>> {
+        if !s.kind.blocked() {
+            return Ok(Vec::new());
+        }
+        let scratch = BufferRange {
+            buffer: &self.scratch,
+            offset: 0,
+            size: 4 * s.n,
+        };
+        let mut d = Vec::new();
+        for f in 0..self.formats.len() {
+            let at = (i * self.formats.len() + f) as u64;
+            let stats = BufferRange {
+                buffer: &self.stats,
+                offset: at * self.stats_slot,
+                size: 4 * STATS_WORDS,
+            };
+            let errors = BufferRange {
+                buffer: &self.errors,
+                offset: at * self.errors_slot,
+                size: 8 * Histogram::groups(s.n),
+            };
+            let shape = [s.n / s.cols, s.cols];
+            let q = self.quantization(f);
+            d.extend(self.quantize.encode_stepped(
+                gpu,
+                &q,
+                s.values,
+                scratch,
+                stats,
+                shape,
+                (&self.step).into(),
+            )?);
+            d.push(hist.relative_error(gpu, s.values, scratch, s.n, errors)?);
+        }
+        Ok(d)
+    }
+
+    /// Each tensor's block ranges (none for those not blocked), from the slots read back.
+    async fn read(&self, gpu: &Gpu, all: &[&Source<'_>]) -> Result<Vec<Vec<BlockRange>>> {
+        let words: Vec<u32> = gpu.read_back((&self.stats).into()).await?;
+        let errors: Vec<f32> = gpu.read_back((&self.errors).into()).await?;
+        let per = |slot: u64| (slot / 4) as usize;
+        Ok(all
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                if !s.kind.blocked() {
+                    return Vec::new();
+                }
+                (0..self.formats.len())
+                    .map(|f| {
+                        let at = i * self.formats.len() + f;
+                        let c = Counts::from_words(&words[at * per(self.stats_slot)..]);
+                        let e = &errors[at * per(self.errors_slot)..]
+                            [..2 * Histogram::groups(s.n) as usize];
+                        let blocks = self
+                            .quantization(f)
+                            .block_count([(s.n / s.cols) as usize, s.cols as usize]);
+                        BlockRange::of(
+                            self.formats[f].name,
+                            blocks as u64,
+                            s.n,
+                            &c,
+                            Histogram::mean_relative_error(e),
+                        )
+                    })
+                    .collect()
+            })
+            .collect())
+    }
+}
+
 /// Every tensor's range for a forward and backward of the trainer's
 /// weights on `batch`, after every step submitted so far. Adam's moments
 /// are the GPU's own in fp32 state; int8 state is read back, dequantized
@@ -333,13 +483,15 @@ pub async fn measure(t: &mut Trainer, batch: &Batch) -> Result<Vec<Range>> {
     .concat();
     let all: Vec<&Source> = before.iter().chain(&after).collect();
     let slots = Slots::new(gpu, all.len())?;
+    let blocks = BlockSlots::new(gpu, &all).await?;
     let zero_counts = slots.zero_counts(gpu, &t.k)?;
-    let histograms = |first: usize, sources: &[Source]| {
-        sources
-            .iter()
-            .enumerate()
-            .map(|(i, s)| slots.histogram(gpu, &hist, first + i, s))
-            .collect::<Result<Vec<_>>>()
+    let histograms = |first: usize, sources: &[Source]| -> Result<Vec<Dispatch>> {
+        let mut d = Vec::new();
+        for (i, s) in sources.iter().enumerate() {
+            d.push(slots.histogram(gpu, &hist, first + i, s)?);
+            d.extend(blocks.dispatches(gpu, &hist, first + i, s)?);
+        }
+        Ok(d)
     };
     let on_forward = histograms(0, &before)?;
     let on_backward = histograms(before.len(), &after)?;
@@ -355,7 +507,11 @@ pub async fn measure(t: &mut Trainer, batch: &Batch) -> Result<Vec<Range>> {
     ]
     .concat();
     gpu.run(&order).await?;
-    slots.ranges(gpu, &all).await
+    let mut ranges = slots.ranges(gpu, &all).await?;
+    for (r, b) in ranges.iter_mut().zip(blocks.read(gpu, &all).await?) {
+        r.blocks = b;
+    }
+    Ok(ranges)
 }
 
 #[cfg(test)]

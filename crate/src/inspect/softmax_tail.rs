@@ -7,10 +7,10 @@
 
 use serde::Serialize;
 
-use super::survival::Format;
 use crate::error::Result;
 use crate::gpu::Gpu;
 use crate::model::{Config, Model};
+use crate::ops::formats::Element;
 
 /// Query rows measured per layer: a sample keeps a `base` batch (8 × 512
 /// rows, 12 heads) to well under a second of host time.
@@ -58,10 +58,10 @@ pub fn measure(c: &Config, seq: usize, layers: &[(Vec<f32>, Vec<f32>)]) -> Vec<S
                     }
                 }
             }
-            let share = |f: Format| {
+            let share = |e: Element| {
                 let below = probabilities
                     .iter()
-                    .filter(|&&p| p < f.min_positive() as f64)
+                    .filter(|&&p| p < e.spec().min_positive() as f64)
                     .count();
                 below as f64 / probabilities.len().max(1) as f64
             };
@@ -69,9 +69,9 @@ pub fn measure(c: &Config, seq: usize, layers: &[(Vec<f32>, Vec<f32>)]) -> Vec<S
                 layer,
                 probabilities: probabilities.len() as u64,
                 p_min: probabilities.iter().copied().fold(f64::INFINITY, f64::min),
-                below_bf16: share(Format::Bf16),
-                below_f16: share(Format::F16),
-                below_e4m3: share(Format::E4m3),
+                below_bf16: share(Element::Bf16),
+                below_f16: share(Element::F16),
+                below_e4m3: share(Element::E4m3),
             }
         })
         .collect()

@@ -30,14 +30,28 @@ const LOG2: KernelDesc = KernelDesc {
     ],
 };
 
+const RELATIVE_ERROR: KernelDesc = KernelDesc {
+    entry: "relative_error",
+    slots: &[
+        Slot::Uniform(0),             // params
+        Slot::Read(1, "x"),           // [n] f32
+        Slot::Read(4, "y"),           // [n] f32, x quantized
+        Slot::ReadWrite(5, "errors"), // [2 · Histogram::groups(n)] f32: Σ|y − x|/|x|, terms
+    ],
+};
+
 pub struct Histogram {
     log2: Kernel,
+    relative_error: Kernel,
 }
 
 impl Histogram {
     pub async fn new(gpu: &Gpu) -> Result<Self> {
-        let [log2] = build_kernels(gpu, HISTOGRAM, [LOG2]).await?;
-        Ok(Histogram { log2 })
+        let [log2, relative_error] = build_kernels(gpu, HISTOGRAM, [LOG2, RELATIVE_ERROR]).await?;
+        Ok(Histogram {
+            log2,
+            relative_error,
+        })
     }
 
     /// Workgroups (and partial sums) of a histogram of `n` values.
@@ -68,5 +82,39 @@ impl Histogram {
         ];
         self.log2
             .dispatch(gpu, op, &binds, gpu.grid_groups(op, groups)?)
+    }
+
+    /// Writes to `errors` (`2 · groups(n)` f32) each workgroup's
+    /// Σ|y − x|/|x| and its terms, over the finite nonzero x whose y is
+    /// finite: `y`'s mean relative error as a quantization of `x` is
+    /// `mean_relative_error` of them.
+    pub fn relative_error(
+        &self,
+        gpu: &Gpu,
+        x: BufferRange,
+        y: BufferRange,
+        n: u64,
+        errors: BufferRange,
+    ) -> Result<Dispatch> {
+        let op = "relative_error";
+        let n32 = u32::try_from(n).map_err(|_| Error::shape(op, "n", "below 2^32", n))?;
+        let groups = Self::groups(n);
+        let params = gpu.uniform(op, &Params { n: n32 });
+        let binds = [
+            (&params).into(),
+            x.needs(4 * n),
+            y.needs(4 * n),
+            errors.needs(8 * groups),
+        ];
+        self.relative_error
+            .dispatch(gpu, op, &binds, gpu.grid_groups(op, groups)?)
+    }
+
+    /// The mean relative error from `relative_error`'s partials (0 with no terms).
+    pub fn mean_relative_error(errors: &[f32]) -> f64 {
+        let (sum, terms) = errors
+            .chunks(2)
+            .fold((0.0, 0.0), |(s, t), p| (s + p[0] as f64, t + p[1] as f64));
+        if terms == 0.0 { 0.0 } else { sum / terms }
     }
 }

@@ -1,7 +1,9 @@
-//! 13_histogram.wgsl against reference/histogram.rs.
+//! 13_histogram.wgsl against reference/histogram.rs and the host's
+//! quantization error.
 
 use rand::Rng;
 use webtrain::kernels::histogram::{BINS, Histogram};
+use webtrain::kernels::quantize::quantization_error;
 use webtrain::ops::histogram::{INF_BIN, NAN_BIN, ZERO_BIN};
 use webtrain::reference::histogram as reference;
 use webtrain::{Gpu, Result};
@@ -102,6 +104,61 @@ pub async fn log2_histogram_matches_reference(gpu: &Gpu) -> Result<()> {
             "sum of squares of {} values: {got_sum} vs {want_sum}",
             held.len()
         );
+    }
+    Ok(())
+}
+
+pub async fn relative_error_matches_reference(gpu: &Gpu) -> Result<()> {
+    let h = Histogram::new(gpu).await?;
+    let mut r = rng(137);
+    for n in [0, 1000, 300_001] {
+        let x = awkward(&mut r, n);
+        // y as a quantizer leaves x: off by up to 30 % (normal x), flushed
+        // to 0, kept or moved to a neighbour (subnormal x), ±Inf or NaN
+        let y: Vec<f32> = x
+            .iter()
+            .map(|&v| match r.random_range(0..20) {
+                0 => 0.0,
+                1 => f32::INFINITY,
+                2 => f32::NAN,
+                _ if v.abs() < 1e-30 => match r.random::<bool>() {
+                    true => v,
+                    false => f32::from_bits(v.to_bits() + 1),
+                },
+                _ => v * (1.0 + r.random_range(-0.3f32..0.3)),
+            })
+            .collect();
+        let (xb, yb) = (gpu.upload("x", &x)?, gpu.upload("y", &y)?);
+        let groups = Histogram::groups(x.len() as u64);
+        let errors = gpu.storage_buffer("errors", 8 * groups)?;
+        let d = h.relative_error(
+            gpu,
+            (&xb).into(),
+            (&yb).into(),
+            x.len() as u64,
+            (&errors).into(),
+        )?;
+        gpu.run(&[&d]).await?;
+        let partials: Vec<f32> = gpu.read_back((&errors).into()).await?;
+        let terms: f64 = partials.chunks(2).map(|p| p[1] as f64).sum();
+        let counted = x
+            .iter()
+            .zip(&y)
+            .filter(|(a, b)| a.is_finite() && b.is_finite() && **a != 0.0)
+            .count();
+        assert_eq!(terms, counted as f64, "terms of {} values", x.len());
+        let got = Histogram::mean_relative_error(&partials);
+        let want = quantization_error(&x, &y).mean_relative;
+        // f32 terms (division within 2.5 ulp) summed in f32 per workgroup
+        // of up to n/256 terms, against f64
+        assert!(
+            (got - want).abs() <= 1e-5 * want,
+            "mean relative error of {} values: {got} vs {want}",
+            x.len()
+        );
+        if n > 0 {
+            assert!(want > 0.05, "the test's errors are not all tiny: {want}");
+        }
     }
     Ok(())
 }
