@@ -7,7 +7,8 @@
 // holds the next slice's A_PER + B_PER 8-half quads of A and B in registers
 // (fetched from global memory before the multiplications, so their latency
 // hides behind them) and stores them into the other stage after: one
-// barrier per K slice. A probe for issue #30, native only.
+// barrier per K slice. A probe for issue #30, native or emulated (as the
+// staged file).
 //
 // Composed as the staged file, plus A_PER and B_PER (each block's quads per
 // invocation); lines `//#REGS` (the register variables), `//#FETCH` (global
@@ -53,6 +54,7 @@ fn gemm(
     @builtin(subgroup_id) sg: u32,
     @builtin(local_invocation_index) li: u32,
 ) {
+    //#SUBGROUP
     let gr0 = wg.y * BM;
     let gc0 = wg.x * BN;
     // this subgroup's first row and column inside the block

@@ -1,7 +1,9 @@
 // 03_linear_coop_staged.wgsl — out[M, N] (f32) = op(A) · op(B) on cooperative
 // matrices (tensor cores), f16 inputs, f32 accumulation, with each K slice
 // of the workgroup's BM × BN tile staged through workgroup memory as f16.
-// A probe for issue #30, native only.
+// A probe for issue #30: native, or emulated anywhere (`//#SUBGROUP`
+// then finds the subgroup from `li`, and the `coopLoad` lines become
+// plain fragment descriptions: kernels/linear/coop.rs `EMULATION`).
 //
 // Composed as 03_linear_coop_global.wgsl (its header says what comes
 // ahead), plus: BK, the K slice; the staged blocks, each a copy of its
@@ -52,6 +54,7 @@ fn gemm(
     @builtin(subgroup_id) sg: u32,
     @builtin(local_invocation_index) li: u32,
 ) {
+    //#SUBGROUP
     let gr0 = wg.y * BM;
     let gc0 = wg.x * BN;
     // this subgroup's first row and column inside the block

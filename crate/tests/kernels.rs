@@ -32,6 +32,7 @@ gpu_tests! {
         linear::linear_uses_the_pinned_variant,
         linear::linear_fp8_reads_e4m3_inputs,
         linear::linear_recipe_reads_its_formats,
+        coop::coop_emulated_matches_reference,
         rope::rope_matches_reference,
         rope::rope_rotates_q_and_k_of_a_fused_row,
         rope::rope_is_accurate_at_far_positions_and_invertible,

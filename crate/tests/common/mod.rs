@@ -10,6 +10,7 @@ pub mod attention;
 pub mod cast;
 pub mod check;
 pub mod checkpoint;
+pub mod coop;
 pub mod decode;
 pub mod embedding;
 pub mod formats;

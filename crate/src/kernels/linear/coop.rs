@@ -14,11 +14,21 @@
 //! variant's constants, then the file with its `//#NAME` lines replaced by
 //! statements unrolled over the TM × TN accumulators (named variables: the
 //! NVIDIA compiler spilled an indexed accumulator array, see 03_linear).
+//!
+//! An emulated variant (`CoopVariant::emulated`) is the same staged source
+//! with the fragment operations as plain code over the staged blocks
+//! (`EMULATION`): each "subgroup" is T invocations, one per fragment row,
+//! and no matrix unit or subgroup builtin is needed. It runs wherever
+//! shader-f16 does (lavapipe, CI), so the tiling, staging and indexing the
+//! GPU runs are checked against the CPU twin without one.
 
 use std::fmt::Write as _;
 
+use half::f16;
+
 use crate::error::{Error, Result};
 use crate::gpu::{Dispatch, Gpu, Grid};
+use crate::rng::{SplitMix64, uniform};
 use crate::shaders::{LINEAR_COOP_DOUBLE, LINEAR_COOP_GLOBAL, LINEAR_COOP_STAGED};
 
 /// Where fragments are loaded from.
@@ -81,6 +91,8 @@ pub struct CoopVariant {
     pub layout: CoopLayout,
     /// `out += A·B` (the accumulators start from `out`) instead of `out = A·B`.
     pub accumulate: bool,
+    /// The fragment operations emulated in plain code (`EMULATION`).
+    pub emulated: bool,
 }
 
 impl CoopVariant {
@@ -96,6 +108,7 @@ impl CoopVariant {
             staging: Staging::Global,
             layout: CoopLayout::Nn,
             accumulate: false,
+            emulated: false,
         }
     }
 
@@ -122,6 +135,22 @@ impl CoopVariant {
         CoopVariant {
             accumulate: true,
             ..self
+        }
+    }
+
+    /// The same tiles with the fragment operations emulated (staged only).
+    pub const fn emulate(self) -> CoopVariant {
+        CoopVariant {
+            emulated: true,
+            ..self
+        }
+    }
+
+    /// Invocations per subgroup on `gpu`: its subgroups', or T emulated lanes.
+    pub fn lanes(&self, gpu: &Gpu) -> u32 {
+        match self.emulated {
+            true => self.edge,
+            false => gpu.info.subgroup_max_size,
         }
     }
 
@@ -152,7 +181,8 @@ impl CoopVariant {
             Staging::Double => "double-v4",
         };
         format!(
-            "{staging} T{} {}x{}x{} sg{}x{} f{}x{} {}{}",
+            "{}{staging} T{} {}x{}x{} sg{}x{} f{}x{} {}{}",
+            if self.emulated { "emulated " } else { "" },
             self.edge,
             self.bm(),
             self.bn(),
@@ -210,6 +240,9 @@ impl CoopVariant {
         if !matches!(self.edge, 8 | 16) || [self.sgm, self.sgn, self.tm, self.tn].contains(&0) {
             return Some("edge must be 8 or 16 and every count positive".into());
         }
+        if self.emulated && (self.staging == Staging::Global || sg != self.edge) {
+            return Some("emulated fragments are staged, on subgroups of T lanes".into());
+        }
         if self.staging != Staging::Global {
             let ((ar, ac, _), (br, bc, _)) = self.blocks();
             if !self.bk.is_multiple_of(self.edge) || !self.bk.is_multiple_of(8) {
@@ -238,14 +271,28 @@ impl CoopVariant {
             )));
         }
         let t = self.edge;
-        let mut s = String::from("enable f16;\nenable wgpu_cooperative_matrix;\n\n");
+        let mut s = match self.emulated {
+            true => String::from("enable f16;\n\n"),
+            false => String::from("enable f16;\nenable wgpu_cooperative_matrix;\n\n"),
+        };
         let _ = writeln!(s, "const T: u32 = {t}u;");
-        for (name, scalar, role) in [
-            ("MatA", "f16", "A"),
-            ("MatB", "f16", "B"),
-            ("MatC", "f32", "C"),
-        ] {
-            let _ = writeln!(s, "alias {name} = coop_mat{t}x{t}<{scalar}, {role}>;");
+        match self.emulated {
+            true => {
+                let (a, b) = match self.staging {
+                    Staging::Scalar => ("sa[h]", "sb[h]"),
+                    _ => ("sa[h / 4u][h % 4u]", "sb[h / 4u][h % 4u]"),
+                };
+                s.push_str(&EMULATION.replace("HALF_A", a).replace("HALF_B", b));
+            }
+            false => {
+                for (name, scalar, role) in [
+                    ("MatA", "f16", "A"),
+                    ("MatB", "f16", "B"),
+                    ("MatC", "f32", "C"),
+                ] {
+                    let _ = writeln!(s, "alias {name} = coop_mat{t}x{t}<{scalar}, {role}>;");
+                }
+            }
         }
         for (name, v) in [
             ("TM", self.tm),
@@ -303,6 +350,15 @@ impl CoopVariant {
                 "//#REGS" => self.regs(&mut s, sg),
                 "//#FETCH" => self.fetch(&mut s, sg),
                 "//#PUT" => self.put(&mut s, sg),
+                "//#SUBGROUP" if self.emulated => {
+                    s.push_str("    let sg = li / SG;\n    lane = li % SG;\n");
+                }
+                "//#SUBGROUP" => {}
+                "@builtin(subgroup_id) sg: u32," if self.emulated => {}
+                _ if self.emulated && line.contains("coopLoad") => {
+                    s.push_str(&emulated_load(line));
+                    s.push('\n');
+                }
                 _ => {
                     s.push_str(line);
                     s.push('\n');
@@ -323,11 +379,18 @@ impl CoopVariant {
         format!("&out[(r0 + {}u) * p.n + c0 + {}u]", i * t, j * t)
     }
 
+    /// Fragment (i, j)'s first row and column of `out`, as arguments.
+    fn corner(&self, i: u32, j: u32) -> String {
+        let t = self.edge;
+        format!("r0 + {}u, c0 + {}u", i * t, j * t)
+    }
+
     fn init(&self, s: &mut String) {
         for (i, j) in self.frags() {
-            let start = match self.accumulate {
-                true => format!("coopLoadT<MatC>({}, p.n)", self.at(i, j)),
-                false => "MatC()".to_string(),
+            let start = match (self.accumulate, self.emulated) {
+                (true, false) => format!("coopLoadT<MatC>({}, p.n)", self.at(i, j)),
+                (true, true) => format!("load_c({})", self.corner(i, j)),
+                (false, _) => "MatC()".to_string(),
             };
             let _ = writeln!(s, "    var c_{i}_{j} = {start};");
         }
@@ -366,6 +429,12 @@ impl CoopVariant {
     /// writer then panics ("Expression [..] is not cached") — inside wgpu's
     /// `create_shader_module` on a device, found by this file's naga test.
     fn store(&self, s: &mut String) {
+        if self.emulated {
+            for (i, j) in self.frags() {
+                let _ = writeln!(s, "    store_c(c_{i}_{j}, {});", self.corner(i, j));
+            }
+            return;
+        }
         let _ = writeln!(s, "    let ldc = p.n;");
         for (i, j) in self.frags() {
             let _ = writeln!(
@@ -480,6 +549,80 @@ impl CoopVariant {
     }
 }
 
+/// The fragment operations in plain code, for emulated variants (composed
+/// after the variant's constants; the file's `coopLoad` lines become
+/// `frag` calls, `emulated_load`). A fragment of A or B is where it starts
+/// in its staged block and its stride, in halves, and whether it is read
+/// column-major (`coopLoad`) or row-major (`coopLoadT`); A's are always in
+/// `sa` and B's in `sb`. Lane l of a subgroup holds row l of each C
+/// fragment; products of f16 values are exact in f32, summed in K order.
+const EMULATION: &str = r#"
+struct Frag {
+    at: u32,
+    stride: u32,
+    col_major: bool,
+}
+alias MatA = Frag;
+alias MatB = Frag;
+alias MatC = array<f32, T>;
+
+var<private> lane: u32;
+
+fn frag(col_major: bool, at: u32, stride: u32) -> Frag {
+    return Frag(at * SV, stride * SV, col_major);
+}
+
+// Element (i, j) of a fragment: its half in the block.
+fn frag_at(f: Frag, i: u32, j: u32) -> u32 {
+    return f.at + select(i * f.stride + j, j * f.stride + i, f.col_major);
+}
+
+fn half_a(h: u32) -> f32 {
+    return f32(HALF_A);
+}
+
+fn half_b(h: u32) -> f32 {
+    return f32(HALF_B);
+}
+
+fn coopMultiplyAdd(a: MatA, b: MatB, c: MatC) -> MatC {
+    var acc = c;
+    for (var k = 0u; k < T; k++) {
+        let x = half_a(frag_at(a, lane, k));
+        for (var j = 0u; j < T; j++) {
+            acc[j] += x * half_b(frag_at(b, k, j));
+        }
+    }
+    return acc;
+}
+
+fn load_c(r: u32, c: u32) -> MatC {
+    var m: MatC;
+    for (var j = 0u; j < T; j++) {
+        m[j] = out[(r + lane) * p.n + c + j];
+    }
+    return m;
+}
+
+fn store_c(m: MatC, r: u32, c: u32) {
+    for (var j = 0u; j < T; j++) {
+        out[(r + lane) * p.n + c + j] = m[j];
+    }
+}
+"#;
+
+/// A staged file's `coopLoad<MatA>(&sa[AT], STRIDE)` line (or `coopLoadT`,
+/// or B's in `sb`) as `frag(column-major, AT, STRIDE)`.
+fn emulated_load(line: &str) -> String {
+    let mut out = line.to_string();
+    for (call, col_major) in [("coopLoadT<", "false"), ("coopLoad<", "true")] {
+        for fragment in ["MatA>(&sa[", "MatB>(&sb["] {
+            out = out.replace(&format!("{call}{fragment}"), &format!("frag({col_major}, "));
+        }
+    }
+    out.replace("], ", ", ")
+}
+
 /// One staged block's quads (8 halves) per invocation, as the
 /// double-buffered file fetches and puts them: the block and its source,
 /// the quads each invocation holds, their registers' prefix, the block's
@@ -525,7 +668,7 @@ impl CoopGemm {
             message,
         };
         check_limits(gpu, &variant).map_err(failed)?;
-        let source = variant.source(gpu.info.subgroup_max_size)?;
+        let source = variant.source(variant.lanes(gpu))?;
         let module = compile(gpu, &source).await.map_err(failed)?;
         let (pipeline, layout) = build_pipeline(gpu, &module).await.map_err(failed)?;
         Ok(CoopGemm {
@@ -608,6 +751,82 @@ impl CoopGemm {
     }
 }
 
+/// The largest errors of a check.
+pub struct CoopErrors {
+    pub abs: f64,
+    /// |err| / |cpu| (|cpu| > 0)
+    pub rel: f64,
+    /// |err| / Σ|a·b| (+ |out₀|): what the bound is on
+    pub share: f64,
+}
+
+/// Runs the variant once at 3 × 5 workgroup tiles and 7 K steps (48 × 80 ×
+/// 112 for one 16×16 fragment per workgroup) against its CPU twin: the
+/// f64 product of the same f16 inputs (plus `out`'s start when it
+/// accumulates; a sentinel every output must replace when it does not).
+pub async fn check(gpu: &Gpu, g: &CoopGemm) -> Result<(String, CoopErrors)> {
+    let v = g.variant;
+    let (m, n, k) = (3 * v.bm(), 5 * v.bn(), 7 * v.k_step());
+    let halves = |count: u32, seed: u64| -> Vec<f16> {
+        uniform(&mut SplitMix64(seed), count as usize, -1.0, 1.0)
+            .into_iter()
+            .map(f16::from_f32)
+            .collect()
+    };
+    let (a, b) = (halves(m * k, 11), halves(k * n, 12));
+    // accumulating: out starts random; storing: a sentinel every output must replace
+    let out0: Vec<f32> = match v.accumulate {
+        true => uniform(&mut SplitMix64(13), (m * n) as usize, -1.0, 1.0),
+        false => vec![12345.0; (m * n) as usize],
+    };
+    let (ab, bb, ob) = (
+        gpu.upload("a", &a)?,
+        gpu.upload("b", &b)?,
+        gpu.upload("out", &out0)?,
+    );
+    let d = g.dispatch(gpu, &ab, &bb, &ob, (m, n, k))?;
+    gpu.run(&[&d]).await?;
+    let got: Vec<f32> = gpu.read_back((&ob).into()).await?;
+    // op(A)[i, p] and op(B)[p, j] as the layout stores them
+    let a_at = |i: u32, p: u32| match v.layout {
+        CoopLayout::Tn => a[(p * m + i) as usize],
+        _ => a[(i * k + p) as usize],
+    };
+    let b_at = |p: u32, j: u32| match v.layout {
+        CoopLayout::Nt => b[(j * k + p) as usize],
+        _ => b[(p * n + j) as usize],
+    };
+    let mut e = CoopErrors {
+        abs: 0.0,
+        rel: 0.0,
+        share: 0.0,
+    };
+    for i in 0..m {
+        for j in 0..n {
+            let (mut sum, mut mag) = match v.accumulate {
+                true => {
+                    let c = out0[(i * n + j) as usize] as f64;
+                    (c, c.abs())
+                }
+                false => (0.0, 0.0),
+            };
+            for p in 0..k {
+                let t = a_at(i, p).to_f64() * b_at(p, j).to_f64();
+                sum += t;
+                mag += t.abs();
+            }
+            let err = (got[(i * n + j) as usize] as f64 - sum).abs();
+            let err = if err.is_nan() { f64::INFINITY } else { err };
+            e.abs = e.abs.max(err);
+            if sum != 0.0 {
+                e.rel = e.rel.max(err / sum.abs());
+            }
+            e.share = e.share.max(if mag > 0.0 { err / mag } else { err });
+        }
+    }
+    Ok((format!("{m}x{n}x{k}"), e))
+}
+
 /// The variants `webtrain bench --what coop` tries for fragments of
 /// `edge`, least risky first: a failure that loses the device then costs
 /// the fewest results. Round 2 of issue #30's probe: the round-1 best
@@ -673,7 +892,7 @@ pub fn earlier_variants(edge: u32) -> Vec<CoopVariant> {
 
 /// Whether `variant`'s workgroup fits the device's limits; why not.
 fn check_limits(gpu: &Gpu, variant: &CoopVariant) -> std::result::Result<(), String> {
-    let wg = variant.invocations(gpu.info.subgroup_max_size);
+    let wg = variant.invocations(variant.lanes(gpu));
     let l = &gpu.limits;
     if wg > l.max_compute_invocations_per_workgroup || wg > l.max_compute_workgroup_size_x {
         return Err(format!("{wg} invocations per workgroup exceed the limits"));
@@ -775,7 +994,7 @@ mod tests {
     use wgpu::naga;
 
     /// Every variant the bench can build, in both edges, every layout and
-    /// accumulator start, on subgroups of 32 (NVIDIA) and 8.
+    /// accumulator start, on subgroups of 32 (NVIDIA) and 8, and emulated.
     fn every_variant() -> Vec<(CoopVariant, u32)> {
         let mut out = Vec::new();
         for edge in [16, 8] {
@@ -794,6 +1013,9 @@ mod tests {
                             if v.unbuildable(sg).is_none() {
                                 out.push((v, sg));
                             }
+                        }
+                        if v.emulate().unbuildable(edge).is_none() {
+                            out.push((v.emulate(), edge));
                         }
                     }
                 }

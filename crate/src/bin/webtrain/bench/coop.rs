@@ -9,7 +9,7 @@ use half::f16;
 use webtrain::gpu::Dispatch;
 use webtrain::gpu::coop::{CoopSupport, describe};
 use webtrain::kernels::linear::coop::{
-    CoopGemm, CoopLayout, CoopVariant, bench_variants, earlier_variants,
+    CoopGemm, CoopVariant, bench_variants, check, earlier_variants,
 };
 use webtrain::kernels::linear::{BStorage, GemmKey, tune};
 use webtrain::kernels::{Linear, LinearShape, Output, Weights};
@@ -223,80 +223,6 @@ async fn time_shapes(gpu: &Gpu, built: &[CoopGemm], reps: u32) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// The largest errors of a check.
-struct Errors {
-    abs: f64,
-    /// |err| / |cpu| (|cpu| > 0)
-    rel: f64,
-    /// |err| / Σ|a·b| (+ |out₀|): what the bound is on
-    share: f64,
-}
-
-/// Runs the variant once at 3 × 5 workgroup tiles and 7 K steps (48 × 80 ×
-/// 112 for one 16×16 fragment per workgroup) against the CPU.
-async fn check(gpu: &Gpu, g: &CoopGemm) -> Result<(String, Errors)> {
-    let v = g.variant;
-    let (m, n, k) = (3 * v.bm(), 5 * v.bn(), 7 * v.k_step());
-    let halves = |count: u32, seed: u64| -> Vec<f16> {
-        uniform(&mut SplitMix64(seed), count as usize, -1.0, 1.0)
-            .into_iter()
-            .map(f16::from_f32)
-            .collect()
-    };
-    let (a, b) = (halves(m * k, 11), halves(k * n, 12));
-    // accumulating: out starts random; storing: a sentinel every output must replace
-    let out0: Vec<f32> = match v.accumulate {
-        true => uniform(&mut SplitMix64(13), (m * n) as usize, -1.0, 1.0),
-        false => vec![12345.0; (m * n) as usize],
-    };
-    let (ab, bb, ob) = (
-        gpu.upload("a", &a)?,
-        gpu.upload("b", &b)?,
-        gpu.upload("out", &out0)?,
-    );
-    let d = g.dispatch(gpu, &ab, &bb, &ob, (m, n, k))?;
-    gpu.run(&[&d]).await?;
-    let got: Vec<f32> = gpu.read_back((&ob).into()).await?;
-    // op(A)[i, p] and op(B)[p, j] as the layout stores them
-    let a_at = |i: u32, p: u32| match v.layout {
-        CoopLayout::Tn => a[(p * m + i) as usize],
-        _ => a[(i * k + p) as usize],
-    };
-    let b_at = |p: u32, j: u32| match v.layout {
-        CoopLayout::Nt => b[(j * k + p) as usize],
-        _ => b[(p * n + j) as usize],
-    };
-    let mut e = Errors {
-        abs: 0.0,
-        rel: 0.0,
-        share: 0.0,
-    };
-    for i in 0..m {
-        for j in 0..n {
-            let (mut sum, mut mag) = match v.accumulate {
-                true => {
-                    let c = out0[(i * n + j) as usize] as f64;
-                    (c, c.abs())
-                }
-                false => (0.0, 0.0),
-            };
-            for p in 0..k {
-                let t = a_at(i, p).to_f64() * b_at(p, j).to_f64();
-                sum += t;
-                mag += t.abs();
-            }
-            let err = (got[(i * n + j) as usize] as f64 - sum).abs();
-            let err = if err.is_nan() { f64::INFINITY } else { err };
-            e.abs = e.abs.max(err);
-            if sum != 0.0 {
-                e.rel = e.rel.max(err / sum.abs());
-            }
-            e.share = e.share.max(if mag > 0.0 { err / mag } else { err });
-        }
-    }
-    Ok((format!("{m}x{n}x{k}"), e))
 }
 
 /// `count` halves, uniform in [-1, 1).
