@@ -2,7 +2,9 @@
 //! the research modes' quantizers applied to a buffer (for their tests).
 //!
 //! f32 -> f16 saturates to ±65504 (±Inf included), rounds to nearest even,
-//! and keeps NaN as NaN. f16 -> f32 is exact.
+//! and keeps NaN as NaN. f16 -> f32 is exact. `narrow_f16` takes values f16
+//! holds (a recipe's f16 operands) to their bits, ±Inf kept, for the
+//! matrix units' products.
 
 use bytemuck::{Pod, Zeroable};
 
@@ -31,6 +33,15 @@ const F16_TO_F32: KernelDesc = KernelDesc {
         Slot::Uniform(0),          // params
         Slot::Read(1, "src"),      // src_h: [ceil(n/2)] half2
         Slot::ReadWrite(2, "dst"), // dst_f32: [n] f32
+    ],
+};
+
+const NARROW: KernelDesc = KernelDesc {
+    entry: "narrow_f16",
+    slots: &[
+        Slot::Uniform(0),          // params
+        Slot::Read(1, "src"),      // src_f32: [n] f32, values f16 holds
+        Slot::ReadWrite(2, "dst"), // narrow_dst: [ceil(n/2)] u32, f16 pairs
     ],
 };
 
@@ -66,16 +77,18 @@ struct SimulateParams {
 pub struct Cast {
     f32_to_f16: Kernel,
     f16_to_f32: Kernel,
+    narrow: Kernel,
     simulate: Kernel,
 }
 
 impl Cast {
     pub async fn new(gpu: &Gpu) -> Result<Self> {
-        let [f32_to_f16, f16_to_f32, simulate] =
-            build_kernels(gpu, CAST, [F32_TO_F16, F16_TO_F32, SIMULATE]).await?;
+        let [f32_to_f16, f16_to_f32, narrow, simulate] =
+            build_kernels(gpu, CAST, [F32_TO_F16, F16_TO_F32, NARROW, SIMULATE]).await?;
         Ok(Cast {
             f32_to_f16,
             f16_to_f32,
+            narrow,
             simulate,
         })
     }
@@ -96,6 +109,26 @@ impl Cast {
             dst.needs(f16_bytes(n as u64)),
         ];
         self.f32_to_f16
+            .dispatch(gpu, op, &binds, gpu.grid_1d(op, (n as u64).div_ceil(2))?)
+    }
+
+    /// `dst[..n]` = the f16 bits of `src[..n]`, values f16 holds exactly
+    /// (or ±Inf, NaN), nothing saturated; one invocation per output word.
+    pub fn narrow_f16(
+        &self,
+        gpu: &Gpu,
+        src: BufferRange,
+        dst: BufferRange,
+        n: u32,
+    ) -> Result<Dispatch> {
+        let op = "narrow_f16";
+        let params = gpu.uniform(op, &Params { n, _pad: [0; 3] });
+        let binds = [
+            (&params).into(),
+            src.needs(4 * n as u64),
+            dst.needs(f16_bytes(n as u64)),
+        ];
+        self.narrow
             .dispatch(gpu, op, &binds, gpu.grid_1d(op, (n as u64).div_ceil(2))?)
     }
 

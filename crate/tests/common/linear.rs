@@ -5,7 +5,7 @@
 
 use half::f16;
 use rand::Rng;
-use webtrain::kernels::linear::{Layout, TileVariant};
+use webtrain::kernels::linear::{Layout, MatrixUnits, TileVariant};
 use webtrain::kernels::{Linear, LinearShape, Output, Weights};
 use webtrain::reference::linear as reference;
 use webtrain::{Gpu, Result};
@@ -726,7 +726,18 @@ pub async fn linear_recipe_reads_its_formats(gpu: &Gpu) -> Result<()> {
         ("nvfp4", Recipe::named("nvfp4")?.products()),
         ("mixed", mixed),
     ] {
-        check_recipe_products(gpu, name, products, s, 150).await?;
+        check_recipe_products(gpu, name, products, s, 150, None).await?;
+    }
+    // amp-f16's products on (emulated) matrix units: the same f16 operands,
+    // every product's shape a multiple of the 16×16×16 tiles; and one that
+    // is not (rows 40), on the scalar GEMMs
+    if gpu.caps.shader_f16 {
+        let amp = Recipe::named("amp-f16")?.products();
+        for rows in [48, 40] {
+            let s = LinearShape::stacked(rows, 80, &[48, 32, 16])?;
+            let units = Some(MatrixUnits::Emulated);
+            check_recipe_products(gpu, "amp-f16 on matrix units", amp, s, 151, units).await?;
+        }
     }
     Ok(())
 }
@@ -737,13 +748,15 @@ async fn check_recipe_products(
     p: webtrain::ops::products::Products,
     s: LinearShape,
     seed: u64,
+    units: Option<MatrixUnits>,
 ) -> Result<()> {
     use webtrain::ops::formats::{Blocks, Quantization, Stream};
     use webtrain::ops::products::{BlockShape, Operand, OperandFormat, Rounding};
     use webtrain::reference::formats::{hadamard16, quantize};
     let (rows, d_in, d_out) = (s.rows as usize, s.d_in as usize, s.d_out as usize);
     let (run_seed, step) = (0x5eed, 7);
-    let k = Linear::with_products(gpu, p, run_seed).await?;
+    let k = Linear::with_units(gpu, p, run_seed, units).await?;
+    assert_eq!(k.matrix_units(), units, "{name}: the units asked for serve");
     k.write_step(gpu, step);
     let mut r = rng(seed);
     let x = uniform(&mut r, rows * d_in, -1.0, 1.0);
@@ -828,6 +841,26 @@ async fn check_recipe_products(
     let wq = twin(p.forward[1], 1, &w, d_in, false, s.parts);
     let got = gpu.read_back::<f32>((&y).into()).await?;
     assert_product(&what("forward"), &got, &xq, &wq, d_in);
+    if units.is_some() {
+        // joining the residual stream: Y = R + X·Wᵀ with R = the product itself
+        let y2 = gpu.storage_buffer("y2", 4 * (rows * d_out) as u64)?;
+        let out = Output::AddTo {
+            residual: (&y).into(),
+            y: (&y2).into(),
+        };
+        gpu.run(&refs(&k.forward(gpu, s, (&xb).into(), master, out)?))
+            .await?;
+        let (a64, b64) = (f64s(&xq), f64s(&wq));
+        let (mut want, mut tol) = (Vec::new(), Vec::new());
+        for (at, &r) in got.iter().enumerate() {
+            let (i, j) = (at / d_out, at % d_out);
+            want.push(r as f64 + reference::forward_at(&a64, &b64, d_in, i, j));
+            let abs = reference::forward_abs_at(&a64, &b64, d_in, i, j);
+            tol.push(bound(d_in + 1, abs + (r as f64).abs()));
+        }
+        let y2 = gpu.read_back::<f32>((&y2).into()).await?;
+        assert_within(&what("forward + residual"), &y2, &want, &tol);
+    }
 
     let out = Output::Store((&dx).into());
     gpu.run(&refs(&k.backward_input(

@@ -27,7 +27,7 @@ use std::fmt::Write as _;
 use half::f16;
 
 use crate::error::{Error, Result};
-use crate::gpu::{Dispatch, Gpu, Grid};
+use crate::gpu::{BufferRange, Dispatch, Gpu, Grid};
 use crate::rng::{SplitMix64, uniform};
 use crate::shaders::{LINEAR_COOP_DOUBLE, LINEAR_COOP_GLOBAL, LINEAR_COOP_STAGED};
 
@@ -691,22 +691,22 @@ impl CoopGemm {
     pub fn dispatch(
         &self,
         gpu: &Gpu,
-        a: &wgpu::Buffer,
-        b: &wgpu::Buffer,
-        out: &wgpu::Buffer,
+        a: BufferRange,
+        b: BufferRange,
+        out: BufferRange,
         (m, n, k): (u32, u32, u32),
     ) -> Result<Dispatch> {
         let op = "linear_coop";
         if let Some(why) = self.misfit(m, n, k) {
             return Err(Error::Unsupported(format!("{op}: {why}")));
         }
-        for (what, buffer, bytes) in [
+        for (what, range, bytes) in [
             ("a", a, 2 * m as u64 * k as u64),
             ("b", b, 2 * k as u64 * n as u64),
             ("out", out, 4 * m as u64 * n as u64),
         ] {
-            if buffer.size() < bytes {
-                return Err(Error::shape(op, what, bytes, buffer.size()));
+            if range.size < bytes {
+                return Err(Error::shape(op, what, bytes, range.size));
             }
         }
         let (gx, gy) = (n / self.variant.bn(), m / self.variant.bm());
@@ -730,15 +730,15 @@ impl CoopGemm {
                 },
                 wgpu::BindGroupEntry {
                     binding: 1,
-                    resource: a.as_entire_binding(),
+                    resource: a.binding(),
                 },
                 wgpu::BindGroupEntry {
                     binding: 2,
-                    resource: b.as_entire_binding(),
+                    resource: b.binding(),
                 },
                 wgpu::BindGroupEntry {
                     binding: 3,
-                    resource: out.as_entire_binding(),
+                    resource: out.binding(),
                 },
             ],
         });
@@ -784,7 +784,7 @@ pub async fn check(gpu: &Gpu, g: &CoopGemm) -> Result<(String, CoopErrors)> {
         gpu.upload("b", &b)?,
         gpu.upload("out", &out0)?,
     );
-    let d = g.dispatch(gpu, &ab, &bb, &ob, (m, n, k))?;
+    let d = g.dispatch(gpu, (&ab).into(), (&bb).into(), (&ob).into(), (m, n, k))?;
     gpu.run(&[&d]).await?;
     let got: Vec<f32> = gpu.read_back((&ob).into()).await?;
     // op(A)[i, p] and op(B)[p, j] as the layout stores them

@@ -11,10 +11,12 @@ mod fp8;
 mod gemm;
 mod operands;
 pub mod tune;
+pub mod units;
 
 use std::collections::HashMap;
 
 pub use gemm::{BStorage, GemmKey, Layout, TileVariant};
+pub use units::MatrixUnits;
 
 use super::Weights;
 use super::boundary::{SITE_NONE, SITE_PROJECTION};
@@ -24,6 +26,7 @@ use crate::ops::products::{OperandFormat, Products};
 use fp8::{Operand as Fp8Operand, Tiles};
 use gemm::{Epilogue, GemmModule, Params};
 use operands::{Operands, Pass, Shape, Side};
+use units::Units;
 
 /// A linear layer `Y[rows, d_out] = X[rows, d_in] · W[d_out, d_in]ᵀ`.
 #[derive(Clone, Copy, Debug)]
@@ -109,6 +112,8 @@ pub struct Linear {
     fallback: TileVariant,
     /// The recipe's operand pre-passes; `None` where every operand is f32.
     operands: Option<Operands>,
+    /// Matrix units for a recipe of f16 products, where asked and offered.
+    units: Option<Units>,
 }
 
 /// Every (layout, B storage) a product can take: dW reads f32 activations.
@@ -129,9 +134,35 @@ impl Linear {
 
     /// Operands as `products` say, `seed` seeding their random draws.
     pub async fn with_products(gpu: &Gpu, products: Products, seed: u32) -> Result<Self> {
+        Self::with_units(gpu, products, seed, None).await
+    }
+
+    /// As `with_products`, with f16 products on `units` where the recipe's
+    /// are all f16 (`MatrixUnits::serve`) and a product's shape fits.
+    pub async fn with_units(
+        gpu: &Gpu,
+        products: Products,
+        seed: u32,
+        units: Option<MatrixUnits>,
+    ) -> Result<Self> {
         let mut linear = Self::with_picks(gpu, tune::rule(gpu), tune::picks(gpu)).await?;
         linear.operands = Operands::new(gpu, products, seed).await?;
+        linear.units = match units.filter(|_| MatrixUnits::serve(&products)) {
+            Some(u) => Some(Units::new(gpu, u).await?),
+            None => None,
+        };
         Ok(linear)
+    }
+
+    /// The matrix units the f16 products run on, if any.
+    pub fn matrix_units(&self) -> Option<MatrixUnits> {
+        self.units.as_ref().map(|u| u.units)
+    }
+
+    /// The units where they serve an `m × n × k` product whose operands
+    /// both came through the recipe's pre-pass.
+    fn units_for(&self, m: u32, n: u32, k: u32, prepared: bool) -> Option<&Units> {
+        self.units.as_ref().filter(|u| prepared && u.fits(m, n, k))
     }
 
     /// Every product in `variant`, f32 operands (tests pin their variant this way).
@@ -162,6 +193,7 @@ impl Linear {
             picks,
             fallback,
             operands: None,
+            units: None,
         })
     }
 
@@ -234,6 +266,18 @@ impl Linear {
                 },
             ),
         )?;
+        if let (Some(u), Some(xq), Some(wq)) =
+            (self.units_for(s.rows, s.d_out, s.d_in, true), &xq, &wq)
+        {
+            u.forward(
+                gpu,
+                &mut d,
+                (xq.into(), wq.into()),
+                out,
+                (s.rows, s.d_out, s.d_in),
+            )?;
+            return Ok(d);
+        }
         let x = xq
             .as_ref()
             .map_or(x, BufferRange::from)
@@ -297,6 +341,22 @@ impl Linear {
                 },
             ),
         )?;
+        if let (Some(u), Some(dyq), Some(wq)) =
+            (self.units_for(s.rows, s.d_in, s.d_out, true), &dyq, &wq)
+        {
+            let dx = match epilogue {
+                Epilogue::Accumulate => Output::Accumulate(dx),
+                _ => Output::Store(dx),
+            };
+            u.backward_input(
+                gpu,
+                &mut d,
+                (dyq.into(), wq.into()),
+                dx,
+                (s.rows, s.d_in, s.d_out),
+            )?;
+            return Ok(d);
+        }
         let dy = dyq.as_ref().map_or(dy, BufferRange::from);
         let w = weights_or(&w, &wq);
         let key = GemmKey::new(Layout::Dx, storage(&w), s.rows, s.d_in, s.d_out);
@@ -330,6 +390,18 @@ impl Linear {
             dyq = o.prepare(gpu, &mut d, (Pass::Wgrad, Side::A, a), dy, dy_shape, false)?;
             let x_shape = Shape::plain(s.rows, s.d_in, true);
             xq = o.prepare(gpu, &mut d, (Pass::Wgrad, Side::B, b), x, x_shape, false)?;
+        }
+        if let (Some(u), Some(dyq), Some(xq)) =
+            (self.units_for(s.d_out, s.d_in, s.rows, true), &dyq, &xq)
+        {
+            u.backward_weight(
+                gpu,
+                &mut d,
+                (dyq.into(), xq.into()),
+                dw,
+                (s.d_out, s.d_in, s.rows),
+            )?;
+            return Ok(d);
         }
         let dy = dyq.as_ref().map_or(dy, BufferRange::from);
         let x = xq.as_ref().map_or(x, BufferRange::from);

@@ -210,7 +210,7 @@ async fn time_shapes(gpu: &Gpu, built: &[CoopGemm], reps: u32) -> Result<()> {
                 eprintln!("{name:<8} {dims:<18} {label:<46} skipped: {why}");
                 continue;
             }
-            match g.dispatch(gpu, &a, &b, &out, (m, n, k)) {
+            match g.dispatch(gpu, (&a).into(), (&b).into(), (&out).into(), (m, n, k)) {
                 Ok(d) => match median_secs(gpu, &d, reps).await {
                     Ok(secs) => print(&label, secs),
                     Err(e) => {
