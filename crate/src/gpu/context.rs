@@ -7,6 +7,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::KernelConfig;
+use super::coop::MatrixUnits;
 use super::pipeline::PipelineCache;
 use crate::error::{Error, Result};
 use crate::shaders::{F16Storage, Numerics};
@@ -27,6 +28,35 @@ pub struct GpuOptions {
     /// config cached earlier (the page's storage); natively, else the
     /// cache file's entry for this adapter.
     pub kernel_config: Option<KernelConfig>,
+    /// Whether a recipe's f16 products may run on matrix units.
+    pub matrix_units: UnitsRequest,
+}
+
+/// Whether to run a recipe's f16 products on matrix units (`MatrixUnits`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UnitsRequest {
+    /// The scalar GEMMs everywhere.
+    #[default]
+    Off,
+    /// The adapter's cooperative matrices, where it offers them (natively;
+    /// the device then enables wgpu's experimental feature).
+    Auto,
+    /// Emulated in plain code, on any adapter with shader-f16: the same
+    /// tiles, to check the path where no matrix unit is.
+    Emulated,
+}
+
+impl UnitsRequest {
+    pub fn parse(name: &str) -> Result<UnitsRequest> {
+        match name {
+            "off" => Ok(UnitsRequest::Off),
+            "auto" => Ok(UnitsRequest::Auto),
+            "emulated" => Ok(UnitsRequest::Emulated),
+            _ => Err(Error::Unsupported(format!(
+                "matrix units {name:?}: off, auto or emulated"
+            ))),
+        }
+    }
 }
 
 impl GpuOptions {
@@ -37,6 +67,7 @@ impl GpuOptions {
             adapter: var("WEBTRAIN_ADAPTER"),
             force_packed_f16: var("WEBTRAIN_F16").is_some_and(|v| v.eq_ignore_ascii_case("packed")),
             kernel_config: None,
+            matrix_units: UnitsRequest::Off,
         }
     }
 }
@@ -80,13 +111,36 @@ pub struct Gpu {
     pub kernels: Arc<Mutex<KernelConfig>>,
     /// The modules and pipelines built on the device so far.
     pub pipelines: Arc<PipelineCache>,
+    /// Where a recipe's f16 products run on matrix units, if anywhere;
+    /// why not where they were asked for and are not.
+    pub matrix_units: std::result::Result<MatrixUnits, String>,
 }
 
 impl Gpu {
     pub async fn new(options: &GpuOptions) -> Result<Gpu> {
-        Ok(Gpu::with_extra_features(options, wgpu::Features::empty())
-            .await?
-            .0)
+        match options.matrix_units {
+            UnitsRequest::Off => Ok(Gpu::with_extra_features(options, wgpu::Features::empty())
+                .await?
+                .0),
+            UnitsRequest::Auto => {
+                let (mut gpu, support) = Gpu::new_cooperative(options).await?;
+                gpu.matrix_units = MatrixUnits::offered(&gpu, &support);
+                Ok(gpu)
+            }
+            UnitsRequest::Emulated => {
+                let mut gpu = Gpu::with_extra_features(options, wgpu::Features::empty())
+                    .await?
+                    .0;
+                gpu.matrix_units = match gpu.caps.shader_f16 {
+                    true => Ok(MatrixUnits::Emulated),
+                    false => Err(format!(
+                        "{} has no shader-f16, which the emulated units read",
+                        gpu.info.name
+                    )),
+                };
+                Ok(gpu)
+            }
+        }
     }
 
     /// `new`, also requesting those of `extra` the adapter has; an
@@ -170,6 +224,7 @@ impl Gpu {
             health,
             kernels,
             pipelines: Arc::default(),
+            matrix_units: Err("not asked for".into()),
         };
         Ok((gpu, adapter))
     }

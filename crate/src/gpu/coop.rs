@@ -1,8 +1,9 @@
 //! Cooperative matrices (tensor cores), as wgpu 30 offers them natively:
 //! the `EXPERIMENTAL_COOPERATIVE_MATRIX` feature and the configurations the
-//! adapter reports (`Adapter::cooperative_matrix_properties`). A probe for
-//! issue #30: only `webtrain bench --what coop` asks for such a device; the
-//! trainer's devices never enable an experimental feature.
+//! adapter reports (`Adapter::cooperative_matrix_properties`), and which
+//! matrix units a device runs a recipe's f16 products on (`MatrixUnits`).
+//! Only a device asked for them (`UnitsRequest::Auto`, or `webtrain bench
+//! --what coop`) enables the experimental feature.
 //!
 //! wgpu's Vulkan backend lists a configuration only if it is subgroup-scoped,
 //! 8 or 16 on each side, with A = B and C = result types among f16, f32,
@@ -63,6 +64,39 @@ impl CoopSupport {
             ));
         }
         None
+    }
+}
+
+/// Which matrix units serve a recipe's f16 products (kernels::linear::units).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatrixUnits {
+    /// The device's cooperative matrices (tensor cores), in `edge`-sided
+    /// fragments.
+    Cooperative { edge: u32 },
+    /// Emulated in plain code, 8-sided fragments in 16×16 tiles: the same
+    /// sources on any adapter with shader-f16 (tests).
+    Emulated,
+}
+
+impl MatrixUnits {
+    /// What `support` offers — 16-sided fragments where it can (NVIDIA),
+    /// else 8 — or why nothing.
+    pub fn offered(gpu: &Gpu, support: &CoopSupport) -> std::result::Result<MatrixUnits, String> {
+        if let Some(why) = support.unavailable(gpu) {
+            return Err(why);
+        }
+        let edge = [16, 8].into_iter().find(|&e| support.f16_f32(e).is_some());
+        edge.map(|edge| MatrixUnits::Cooperative { edge })
+            .ok_or_else(|| "no square f16 configuration".into())
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            MatrixUnits::Cooperative { edge } => {
+                format!("cooperative matrices {edge}x{edge}, f16 x f16 -> f32")
+            }
+            MatrixUnits::Emulated => "emulated (plain code, 8x8 fragments)".into(),
+        }
     }
 }
 

@@ -81,7 +81,7 @@ impl Kernels {
             infra: Infrastructure::new(gpu).await?,
             embed: Embedding::new(gpu).await?,
             norm: RmsNorm::new(gpu).await?,
-            linear: Linear::with_products(gpu, products, seed).await?,
+            linear: Linear::with_units(gpu, products, seed, gpu.matrix_units.clone().ok()).await?,
             exact,
             wide,
             rope: Rope::new(gpu).await?,

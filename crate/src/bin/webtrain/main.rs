@@ -156,6 +156,13 @@ pub mod cli {
         /// writes one) instead of tuning or the cache: reproducible runs.
         #[arg(long, value_name = "FILE")]
         kernel_config: Option<std::path::PathBuf>,
+        /// A recipe of f16 products (amp-f16) on matrix units: `auto` on the
+        /// adapter's cooperative matrices where it offers them (wgpu's
+        /// experimental feature), `emulated` in plain code on any adapter
+        /// with shader-f16 (to check the path), `off` (default) on the
+        /// scalar GEMMs.
+        #[arg(long, value_parser = ["off", "auto", "emulated"], default_value = "off")]
+        matrix_units: String,
     }
 
     impl DeviceArgs {
@@ -176,6 +183,7 @@ pub mod cli {
                     .as_deref()
                     .map_or(env.force_packed_f16, |f| f == "packed"),
                 kernel_config,
+                matrix_units: webtrain::gpu::UnitsRequest::parse(&self.matrix_units)?,
             })
         }
     }

@@ -15,8 +15,8 @@ pub mod units;
 
 use std::collections::HashMap;
 
+pub use crate::gpu::coop::MatrixUnits;
 pub use gemm::{BStorage, GemmKey, Layout, TileVariant};
-pub use units::MatrixUnits;
 
 use super::Weights;
 use super::boundary::{SITE_NONE, SITE_PROJECTION};
@@ -138,7 +138,7 @@ impl Linear {
     }
 
     /// As `with_products`, with f16 products on `units` where the recipe's
-    /// are all f16 (`MatrixUnits::serve`) and a product's shape fits.
+    /// are all f16 (`units::serve`) and a product's shape fits.
     pub async fn with_units(
         gpu: &Gpu,
         products: Products,
@@ -147,7 +147,7 @@ impl Linear {
     ) -> Result<Self> {
         let mut linear = Self::with_picks(gpu, tune::rule(gpu), tune::picks(gpu)).await?;
         linear.operands = Operands::new(gpu, products, seed).await?;
-        linear.units = match units.filter(|_| MatrixUnits::serve(&products)) {
+        linear.units = match units.filter(|_| units::serve(&products)) {
             Some(u) => Some(Units::new(gpu, u).await?),
             None => None,
         };

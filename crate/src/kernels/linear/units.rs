@@ -17,63 +17,39 @@ use std::sync::Mutex;
 use super::Output;
 use super::coop::{CoopGemm, CoopLayout, CoopVariant, Staging};
 use crate::error::{Error, Result};
-use crate::gpu::coop::CoopSupport;
+use crate::gpu::coop::MatrixUnits;
 use crate::gpu::{BufferRange, Dispatch, Gpu};
 use crate::kernels::{Cast, Infrastructure};
 use crate::ops::formats::Format;
 use crate::ops::products::{Operand, OperandFormat, Products};
 
-/// Which matrix units serve a recipe's f16 products.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MatrixUnits {
-    /// The device's cooperative matrices (tensor cores), in `edge`-sided
-    /// fragments.
-    Cooperative { edge: u32 },
-    /// Emulated in plain code, 8-sided fragments in 16×16 tiles: the same
-    /// sources on any adapter with shader-f16 (tests).
-    Emulated,
+/// The variant in `layout` on `units`: the H200's best of the probe
+/// (double-buffered, 4×2 subgroups of 2×4 fragments, K slices of 16;
+/// docs/PERFORMANCE.md), or the emulated 16×16×16 one.
+fn variant(units: MatrixUnits, layout: CoopLayout, accumulate: bool) -> CoopVariant {
+    let v = match units {
+        MatrixUnits::Cooperative { edge } => {
+            CoopVariant::staged(edge, Staging::Double, (4, 2), (2, 4), 16)
+        }
+        MatrixUnits::Emulated => {
+            CoopVariant::staged(8, Staging::Double, (2, 2), (1, 1), 16).emulate()
+        }
+    };
+    CoopVariant {
+        layout,
+        accumulate,
+        ..v
+    }
 }
 
-impl MatrixUnits {
-    /// What `support` offers: 16-sided fragments where it can (NVIDIA), else 8.
-    pub fn offered(gpu: &Gpu, support: &CoopSupport) -> Option<MatrixUnits> {
-        if support.unavailable(gpu).is_some() {
-            return None;
-        }
-        let edge = [16, 8]
-            .into_iter()
-            .find(|&e| support.f16_f32(e).is_some())?;
-        Some(MatrixUnits::Cooperative { edge })
-    }
-
-    /// The variant in `layout`: the H200's best of the probe (double-
-    /// buffered, 4×2 subgroups of 2×4 fragments, K slices of 16;
-    /// docs/PERFORMANCE.md), or the emulated 16×16×16 one.
-    fn variant(self, layout: CoopLayout, accumulate: bool) -> CoopVariant {
-        let v = match self {
-            MatrixUnits::Cooperative { edge } => {
-                CoopVariant::staged(edge, Staging::Double, (4, 2), (2, 4), 16)
-            }
-            MatrixUnits::Emulated => {
-                CoopVariant::staged(8, Staging::Double, (2, 2), (1, 1), 16).emulate()
-            }
-        };
-        CoopVariant {
-            layout,
-            accumulate,
-            ..v
-        }
-    }
-
-    /// Whether `products` are all f16 with nearest rounding and no
-    /// transform: what matrix units multiply exactly.
-    pub fn serve(products: &Products) -> bool {
-        let f16 = Format::parse("f16").expect("f16 is a format");
-        products
-            .all()
-            .iter()
-            .all(|o| *o == Operand::of(OperandFormat::Format(f16)))
-    }
+/// Whether `products` are all f16 with nearest rounding and no transform:
+/// what matrix units multiply exactly.
+pub fn serve(products: &Products) -> bool {
+    let f16 = Format::parse("f16").expect("f16 is a format");
+    products
+        .all()
+        .iter()
+        .all(|o| *o == Operand::of(OperandFormat::Format(f16)))
 }
 
 /// The products' operands as f16 words: the product's first and second.
@@ -95,7 +71,7 @@ pub struct Units {
 
 impl Units {
     pub async fn new(gpu: &Gpu, units: MatrixUnits) -> Result<Units> {
-        let gemm = |layout, accumulate| CoopGemm::new(gpu, units.variant(layout, accumulate));
+        let gemm = |layout, accumulate| CoopGemm::new(gpu, variant(units, layout, accumulate));
         Ok(Units {
             units,
             forward: gemm(CoopLayout::Nt, false).await?,
