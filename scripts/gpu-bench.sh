@@ -11,28 +11,11 @@ for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig;
 # expected run (H200) well under 3. A step that fails is logged and the
 # next one runs.
 
-OUT="${OUT:-/tmp/webtrain-gpu-out}"
-mkdir -p "$OUT"
-LOG="$OUT/gpu.log"
-exec > >(tee -a "$LOG") 2>&1
-
-source "$(dirname "$0")/nvidia-icd.sh"
-echo "== vulkan ICD: ${found_icd:-none in the usual places}; VK_DRIVER_FILES=${VK_DRIVER_FILES:-unset}"
+source "$(dirname "$0")/gpu-common.sh"
 
 BIN_SRC="${WEBTRAIN_BIN:-.gpubin/webtrain}"
 BIN=/tmp/webtrain-gpu-bin
 cp "$BIN_SRC" "$BIN" && chmod +x "$BIN" || { echo "no binary at $BIN_SRC"; exit 1; }
-export RUST_BACKTRACE=1
-
-step() { # step SECONDS TITLE COMMAND...
-    local secs=$1 title=$2
-    shift 2
-    echo
-    echo "== $title  ($(date +%T), timeout ${secs}s): $*"
-    local t0=$SECONDS
-    timeout "$secs" "$@"
-    echo "== $title: rc=$? in $((SECONDS - t0)) s"
-}
 
 step 15 "GPUs" nvidia-smi -L
 step 40 "adapter" "$BIN" info

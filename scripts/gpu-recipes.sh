@@ -14,24 +14,10 @@
 #    draws them).
 # Each step has its own timeout; the whole run stays under 9 minutes.
 
-OUT="${OUT:-/tmp/webtrain-gpu-out}"
+source "$(dirname "$0")/gpu-common.sh"
 mkdir -p "$OUT/study"
-LOG="$OUT/gpu.log"
-exec > >(tee -a "$LOG") 2>&1
-
-source "$(dirname "$0")/nvidia-icd.sh"
-echo "== vulkan ICD: ${found_icd:-none in the usual places}"
 NEW=/tmp/webtrain-new OLD=/tmp/webtrain-old
 cp .gpubin/webtrain "$NEW" && cp .gpubin/webtrain-old "$OLD" && chmod +x "$NEW" "$OLD" || exit 1
-
-step() { # step SECONDS TITLE COMMAND...
-    local secs=$1 title=$2
-    shift 2
-    echo "== $title ($(date +%T), timeout ${secs}s)"
-    local t0=$SECONDS
-    timeout "$secs" "$@"
-    echo "== $title: rc=$? in $((SECONDS - t0)) s"
-}
 
 PART=${1:-1}
 RECIPES="fp32 f16 sf16 sf16-wide-head fp8 bf16 amp-f16 fp8-hybrid mxfp8 mxfp4 nvfp4 nvfp4-naive"

@@ -111,9 +111,9 @@ pub struct Gpu {
     pub kernels: Arc<Mutex<KernelConfig>>,
     /// The modules and pipelines built on the device so far.
     pub pipelines: Arc<PipelineCache>,
-    /// Where a recipe's f16 products run on matrix units, if anywhere;
-    /// why not where they were asked for and are not.
-    pub matrix_units: std::result::Result<MatrixUnits, String>,
+    /// Where a recipe's f16 products may run on matrix units, where they
+    /// were asked for (`GpuOptions::matrix_units`): the units, or why none.
+    pub matrix_units: Option<std::result::Result<MatrixUnits, String>>,
 }
 
 impl Gpu {
@@ -124,20 +124,20 @@ impl Gpu {
                 .0),
             UnitsRequest::Auto => {
                 let (mut gpu, support) = Gpu::new_cooperative(options).await?;
-                gpu.matrix_units = MatrixUnits::offered(&gpu, &support);
+                gpu.matrix_units = Some(MatrixUnits::offered(&gpu, &support));
                 Ok(gpu)
             }
             UnitsRequest::Emulated => {
                 let mut gpu = Gpu::with_extra_features(options, wgpu::Features::empty())
                     .await?
                     .0;
-                gpu.matrix_units = match gpu.caps.shader_f16 {
+                gpu.matrix_units = Some(match gpu.caps.shader_f16 {
                     true => Ok(MatrixUnits::Emulated),
                     false => Err(format!(
                         "{} has no shader-f16, which the emulated units read",
                         gpu.info.name
                     )),
-                };
+                });
                 Ok(gpu)
             }
         }
@@ -224,7 +224,7 @@ impl Gpu {
             health,
             kernels,
             pipelines: Arc::default(),
-            matrix_units: Err("not asked for".into()),
+            matrix_units: None,
         };
         Ok((gpu, adapter))
     }

@@ -81,7 +81,13 @@ impl Kernels {
             infra: Infrastructure::new(gpu).await?,
             embed: Embedding::new(gpu).await?,
             norm: RmsNorm::new(gpu).await?,
-            linear: Linear::with_units(gpu, products, seed, gpu.matrix_units.clone().ok()).await?,
+            linear: Linear::with_units(
+                gpu,
+                products,
+                seed,
+                gpu.matrix_units.clone().and_then(|u| u.ok()),
+            )
+            .await?,
             exact,
             wide,
             rope: Rope::new(gpu).await?,
@@ -91,6 +97,18 @@ impl Kernels {
             cast: Cast::new(gpu).await?,
             optim: Optimizer::new(gpu).await?,
         })
+    }
+
+    /// Where the f16 products run, for reports, where matrix units were
+    /// asked for: the units, or why none.
+    pub fn matrix_units_report(&self, gpu: &Gpu) -> Option<String> {
+        Some(
+            match (self.linear.matrix_units(), gpu.matrix_units.as_ref()?) {
+                (Some(u), _) => u.describe(),
+                (None, Ok(_)) => "not used: the recipe's products are not all f16".into(),
+                (None, Err(why)) => format!("none: {why}"),
+            },
+        )
     }
 
     /// The output head's products.

@@ -699,7 +699,7 @@ async fn amp_f16_on_matrix_units(
     scalar: &[StepStats],
 ) -> Result<()> {
     let mut units = gpu.clone();
-    units.matrix_units = Ok(MatrixUnits::Emulated);
+    units.matrix_units = Some(Ok(MatrixUnits::Emulated));
     let c = TrainConfig {
         precision: Recipe::named("amp-f16")?,
         ..c.clone()

@@ -18,6 +18,8 @@ use webtrain::train::{Memory, Trainer, synthetic};
 struct StepRow {
     preset: String,
     precision: String,
+    /// Where the recipe's f16 products ran (`--matrix-units`), if on matrix units.
+    matrix_units: Option<String>,
     optim_state: &'static str,
     batch: u32,
     seq: u32,
@@ -118,6 +120,7 @@ pub async fn run(gpu: &Gpu, runs: &Runs<'_>, reps: u32, copy_bw: f64) -> Result<
         let row = StepRow {
             preset: preset.to_string(),
             precision: precision.name().to_string(),
+            matrix_units: trainer.k.matrix_units_report(gpu),
             optim_state: state.name(),
             batch: shape.batch,
             seq: shape.seq,

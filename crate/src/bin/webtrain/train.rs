@@ -454,7 +454,7 @@ impl Summary<'_> {
             "adapter": t.gpu.info.name,
             "preset": self.preset,
             "precision": t.config.precision.name(),
-            "matrix_units": t.k.linear.matrix_units().map(|u| u.describe()),
+            "matrix_units": t.k.matrix_units_report(&t.gpu),
             "optim_state": t.config.optim.state.name(),
             "steps": self.end,
             "resumed_from": args.resume.as_ref().map(|_| self.first - 1),

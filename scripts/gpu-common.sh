@@ -1,0 +1,25 @@
+# Sourced by the scripts that run on the lent GPU machine (gpu-bench.sh,
+# gpu-recipes.sh, gpu-check.sh), from the repository root: everything they
+# print goes to "$OUT"/gpu.log too; the Vulkan loader finds the NVIDIA ICD
+# (nvidia-icd.sh); `step SECONDS TITLE COMMAND...` runs one measurement
+# under its own timeout, logs its status and time, and never stops the
+# script.
+
+OUT="${OUT:-/tmp/webtrain-gpu-out}"
+mkdir -p "$OUT"
+LOG="$OUT/gpu.log"
+exec > >(tee -a "$LOG") 2>&1
+
+source "$(dirname "${BASH_SOURCE[0]}")/nvidia-icd.sh"
+echo "== vulkan ICD: ${found_icd:-none in the usual places}; VK_DRIVER_FILES=${VK_DRIVER_FILES:-unset}"
+export RUST_BACKTRACE=1
+
+step() { # step SECONDS TITLE COMMAND...
+    local secs=$1 title=$2
+    shift 2
+    echo
+    echo "== $title  ($(date +%T), timeout ${secs}s): $*"
+    local t0=$SECONDS
+    timeout "$secs" "$@"
+    echo "== $title: rc=$? in $((SECONDS - t0)) s"
+}
