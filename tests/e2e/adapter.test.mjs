@@ -24,5 +24,11 @@ test('the page reports the adapter and the f16 storage mode', async () => {
   const f16 = page.locator('#adapter-f16');
   assert.match(await f16.textContent(), /(runs natively|packed f16)/);
   assert.match(await f16.getAttribute('data-storage'), /^(native|packed)$/);
+  // SwiftShader has no matrix units: the card says how a browser turns them on
+  const units = page.locator('#adapter-matrix-units');
+  await page.waitForFunction(() => document.querySelector('#adapter-matrix-units').dataset.offered !== undefined);
+  if ((await units.getAttribute('data-offered')) === 'false') {
+    assert.match(await units.textContent(), /enable-unsafe-webgpu.*vulkan_enable_f16_on_nvidia/);
+  }
   assert.deepEqual(errors, []);
 });
