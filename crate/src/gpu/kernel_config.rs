@@ -38,6 +38,11 @@ pub struct GemmPick {
     /// Its GPU time when it was chosen, if timed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ms: Option<f64>,
+    /// The same product's time on the device's matrix units (f16 products,
+    /// kernels::linear::units), where they were timed: they serve it if
+    /// faster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub units_ms: Option<f64>,
 }
 
 impl KernelConfig {

@@ -441,6 +441,7 @@ pub async fn linear_uses_the_pinned_variant(_shared: &Gpu) -> Result<()> {
             k: d_in,
             variant: pinned.name(),
             ms: None,
+            units_ms: None,
         }],
         pinned: true,
     };

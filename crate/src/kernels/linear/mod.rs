@@ -112,8 +112,10 @@ pub struct Linear {
     fallback: TileVariant,
     /// The recipe's operand pre-passes; `None` where every operand is f32.
     operands: Option<Operands>,
-    /// Matrix units for a recipe of f16 products, where asked and offered.
+    /// Matrix units for a recipe of f16 products, where asked and offered,
+    /// and whether they serve each shape the tuner timed them for.
     units: Option<Units>,
+    unit_picks: HashMap<GemmKey, bool>,
 }
 
 /// Every (layout, B storage) a product can take: dW reads f32 activations.
@@ -151,6 +153,7 @@ impl Linear {
             Some(u) => Some(Units::new(gpu, u).await?),
             None => None,
         };
+        linear.unit_picks = tune::unit_picks(gpu);
         Ok(linear)
     }
 
@@ -159,10 +162,13 @@ impl Linear {
         self.units.as_ref().map(|u| u.units)
     }
 
-    /// The units where they serve an `m × n × k` product whose operands
-    /// both came through the recipe's pre-pass.
-    fn units_for(&self, m: u32, n: u32, k: u32, prepared: bool) -> Option<&Units> {
-        self.units.as_ref().filter(|u| prepared && u.fits(m, n, k))
+    /// The units where they serve product `key`: its shape fits their
+    /// tiles, and the tuner timed them faster than the tile variants (or
+    /// did not time it: software adapters, no timestamps, emulated units).
+    fn units_for(&self, key: GemmKey) -> Option<&Units> {
+        let u = self.units.as_ref()?;
+        let faster = self.unit_picks.get(&key).copied().unwrap_or(true);
+        (u.fits(key.m, key.n, key.k) && faster).then_some(u)
     }
 
     /// Every product in `variant`, f32 operands (tests pin their variant this way).
@@ -194,6 +200,7 @@ impl Linear {
             fallback,
             operands: None,
             units: None,
+            unit_picks: HashMap::new(),
         })
     }
 
@@ -266,9 +273,8 @@ impl Linear {
                 },
             ),
         )?;
-        if let (Some(u), Some(xq), Some(wq)) =
-            (self.units_for(s.rows, s.d_out, s.d_in, true), &xq, &wq)
-        {
+        let key = GemmKey::new(Layout::Forward, BStorage::F32, s.rows, s.d_out, s.d_in);
+        if let (Some(u), Some(xq), Some(wq)) = (self.units_for(key), &xq, &wq) {
             u.forward(
                 gpu,
                 &mut d,
@@ -341,9 +347,8 @@ impl Linear {
                 },
             ),
         )?;
-        if let (Some(u), Some(dyq), Some(wq)) =
-            (self.units_for(s.rows, s.d_in, s.d_out, true), &dyq, &wq)
-        {
+        let key = GemmKey::new(Layout::Dx, BStorage::F32, s.rows, s.d_in, s.d_out);
+        if let (Some(u), Some(dyq), Some(wq)) = (self.units_for(key), &dyq, &wq) {
             let dx = match epilogue {
                 Epilogue::Accumulate => Output::Accumulate(dx),
                 _ => Output::Store(dx),
@@ -391,9 +396,8 @@ impl Linear {
             let x_shape = Shape::plain(s.rows, s.d_in, true);
             xq = o.prepare(gpu, &mut d, (Pass::Wgrad, Side::B, b), x, x_shape, false)?;
         }
-        if let (Some(u), Some(dyq), Some(xq)) =
-            (self.units_for(s.d_out, s.d_in, s.rows, true), &dyq, &xq)
-        {
+        let key = GemmKey::new(Layout::Dw, BStorage::F32, s.d_out, s.d_in, s.rows);
+        if let (Some(u), Some(dyq), Some(xq)) = (self.units_for(key), &dyq, &xq) {
             u.backward_weight(
                 gpu,
                 &mut d,

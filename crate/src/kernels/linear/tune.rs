@@ -4,12 +4,15 @@ use std::collections::HashMap;
 
 use half::f16;
 
+use super::Output;
 use super::gemm::{BStorage, Epilogue, GemmKey, GemmModule, Layout, Params, TileVariant};
+use super::units::Units;
 use crate::error::Result;
+use crate::gpu::coop::MatrixUnits;
 use crate::gpu::{Dispatch, GemmPick, Gpu, KernelConfig};
 use crate::kernels::boundary::SITE_NONE;
 use crate::rng::{SplitMix64, uniform};
-use crate::shaders::{COMMON, LINEAR, LINEAR_B16, LINEAR_B32};
+use crate::shaders::{CAST, COMMON, LINEAR, LINEAR_B16, LINEAR_B32, LINEAR_COOP_DOUBLE};
 
 /// SwiftShader's variant: it JIT-compiles every pipeline module for
 /// seconds, and 8×8 micro-tiles' unrolled code made a mode's kernels take
@@ -38,6 +41,8 @@ pub fn shader_hash() -> String {
         LINEAR_B32.source,
         LINEAR_B16.source,
         LINEAR.source,
+        LINEAR_COOP_DOUBLE.source,
+        CAST.source,
     ];
     let texts = sources.into_iter().chain(names.iter().map(|n| n.as_str()));
     crate::fingerprint::fnv1a(texts.flat_map(str::bytes))
@@ -53,6 +58,7 @@ impl GemmKey {
             k: self.k,
             variant: variant.name(),
             ms,
+            units_ms: None,
         }
     }
 
@@ -64,6 +70,23 @@ impl GemmKey {
         let key = GemmKey::new(layout, b, pick.m, pick.n, pick.k);
         Some((key, TileVariant::parse(&pick.variant)?))
     }
+}
+
+/// Whether the device's matrix units serve each product shape the tuner
+/// timed them for: faster than its best tile variant.
+pub fn unit_picks(gpu: &Gpu) -> HashMap<GemmKey, bool> {
+    units_faster(&gpu.kernel_config())
+}
+
+fn units_faster(config: &KernelConfig) -> HashMap<GemmKey, bool> {
+    config
+        .picks
+        .iter()
+        .filter_map(|p| {
+            let faster = p.units_ms? < p.ms.unwrap_or(f64::INFINITY);
+            GemmKey::of(p).map(|(key, _)| (key, faster))
+        })
+        .collect()
 }
 
 /// The device's choices that fit it: variant per product shape.
@@ -123,8 +146,13 @@ pub async fn prepare(gpu: &Gpu, keys: &[GemmKey]) -> Result<()> {
         }
     }
     if !missing.is_empty() && !gpu.is_software() && gpu.caps.timestamps {
+        let units = time_units(gpu, &missing).await?;
         for (key, variant, secs) in time_all(gpu, &missing).await? {
-            config.picks.push(key.pick(variant, Some(secs * 1e3)));
+            let units_ms = units.iter().find(|(k, _)| *k == key).map(|(_, s)| s * 1e3);
+            config.picks.push(GemmPick {
+                units_ms,
+                ..key.pick(variant, Some(secs * 1e3))
+            });
         }
         #[cfg(not(target_arch = "wasm32"))]
         let _ = crate::gpu::kernel_config::cache::store(&config); // unwritable: the next run times again
@@ -176,6 +204,39 @@ async fn time_all(gpu: &Gpu, keys: &[GemmKey]) -> Result<Vec<(GemmKey, TileVaria
         chosen.push((key, candidates[best].variant, times[best]));
     }
     Ok(chosen)
+}
+
+/// Each key the device's matrix units serve (`units::serve`'s f16
+/// products: B in f32, the shape a multiple of the tiles) timed there, its
+/// operands' narrowing included: none where the device has none.
+async fn time_units(gpu: &Gpu, keys: &[GemmKey]) -> Result<Vec<(GemmKey, f64)>> {
+    let Some(Ok(u @ MatrixUnits::Cooperative { .. })) = gpu.matrix_units else {
+        return Ok(Vec::new());
+    };
+    let units = Units::new(gpu, u).await?;
+    let mut times = Vec::new();
+    for &key in keys {
+        if key.b != BStorage::F32 || !units.fits(key.m, key.n, key.k) {
+            continue;
+        }
+        let ops = Operands::new(gpu, key)?;
+        let (a, b, c) = ((&ops.a).into(), (&ops.b).into(), (&ops.c).into());
+        let mut d = Vec::new();
+        let shape = (key.m, key.n, key.k);
+        match key.layout {
+            Layout::Forward => units.forward(gpu, &mut d, (a, b), Output::Accumulate(c), shape)?,
+            Layout::Dx => {
+                units.backward_input(gpu, &mut d, (a, b), Output::Accumulate(c), shape)?
+            }
+            Layout::Dw => units.backward_weight(gpu, &mut d, (a, b), c, shape)?,
+        }
+        let d: Vec<&Dispatch> = d.iter().collect();
+        gpu.warm_up(&d, WARM_UP / 4.0).await?;
+        let once = gpu.time_dispatches(&d, 1).await?;
+        let reps = (2e-3 / once.max(1e-6)).clamp(3.0, 50.0) as u32;
+        times.push((key, gpu.time_dispatches(&d, reps).await?));
+    }
+    Ok(times)
 }
 
 /// Seconds the tuner and the bench keep the GPU busy before timing (0.1
@@ -289,6 +350,32 @@ mod tests {
         assert!(pinned.pinned);
         assert_eq!(pinned.picks, config.picks);
         assert!(KernelConfig::pinned_from_json("{\"adapter\": 3}").is_err());
+    }
+
+    #[test]
+    fn matrix_units_serve_the_shapes_they_were_timed_faster_on() {
+        let key = |m| GemmKey::new(Layout::Forward, BStorage::F32, m, 768, 768);
+        let timed = |m, ms, units_ms| GemmPick {
+            units_ms,
+            ..key(m).pick(TileVariant::ALL[0], ms)
+        };
+        let config = KernelConfig {
+            adapter: "test".into(),
+            driver: "1".into(),
+            shaders: shader_hash(),
+            picks: vec![
+                timed(128, Some(2.0), Some(0.5)),
+                timed(256, Some(2.0), Some(3.0)),
+                timed(384, Some(2.0), None),
+            ],
+            pinned: false,
+        };
+        let faster = units_faster(&config);
+        assert_eq!(faster.get(&key(128)), Some(&true));
+        assert_eq!(faster.get(&key(256)), Some(&false));
+        assert_eq!(faster.get(&key(384)), None, "not timed on units");
+        let back = KernelConfig::pinned_from_json(&config.to_json()).unwrap();
+        assert_eq!(back.picks, config.picks, "units_ms is kept");
     }
 
     #[test]
