@@ -349,15 +349,12 @@ impl Linear {
         )?;
         let key = GemmKey::new(Layout::Dx, BStorage::F32, s.rows, s.d_in, s.d_out);
         if let (Some(u), Some(dyq), Some(wq)) = (self.units_for(key), &dyq, &wq) {
-            let dx = match epilogue {
-                Epilogue::Accumulate => Output::Accumulate(dx),
-                _ => Output::Store(dx),
-            };
+            let accumulate = epilogue == Epilogue::Accumulate;
             u.backward_input(
                 gpu,
                 &mut d,
                 (dyq.into(), wq.into()),
-                dx,
+                (dx, accumulate),
                 (s.rows, s.d_in, s.d_out),
             )?;
             return Ok(d);

@@ -225,9 +225,7 @@ async fn time_units(gpu: &Gpu, keys: &[GemmKey]) -> Result<Vec<(GemmKey, f64)>> 
         let shape = (key.m, key.n, key.k);
         match key.layout {
             Layout::Forward => units.forward(gpu, &mut d, (a, b), Output::Accumulate(c), shape)?,
-            Layout::Dx => {
-                units.backward_input(gpu, &mut d, (a, b), Output::Accumulate(c), shape)?
-            }
+            Layout::Dx => units.backward_input(gpu, &mut d, (a, b), (c, true), shape)?,
             Layout::Dw => units.backward_weight(gpu, &mut d, (a, b), c, shape)?,
         }
         let d: Vec<&Dispatch> = d.iter().collect();

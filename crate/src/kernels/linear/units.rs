@@ -16,7 +16,7 @@ use std::sync::Mutex;
 
 use super::Output;
 use super::coop::{CoopGemm, CoopLayout, CoopVariant, Staging};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::gpu::coop::MatrixUnits;
 use crate::gpu::{BufferRange, Dispatch, Gpu};
 use crate::kernels::{Cast, Infrastructure};
@@ -112,27 +112,19 @@ impl Units {
         Ok(())
     }
 
-    /// `dX (=|+=) dY·W` from `dy` [m, k] and `w` [k, n].
+    /// `dX = dY·W`, or `dX += dY·W` (`accumulate`), from `dy` [m, k] and `w` [k, n].
     pub fn backward_input(
         &self,
         gpu: &Gpu,
         d: &mut Vec<Dispatch>,
         (dy, w): (BufferRange, BufferRange),
-        dx: Output,
+        (dx, accumulate): (BufferRange, bool),
         (m, n, k): (u32, u32, u32),
     ) -> Result<()> {
         let [dyh, wh] = self.narrow(gpu, d, [(dy, m * k), (w, k * n)])?;
-        let (gemm, dx) = match dx {
-            Output::Store(dx) => (&self.dx, dx),
-            Output::Accumulate(dx) => (&self.dx_add, dx),
-            Output::AddTo { .. } => {
-                return Err(Error::shape(
-                    "linear_backward_input",
-                    "dx",
-                    "Store or Accumulate",
-                    "AddTo",
-                ));
-            }
+        let gemm = match accumulate {
+            false => &self.dx,
+            true => &self.dx_add,
         };
         d.push(gemm.dispatch(gpu, (&dyh).into(), (&wh).into(), dx, (m, n, k))?);
         Ok(())
