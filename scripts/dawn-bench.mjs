@@ -29,6 +29,8 @@ const root = join(here, '..');
 const USAGE = `usage: node scripts/dawn-bench.mjs [--presets tiny,small] [--precisions fp32] [--states fp32]
   [--steps N] [--warmup W] [--text FILE] [--text-bytes N] [--dawn FLAG]… [--poll timer|immediate] [--profile]`;
 
+const VALUED = ['--presets', '--precisions', '--states', '--steps', '--warmup', '--text', '--text-bytes', '--dawn', '--poll'];
+
 /// The command line: `--name value` pairs (--dawn repeats), --profile a switch.
 function parseArgs(argv) {
   const args = {
@@ -46,6 +48,7 @@ function parseArgs(argv) {
     const flag = argv[i];
     if (flag === '--help' || flag === '-h') { console.log(USAGE); process.exit(0); }
     if (flag === '--profile') { args.profile = true; continue; }
+    if (!VALUED.includes(flag)) fail(`unknown option ${flag}\n${USAGE}`);
     const value = argv[++i];
     if (value === undefined) fail(`${flag} needs a value\n${USAGE}`);
     switch (flag) {
@@ -61,7 +64,6 @@ function parseArgs(argv) {
         if (!['timer', 'immediate'].includes(value)) fail(`--poll takes timer or immediate, not ${JSON.stringify(value)}`);
         args.poll = value;
         break;
-      default: fail(`unknown option ${flag}\n${USAGE}`);
     }
   }
   return args;
@@ -237,9 +239,9 @@ async function runCase(pkg, text, tokenizers, adapter, args, preset, precision, 
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
-  const adapter = await installWebGpu(args.dawn, args.poll);
   const pkg = await loadPackage();
   const text = readText(args.text, args.textBytes);
+  const adapter = await installWebGpu(args.dawn, args.poll);
   console.error(`dawn-bench: adapter ${adapter.description} (${adapter.vendor} ${adapter.architecture}), features ${adapter.features.join(' ')}`);
   const tokenizers = new Map();
   for (const preset of args.presets) {
