@@ -7,15 +7,16 @@
 // batch, seq, parameters, step_ms, tokens_per_s) plus engine "dawn" and the
 // adapter; progress on stderr. docs/PERFORMANCE.md compares it with native.
 //
-//   node scripts/dawn-bench.mjs --presets tiny --precisions fp32 --steps 8 [--warmup 2]
-//     [--states fp32] [--text FILE] [--text-bytes N] [--dawn FLAG]… [--poll timer|immediate] [--profile]
+//   node scripts/dawn-bench.mjs --presets tiny --precisions fp32 --steps 8 [--warmup 2 (≥ 1)]
+//     [--states fp32] [--text FILE] [--text-bytes N] [--dawn FLAG]… [--poll auto|timer|immediate] [--profile]
 //
 // On Linux without a GPU: VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json.
 // --dawn passes a flag to dawn.node's create(), e.g.
 // enable-dawn-features=allow_unsafe_apis,disable_robustness (toggles, to
-// attribute time; the product cannot rely on them). --poll immediate keeps
-// dawn.node's own event polling, which spins a core while the host waits
-// (the default, timer, polls about every millisecond: docs/PERFORMANCE.md).
+// attribute time; the product cannot rely on them). --poll: dawn.node's
+// own event polling spins a core while the host waits (immediate); timer
+// polls about every millisecond instead; auto (the default) takes timer on
+// a CPU adapter, whose threads need that core (docs/PERFORMANCE.md).
 // --profile adds one inspected step's GPU time per kernel (the page's
 // Inspect panel: each dispatch in a timed pass of its own).
 
@@ -27,7 +28,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..');
 
 const USAGE = `usage: node scripts/dawn-bench.mjs [--presets tiny,small] [--precisions fp32] [--states fp32]
-  [--steps N] [--warmup W] [--text FILE] [--text-bytes N] [--dawn FLAG]… [--poll timer|immediate] [--profile]`;
+  [--steps N] [--warmup W] [--text FILE] [--text-bytes N] [--dawn FLAG]… [--poll auto|timer|immediate] [--profile]`;
 
 const VALUED = ['--presets', '--precisions', '--states', '--steps', '--warmup', '--text', '--text-bytes', '--dawn', '--poll'];
 
@@ -36,7 +37,7 @@ function parseArgs(argv) {
   const args = {
     presets: ['tiny'], precisions: ['fp32'], states: ['fp32'], steps: 8, warmup: 2,
     text: process.env.WEBTRAIN_DAWN_TEXT || join(root, 'public/corpus/brown.txt'),
-    textBytes: 1 << 18, dawn: [], profile: false, poll: 'timer',
+    textBytes: 1 << 18, dawn: [], profile: false, poll: 'auto',
   };
   const list = (v) => v.split(',').map((s) => s.trim()).filter(Boolean);
   const count = (name, v, min) => {
@@ -56,12 +57,12 @@ function parseArgs(argv) {
       case '--precisions': args.precisions = list(value); break;
       case '--states': args.states = list(value); break;
       case '--steps': args.steps = count('steps', value, 1); break;
-      case '--warmup': args.warmup = count('warmup', value, 0); break;
+      case '--warmup': args.warmup = count('warmup', value, 1); break;
       case '--text': args.text = value; break;
       case '--text-bytes': args.textBytes = count('text-bytes', value, 1024); break;
       case '--dawn': args.dawn.push(value); break;
       case '--poll':
-        if (!['timer', 'immediate'].includes(value)) fail(`--poll takes timer or immediate, not ${JSON.stringify(value)}`);
+        if (!['auto', 'timer', 'immediate'].includes(value)) fail(`--poll takes auto, timer or immediate, not ${JSON.stringify(value)}`);
         args.poll = value;
         break;
     }
@@ -85,15 +86,6 @@ async function installWebGpu(flags, poll) {
     fail(`the npm package webgpu (dawn.node) could not be loaded (${e.message}): run npm ci`);
   }
   Object.assign(globalThis, webgpu.globals);
-  if (poll === 'timer') {
-    // dawn.node polls its events with setImmediate, again and again while
-    // any promise of it is pending (crbug.com/dawn/1127): while the host
-    // waits for a step, that spins a core the adapter's own threads need
-    // (SwiftShader computes on the CPU). Chrome waits without spinning; a
-    // timer (about 1 ms) stands in for it here. It looks the function up
-    // on the global object at each poll; nothing else here calls it.
-    globalThis.setImmediate = (fn, ...args) => setTimeout(fn, 0, ...args);
-  }
   const gpu = webgpu.create(flags);
   globalThis.navigator = { gpu };
   globalThis.Window ??= class Window {};
@@ -102,8 +94,18 @@ async function installWebGpu(flags, poll) {
     fail('Dawn offered no WebGPU adapter: without a GPU on Linux, point Vulkan at SwiftShader '
       + '(VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json) or install mesa-vulkan-drivers');
   }
+  // dawn.node polls its events with setImmediate, again and again while
+  // any promise of it is pending (crbug.com/dawn/1127): while the host
+  // waits for a step, that spins a core. Where the adapter computes on the
+  // CPU (SwiftShader), its threads need that core, and Chrome waits without
+  // spinning: a timer (about 1 ms) stands in for its wait. dawn.node looks
+  // the function up on the global object at each poll; nothing else here
+  // calls it. On a GPU the spin costs a spare core and no latency.
+  const cpu = adapter.info.isFallbackAdapter || /swiftshader|llvmpipe|lavapipe/i.test(adapter.info.architecture + adapter.info.description);
+  const mode = poll === 'auto' ? (cpu ? 'timer' : 'immediate') : poll;
+  if (mode === 'timer') globalThis.setImmediate = (fn, ...args) => setTimeout(fn, 0, ...args);
   const { vendor, architecture, device, description } = adapter.info;
-  return { vendor, architecture, device, description, features: [...adapter.features].sort() };
+  return { vendor, architecture, device, description, features: [...adapter.features].sort(), poll: mode };
 }
 
 /// The wasm package, loaded from its bytes (Node has no fetch of file URLs).
@@ -190,7 +192,7 @@ async function runCase(pkg, text, tokenizers, adapter, args, preset, precision, 
   };
   // the first step compiles its pipelines; the warm-up's snapshot is taken then too
   t0 = performance.now();
-  keep((await trainer.advance(Math.max(args.warmup, 1), {})).events);
+  keep((await trainer.advance(args.warmup, {})).events);
   keep(await trainer.flush());
   const warmS = seconds(t0);
   const timedFrom = snapshots.length;
@@ -222,9 +224,9 @@ async function runCase(pkg, text, tokenizers, adapter, args, preset, precision, 
     adapter: adapter.description || `${adapter.vendor} ${adapter.architecture}`,
     adapter_info: { vendor: adapter.vendor, architecture: adapter.architecture, device: adapter.device },
     dawn_flags: args.dawn,
-    dawn_poll: args.poll,
+    dawn_poll: adapter.poll,
     steps: args.steps,
-    warmup: Math.max(args.warmup, 1),
+    warmup: args.warmup,
     create_s: createS,
     warmup_s: warmS,
     snapshots_timed: snapshots.length - timedFrom,
