@@ -229,7 +229,10 @@ async function runCase(pkg, text, tokenizers, adapter, args, preset, precision, 
     warmup: args.warmup,
     create_s: createS,
     warmup_s: warmS,
+    // the page's loop keeps a snapshot of the run (at most 2% of the time): those taken while
+    // timed, and their time as the session reports it (waiting for the steps in flight included)
     snapshots_timed: snapshots.length - timedFrom,
+    snapshot_ms: snapshots.slice(timedFrom).reduce((a, b) => a + b, 0),
     // cores used while timed: the host's thread, the process's others, other processes
     ...(cores && { cores }),
     first_loss: losses[0],
