@@ -23,6 +23,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..');
@@ -30,44 +31,49 @@ const root = join(here, '..');
 const USAGE = `usage: node scripts/dawn-bench.mjs [--presets tiny,small] [--precisions fp32] [--states fp32]
   [--steps N] [--warmup W] [--text FILE] [--text-bytes N] [--dawn FLAG]… [--poll auto|timer|immediate] [--profile]`;
 
-const VALUED = ['--presets', '--precisions', '--states', '--steps', '--warmup', '--text', '--text-bytes', '--dawn', '--poll'];
-
-/// The command line: `--name value` pairs (--dawn repeats), --profile a switch.
-function parseArgs(argv) {
-  const args = {
-    presets: ['tiny'], precisions: ['fp32'], states: ['fp32'], steps: 8, warmup: 2,
-    text: process.env.WEBTRAIN_DAWN_TEXT || join(root, 'public/corpus/brown.txt'),
-    textBytes: 1 << 18, dawn: [], profile: false, poll: 'auto',
-  };
-  const list = (v) => v.split(',').map((s) => s.trim()).filter(Boolean);
-  const count = (name, v, min) => {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < min) fail(`--${name} takes a whole number ≥ ${min}, not ${JSON.stringify(v)}`);
+/// The command line (node:util's parseArgs): lists split at commas, counts checked.
+function parseCommandLine(argv) {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      options: {
+        presets: { type: 'string', default: 'tiny' },
+        precisions: { type: 'string', default: 'fp32' },
+        states: { type: 'string', default: 'fp32' },
+        steps: { type: 'string', default: '8' },
+        warmup: { type: 'string', default: '2' },
+        text: { type: 'string', default: process.env.WEBTRAIN_DAWN_TEXT || join(root, 'public/corpus/brown.txt') },
+        'text-bytes': { type: 'string', default: String(1 << 18) },
+        dawn: { type: 'string', multiple: true, default: [] },
+        poll: { type: 'string', default: 'auto' },
+        profile: { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    }).values;
+  } catch (e) {
+    fail(`${e.message}\n${USAGE}`);
+  }
+  if (parsed.help) { console.log(USAGE); process.exit(0); }
+  const list = (v) => v.split(',').map((x) => x.trim()).filter(Boolean);
+  const count = (name, min) => {
+    const n = Number(parsed[name]);
+    if (!Number.isInteger(n) || n < min) fail(`--${name} takes a whole number ≥ ${min}, not ${JSON.stringify(parsed[name])}`);
     return n;
   };
-  for (let i = 0; i < argv.length; i++) {
-    const flag = argv[i];
-    if (flag === '--help' || flag === '-h') { console.log(USAGE); process.exit(0); }
-    if (flag === '--profile') { args.profile = true; continue; }
-    if (!VALUED.includes(flag)) fail(`unknown option ${flag}\n${USAGE}`);
-    const value = argv[++i];
-    if (value === undefined) fail(`${flag} needs a value\n${USAGE}`);
-    switch (flag) {
-      case '--presets': args.presets = list(value); break;
-      case '--precisions': args.precisions = list(value); break;
-      case '--states': args.states = list(value); break;
-      case '--steps': args.steps = count('steps', value, 1); break;
-      case '--warmup': args.warmup = count('warmup', value, 1); break;
-      case '--text': args.text = value; break;
-      case '--text-bytes': args.textBytes = count('text-bytes', value, 1024); break;
-      case '--dawn': args.dawn.push(value); break;
-      case '--poll':
-        if (!['auto', 'timer', 'immediate'].includes(value)) fail(`--poll takes auto, timer or immediate, not ${JSON.stringify(value)}`);
-        args.poll = value;
-        break;
-    }
-  }
-  return args;
+  if (!['auto', 'timer', 'immediate'].includes(parsed.poll)) fail(`--poll takes auto, timer or immediate, not ${JSON.stringify(parsed.poll)}`);
+  return {
+    presets: list(parsed.presets),
+    precisions: list(parsed.precisions),
+    states: list(parsed.states),
+    steps: count('steps', 1),
+    warmup: count('warmup', 1),
+    text: parsed.text,
+    textBytes: count('text-bytes', 1024),
+    dawn: parsed.dawn,
+    poll: parsed.poll,
+    profile: parsed.profile,
+  };
 }
 
 function fail(message) {
@@ -243,7 +249,7 @@ async function runCase(pkg, text, tokenizers, adapter, args, preset, precision, 
 }
 
 async function main() {
-  const args = parseArgs(process.argv.slice(2));
+  const args = parseCommandLine(process.argv.slice(2));
   const pkg = await loadPackage();
   const text = readText(args.text, args.textBytes);
   const adapter = await installWebGpu(args.dawn, args.poll);
