@@ -601,19 +601,32 @@ fn train_inspects_what_narrow_formats_would_lose() {
         2 + 4 * 2 + 2 * 2 + 1,
         "embed, 4 matrices and 2 gains per layer, lm_head, final norm"
     );
+    let share = |t: &serde_json::Value, what: &str, f: &str| {
+        let shares = t[what].as_array().unwrap();
+        let s = shares.iter().find(|s| s["format"] == f).unwrap();
+        s["share"].as_f64().unwrap()
+    };
     for t in tensors {
-        let rate = |f: &str| t[f].as_f64().unwrap();
+        let lands = |f: &str| share(t, "lands", f);
+        assert_eq!(t["lands"].as_array().unwrap().len(), 8, "every format: {t}");
         assert!(t["updated"].as_u64().unwrap() > 0, "{t}");
+        // finer spacing keeps more: f16 ≥ bf16 ≥ E4M3 ≥ E2M3 ≥ E2M1
         assert!(
-            rate("f16") >= rate("bf16") && rate("bf16") >= rate("e4m3") && rate("f16") <= 1.0,
+            lands("f16") >= lands("bf16")
+                && lands("bf16") >= lands("e4m3")
+                && lands("e4m3") >= lands("e2m3")
+                && lands("e2m3") >= lands("e2m1")
+                && lands("f16") <= 1.0,
             "{t}"
         );
         assert!(t["v_min"].as_f64().is_some_and(|v| v > 0.0), "{t}");
     }
-    // lr 1e-3 against weights of 0.02: most updates are lost in E4M3
+    // lr 1e-3 against weights of 0.02: most updates are lost in E4M3, all
+    // in E2M1 (whose smallest step is 0.5)
     let embed = &tensors[0];
     assert_eq!(embed["tensor"], "embed_tokens");
-    assert!(embed["e4m3"].as_f64().unwrap() < 0.5, "{embed}");
+    assert!(share(embed, "lands", "e4m3") < 0.5, "{embed}");
+    assert_eq!(share(embed, "lands", "e2m1"), 0.0, "{embed}");
 }
 
 /// `webtrain inspect`: every step inspected; with it the attention
