@@ -310,9 +310,11 @@ function showRanges(result) {
   select.replaceChildren(...result.ranges.map((r) => el('option', { value: `${r.kind}:${r.tensor}`, textContent: `${r.kind.replace('_', ' ')} · ${r.tensor}` })));
   if (before && byName(before)) select.value = before;
   offer($('inside-format'), result.formats.map((f) => f.name), 'e4m3');
+  // measurements while training skip the block formats (Measure has them)
   const blockFormats = result.ranges.find((r) => r.blocks.length > 0)?.blocks.map((b) => b.format) ?? [];
-  offer($('inside-block-format'), blockFormats, 'mxfp4');
-  $('inside-ranges-status').textContent = `Step ${count(result.step)}: ${result.ranges.length} tensors.`;
+  if (blockFormats.length > 0) offer($('inside-block-format'), blockFormats, 'mxfp4');
+  const blocks = blockFormats.length > 0 ? '' : ' Block formats: on Measure (not while training).';
+  $('inside-ranges-status').textContent = `Step ${count(result.step)}: ${result.ranges.length} tensors.${blocks}`;
   $('inside-ranges-result').hidden = false;
   $('inside-ranges-result').dataset.tensors = String(result.ranges.length);
   $('inside-ranges-result').dataset.measurements = String(++measurements);

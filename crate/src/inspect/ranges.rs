@@ -121,7 +121,8 @@ pub struct Range {
     /// (binade e, values with 2^e ≤ |x| < 2^(e+1)), the nonzero ones, ascending.
     pub binades: Vec<(i32, u64)>,
     pub outside: Vec<Outside>,
-    /// Weights, activations and gradients: each of `BLOCK_FORMATS`.
+    /// Weights, activations and gradients: each of `BLOCK_FORMATS` (none
+    /// where the measurement skipped them).
     pub blocks: Vec<BlockRange>,
 }
 
@@ -459,11 +460,20 @@ impl BlockSlots {
     }
 }
 
+/// Whether a measurement puts tensors through `BLOCK_FORMATS` too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockFormats {
+    Measured,
+    /// The histograms alone (a measurement every N steps while training).
+    Skipped,
+}
+
 /// Every tensor's range for a forward and backward of the trainer's
-/// weights on `batch`, after every step submitted so far. Adam's moments
-/// are the GPU's own in fp32 state; int8 state is read back, dequantized
-/// and measured from a host copy.
-pub async fn measure(t: &mut Trainer, batch: &Batch) -> Result<Vec<Range>> {
+/// weights on `batch`, after every step submitted so far, with each
+/// weight's, activation's and gradient's block formats where `blocks`
+/// says. Adam's moments are the GPU's own in fp32 state; int8 state is
+/// read back, dequantized and measured from a host copy.
+pub async fn measure(t: &mut Trainer, batch: &Batch, blocks: BlockFormats) -> Result<Vec<Range>> {
     t.flush().await?;
     let (gpu, m) = (&t.gpu, &t.model);
     let hist = Histogram::new(gpu).await?;
@@ -483,13 +493,18 @@ pub async fn measure(t: &mut Trainer, batch: &Batch) -> Result<Vec<Range>> {
     .concat();
     let all: Vec<&Source> = before.iter().chain(&after).collect();
     let slots = Slots::new(gpu, all.len())?;
-    let blocks = BlockSlots::new(gpu, &all).await?;
+    let blocks = match blocks {
+        BlockFormats::Measured => Some(BlockSlots::new(gpu, &all).await?),
+        BlockFormats::Skipped => None,
+    };
     let zero_counts = slots.zero_counts(gpu, &t.k)?;
     let histograms = |first: usize, sources: &[Source]| -> Result<Vec<Dispatch>> {
         let mut d = Vec::new();
         for (i, s) in sources.iter().enumerate() {
             d.push(slots.histogram(gpu, &hist, first + i, s)?);
-            d.extend(blocks.dispatches(gpu, &hist, first + i, s)?);
+            if let Some(b) = &blocks {
+                d.extend(b.dispatches(gpu, &hist, first + i, s)?);
+            }
         }
         Ok(d)
     };
@@ -508,8 +523,10 @@ pub async fn measure(t: &mut Trainer, batch: &Batch) -> Result<Vec<Range>> {
     .concat();
     gpu.run(&order).await?;
     let mut ranges = slots.ranges(gpu, &all).await?;
-    for (r, b) in ranges.iter_mut().zip(blocks.read(gpu, &all).await?) {
-        r.blocks = b;
+    if let Some(blocks) = blocks {
+        for (r, b) in ranges.iter_mut().zip(blocks.read(gpu, &all).await?) {
+            r.blocks = b;
+        }
     }
     Ok(ranges)
 }

@@ -324,7 +324,9 @@ impl<D: Devices> Session<D> {
         {
             let t = &mut self.run.trainer;
             events.extend(t.flush().await?.into_iter().map(Event::Stepped));
-            let ranges = ranges::measure(t, &batch).await?;
+            // every N steps while training: the histograms alone, not six
+            // quantizer passes per tensor
+            let ranges = ranges::measure(t, &batch, ranges::BlockFormats::Skipped).await?;
             let formats = &ranges::FORMATS;
             events.push(Event::Measured {
                 step,

@@ -106,7 +106,9 @@ pub(super) async fn measure_ranges(
 ) -> Result<JsValue, JsError> {
     let t = &mut page.run.trainer;
     let steps = t.flush().await.map_err(js_error)?;
-    let r = ranges::measure(t, batch).await.map_err(js_error)?;
+    let r = ranges::measure(t, batch, ranges::BlockFormats::Measured)
+        .await
+        .map_err(js_error)?;
     let step = t.steps();
     to_js(
         &serde_json::json!({"step": step, "formats": ranges::FORMATS, "ranges": r, "steps": steps}),

@@ -381,9 +381,10 @@ pub async fn ranges_leave_the_run_as_it_was(gpu: &Gpu) -> Result<()> {
         let mut t = Trainer::with_weights(gpu, c.clone(), &weights).await?;
         t.step(&batch(1, c.shape, c.model.vocab)).await?;
         if measured {
-            let ranges =
-                webtrain::inspect::ranges::measure(&mut t, &batch(9, c.shape, c.model.vocab))
-                    .await?;
+            // with the block formats: their passes leave the run as it was too
+            let blocks = webtrain::inspect::ranges::BlockFormats::Measured;
+            let b = batch(9, c.shape, c.model.vocab);
+            let ranges = webtrain::inspect::ranges::measure(&mut t, &b, blocks).await?;
             let grads = ranges
                 .iter()
                 .filter(|r| r.kind == webtrain::inspect::ranges::Kind::Gradient);

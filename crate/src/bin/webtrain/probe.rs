@@ -215,7 +215,7 @@ pub async fn ranges(args: &RangesArgs) -> Result<()> {
         inputs: tokens[..tokens.len() - 1].to_vec(),
         targets: tokens[1..].to_vec(),
     };
-    for r in ranges::measure(&mut trainer, &batch).await? {
+    for r in ranges::measure(&mut trainer, &batch, ranges::BlockFormats::Measured).await? {
         let line = serde_json::to_string(&r).map_err(|e| Error::Unsupported(e.to_string()))?;
         println!("{line}");
     }
