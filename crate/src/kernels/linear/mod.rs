@@ -406,7 +406,6 @@ impl Linear {
         }
         let dy = dyq.as_ref().map_or(dy, BufferRange::from);
         let x = xq.as_ref().map_or(x, BufferRange::from);
-        let key = GemmKey::new(Layout::Dw, BStorage::F32, s.d_out, s.d_in, s.rows);
         let p = Params::of(&key, SITE_NONE);
         let binds = [
             dy.needs(4 * rows * d_out),

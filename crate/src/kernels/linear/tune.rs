@@ -230,9 +230,7 @@ async fn time_units(gpu: &Gpu, keys: &[GemmKey]) -> Result<Vec<(GemmKey, f64)>> 
         }
         let d: Vec<&Dispatch> = d.iter().collect();
         gpu.warm_up(&d, WARM_UP / 4.0).await?;
-        let once = gpu.time_dispatches(&d, 1).await?;
-        let reps = (2e-3 / once.max(1e-6)).clamp(3.0, 50.0) as u32;
-        times.push((key, gpu.time_dispatches(&d, reps).await?));
+        times.push((key, time_group(gpu, &d).await?));
     }
     Ok(times)
 }
@@ -246,11 +244,16 @@ const WARM_UP: f64 = 0.4;
 async fn time_each(gpu: &Gpu, dispatches: &[Dispatch]) -> Result<Vec<f64>> {
     let mut times = Vec::new();
     for d in dispatches {
-        let once = gpu.time_dispatches(&[d], 1).await?;
-        let reps = (2e-3 / once.max(1e-6)).clamp(3.0, 50.0) as u32;
-        times.push(gpu.time_dispatches(&[d], reps).await?);
+        times.push(time_group(gpu, &[d]).await?);
     }
     Ok(times)
+}
+
+/// GPU seconds of `group` run in order, timed as `time_each` times one dispatch.
+async fn time_group(gpu: &Gpu, group: &[&Dispatch]) -> Result<f64> {
+    let once = gpu.time_dispatches(group, 1).await?;
+    let reps = (2e-3 / once.max(1e-6)).clamp(3.0, 50.0) as u32;
+    gpu.time_dispatches(group, reps).await
 }
 
 /// Random operands of one product's shape, reused for every variant timed.
