@@ -9,6 +9,7 @@
 //
 //   node scripts/dawn-bench.mjs --presets tiny --precisions fp32 --steps 8 [--warmup 2 (≥ 1)]
 //     [--states fp32] [--text FILE] [--text-bytes N] [--dawn FLAG]… [--poll auto|timer|immediate] [--profile]
+//     [--matrix-units auto|off]
 //
 // On Linux without a GPU: VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json.
 // --dawn passes a flag to dawn.node's create(), e.g.
@@ -19,17 +20,24 @@
 // a CPU adapter, whose threads need that core (docs/PERFORMANCE.md).
 // --profile adds one inspected step's GPU time per kernel (the page's
 // Inspect panel: each dispatch in a timed pass of its own).
+// --matrix-units auto (the default) asks for Dawn's subgroup matrices as
+// the page's worker does (www/matrix-units-patch.js; dawn.node offers them
+// with --dawn enable-dawn-features=allow_unsafe_apis, and on NVIDIA also
+// vulkan_enable_f16_on_nvidia): amp-f16's products then run on them.
 
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
+import { requestSubgroupMatrices } from '../www/matrix-units-patch.js';
+
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..');
 
 const USAGE = `usage: node scripts/dawn-bench.mjs [--presets tiny,small] [--precisions fp32] [--states fp32]
-  [--steps N] [--warmup W] [--text FILE] [--text-bytes N] [--dawn FLAG]… [--poll auto|timer|immediate] [--profile]`;
+  [--steps N] [--warmup W] [--text FILE] [--text-bytes N] [--dawn FLAG]… [--poll auto|timer|immediate] [--profile]
+  [--matrix-units auto|off]`;
 
 /// The command line (node:util's parseArgs): lists split at commas, counts checked.
 function parseCommandLine(argv) {
@@ -48,6 +56,7 @@ function parseCommandLine(argv) {
         dawn: { type: 'string', multiple: true, default: [] },
         poll: { type: 'string', default: 'auto' },
         profile: { type: 'boolean', default: false },
+        'matrix-units': { type: 'string', default: 'auto' },
         help: { type: 'boolean', short: 'h', default: false },
       },
     }).values;
@@ -62,6 +71,7 @@ function parseCommandLine(argv) {
     return n;
   };
   if (!['auto', 'timer', 'immediate'].includes(parsed.poll)) fail(`--poll takes auto, timer or immediate, not ${JSON.stringify(parsed.poll)}`);
+  if (!['auto', 'off'].includes(parsed['matrix-units'])) fail(`--matrix-units takes auto or off, not ${JSON.stringify(parsed['matrix-units'])}`);
   return {
     presets: list(parsed.presets),
     precisions: list(parsed.precisions),
@@ -73,6 +83,7 @@ function parseCommandLine(argv) {
     dawn: parsed.dawn,
     poll: parsed.poll,
     profile: parsed.profile,
+    matrixUnits: parsed['matrix-units'],
   };
 }
 
@@ -84,7 +95,7 @@ function fail(message) {
 /// dawn.node as the browser's `navigator.gpu`. wgpu's WebGPU backend looks
 /// for a `Window` (or a worker scope) on the global object before it reads
 /// `navigator.gpu`, and the wasm bindings check GPU objects by class.
-async function installWebGpu(flags, poll) {
+async function installWebGpu(flags, poll, matrixUnits) {
   let webgpu;
   try {
     webgpu = await import('webgpu');
@@ -95,6 +106,7 @@ async function installWebGpu(flags, poll) {
   const gpu = webgpu.create(flags);
   globalThis.navigator = { gpu };
   globalThis.Window ??= class Window {};
+  if (matrixUnits === 'auto') requestSubgroupMatrices();
   const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
   if (!adapter) {
     fail('Dawn offered no WebGPU adapter: without a GPU on Linux, point Vulkan at SwiftShader '
@@ -231,6 +243,9 @@ async function runCase(pkg, text, tokenizers, adapter, args, preset, precision, 
     adapter_info: { vendor: adapter.vendor, architecture: adapter.architecture, device: adapter.device },
     dawn_flags: args.dawn,
     dawn_poll: adapter.poll,
+    // what the device was given (www/matrix-units-patch.js), and where the products ran
+    subgroup_matrices: globalThis.webtrainSubgroupMatrices ?? null,
+    matrix_units: info.matrix_units ?? null,
     steps: args.steps,
     warmup: args.warmup,
     create_s: createS,
@@ -252,7 +267,7 @@ async function main() {
   const args = parseCommandLine(process.argv.slice(2));
   const pkg = await loadPackage();
   const text = readText(args.text, args.textBytes);
-  const adapter = await installWebGpu(args.dawn, args.poll);
+  const adapter = await installWebGpu(args.dawn, args.poll, args.matrixUnits);
   console.error(`dawn-bench: adapter ${adapter.description} (${adapter.vendor} ${adapter.architecture}), features ${adapter.features.join(' ')}`);
   const tokenizers = new Map();
   for (const preset of args.presets) {

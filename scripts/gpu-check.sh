@@ -13,7 +13,9 @@
 # 2. the base step in fp32 and amp-f16, amp-f16 with and without matrix units;
 # 3. PyTorch's LlamaForCausalLM on the same shape: fp32 (TF32 off) and fp16
 #    autocast with a GradScaler;
-# 4. the wasm build on Dawn (dawn.node) against native, where .dawnpack is.
+# 4. the wasm build on Dawn (dawn.node) against native, where .dawnpack is,
+#    and amp-f16 there with and without Dawn's subgroup matrices (the
+#    kernels the page builds in Chrome; Dawn offers them with unsafe APIs).
 # Each step has its own timeout; the whole run stays under 8 minutes.
 
 source "$(dirname "$0")/gpu-common.sh"
@@ -54,6 +56,10 @@ step 90 "PyTorch fp16 autocast + GradScaler" python3 "$PEER" $SHAPE --amp fp16
 
 if [ -d .dawnpack ]; then
     step 150 "Dawn (wasm on dawn.node) against native, tiny and base fp32" bash .dawnpack/run.sh --presets tiny,base --precisions fp32 --steps 10
+    for units in off auto; do
+        step 120 "Dawn base amp-f16, subgroup matrices $units" bash .dawnpack/run.sh --presets base --precisions amp-f16 --steps 10 \
+            --dawn enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia --matrix-units "$units"
+    done
 else
     echo "== no .dawnpack: the Dawn harness is not measured (scripts/pack-dawn.sh)"
 fi

@@ -30,12 +30,13 @@ vulkan=$(ldconfig -p 2>/dev/null | awk '/libvulkan\.so\.1 .*x86-64/ { print $NF;
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 root="$stage/dawn"
-mkdir -p "$root"/{bin,lib,scripts,pkg,public/corpus,node_modules/webgpu/dist/linux-x64}
+mkdir -p "$root"/{bin,lib,scripts,www,pkg,public/corpus,node_modules/webgpu/dist/linux-x64}
 cp "$node_bin" "$root/bin/node"
 cp node_modules/webgpu/index.js node_modules/webgpu/package.json "$root/node_modules/webgpu/"
 cp "$dawn" "$root/node_modules/webgpu/dist/linux-x64/"
 cp pkg/webtrain.js pkg/webtrain_bg.wasm pkg/package.json "$root/pkg/"
 cp scripts/dawn-bench.mjs "$root/scripts/"
+cp www/matrix-units-patch.js "$root/www/"
 cp "$text" "$root/public/corpus/"
 [ -n "$vulkan" ] && cp -L "$vulkan" "$root/lib/libvulkan.so.1"
 cat > "$root/VERSION" <<EOF

@@ -2,7 +2,8 @@
 // matrices (tensor cores), f16 inputs, f32 accumulation: as
 // 03_linear_coop_staged.wgsl (its header says what the blocks are), but
 // double-buffered. Workgroup memory holds two stages of each block
-// (stage s of A at sa[s·A_LEN..], of B at sb[s·B_LEN..], vec4<f16> each).
+// (stage s of A at sa[s·A_LEN..], of B at sb[s·B_LEN..], in SHalf
+// elements of SV halves: vec4<f16>, or f16 for Dawn's loads).
 // While the subgroups multiply the K slice in stage `st`, each invocation
 // holds the next slice's A_PER + B_PER 8-half quads of A and B in registers
 // (fetched from global memory before the multiplications, so their latency
@@ -29,23 +30,23 @@ struct Params {
 @group(0) @binding(2) var<storage, read> b: array<vec4<f16>>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
-var<workgroup> sa: array<vec4<f16>, 2u * A_LEN>;
-var<workgroup> sb: array<vec4<f16>, 2u * B_LEN>;
+var<workgroup> sa: array<SHalf, 2u * A_LEN>;
+var<workgroup> sb: array<SHalf, 2u * B_LEN>;
 
 // The fragment of op(A) in stage s at the block's rows r.. and slice columns kk..
 fn load_a(s: u32, r: u32, kk: u32) -> MatA {
     if A_T {
-        return coopLoad<MatA>(&sa[s * A_LEN + (kk * SA + r) / 4u], SA / 4u);
+        return coopLoad<MatA>(&sa[s * A_LEN + (kk * SA + r) / SV], SA / SV);
     }
-    return coopLoadT<MatA>(&sa[s * A_LEN + (r * SA + kk) / 4u], SA / 4u);
+    return coopLoadT<MatA>(&sa[s * A_LEN + (r * SA + kk) / SV], SA / SV);
 }
 
 // The fragment of op(B) in stage s at slice rows kk.. and the block's columns col..
 fn load_b(s: u32, kk: u32, col: u32) -> MatB {
     if B_T {
-        return coopLoad<MatB>(&sb[s * B_LEN + (col * SB + kk) / 4u], SB / 4u);
+        return coopLoad<MatB>(&sb[s * B_LEN + (col * SB + kk) / SV], SB / SV);
     }
-    return coopLoadT<MatB>(&sb[s * B_LEN + (kk * SB + col) / 4u], SB / 4u);
+    return coopLoadT<MatB>(&sb[s * B_LEN + (kk * SB + col) / SV], SB / SV);
 }
 
 @compute @workgroup_size(WG)

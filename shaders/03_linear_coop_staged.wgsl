@@ -79,7 +79,7 @@ fn gemm(
             let at = ((a_row + row) * lda + a_col + col) / 4u;
             let w0 = a[at];
             let w1 = a[at + 1u];
-            let o = row * SA + col;
+            let o = (row * SA + col) / SV;
             //#STAGE_A
         }
         for (var q = li; q < B_ROWS * B_COLS / 8u; q += WG) {
@@ -88,7 +88,7 @@ fn gemm(
             let at = ((b_row + row) * ldb + b_col + col) / 4u;
             let w0 = b[at];
             let w1 = b[at + 1u];
-            let o = row * SB + col;
+            let o = (row * SB + col) / SV;
             //#STAGE_B
         }
         workgroupBarrier();

@@ -1,6 +1,7 @@
 // The adapter card: the adapter, its features and limits, and what they
-// mean — and whether the browser lets pages use its matrix units (asked of
-// the page's own navigator.gpu: wgpu cannot request Dawn's feature yet).
+// mean — and whether amp-f16's products run on the browser's matrix units
+// (the worker's device asks for Dawn's subgroup matrices where Chrome
+// offers them: www/matrix-units-patch.js), or how to turn them on.
 
 import { $, bytes } from './dom.js';
 
@@ -18,25 +19,24 @@ export function renderAdapter(r) {
   $('adapter-binding').textContent = `${bytes(r.limits.max_storage_buffer_binding_size)} — bounds the largest tensor block one kernel can see`;
   $('adapter-workgroup').textContent = bytes(r.limits.max_compute_workgroup_storage_size);
   $('adapter-storage-buffers').textContent = `${r.limits.max_storage_buffers_per_shader_stage} per kernel`;
-  showMatrixUnits();
+  showMatrixUnits(r.matrix_units);
   $('adapter-status').textContent = 'Ready: this browser can train on its GPU.';
   $('adapter-facts').hidden = false;
   card.dataset.state = 'ready';
 }
 
-/// Chrome's matrix units (Dawn's `chromium-experimental-subgroup-matrix`):
-/// offered to this page, or how to turn them on.
-async function showMatrixUnits() {
+/// Chrome's matrix units (Dawn's `chromium-experimental-subgroup-matrix`)
+/// as the worker's device got them (`units`: the adapter report's), or how
+/// to turn them on.
+function showMatrixUnits(units) {
   const dd = $('adapter-matrix-units');
-  const adapter = await navigator.gpu?.requestAdapter().catch(() => null);
-  const configs = adapter?.info?.subgroupMatrixConfigs ?? [];
-  const offered = adapter?.features.has('chromium-experimental-subgroup-matrix');
-  dd.dataset.offered = String(Boolean(offered));
-  dd.textContent = offered
-    ? `offered (${configs.length} configuration${configs.length === 1 ? '' : 's'}), not used yet: `
-      + 'webtrain runs f16 products on matrix units natively (webtrain --matrix-units auto); in the browser they come next'
-    : 'not offered to pages. Chrome exposes them behind --enable-unsafe-webgpu (Dawn\'s chromium-experimental-subgroup-matrix); '
-      + 'on NVIDIA under Linux also --enable-dawn-features=vulkan_enable_f16_on_nvidia, since Dawn turns shader-f16 off there';
+  const inUse = Boolean(units) && !units.startsWith('none');
+  dd.dataset.offered = String(inUse);
+  dd.textContent = inUse
+    ? `in use: ${units}`
+    : `not in use (${units ?? 'not asked for'}). Chrome offers them to pages behind --enable-unsafe-webgpu `
+      + '(Dawn\'s chromium-experimental-subgroup-matrix); on NVIDIA under Linux also '
+      + '--enable-dawn-features=vulkan_enable_f16_on_nvidia, since Dawn turns shader-f16 off there';
 }
 
 export function renderAdapterError(error) {

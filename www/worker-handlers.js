@@ -7,12 +7,14 @@ import { modelFolder } from './hf-folder.js';
 import { checkCheckpoint, checkModelFiles } from './limits.js';
 import { registerHandlers } from './protocol.js';
 import { countGpuBuffers } from './gpu-device-patch.js';
+import { requestSubgroupMatrices } from './matrix-units-patch.js';
 import { adopt, corpus, needTrainer, ready, replaceTrainer } from './worker-run.js';
 import { giveKernels, keepKernels, pinKernels, unpinKernels, withKernels } from './worker-kernels.js';
 import { autosaveFile, autosaveInBackground, finishBackgroundWrite, storedAutosave } from './worker-storage.js';
 import { unzipModel, zipFolder } from './worker-zip.js';
 
 const gpuBuffers = countGpuBuffers();
+requestSubgroupMatrices();
 
 async function loadBuiltinCorpus() {
   const response = await fetch('/corpus/brown.txt');

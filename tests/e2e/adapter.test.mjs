@@ -24,10 +24,12 @@ test('the page reports the adapter and the f16 storage mode', async () => {
   const f16 = page.locator('#adapter-f16');
   assert.match(await f16.textContent(), /(runs natively|packed f16)/);
   assert.match(await f16.getAttribute('data-storage'), /^(native|packed)$/);
-  // SwiftShader has no matrix units: the card says how a browser turns them on
+  // SwiftShader has no matrix units: the worker's device asked (its patch
+  // says why it got none) and the card says how a browser turns them on
   const units = page.locator('#adapter-matrix-units');
   await page.waitForFunction(() => document.querySelector('#adapter-matrix-units').dataset.offered !== undefined);
   if ((await units.getAttribute('data-offered')) === 'false') {
+    assert.match(await units.textContent(), /not in use \(none: the browser offers no subgroup matrices/);
     assert.match(await units.textContent(), /enable-unsafe-webgpu.*vulkan_enable_f16_on_nvidia/);
   }
   assert.deepEqual(errors, []);

@@ -1,12 +1,14 @@
-// The wasm build trains on Dawn (dawn.node, Chrome's WebGPU engine) in
-// Node, without a browser: scripts/dawn-bench.mjs, tiny fp32, a warm-up
-// step and two timed, on SwiftShader (docs/PERFORMANCE.md). About 20 s on
-// 2 cores, most of it SwiftShader compiling the step's pipelines.
+// The wasm build on Dawn (dawn.node, Chrome's WebGPU engine) in Node,
+// without a browser: it trains (scripts/dawn-bench.mjs, tiny fp32, a
+// warm-up step and two timed, on SwiftShader: docs/PERFORMANCE.md; about
+// 20 s on 2 cores, most of it SwiftShader compiling the step's pipelines),
+// and Tint compiles every matrix-unit kernel it would build in Dawn's
+// syntax (on Dawn's null backend, which runs nothing: a few seconds).
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const ICD = process.env.WEBTRAIN_SWIFTSHADER_ICD ?? '/usr/lib/chromium/vk_swiftshader_icd.json';
@@ -36,4 +38,59 @@ test('dawn-bench trains tiny on Dawn and reports a step time and a sane loss', {
   for (const loss of [row.first_loss, row.loss]) {
     assert.ok(Number.isFinite(loss) && Math.abs(loss - chance) < 1, `loss ${loss}, not near ln(301) = ${chance.toFixed(2)}`);
   }
+});
+
+test("Tint accepts every matrix-unit kernel in Dawn's syntax, and Dawn builds their pipelines", { timeout: 120_000 }, async () => {
+  const webgpu = await import('webgpu');
+  Object.assign(globalThis, webgpu.globals);
+  // Dawn's null backend compiles and validates but runs nothing; with unsafe
+  // APIs it offers the experimental feature (no adapter here has it)
+  const gpu = webgpu.create(['backend=null', 'enable-dawn-features=allow_unsafe_apis']);
+  const adapter = await gpu.requestAdapter();
+  assert.ok(adapter.features.has('chromium-experimental-subgroup-matrix'), [...adapter.features].join(' '));
+  const limits = ['maxComputeWorkgroupStorageSize', 'maxComputeInvocationsPerWorkgroup', 'maxComputeWorkgroupSizeX'];
+  const device = await adapter.requestDevice({
+    requiredFeatures: ['chromium-experimental-subgroup-matrix', 'subgroups', 'shader-f16'],
+    requiredLimits: Object.fromEntries(limits.map((l) => [l, adapter.limits[l]])),
+  });
+  const pkg = await import(new URL('../../pkg/webtrain.js', import.meta.url));
+  pkg.initSync({ module: readFileSync(new URL('../../pkg/webtrain_bg.wasm', import.meta.url)) });
+  /// The compiler's errors and warnings, and the pipeline's error, if any.
+  const build = async (code, pipeline) => {
+    device.pushErrorScope('validation');
+    const module = device.createShaderModule({ code });
+    const { messages } = await module.getCompilationInfo();
+    let failed = null;
+    if (pipeline) {
+      await device.createComputePipelineAsync({ layout: 'auto', compute: { module, entryPoint: 'gemm' } })
+        .catch((e) => { failed = e.message; });
+    }
+    await device.popErrorScope();
+    return { messages: messages.map((m) => `${m.type} ${m.lineNum}: ${m.message}`), failed };
+  };
+  const kernels = pkg.matrixUnitKernels(32); // NVIDIA's subgroups
+  assert.ok(kernels.length > 100, `${kernels.length} kernels`);
+  let pipelines = 0;
+  for (const { name, source, invocations, workgroup_bytes: bytes } of kernels) {
+    // pipelines where the null device allows them: Dawn wants workgroups in
+    // whole subgroups of its largest size (128 here), and it has 16 KiB of
+    // workgroup memory
+    const l = adapter.limits;
+    const pipeline = invocations % adapter.info.subgroupMaxSize === 0
+      && invocations <= l.maxComputeInvocationsPerWorkgroup && bytes <= l.maxComputeWorkgroupStorageSize;
+    const { messages, failed } = await build(source, pipeline);
+    // no errors, and no deprecated builtins (Dawn's current spelling)
+    assert.deepEqual(messages, [], name);
+    assert.equal(failed, null, name);
+    pipelines += pipeline;
+  }
+  // 60 of 162 fit the null device's limits (2026-11-27)
+  assert.ok(pipelines >= 50, `${pipelines} of ${kernels.length} pipelines built`);
+  // the check can fail: B's fragments as left matrices do not multiply
+  const { name, source: code } = kernels[0];
+  const wrong = code.replace('alias MatB = subgroup_matrix_right', 'alias MatB = subgroup_matrix_left');
+  assert.notEqual(wrong, code);
+  const { messages } = await build(wrong, false);
+  assert.match(messages.join('\n'), /error .*subgroupMatrixMultiplyAccumulate/, name);
+  device.destroy();
 });

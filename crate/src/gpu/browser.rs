@@ -2,6 +2,7 @@
 
 use wasm_bindgen::{JsCast, JsValue};
 
+use super::coop::MatrixUnits;
 use crate::error::{Error, Result};
 
 pub(super) async fn choose_adapter(
@@ -69,4 +70,23 @@ async fn adapter_info_fields() -> Option<String> {
         .filter(|s| !s.is_empty())
         .collect();
     (!parts.is_empty()).then(|| parts.join(" "))
+}
+
+/// Dawn's subgroup matrices as the worker's patch of `requestDevice`
+/// (www/matrix-units-patch.js) left them in
+/// `globalThis.webtrainSubgroupMatrices`: `{edge, subgroup}` where the
+/// device has them, else `{unavailable}` saying why.
+pub(super) fn subgroup_matrices() -> std::result::Result<MatrixUnits, String> {
+    let Some(grant) = get(&js_sys::global(), "webtrainSubgroupMatrices") else {
+        return Err("the page requested no subgroup matrices (www/matrix-units-patch.js)".into());
+    };
+    let number = |key| get(&grant, key).and_then(|v| v.as_f64()).map(|v| v as u32);
+    match (number("edge"), number("subgroup")) {
+        (Some(edge @ (8 | 16)), Some(subgroup)) if subgroup > 0 => {
+            Ok(MatrixUnits::Subgroup { edge, subgroup })
+        }
+        _ => Err(get(&grant, "unavailable")
+            .and_then(|v| v.as_string())
+            .unwrap_or_else(|| "the page's subgroup-matrix grant is malformed".into())),
+    }
 }

@@ -38,8 +38,10 @@ pub enum UnitsRequest {
     /// The scalar GEMMs everywhere.
     #[default]
     Off,
-    /// The adapter's cooperative matrices, where it offers them (natively;
-    /// the device then enables wgpu's experimental feature).
+    /// The adapter's matrix units, where it offers them: natively its
+    /// cooperative matrices (the device then enables wgpu's experimental
+    /// feature); in the browser Dawn's subgroup matrices, where the
+    /// worker's patch got them (www/matrix-units-patch.js).
     Auto,
     /// Emulated in plain code, on any adapter with shader-f16: the same
     /// tiles, to check the path where no matrix unit is.
@@ -122,9 +124,19 @@ impl Gpu {
             UnitsRequest::Off => Ok(Gpu::with_extra_features(options, wgpu::Features::empty())
                 .await?
                 .0),
+            #[cfg(not(target_arch = "wasm32"))]
             UnitsRequest::Auto => {
                 let (mut gpu, support) = Gpu::new_cooperative(options).await?;
                 gpu.matrix_units = Some(MatrixUnits::offered(&gpu, &support));
+                Ok(gpu)
+            }
+            // the worker's patch requests Dawn's subgroup matrices for wgpu
+            #[cfg(target_arch = "wasm32")]
+            UnitsRequest::Auto => {
+                let mut gpu = Gpu::with_extra_features(options, wgpu::Features::empty())
+                    .await?
+                    .0;
+                gpu.matrix_units = Some(super::browser::subgroup_matrices());
                 Ok(gpu)
             }
             UnitsRequest::Emulated => {

@@ -73,6 +73,11 @@ pub enum MatrixUnits {
     /// The device's cooperative matrices (tensor cores), in `edge`-sided
     /// fragments.
     Cooperative { edge: u32 },
+    /// Chrome's subgroup matrices (Dawn's
+    /// `chromium-experimental-subgroup-matrix`, requested by the page's
+    /// worker: www/matrix-units-patch.js), in `edge`-sided fragments on
+    /// subgroups of `subgroup` invocations.
+    Subgroup { edge: u32, subgroup: u32 },
     /// Emulated in plain code, 8-sided fragments in 16×16 tiles: the same
     /// sources on any adapter with shader-f16 (tests).
     Emulated,
@@ -95,6 +100,9 @@ impl MatrixUnits {
             MatrixUnits::Cooperative { edge } => {
                 format!("cooperative matrices {edge}x{edge}, f16 x f16 -> f32")
             }
+            MatrixUnits::Subgroup { edge, subgroup } => format!(
+                "subgroup matrices {edge}x{edge}, f16 x f16 -> f32, subgroups of {subgroup} (Dawn)"
+            ),
             MatrixUnits::Emulated => "emulated (plain code, 8x8 fragments)".into(),
         }
     }

@@ -20,6 +20,9 @@ pub struct AdapterReport {
     pub mixed_precision: String,
     /// Whether per-kernel GPU timing is available, and how precise.
     pub timing: String,
+    /// Which matrix units a recipe's f16 products may run on, or why none;
+    /// absent where none were asked for.
+    pub matrix_units: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -94,6 +97,10 @@ impl Gpu {
             f16_storage: self.f16_storage().name(),
             mixed_precision,
             timing,
+            matrix_units: self.matrix_units.as_ref().map(|units| match units {
+                Ok(u) => format!("{}, for f16 products (amp-f16)", u.describe()),
+                Err(why) => format!("none: {why}"),
+            }),
         }
     }
 }

@@ -16,7 +16,7 @@ use std::cell::RefCell;
 
 use wasm_bindgen::prelude::*;
 
-use crate::gpu::{Gpu, GpuOptions};
+use crate::gpu::{Gpu, GpuOptions, UnitsRequest};
 use crate::run::Devices;
 
 pub use data::Data;
@@ -40,9 +40,19 @@ async fn gpu() -> crate::Result<Gpu> {
     {
         return Ok(gpu);
     }
-    let gpu = Gpu::new(&GpuOptions::default()).await?;
+    let gpu = Gpu::new(&page_options()).await?;
     GPU.with(|g| *g.borrow_mut() = Some(gpu.clone()));
     Ok(gpu)
+}
+
+/// The page's device: its matrix units where the browser gave the worker
+/// subgroup matrices (only a person who turned on Chrome's unsafe WebGPU
+/// gets them).
+fn page_options() -> GpuOptions {
+    GpuOptions {
+        matrix_units: UnitsRequest::Auto,
+        ..GpuOptions::default()
+    }
 }
 
 /// The worker's devices for a session: a lost one is replaced by a new
@@ -53,7 +63,7 @@ impl Devices for PageDevices {
     async fn replace(&self, lost: &Gpu) -> crate::Result<Gpu> {
         let options = GpuOptions {
             kernel_config: Some(lost.kernel_config()),
-            ..GpuOptions::default()
+            ..page_options()
         };
         let gpu = Gpu::new(&options).await?;
         GPU.with(|g| *g.borrow_mut() = Some(gpu.clone()));
@@ -113,6 +123,16 @@ pub async fn set_kernel_config(json: String, pinned: bool) -> Result<(), JsError
     let gpu = gpu().await.map_err(js_error)?;
     *gpu.kernels.lock().unwrap_or_else(|p| p.into_inner()) = config;
     Ok(())
+}
+
+/// The f16 GEMMs on matrix units in Dawn's syntax for subgroups of
+/// `subgroup` invocations, as [{name, source, invocations,
+/// workgroup_bytes}]: every variant the page
+/// could compile where Chrome offers subgroup matrices, for the check that
+/// Tint accepts them (tests/e2e/dawn.test.mjs).
+#[wasm_bindgen(js_name = matrixUnitKernels)]
+pub fn matrix_unit_kernels(subgroup: u32) -> Result<JsValue, JsError> {
+    to_js(&crate::kernels::linear::coop::dawn_sources(subgroup))
 }
 
 fn to_js<T: serde::Serialize + ?Sized>(value: &T) -> Result<JsValue, JsError> {

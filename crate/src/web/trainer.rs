@@ -117,6 +117,8 @@ struct Created<'a> {
     validation_batches: usize,
     config: &'a TrainConfig,
     optimizer_dispatches: usize,
+    /// Where the recipe's f16 products run: matrix units, or why not.
+    matrix_units: Option<String>,
     tokenizer: super::data::TokenizerInfo<'a>,
     /// The task it trains on, every option written out; null for text.
     task: Option<&'a TaskSpec>,
@@ -159,6 +161,7 @@ impl Trainer {
             validation_batches: run.validation.len(),
             config: &t.config,
             optimizer_dispatches: t.optimizer_dispatches(),
+            matrix_units: t.k.matrix_units_report(&t.gpu),
             tokenizer: super::data::TokenizerInfo {
                 vocab_size: tokenizer.vocab_size(),
                 fingerprint: tokenizer.fingerprint(),

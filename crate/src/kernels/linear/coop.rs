@@ -27,6 +27,7 @@ use std::fmt::Write as _;
 use half::f16;
 
 use crate::error::{Error, Result};
+use crate::gpu::coop::MatrixUnits;
 use crate::gpu::{BufferRange, Dispatch, Gpu, Grid};
 use crate::rng::{SplitMix64, uniform};
 use crate::shaders::{LINEAR_COOP_DOUBLE, LINEAR_COOP_GLOBAL, LINEAR_COOP_STAGED};
@@ -91,8 +92,21 @@ pub struct CoopVariant {
     pub layout: CoopLayout,
     /// `out += A·B` (the accumulators start from `out`) instead of `out = A·B`.
     pub accumulate: bool,
-    /// The fragment operations emulated in plain code (`EMULATION`).
-    pub emulated: bool,
+    /// In which syntax the fragment operations are written.
+    pub fragments: Fragments,
+}
+
+/// The syntax of a variant's fragment operations: one composed source,
+/// three spellings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fragments {
+    /// wgpu's `wgpu_cooperative_matrix` (natively: Vulkan, Metal).
+    Wgpu,
+    /// Dawn's `chromium_experimental_subgroup_matrix` (Chrome): loads and
+    /// stores name the array and an offset, and read scalar f16 stages.
+    Dawn,
+    /// Plain code (`EMULATION`), on any adapter with shader-f16.
+    Emulated,
 }
 
 impl CoopVariant {
@@ -108,7 +122,7 @@ impl CoopVariant {
             staging: Staging::Global,
             layout: CoopLayout::Nn,
             accumulate: false,
-            emulated: false,
+            fragments: Fragments::Wgpu,
         }
     }
 
@@ -141,16 +155,40 @@ impl CoopVariant {
     /// The same tiles with the fragment operations emulated (staged only).
     pub const fn emulate(self) -> CoopVariant {
         CoopVariant {
-            emulated: true,
+            fragments: Fragments::Emulated,
             ..self
         }
     }
 
-    /// Invocations per subgroup on `gpu`: its subgroups', or T emulated lanes.
+    /// The same tiles in Dawn's syntax (staged only), for Chrome.
+    pub const fn in_dawn_syntax(self) -> CoopVariant {
+        CoopVariant {
+            fragments: Fragments::Dawn,
+            ..self
+        }
+    }
+
+    fn emulated(&self) -> bool {
+        self.fragments == Fragments::Emulated
+    }
+
+    /// Invocations per subgroup on `gpu`: its subgroups' (Dawn's as the
+    /// page was told them), or T emulated lanes.
     pub fn lanes(&self, gpu: &Gpu) -> u32 {
-        match self.emulated {
-            true => self.edge,
-            false => gpu.info.subgroup_max_size,
+        match (self.fragments, gpu.matrix_units.as_ref()) {
+            (Fragments::Emulated, _) => self.edge,
+            (Fragments::Dawn, Some(Ok(MatrixUnits::Subgroup { subgroup, .. }))) => *subgroup,
+            _ => gpu.info.subgroup_max_size,
+        }
+    }
+
+    /// Halves per element of the staged blocks: vec4<f16> natively, f16
+    /// where the variant says so or Dawn loads them (its loads take an
+    /// offset into a scalar array).
+    fn halves_per_element(&self) -> u32 {
+        match (self.staging, self.fragments) {
+            (Staging::Scalar, _) | (_, Fragments::Dawn) => 1,
+            _ => 4,
         }
     }
 
@@ -180,9 +218,13 @@ impl CoopVariant {
             Staging::Vec4 => "staged-v4",
             Staging::Double => "double-v4",
         };
+        let syntax = match self.fragments {
+            Fragments::Wgpu => "",
+            Fragments::Dawn => "dawn ",
+            Fragments::Emulated => "emulated ",
+        };
         format!(
-            "{}{staging} T{} {}x{}x{} sg{}x{} f{}x{} {}{}",
-            if self.emulated { "emulated " } else { "" },
+            "{syntax}{staging} T{} {}x{}x{} sg{}x{} f{}x{} {}{}",
             self.edge,
             self.bm(),
             self.bn(),
@@ -240,8 +282,11 @@ impl CoopVariant {
         if !matches!(self.edge, 8 | 16) || [self.sgm, self.sgn, self.tm, self.tn].contains(&0) {
             return Some("edge must be 8 or 16 and every count positive".into());
         }
-        if self.emulated && (self.staging == Staging::Global || sg != self.edge) {
+        if self.emulated() && (self.staging == Staging::Global || sg != self.edge) {
             return Some("emulated fragments are staged, on subgroups of T lanes".into());
+        }
+        if self.fragments == Fragments::Dawn && self.staging == Staging::Global {
+            return Some("Dawn's fragments load from the scalar f16 stages".into());
         }
         if self.staging != Staging::Global {
             let ((ar, ac, _), (br, bc, _)) = self.blocks();
@@ -271,26 +316,37 @@ impl CoopVariant {
             )));
         }
         let t = self.edge;
-        let mut s = match self.emulated {
-            true => String::from("enable f16;\n\n"),
-            false => String::from("enable f16;\nenable wgpu_cooperative_matrix;\n\n"),
-        };
+        let mut s = String::from("enable f16;\n");
+        s.push_str(match self.fragments {
+            Fragments::Wgpu => "enable wgpu_cooperative_matrix;\n\n",
+            Fragments::Dawn => "enable chromium_experimental_subgroup_matrix;\n\n",
+            Fragments::Emulated => "\n",
+        });
         let _ = writeln!(s, "const T: u32 = {t}u;");
-        match self.emulated {
-            true => {
-                let (a, b) = match self.staging {
-                    Staging::Scalar => ("sa[h]", "sb[h]"),
+        match self.fragments {
+            Fragments::Emulated => {
+                let (a, b) = match self.halves_per_element() {
+                    1 => ("sa[h]", "sb[h]"),
                     _ => ("sa[h / 4u][h % 4u]", "sb[h / 4u][h % 4u]"),
                 };
                 s.push_str(&EMULATION.replace("HALF_A", a).replace("HALF_B", b));
             }
-            false => {
+            Fragments::Wgpu => {
                 for (name, scalar, role) in [
                     ("MatA", "f16", "A"),
                     ("MatB", "f16", "B"),
                     ("MatC", "f32", "C"),
                 ] {
                     let _ = writeln!(s, "alias {name} = coop_mat{t}x{t}<{scalar}, {role}>;");
+                }
+            }
+            Fragments::Dawn => {
+                for (name, kind, scalar) in [
+                    ("MatA", "left", "f16"),
+                    ("MatB", "right", "f16"),
+                    ("MatC", "result", "f32"),
+                ] {
+                    let _ = writeln!(s, "alias {name} = subgroup_matrix_{kind}<{scalar}, T, T>;");
                 }
             }
         }
@@ -312,10 +368,8 @@ impl CoopVariant {
             Staging::Global => LINEAR_COOP_GLOBAL,
             Staging::Scalar | Staging::Vec4 | Staging::Double => {
                 let ((ar, ac, sa), (br, bc, sb)) = self.blocks();
-                let (elem, sv) = match self.staging {
-                    Staging::Scalar => ("f16", 1),
-                    _ => ("vec4<f16>", 4),
-                };
+                let sv = self.halves_per_element();
+                let elem = if sv == 1 { "f16" } else { "vec4<f16>" };
                 let _ = writeln!(s, "alias SHalf = {elem};");
                 for (name, v) in [
                     ("BK", self.bk),
@@ -345,18 +399,24 @@ impl CoopVariant {
                 "//#INIT" => self.init(&mut s),
                 "//#STEP" => self.step(&mut s),
                 "//#STORE" => self.store(&mut s),
-                "//#STAGE_A" => self.stage(&mut s, "sa"),
-                "//#STAGE_B" => self.stage(&mut s, "sb"),
+                "//#STAGE_A" => self.store_quad(&mut s, "sa", "w0", "w1"),
+                "//#STAGE_B" => self.store_quad(&mut s, "sb", "w0", "w1"),
                 "//#REGS" => self.regs(&mut s, sg),
                 "//#FETCH" => self.fetch(&mut s, sg),
                 "//#PUT" => self.put(&mut s, sg),
-                "//#SUBGROUP" if self.emulated => {
+                // Dawn has `subgroup_id` too (a WGSL language feature), which
+                // its uniformity analysis takes as the subgroup's: `li / SG`
+                // is an error before subgroup-matrix calls
+                "//#SUBGROUP" if self.emulated() => {
                     s.push_str("    let sg = li / SG;\n    lane = li % SG;\n");
                 }
                 "//#SUBGROUP" => {}
-                "@builtin(subgroup_id) sg: u32," if self.emulated => {}
-                _ if self.emulated && line.contains("coopLoad") => {
-                    s.push_str(&emulated_load(line));
+                "@builtin(subgroup_id) sg: u32," if self.emulated() => {}
+                _ if line.contains("coopLoad") && self.fragments != Fragments::Wgpu => {
+                    s.push_str(&match self.fragments {
+                        Fragments::Dawn => dawn_load(line),
+                        _ => emulated_load(line),
+                    });
                     s.push('\n');
                 }
                 _ => {
@@ -373,10 +433,10 @@ impl CoopVariant {
         (0..self.tm).flat_map(move |i| (0..self.tn).map(move |j| (i, j)))
     }
 
-    /// `out`'s element of fragment (i, j)'s first row and column.
-    fn at(&self, i: u32, j: u32) -> String {
+    /// The index in `out` of fragment (i, j)'s first row and column.
+    fn index(&self, i: u32, j: u32) -> String {
         let t = self.edge;
-        format!("&out[(r0 + {}u) * p.n + c0 + {}u]", i * t, j * t)
+        format!("(r0 + {}u) * p.n + c0 + {}u", i * t, j * t)
     }
 
     /// Fragment (i, j)'s first row and column of `out`, as arguments.
@@ -387,9 +447,15 @@ impl CoopVariant {
 
     fn init(&self, s: &mut String) {
         for (i, j) in self.frags() {
-            let start = match (self.accumulate, self.emulated) {
-                (true, false) => format!("coopLoadT<MatC>({}, p.n)", self.at(i, j)),
-                (true, true) => format!("load_c({})", self.corner(i, j)),
+            let start = match (self.accumulate, self.fragments) {
+                (true, Fragments::Wgpu) => {
+                    format!("coopLoadT<MatC>(&out[{}], p.n)", self.index(i, j))
+                }
+                (true, Fragments::Dawn) => format!(
+                    "subgroupMatrixLoad<MatC, row_major>(&out, {}, p.n)",
+                    self.index(i, j)
+                ),
+                (true, Fragments::Emulated) => format!("load_c({})", self.corner(i, j)),
                 (false, _) => "MatC()".to_string(),
             };
             let _ = writeln!(s, "    var c_{i}_{j} = {start};");
@@ -415,10 +481,14 @@ impl CoopVariant {
         for j in 0..self.tn {
             let _ = writeln!(s, "        let b_{j} = load_b({st}kk, {c} + {}u);", j * t);
         }
+        let multiply_add = match self.fragments {
+            Fragments::Dawn => "subgroupMatrixMultiplyAccumulate",
+            _ => "coopMultiplyAdd",
+        };
         for (i, j) in self.frags() {
             let _ = writeln!(
                 s,
-                "        c_{i}_{j} = coopMultiplyAdd(a_{i}, b_{j}, c_{i}_{j});"
+                "        c_{i}_{j} = {multiply_add}(a_{i}, b_{j}, c_{i}_{j});"
             );
         }
     }
@@ -429,7 +499,7 @@ impl CoopVariant {
     /// writer then panics ("Expression [..] is not cached") — inside wgpu's
     /// `create_shader_module` on a device, found by this file's naga test.
     fn store(&self, s: &mut String) {
-        if self.emulated {
+        if self.emulated() {
             for (i, j) in self.frags() {
                 let _ = writeln!(s, "    store_c(c_{i}_{j}, {});", self.corner(i, j));
             }
@@ -437,11 +507,17 @@ impl CoopVariant {
         }
         let _ = writeln!(s, "    let ldc = p.n;");
         for (i, j) in self.frags() {
-            let _ = writeln!(
-                s,
-                "    {{\n        let v = c_{i}_{j};\n        let ptr = {};\n        coopStoreT(v, ptr, ldc);\n    }}",
-                self.at(i, j)
-            );
+            let at = self.index(i, j);
+            let _ = match self.fragments {
+                Fragments::Dawn => writeln!(
+                    s,
+                    "    subgroupMatrixStore<row_major>(&out, {at}, c_{i}_{j}, ldc);"
+                ),
+                _ => writeln!(
+                    s,
+                    "    {{\n        let v = c_{i}_{j};\n        let ptr = &out[{at}];\n        coopStoreT(v, ptr, ldc);\n    }}"
+                ),
+            };
         }
     }
 
@@ -526,24 +602,27 @@ impl CoopVariant {
             for q in 0..count {
                 let _ = writeln!(
                     s,
-                    "        {{\n            let q = li + {q}u * WG;\n            let row = q / ({cols} / 8u);\n            let col = (q % ({cols} / 8u)) * 8u;\n            let o = nx * {len} + (row * {stride} + col) / 4u;\n            {block}[o] = {reg}{q}_0;\n            {block}[o + 1u] = {reg}{q}_1;\n        }}"
+                    "        {{\n            let q = li + {q}u * WG;\n            let row = q / ({cols} / 8u);\n            let col = (q % ({cols} / 8u)) * 8u;\n            let o = nx * {len} + (row * {stride} + col) / SV;"
                 );
+                self.store_quad(s, block, &format!("{reg}{q}_0"), &format!("{reg}{q}_1"));
+                let _ = writeln!(s, "        }}");
             }
         }
     }
 
-    /// The 8 halves `w0`, `w1` (two vec4<f16>) into block `block` at half `o`.
-    fn stage(&self, s: &mut String, block: &str) {
-        match self.staging {
-            Staging::Vec4 | Staging::Double => {
-                let _ = writeln!(s, "            {block}[o / 4u] = w0;");
-                let _ = writeln!(s, "            {block}[o / 4u + 1u] = w1;");
+    /// The 8 halves `w0`, `w1` (two vec4<f16>) into block `block` at its
+    /// element `o`.
+    fn store_quad(&self, s: &mut String, block: &str, w0: &str, w1: &str) {
+        match self.halves_per_element() {
+            1 => {
+                for (h, c) in ["x", "y", "z", "w"].into_iter().enumerate() {
+                    let _ = writeln!(s, "            {block}[o + {h}u] = {w0}.{c};");
+                    let _ = writeln!(s, "            {block}[o + {}u] = {w1}.{c};", h + 4);
+                }
             }
             _ => {
-                for (h, c) in ["x", "y", "z", "w"].into_iter().enumerate() {
-                    let _ = writeln!(s, "            {block}[o + {h}u] = w0.{c};");
-                    let _ = writeln!(s, "            {block}[o + {}u] = w1.{c};", h + 4);
-                }
+                let _ = writeln!(s, "            {block}[o] = {w0};");
+                let _ = writeln!(s, "            {block}[o + 1u] = {w1};");
             }
         }
     }
@@ -618,6 +697,21 @@ fn emulated_load(line: &str) -> String {
     for (call, col_major) in [("coopLoadT<", "false"), ("coopLoad<", "true")] {
         for fragment in ["MatA>(&sa[", "MatB>(&sb["] {
             out = out.replace(&format!("{call}{fragment}"), &format!("frag({col_major}, "));
+        }
+    }
+    out.replace("], ", ", ")
+}
+
+/// The same line in Dawn's syntax: `subgroupMatrixLoad<MatA, col_major>(&sa,
+/// AT, STRIDE)` (row-major for `coopLoadT`).
+fn dawn_load(line: &str) -> String {
+    let mut out = line.to_string();
+    for (call, major) in [("coopLoadT<", "row_major"), ("coopLoad<", "col_major")] {
+        for (mat, block) in [("MatA", "sa"), ("MatB", "sb")] {
+            out = out.replace(
+                &format!("{call}{mat}>(&{block}["),
+                &format!("subgroupMatrixLoad<{mat}, {major}>(&{block}, "),
+            );
         }
     }
     out.replace("], ", ", ")
@@ -890,6 +984,59 @@ pub fn earlier_variants(edge: u32) -> Vec<CoopVariant> {
     ]
 }
 
+/// The bench's and round 1's variants of fragments of `edge` in every
+/// layout and accumulator start (wgpu's syntax): what the checks compile.
+pub fn every_layout(edge: u32) -> Vec<CoopVariant> {
+    let layouts = [CoopLayout::Nn, CoopLayout::Nt, CoopLayout::Tn];
+    let mut out = Vec::new();
+    for v in bench_variants(edge)
+        .into_iter()
+        .chain(earlier_variants(edge))
+    {
+        for layout in layouts {
+            for accumulate in [false, true] {
+                let v = CoopVariant {
+                    layout,
+                    accumulate,
+                    ..v
+                };
+                if !out.contains(&v) {
+                    out.push(v);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// One composed kernel and what its pipeline needs of a device.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ComposedKernel {
+    pub name: String,
+    pub source: String,
+    pub invocations: u32,
+    pub workgroup_bytes: u32,
+}
+
+/// Every variant of `every_layout` in Dawn's syntax on subgroups of
+/// `subgroup`: what the page would compile, for the check that Tint
+/// accepts them (tests/e2e/dawn.test.mjs).
+pub fn dawn_sources(subgroup: u32) -> Vec<ComposedKernel> {
+    [16, 8]
+        .into_iter()
+        .flat_map(every_layout)
+        .map(CoopVariant::in_dawn_syntax)
+        .filter_map(|v| {
+            Some(ComposedKernel {
+                name: v.name(),
+                source: v.source(subgroup).ok()?,
+                invocations: v.invocations(subgroup),
+                workgroup_bytes: v.workgroup_bytes(),
+            })
+        })
+        .collect()
+}
+
 /// Whether `variant`'s workgroup fits the device's limits; why not.
 fn check_limits(gpu: &Gpu, variant: &CoopVariant) -> std::result::Result<(), String> {
     let wg = variant.invocations(variant.lanes(gpu));
@@ -998,26 +1145,14 @@ mod tests {
     fn every_variant() -> Vec<(CoopVariant, u32)> {
         let mut out = Vec::new();
         for edge in [16, 8] {
-            for v in bench_variants(edge)
-                .into_iter()
-                .chain(earlier_variants(edge))
-            {
-                for layout in [CoopLayout::Nn, CoopLayout::Nt, CoopLayout::Tn] {
-                    for acc in [false, true] {
-                        let v = CoopVariant {
-                            layout,
-                            accumulate: acc,
-                            ..v
-                        };
-                        for sg in [32, 8] {
-                            if v.unbuildable(sg).is_none() {
-                                out.push((v, sg));
-                            }
-                        }
-                        if v.emulate().unbuildable(edge).is_none() {
-                            out.push((v.emulate(), edge));
-                        }
+            for v in every_layout(edge) {
+                for sg in [32, 8] {
+                    if v.unbuildable(sg).is_none() {
+                        out.push((v, sg));
                     }
+                }
+                if v.emulate().unbuildable(edge).is_none() {
+                    out.push((v.emulate(), edge));
                 }
             }
         }
@@ -1160,6 +1295,53 @@ mod tests {
         }
         assert!(source.contains("const A_PER: u32 = 2u;"));
         assert_eq!(double.workgroup_bytes(), 2 * 2 * (128 * 40 + 32 * 136));
+    }
+
+    /// Dawn's spelling of every variant (Tint compiles them in
+    /// tests/e2e/dawn.test.mjs; naga cannot): no wgpu coop call or type
+    /// left, and scalar stages.
+    #[test]
+    fn dawn_sources_spell_every_variant() {
+        let sources = dawn_sources(32);
+        // every variant the bench tries on NVIDIA is among them
+        for v in bench_variants(16) {
+            let name = v.in_dawn_syntax().name();
+            assert!(sources.iter().any(|k| k.name == name), "{name}");
+        }
+        for ComposedKernel { name, source, .. } in &sources {
+            assert!(name.starts_with("dawn "), "{name}");
+            let code: Vec<&str> = source
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .collect();
+            let code = code.join("\n");
+            for wgpu_only in [
+                "coopLoad",
+                "coopStore",
+                "coopMultiplyAdd",
+                "coop_mat",
+                "vec4<f16>, ",
+            ] {
+                assert!(!code.contains(wgpu_only), "{name}: {wgpu_only}\n{source}");
+            }
+            assert!(source.contains("enable chromium_experimental_subgroup_matrix;"));
+            assert!(source.contains("subgroupMatrixMultiplyAccumulate(a_0, b_0, c_0_0)"));
+            assert!(source.contains("alias SHalf = f16;"));
+        }
+        let v = CoopVariant::staged(16, Staging::Double, (4, 2), (2, 4), 16)
+            .with_layout(CoopLayout::Tn)
+            .accumulating()
+            .in_dawn_syntax();
+        let source = v.source(32).unwrap();
+        assert!(source.contains(
+            "subgroupMatrixLoad<MatA, col_major>(&sa, s * A_LEN + (kk * SA + r) / SV, SA / SV)"
+        ));
+        assert!(source.contains(
+            "subgroupMatrixLoad<MatC, row_major>(&out, (r0 + 0u) * p.n + c0 + 16u, p.n)"
+        ));
+        assert!(source.contains(
+            "subgroupMatrixStore<row_major>(&out, (r0 + 16u) * p.n + c0 + 48u, c_1_3, ldc);"
+        ));
     }
 
     #[test]

@@ -25,11 +25,15 @@ use crate::ops::products::{Operand, OperandFormat, Products};
 
 /// The variant in `layout` on `units`: the H200's best of the probe
 /// (double-buffered, 4×2 subgroups of 2×4 fragments, K slices of 16;
-/// docs/PERFORMANCE.md), or the emulated 16×16×16 one.
+/// docs/PERFORMANCE.md) in wgpu's syntax or Dawn's, or the emulated
+/// 16×16×16 one.
 fn variant(units: MatrixUnits, layout: CoopLayout, accumulate: bool) -> CoopVariant {
     let v = match units {
         MatrixUnits::Cooperative { edge } => {
             CoopVariant::staged(edge, Staging::Double, (4, 2), (2, 4), 16)
+        }
+        MatrixUnits::Subgroup { edge, .. } => {
+            CoopVariant::staged(edge, Staging::Double, (4, 2), (2, 4), 16).in_dawn_syntax()
         }
         MatrixUnits::Emulated => {
             CoopVariant::staged(8, Staging::Double, (2, 2), (1, 1), 16).emulate()
