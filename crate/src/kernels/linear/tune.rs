@@ -6,7 +6,7 @@ use half::f16;
 
 use super::Output;
 use super::gemm::{BStorage, Epilogue, GemmKey, GemmModule, Layout, Params, TileVariant};
-use super::units::Units;
+use super::units::{self, Units};
 use crate::error::Result;
 use crate::gpu::coop::MatrixUnits;
 use crate::gpu::{Dispatch, GemmPick, Gpu, KernelConfig};
@@ -145,12 +145,25 @@ pub async fn prepare(gpu: &Gpu, keys: &[GemmKey]) -> Result<()> {
             missing.push(*key);
         }
     }
-    if !missing.is_empty() && !gpu.is_software() && gpu.caps.timestamps {
-        let units = time_units(gpu, &missing).await?;
+    // shapes chosen earlier without the matrix units this device has (a
+    // cached config of a run that did not ask for them): timed on them now
+    let units_untimed = match timed_units(gpu) {
+        Some(units) => untimed_on_units(&config, keys, units),
+        None => Vec::new(),
+    };
+    let can_time = !gpu.is_software() && gpu.caps.timestamps;
+    if can_time && !(missing.is_empty() && units_untimed.is_empty()) {
+        let on_units: Vec<GemmKey> = missing.iter().chain(&units_untimed).copied().collect();
+        let units = time_units(gpu, &on_units).await?;
+        let units_ms = |key: GemmKey| units.iter().find(|(k, _)| *k == key).map(|(_, s)| s * 1e3);
+        for pick in config.picks.iter_mut() {
+            if let Some((key, _)) = GemmKey::of(pick).filter(|(k, _)| units_untimed.contains(k)) {
+                pick.units_ms = units_ms(key);
+            }
+        }
         for (key, variant, secs) in time_all(gpu, &missing).await? {
-            let units_ms = units.iter().find(|(k, _)| *k == key).map(|(_, s)| s * 1e3);
             config.picks.push(GemmPick {
-                units_ms,
+                units_ms: units_ms(key),
                 ..key.pick(variant, Some(secs * 1e3))
             });
         }
@@ -210,15 +223,20 @@ async fn time_all(gpu: &Gpu, keys: &[GemmKey]) -> Result<Vec<(GemmKey, TileVaria
 /// products: B in f32, the shape a multiple of the tiles) timed there, its
 /// operands' narrowing included: none where the device has none.
 async fn time_units(gpu: &Gpu, keys: &[GemmKey]) -> Result<Vec<(GemmKey, f64)>> {
-    let Some(Ok(u @ MatrixUnits::Cooperative { .. })) = gpu.matrix_units else {
+    let Some(u) = timed_units(gpu) else {
         return Ok(Vec::new());
     };
+    let keys: Vec<GemmKey> = keys
+        .iter()
+        .copied()
+        .filter(|key| units::serves_shape(u, *key))
+        .collect();
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
     let units = Units::new(gpu, u).await?;
     let mut times = Vec::new();
-    for &key in keys {
-        if key.b != BStorage::F32 || !units.fits(key.m, key.n, key.k) {
-            continue;
-        }
+    for key in keys {
         let ops = Operands::new(gpu, key)?;
         let (a, b, c) = ((&ops.a).into(), (&ops.b).into(), (&ops.c).into());
         let mut d = Vec::new();
@@ -233,6 +251,28 @@ async fn time_units(gpu: &Gpu, keys: &[GemmKey]) -> Result<Vec<(GemmKey, f64)>> 
         times.push((key, time_group(gpu, &d).await?));
     }
     Ok(times)
+}
+
+/// Those of `keys` that `config` chose a variant for without timing
+/// `units`, where the units would run them.
+fn untimed_on_units(config: &KernelConfig, keys: &[GemmKey], units: MatrixUnits) -> Vec<GemmKey> {
+    config
+        .picks
+        .iter()
+        .filter(|p| p.units_ms.is_none())
+        .filter_map(GemmKey::of)
+        .map(|(key, _)| key)
+        .filter(|key| keys.contains(key) && units::serves_shape(units, *key))
+        .collect()
+}
+
+/// The device's matrix units, where they are real (emulated ones are
+/// never timed: they serve tests, untimed).
+fn timed_units(gpu: &Gpu) -> Option<MatrixUnits> {
+    match gpu.matrix_units {
+        Some(Ok(MatrixUnits::Emulated)) | Some(Err(_)) | None => None,
+        Some(Ok(u)) => Some(u),
+    }
 }
 
 /// Seconds the tuner and the bench keep the GPU busy before timing (0.1
@@ -377,6 +417,48 @@ mod tests {
         assert_eq!(faster.get(&key(384)), None, "not timed on units");
         let back = KernelConfig::pinned_from_json(&config.to_json()).unwrap();
         assert_eq!(back.picks, config.picks, "units_ms is kept");
+    }
+
+    /// A cached choice made without the units (a run that did not ask for
+    /// them) is timed on them when a device has them, where they fit.
+    #[test]
+    fn choices_made_without_the_units_are_timed_on_them() {
+        let units = MatrixUnits::Cooperative { edge: 16 };
+        let key = |m, b| GemmKey::new(Layout::Dw, b, m, 768, 512);
+        let pick = |m, b, units_ms| GemmPick {
+            units_ms,
+            ..key(m, b).pick(TileVariant::ALL[0], Some(1.0))
+        };
+        let config = KernelConfig {
+            adapter: "test".into(),
+            driver: "1".into(),
+            shaders: shader_hash(),
+            picks: vec![
+                pick(512, BStorage::F32, None),       // untimed on units: timed now
+                pick(1024, BStorage::F32, Some(0.3)), // timed already
+                pick(96, BStorage::F32, None),        // not a multiple of the 128-row tile
+                pick(2048, BStorage::F16, None),      // an f16 mirror: no recipe's operand
+                pick(4096, BStorage::F32, None),      // not asked for
+            ],
+            pinned: false,
+        };
+        let keys: Vec<GemmKey> = [512, 1024, 96, 2048]
+            .into_iter()
+            .map(|m| {
+                key(
+                    m,
+                    if m == 2048 {
+                        BStorage::F16
+                    } else {
+                        BStorage::F32
+                    },
+                )
+            })
+            .collect();
+        assert_eq!(
+            untimed_on_units(&config, &keys, units),
+            vec![key(512, BStorage::F32)]
+        );
     }
 
     #[test]

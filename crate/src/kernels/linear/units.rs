@@ -16,6 +16,7 @@ use std::sync::Mutex;
 
 use super::Output;
 use super::coop::{CoopGemm, CoopLayout, CoopVariant, Staging};
+use super::gemm::{BStorage, GemmKey};
 use crate::error::Result;
 use crate::gpu::coop::MatrixUnits;
 use crate::gpu::{BufferRange, Dispatch, Gpu};
@@ -44,6 +45,18 @@ fn variant(units: MatrixUnits, layout: CoopLayout, accumulate: bool) -> CoopVari
         accumulate,
         ..v
     }
+}
+
+/// Whether `units` run product `key`: B in f32 (the weights' master; an
+/// f16 mirror is not a recipe's operand) and its shape a multiple of the
+/// tiles (every layout's are alike).
+pub fn serves_shape(units: MatrixUnits, key: GemmKey) -> bool {
+    let v = variant(units, CoopLayout::Nt, false);
+    key.b == BStorage::F32
+        && key.k > 0
+        && [(key.m, v.bm()), (key.n, v.bn()), (key.k, v.k_step())]
+            .iter()
+            .all(|(size, tile)| size.is_multiple_of(*tile))
 }
 
 /// Whether `products` are all f16 with nearest rounding and no transform:
