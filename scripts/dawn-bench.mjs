@@ -196,7 +196,11 @@ async function runCase(pkg, text, tokenizers, adapter, args, preset, precision, 
     data.setTokenizer(tokenizers.get(vocab));
   }
   let t0 = performance.now();
-  const trainer = await pkg.Trainer.create(spec, data);
+  const trainer = await pkg.Trainer.create(spec, data).catch((e) => {
+    // a big vocabulary needs more text than the default 256 KiB
+    const hint = /tokenizer has \d+ tokens/.test(e.message) ? ` (${text.length} bytes of text: raise --text-bytes)` : '';
+    fail(`${preset} ${precision}: ${e.message}${hint}`);
+  });
   const createS = seconds(t0);
   const info = trainer.info();
   const losses = [];

@@ -17,9 +17,11 @@ export RUST_BACKTRACE=1
 step() { # step SECONDS TITLE COMMAND...
     local secs=$1 title=$2
     shift 2
-    echo
-    echo "== $title  ($(date +%T), timeout ${secs}s): $*"
+    # the headers on stderr (logged as stdout is), so `step … > FILE` keeps
+    # only the command's output
+    echo >&2
+    echo "== $title  ($(date +%T), timeout ${secs}s): $*" >&2
     local t0=$SECONDS
     timeout "$secs" "$@"
-    echo "== $title: rc=$? in $((SECONDS - t0)) s"
+    echo "== $title: rc=$? in $((SECONDS - t0)) s" >&2
 }

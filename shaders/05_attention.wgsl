@@ -26,7 +26,9 @@
 // In sf16 (NUMERICS) a first pass over the scores gives the final m and l,
 // so the second writes each probability normalized and rounded to Q1.15,
 // p = q115(exp(s − m) / l) (the SF16 document's softmax write-back), and
-// o = acc.
+// o = acc. With ATTN_F16, q, k and v are rounded to f16 as they are read
+// and each p as it multiplies v (l sums p unrounded: FlashAttention's f16
+// path rounds its P tile after the row sums).
 // Stages the K (and V) tile at key0 and each lane's part of the scores of
 // the keys its query sees; returns how many (`score_sum` reads them). Holds
 // barriers: call from uniform control flow.
@@ -95,7 +97,7 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
                 p = exp(sc - m);
                 l += p;
             }
-            acc = row_axpy(p, tile_row(false, j, s.lane), acc);
+            acc = row_axpy(attn_operand(p), tile_row(false, j, s.lane), acc);
         }
     }
 
@@ -118,7 +120,8 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
 // (WG·4/Dh subsets, summed in order at the end). Deterministic; saves
 // nothing. In sf16, as attention_forward: a first pass for the final max
 // and sum, then each probability normalized and rounded as it is written,
-// the output rounded.
+// the output rounded. With ATTN_F16, q, k, v and each p·v's p in f16, as
+// attention_forward.
 var<workgroup> q_row: array<vec4<f32>, DH4>;
 var<workgroup> p_block: array<f32, WG>;
 var<workgroup> pv_part: array<vec4<f32>, WG>;
@@ -129,7 +132,7 @@ fn decode_score(b: u32, kvh: u32, key: u32) -> f32 {
     if (key >= params.seq_len) { return NEG_BIG; }
     let at = k_at(b * params.cache_len + key, kvh);
     var s = 0.0;
-    for (var c = 0u; c < DH4; c++) { s += dot(q_row[c], k[at + c]); }
+    for (var c = 0u; c < DH4; c++) { s += dot(q_row[c], attn_operand4(k[at + c])); }
     return s * params.scale;
 }
 
@@ -146,7 +149,7 @@ fn attention_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     let col = lidx % DH4;
     let subset = lidx / DH4;  // ≥ subsets (when Dh/4 does not divide WG): idle in p·V
 
-    if (lidx < DH4) { q_row[lidx] = q[q_at(b, h) + lidx]; }
+    if (lidx < DH4) { q_row[lidx] = attn_operand4(q[q_at(b, h) + lidx]); }
     workgroupBarrier();
 
     let sf16 = NUMERICS == SF16;
@@ -169,12 +172,12 @@ fn attention_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
         let alpha = exp(m - m_new);
         var p = select(0.0, exp(s - m_new), visible);
         if (sf16) { p = boundary(p / l, select(SITE_NONE, SITE_SOFTMAX, visible)); }
-        p_block[lidx] = p;
+        p_block[lidx] = attn_operand(p);
         let p_sum = workgroup_sum(p, lidx);  // its barriers also publish p_block
         if (!sf16) { l = alpha * l + p_sum; }
         var pv = vec4<f32>(0.0);
         for (var kk = subset; kk < min(WG, len - key0) && subset < subsets; kk += subsets) {
-            pv += p_block[kk] * v[v_at(b * params.cache_len + key0 + kk, kvh) + col];
+            pv += p_block[kk] * attn_operand4(v[v_at(b * params.cache_len + key0 + kk, kvh) + col]);
         }
         acc = alpha * acc + pv;
         m = m_new;

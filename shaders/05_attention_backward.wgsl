@@ -5,6 +5,9 @@
 // With P = exp(s − lse) recomputed from the saved lse, and Δ_t = dO_t·O_t:
 //   dP = dO·Vᵀ,  dS = P∘(dP − Δ),  dQ = scale·dS·K,  dK = scale·dSᵀ·Q,  dV = Pᵀ·dO
 // Gradients are written, not accumulated (each q/k/v feeds only attention).
+// With ATTN_F16 each product's factors are f16 as they are read: q, k, v,
+// dO (not o: Δ = dO·O reads the forward's f32 output), P in dV = Pᵀ·dO and
+// dS in dQ and dK; dP, dS and every sum are f32.
 // dQ has q's layout (dq_stride, dq_col); dK and dV are column ranges of one
 // buffer (dkv_stride, dk_col, dv_col), e.g. the k and v parts of a fused
 // [dq | dk | dv] gradient, since one dispatch may bind a buffer writable once.
@@ -23,7 +26,7 @@ var<workgroup> tile_delta: array<f32, TILE>;
 
 fn chunk_o(from_o: bool, at: u32) -> mat4x4<f32> {
     if (from_o) { return mat4x4<f32>(o[at], o[at + 1u], o[at + 2u], o[at + 3u]); }
-    return mat4x4<f32>(d_o[at], d_o[at + 1u], d_o[at + 2u], d_o[at + 3u]);
+    return attn_chunk(d_o[at], d_o[at + 1u], d_o[at + 2u], d_o[at + 3u]);
 }
 
 // COLS columns of o or dO from vec4 index `at`.
@@ -100,7 +103,7 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
         for (var j = 0u; j < n; j++) {
             let p = exp(score_sum(j, lidx) * params.scale - lse_t);
             let ds = p * (dp_sum(j, lidx) - delta_t);
-            acc = row_axpy(ds, tile_row(true, j, s.lane), acc);
+            acc = row_axpy(attn_operand(ds), tile_row(true, j, s.lane), acc);
         }
     }
 
@@ -161,8 +164,8 @@ fn attention_backward_dkv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wo
                 var x = vec4<f32>(0.0);
                 var y = vec4<f32>(0.0);
                 if (t < t_len) {
-                    x = q[q_at(b * t_len + t, h) + c];
-                    y = d_o[o_at(b * t_len + t, h) + c];
+                    x = attn_operand4(q[q_at(b * t_len + t, h) + c]);
+                    y = attn_operand4(d_o[o_at(b * t_len + t, h) + c]);
                 }
                 tile_a[e] = x;
                 tile_b[e] = y;
@@ -194,8 +197,8 @@ fn attention_backward_dkv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wo
             for (var i = i0; i < n; i++) {
                 let p = exp(score_sum(i, lidx) * params.scale - tile_lse[i]);
                 let ds = p * (dp_sum(i, lidx) - tile_delta[i]);
-                dv_tile = row_axpy(p, tile_row(false, i, lane), dv_tile);
-                dk = row_axpy(ds, tile_row(true, i, lane), dk);
+                dv_tile = row_axpy(attn_operand(p), tile_row(false, i, lane), dv_tile);
+                dk = row_axpy(attn_operand(ds), tile_row(true, i, lane), dk);
             }
             dv = row_axpy(1.0, dv_tile, dv);
         }

@@ -7,8 +7,10 @@
 // A module is built per head dim: kernels/attention.rs declares ahead of
 // this file DH (the head dim, a multiple of 16), COLS (the head-dim
 // columns one invocation keeps of a row: a multiple of 16 dividing DH, at
-// most 64 in the forward, 32 in the backward) and TILE (rows of each
-// streamed K|V or Q|dO tile, sized to the adapter's workgroup memory).
+// most 64 in the forward, 32 in the backward), TILE (rows of each
+// streamed K|V or Q|dO tile, sized to the adapter's workgroup memory) and
+// ATTN_F16 (the recipe's attention operands: every factor of a product —
+// q, k, v, dO, p, dS — rounded to f16 as it is read, `attn_operand`).
 // LANES = DH / COLS invocations share a row.
 
 const DH4: u32 = DH / 4u;
@@ -66,6 +68,24 @@ struct Row {
     c3: mat4x4<f32>,
 }
 
+// A factor of one of attention's products as the recipe has it: f16
+// (nearest even, on the bits: 00_formats.wgsl) where ATTN_F16, else as is.
+fn attn_operand(x: f32) -> f32 {
+    if (ATTN_F16) { return round_format(x, FMT_F16); }
+    return x;
+}
+
+fn attn_operand4(x: vec4<f32>) -> vec4<f32> {
+    if (ATTN_F16) {
+        return vec4<f32>(attn_operand(x.x), attn_operand(x.y), attn_operand(x.z), attn_operand(x.w));
+    }
+    return x;
+}
+
+fn attn_chunk(a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>) -> mat4x4<f32> {
+    return mat4x4<f32>(attn_operand4(a), attn_operand4(b), attn_operand4(c), attn_operand4(d));
+}
+
 fn dot16(a: mat4x4<f32>, b: mat4x4<f32>) -> f32 {
     return dot(a[0], b[0]) + dot(a[1], b[1]) + dot(a[2], b[2]) + dot(a[3], b[3]);
 }
@@ -104,9 +124,9 @@ const FROM_K: u32 = 1u;
 const FROM_V: u32 = 2u;
 
 fn chunk_qkv(tensor: u32, at: u32) -> mat4x4<f32> {
-    if (tensor == FROM_Q) { return mat4x4<f32>(q[at], q[at + 1u], q[at + 2u], q[at + 3u]); }
-    if (tensor == FROM_K) { return mat4x4<f32>(k[at], k[at + 1u], k[at + 2u], k[at + 3u]); }
-    return mat4x4<f32>(v[at], v[at + 1u], v[at + 2u], v[at + 3u]);
+    if (tensor == FROM_Q) { return attn_chunk(q[at], q[at + 1u], q[at + 2u], q[at + 3u]); }
+    if (tensor == FROM_K) { return attn_chunk(k[at], k[at + 1u], k[at + 2u], k[at + 3u]); }
+    return attn_chunk(v[at], v[at + 1u], v[at + 2u], v[at + 3u]);
 }
 
 fn row_qkv(tensor: u32, at: u32) -> Row {
@@ -150,8 +170,8 @@ fn stage_kv(b: u32, key0: u32, kvh: u32, with_v: bool, lidx: u32) {
         var y = vec4<f32>(0.0);
         if (key < params.seq_len) {
             let row = b * params.seq_len + key;
-            x = k[k_at(row, kvh) + c];
-            if (with_v) { y = v[v_at(row, kvh) + c]; }
+            x = attn_operand4(k[k_at(row, kvh) + c]);
+            if (with_v) { y = attn_operand4(v[v_at(row, kvh) + c]); }
         }
         tile_a[e] = x;
         if (with_v) { tile_b[e] = y; }

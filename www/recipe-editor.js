@@ -24,6 +24,7 @@ const FIELDS = [
   ['name', 'text', 'Name'],
   ['weights', 'choice', 'Weights'],
   ['boundaries', 'choice', 'Boundaries'],
+  ['attention', 'choice', 'Attention products'],
   ['wide.first', 'int', 'Wide first layers'],
   ['wide.last', 'int', 'Wide last layers'],
   ['wide.head', 'bool', 'Wide head'],

@@ -7,7 +7,7 @@
 let book = null;
 
 /// `{recipes: {name: parts}, parts: {format, blocks, rounding, weights,
-/// boundaries}, defaults: {lossScaling}}`.
+/// boundaries, attention}, defaults: {lossScaling, attention}}`.
 export const setBook = (b) => { book = b; };
 export const recipeBook = () => book;
 

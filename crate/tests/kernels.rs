@@ -45,6 +45,7 @@ gpu_tests! {
         attention::attention_checks_its_shapes,
         attention::attention_backward_matches_reference,
         attention::attention_backward_is_deterministic_and_fuses,
+        attention::attention_f16_operands_match_reference,
         activation::swiglu_matches_reference,
         activation::gelu_matches_reference,
         activation::activations_stay_finite_at_large_inputs,

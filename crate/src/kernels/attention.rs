@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::gpu::{
     Bind, BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_variant_kernels,
 };
+use crate::ops::products::AttentionOperands;
 use crate::shaders::{ATTENTION, ATTENTION_BACKWARD, ATTENTION_COMMON, Module};
 
 pub use crate::ops::shapes::{AttentionShape, DecodeShape};
@@ -226,8 +227,19 @@ fn row_slots(head_dim: u32, most: u32) -> u32 {
 }
 
 impl Attention {
-    /// The kernels of every head dim in `head_dims`.
+    /// The kernels of every head dim in `head_dims`, f32 operands.
     pub async fn new(gpu: &Gpu, head_dims: &[u32]) -> Result<Self> {
+        Self::with_operands(gpu, head_dims, AttentionOperands::F32).await
+    }
+
+    /// The kernels of every head dim in `head_dims`, their products
+    /// reading `operands` (`ATTN_F16` in 05_attention_common.wgsl).
+    pub async fn with_operands(
+        gpu: &Gpu,
+        head_dims: &[u32],
+        operands: AttentionOperands,
+    ) -> Result<Self> {
+        let f16 = operands == AttentionOperands::F16;
         let mut families: Vec<Family> = Vec::new();
         for &dh in head_dims {
             if families.iter().any(|f| f.head_dim == dh) {
@@ -241,7 +253,7 @@ impl Attention {
             let constants = |most: u32, tile: u32| {
                 let cols = lane_cols(dh, most);
                 format!(
-                    "const DH: u32 = {dh}u;\nconst COLS: u32 = {cols}u;\nconst TILE: u32 = {tile}u;\n"
+                    "const DH: u32 = {dh}u;\nconst COLS: u32 = {cols}u;\nconst TILE: u32 = {tile}u;\nconst ATTN_F16: bool = {f16};\n"
                 )
             };
             let [forward, decode, kv_append] = build_variant_kernels(

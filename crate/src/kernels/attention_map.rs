@@ -34,10 +34,12 @@ impl AttentionMap {
                 continue;
             }
             check_head_dim("attention_map", dh)?;
-            // the common prelude's tile sizes: its workgroup arrays go unused here
+            // the common prelude's tile sizes: its workgroup arrays go unused
+            // here; scores from q and k as they are (a recipe's f16
+            // attention operands move them by f16 rounding, ~2^-11 relative)
             let cols = lane_cols(dh, FORWARD_COLS);
             let constants = format!(
-                "const DH: u32 = {dh}u;\nconst COLS: u32 = {cols}u;\nconst TILE: u32 = 4u;\n"
+                "const DH: u32 = {dh}u;\nconst COLS: u32 = {cols}u;\nconst TILE: u32 = 4u;\nconst ATTN_F16: bool = false;\n"
             );
             let module = Module {
                 prelude: Some(ATTENTION_COMMON),

@@ -34,7 +34,7 @@ pub use rope::{Rope, RopeShape};
 
 use crate::error::Result;
 use crate::gpu::{BufferRange, Gpu, f16_bytes};
-use crate::ops::products::{Products, Wide};
+use crate::ops::products::{AttentionOperands, Products, Wide};
 use crate::shaders::Numerics;
 
 /// Every kernel family in one device's storage and numeric mode. Building
@@ -61,14 +61,16 @@ pub struct Kernels {
 impl Kernels {
     /// In `gpu`'s numeric mode, f32 operands, attention for each of `head_dims`.
     pub async fn new(gpu: &Gpu, head_dims: &[u32]) -> Result<Self> {
-        Self::with_products(gpu, (Products::default(), Wide::default()), head_dims, 0).await
+        let products = (Products::default(), Wide::default(), AttentionOperands::F32);
+        Self::with_products(gpu, products, head_dims, 0).await
     }
 
     /// In `gpu`'s numeric mode, operands as `products` say except in what
-    /// `wide` keeps wide, `seed` seeding their random draws.
+    /// `wide` keeps wide, attention's as `attention` says, `seed` seeding
+    /// their random draws.
     pub async fn with_products(
         gpu: &Gpu,
-        (products, wide): (Products, Wide),
+        (products, wide, attention): (Products, Wide, AttentionOperands),
         head_dims: &[u32],
         seed: u32,
     ) -> Result<Self> {
@@ -91,7 +93,7 @@ impl Kernels {
             exact,
             wide,
             rope: Rope::new(gpu).await?,
-            attn: Attention::new(gpu, head_dims).await?,
+            attn: Attention::with_operands(gpu, head_dims, attention).await?,
             act: Activation::new(gpu).await?,
             loss: Loss::new(gpu).await?,
             cast: Cast::new(gpu).await?,

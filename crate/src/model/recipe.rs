@@ -18,7 +18,9 @@ use crate::gpu::Gpu;
 use crate::kernels::Kernels;
 use crate::ops::formats::{HADAMARD_BLOCK, Scaling};
 use crate::ops::loss_scale::LossScaling;
-use crate::ops::products::{BlockShape, Operand, OperandFormat, Products, Rounding, Wide};
+use crate::ops::products::{
+    AttentionOperands, BlockShape, Operand, OperandFormat, Products, Rounding, Wide,
+};
 use crate::shaders::Numerics;
 
 use super::{BatchShape, Config};
@@ -95,6 +97,10 @@ pub struct RecipeSpec {
     pub wgrad: WeightGrad,
     #[serde(default)]
     pub wide: Wide,
+    /// What attention's products read (every layer's: `wide` keeps the
+    /// linear products wide).
+    #[serde(default, skip_serializing_if = "AttentionOperands::is_f32")]
+    pub attention: AttentionOperands,
     /// Dynamic loss scaling (GradScaler's), where the recipe scales.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss_scaling: Option<LossScaling>,
@@ -190,6 +196,7 @@ impl Recipe {
     pub fn named(name: &str) -> Result<Recipe> {
         let spec = |weights, boundaries, ops: [Operand; 6], wide| RecipeSpec {
             loss_scaling: None,
+            attention: AttentionOperands::F32,
             name: name.to_string(),
             version: RECIPE_VERSION,
             weights,
@@ -420,7 +427,13 @@ impl Recipe {
     /// `seed` seeds its stochastic rounding and Hadamard signs.
     pub async fn kernels(&self, gpu: &Gpu, head_dims: &[u32], seed: u32) -> Result<Kernels> {
         let gpu = gpu.with_numerics(self.numerics());
-        Kernels::with_products(&gpu, (self.products(), self.wide()), head_dims, seed).await
+        Kernels::with_products(&gpu, self.kernel_products(), head_dims, seed).await
+    }
+
+    /// What the kernels are built to read: the linear products' operands,
+    /// the layers kept wide, attention's operands.
+    pub fn kernel_products(&self) -> (Products, Wide, AttentionOperands) {
+        (self.products(), self.wide(), self.0.attention)
     }
 }
 
@@ -485,6 +498,24 @@ mod tests {
             "{json}"
         );
         assert_eq!(Recipe::from_json(&json).unwrap(), r);
+    }
+
+    /// Attention's operands: written only where f16 (so a recipe of f32
+    /// attention reads in builds before them), and handed to the kernels.
+    #[test]
+    fn attention_operands_are_written_where_f16() {
+        let mut spec = Recipe::named("amp-f16").unwrap().spec().clone();
+        spec.wide.last = 1; // written in full
+        let f32_json = serde_json::to_string(&Recipe::new(spec.clone()).unwrap()).unwrap();
+        assert!(f32_json.starts_with('{') && !f32_json.contains("attention"), "{f32_json}");
+        spec.attention = AttentionOperands::F16;
+        let r = Recipe::new(spec).unwrap();
+        let json = serde_json::to_string(&r).unwrap();
+        assert!(json.contains("\"attention\":\"f16\"") && !r.is_named(), "{json}");
+        assert_eq!(Recipe::from_json(&json).unwrap(), r);
+        assert_eq!(r.kernel_products().2, AttentionOperands::F16);
+        let e = refusal(r#"{"name": "x", "attention": "bf16"}"#);
+        assert!(e.contains("unknown variant `bf16`"), "{e}");
     }
 
     #[test]

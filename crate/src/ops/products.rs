@@ -149,6 +149,28 @@ impl Operand {
     }
 }
 
+/// What attention's products — q·kᵀ and p·v, and their backward dp = dO·vᵀ,
+/// dq = dS·k, dk = dSᵀ·q, dv = pᵀ·dO — read. Softmax, its sums and every
+/// accumulation stay f32 either way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AttentionOperands {
+    /// As they are (f32).
+    #[default]
+    F32,
+    /// q, k, v, dO, the probabilities p and dS rounded to f16 (nearest,
+    /// ties to even) before they multiply: FlashAttention's f16 numerics,
+    /// what PyTorch's autocast runs attention in. The normalizer sums the
+    /// unrounded p.
+    F16,
+}
+
+impl AttentionOperands {
+    pub fn is_f32(&self) -> bool {
+        *self == AttentionOperands::F32
+    }
+}
+
 /// The layers whose products stay f32 whatever the operands say.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

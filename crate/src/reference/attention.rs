@@ -1,29 +1,65 @@
 //! Twins of 05_attention.wgsl and 05_attention_backward.wgsl, on contiguous
 //! tensors: q, o `[B·T, H·Dh]`, k, v `[B·T, Hkv·Dh]`, lse `[B·T, H]`, row
 //! b·T + t. Head h reads kv head h / (H/Hkv); scale 1/sqrt(Dh); causal.
+//! A recipe's attention operands (`AttentionOperands`) round each factor
+//! of a product (`factor`), each probability relative to the running max
+//! as the kernels' online softmax has it: key by key in the forward, per
+//! block of keys in decode (where the block's keys share one max).
 
+use half::f16;
+
+use crate::ops::products::AttentionOperands;
 use crate::ops::shapes::AttentionShape;
 
+/// A factor of one of attention's products as `ops` has it.
+pub fn factor(x: f64, ops: AttentionOperands) -> f64 {
+    match ops {
+        AttentionOperands::F32 => x,
+        AttentionOperands::F16 => f16::from_f64(x).to_f64(),
+    }
+}
+
+fn factors(x: &[f64], ops: AttentionOperands) -> Vec<f64> {
+    x.iter().map(|&v| factor(v, ops)).collect()
+}
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(a, b)| a * b).sum()
+}
+
 /// Softmax-weighted sum of `values` by `q·key·scale`: (output, log-sum-exp).
+/// Online, in blocks of `block` keys: a block's max, where it is new,
+/// rescales the sums, each weight exp(s − m) multiplies its value as `ops`
+/// rounds it, and the normalizer sums the weights unrounded.
 pub fn attend<'a>(
     q: &[f64],
-    keys: impl Iterator<Item = &'a [f64]> + Clone,
+    keys: impl Iterator<Item = &'a [f64]>,
     values: impl Iterator<Item = &'a [f64]>,
-    scale: f64,
+    (scale, block): (f64, usize),
+    ops: AttentionOperands,
 ) -> (Vec<f64>, f64) {
-    let scores: Vec<f64> = keys
-        .map(|k| scale * q.iter().zip(k).map(|(a, b)| a * b).sum::<f64>())
+    let q = factors(q, ops);
+    let scored: Vec<(f64, &[f64])> = keys
+        .zip(values)
+        .map(|(k, v)| (scale * dot(&q, &factors(k, ops)), v))
         .collect();
-    let m = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let sum: f64 = scores.iter().map(|s| (s - m).exp()).sum();
-    let mut o = vec![0.0; q.len()];
-    for (s, v) in scores.iter().zip(values) {
-        let p = (s - m).exp() / sum;
-        for (o, v) in o.iter_mut().zip(v) {
-            *o += p * v;
+    let (mut m, mut l) = (f64::NEG_INFINITY, 0.0);
+    let mut acc = vec![0.0; q.len()];
+    for keys in scored.chunks(block.max(1)) {
+        let m_new = keys.iter().map(|(s, _)| *s).fold(m, f64::max);
+        let alpha = (m - m_new).exp();
+        l *= alpha;
+        acc.iter_mut().for_each(|a| *a *= alpha);
+        m = m_new;
+        for (s, v) in keys {
+            let p = (s - m).exp();
+            l += p;
+            for (a, v) in acc.iter_mut().zip(*v) {
+                *a += factor(p, ops) * factor(*v, ops);
+            }
         }
     }
-    (o, m + sum.ln())
+    (acc.iter().map(|a| a / l).collect(), m + l.ln())
 }
 
 fn scale(s: &AttentionShape) -> f64 {
@@ -42,24 +78,35 @@ pub fn forward_row(
     q: &[f64],
     k: &[f64],
     v: &[f64],
-    b: usize,
-    t: usize,
-    h: usize,
+    (b, t, h): (usize, usize, usize),
+    ops: AttentionOperands,
 ) -> (Vec<f64>, f64) {
     let (dh, tl) = (s.head_dim as usize, s.seq_len as usize);
     let kvh = h / (s.heads / s.kv_heads) as usize;
     let keys = (0..=t).map(|j| head(k, b * tl + j, s.kv_heads, kvh, dh));
     let values = (0..=t).map(|j| head(v, b * tl + j, s.kv_heads, kvh, dh));
-    attend(head(q, b * tl + t, s.heads, h, dh), keys, values, scale(s))
+    attend(
+        head(q, b * tl + t, s.heads, h, dh),
+        keys,
+        values,
+        (scale(s), 1),
+        ops,
+    )
 }
 
 /// (o, lse) of every row and head.
-pub fn forward(s: &AttentionShape, q: &[f64], k: &[f64], v: &[f64]) -> (Vec<f64>, Vec<f64>) {
+pub fn forward(
+    s: &AttentionShape,
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    ops: AttentionOperands,
+) -> (Vec<f64>, Vec<f64>) {
     let (mut o, mut lse) = (Vec::new(), Vec::new());
     for b in 0..s.batch as usize {
         for t in 0..s.seq_len as usize {
             for h in 0..s.heads as usize {
-                let (row, l) = forward_row(s, q, k, v, b, t, h);
+                let (row, l) = forward_row(s, q, k, v, (b, t, h), ops);
                 o.extend(row);
                 lse.push(l);
             }
@@ -94,7 +141,9 @@ pub fn probabilities(s: &AttentionShape, q: &[f64], k: &[f64]) -> Vec<f64> {
     p
 }
 
-/// (dq, dk, dv) for upstream `d_o`, from the forward's o and lse.
+/// (dq, dk, dv) for upstream `d_o`, from the forward's o and lse, each
+/// product's factors as `ops` rounds them (Δ = dO·O reads o as it is).
+#[allow(clippy::too_many_arguments)] // the backward's tensors, as the kernel binds them
 pub fn backward(
     s: &AttentionShape,
     q: &[f64],
@@ -103,7 +152,14 @@ pub fn backward(
     o: &[f64],
     d_o: &[f64],
     lse: &[f64],
+    ops: AttentionOperands,
 ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let (q, k, v, d_o) = (
+        &factors(q, ops),
+        &factors(k, ops),
+        &factors(v, ops),
+        &factors(d_o, ops),
+    );
     let (dh, tl, hs, kvs) = (
         s.head_dim as usize,
         s.seq_len as usize,
@@ -133,10 +189,11 @@ pub fn backward(
                         - lse[row * hs + h])
                         .exp();
                     let ds = p * (dot.iter().zip(vj).map(|(a, b)| a * b).sum::<f64>() - delta);
+                    let (ds, pv) = (factor(ds, ops), factor(p, ops));
                     for d in 0..dh {
                         dq[row * hs * dh + h * dh + d] += c * ds * kj[d];
                         dk[key * kvs * dh + kvh * dh + d] += c * ds * qt[d];
-                        dv[key * kvs * dh + kvh * dh + d] += p * dot[d];
+                        dv[key * kvs * dh + kvh * dh + d] += pv * dot[d];
                     }
                 }
             }
@@ -146,14 +203,15 @@ pub fn backward(
 }
 
 /// One decode step: q `[B, H·Dh]` against cache rows 0..len of each
-/// sequence, caches `[B, max_len, Hkv·Dh]`. Returns o `[B, H·Dh]`.
+/// sequence, caches `[B, max_len, Hkv·Dh]`, keys in blocks of `block` (the
+/// kernel's workgroup). Returns o `[B, H·Dh]`.
 pub fn decode(
     s: &AttentionShape,
-    max_len: usize,
-    len: usize,
+    (max_len, len, block): (usize, usize, usize),
     q: &[f64],
     k_cache: &[f64],
     v_cache: &[f64],
+    ops: AttentionOperands,
 ) -> Vec<f64> {
     let dh = s.head_dim as usize;
     let mut o = Vec::new();
@@ -162,7 +220,8 @@ pub fn decode(
             let kvh = h / (s.heads / s.kv_heads) as usize;
             let keys = (0..len).map(|j| head(k_cache, b * max_len + j, s.kv_heads, kvh, dh));
             let values = (0..len).map(|j| head(v_cache, b * max_len + j, s.kv_heads, kvh, dh));
-            o.extend(attend(head(q, b, s.heads, h, dh), keys, values, scale(s)).0);
+            let q = head(q, b, s.heads, h, dh);
+            o.extend(attend(q, keys, values, (scale(s), block), ops).0);
         }
     }
     o
@@ -214,9 +273,10 @@ mod tests {
             wave(nkv, 0.53),
             wave(nq, 0.91),
         );
-        let (o, lse) = forward(&SHAPE, &q, &k, &v);
-        let (dq, dk, dv) = backward(&SHAPE, &q, &k, &v, &o, &d_o, &lse);
-        let loss = |q: &[f64], k: &[f64], v: &[f64]| dot(&d_o, &forward(&SHAPE, q, k, v).0);
+        let f32 = AttentionOperands::F32;
+        let (o, lse) = forward(&SHAPE, &q, &k, &v, f32);
+        let (dq, dk, dv) = backward(&SHAPE, &q, &k, &v, &o, &d_o, &lse, f32);
+        let loss = |q: &[f64], k: &[f64], v: &[f64]| dot(&d_o, &forward(&SHAPE, q, k, v, f32).0);
         assert_gradient("attention dq", &q, &dq, |x| loss(x, &k, &v), 1e-8, 1e-6);
         assert_gradient("attention dk", &k, &dk, |x| loss(&q, x, &v), 1e-8, 1e-6);
         assert_gradient("attention dv", &v, &dv, |x| loss(&q, &k, x), 1e-8, 1e-6);
@@ -236,14 +296,14 @@ mod tests {
             wave(2 * 4 * 3, 1.1),
             wave(2 * 4 * 3, 0.7),
         );
-        let (o, _) = forward(&s, &q, &k, &v);
+        let (o, _) = forward(&s, &q, &k, &v, AttentionOperands::F32);
         let last_q: Vec<f64> = (0..2)
             .flat_map(|b| q[(b * 4 + 3) * 12..(b * 4 + 4) * 12].to_vec())
             .collect();
         let want: Vec<f64> = (0..2)
             .flat_map(|b| o[(b * 4 + 3) * 12..(b * 4 + 4) * 12].to_vec())
             .collect();
-        let got = decode(&s, 4, 4, &last_q, &k, &v);
+        let got = decode(&s, (4, 4, 2), &last_q, &k, &v, AttentionOperands::F32);
         assert!(
             got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-15),
             "{got:?} vs {want:?}"
@@ -256,8 +316,46 @@ mod tests {
             &[1.0],
             [[80.0].as_slice(), &[-80.0]].into_iter(),
             [[1.0].as_slice(), &[2.0]].into_iter(),
-            1.0,
+            (1.0, 1),
+            AttentionOperands::F32,
         );
         assert!((o[0] - 1.0).abs() < 1e-60 && (lse - 80.0).abs() < 1e-12);
+    }
+
+    /// f16 operands: the forward is the f32 one of f16-rounded q, k, v up
+    /// to the probabilities' rounding (half an f16 step each, 2^-11
+    /// relative), and the gradients likewise up to P's and dS's.
+    #[test]
+    fn f16_operands_round_each_factor() {
+        let rows = (SHAPE.batch * SHAPE.seq_len) as usize;
+        let (nq, nkv) = (rows * 4 * 3, rows * 2 * 3);
+        let (q, k, v, d_o) = (
+            wave(nq, 0.77),
+            wave(nkv, 1.31),
+            wave(nkv, 0.53),
+            wave(nq, 0.91),
+        );
+        let (f16, f32) = (AttentionOperands::F16, AttentionOperands::F32);
+        let (q16, k16, v16, d_o16) = (
+            factors(&q, f16),
+            factors(&k, f16),
+            factors(&v, f16),
+            factors(&d_o, f16),
+        );
+        assert!(q16.iter().zip(&q).any(|(a, b)| a != b));
+        let (o, lse) = forward(&SHAPE, &q, &k, &v, f16);
+        let (o_rounded, lse_rounded) = forward(&SHAPE, &q16, &k16, &v16, f32);
+        let near =
+            |a: &[f64], b: &[f64], tol: f64| a.iter().zip(b).all(|(a, b)| (a - b).abs() <= tol);
+        // |v| ≤ 1: o moves by at most 2^-11 of Σ p|v| / l ≤ 2^-11
+        assert!(near(&o, &o_rounded, 2f64.powi(-11)));
+        assert!(!near(&o, &o_rounded, 0.0), "p is rounded");
+        assert_eq!(lse, lse_rounded, "the normalizer sums p unrounded");
+        let g = backward(&SHAPE, &q, &k, &v, &o, &d_o, &lse, f16);
+        let g_rounded = backward(&SHAPE, &q16, &k16, &v16, &o, &d_o16, &lse, f32);
+        for (a, b) in [(g.0, g_rounded.0), (g.1, g_rounded.1), (g.2, g_rounded.2)] {
+            // each term moves by 2^-11 of itself; |terms| ≤ 3·|ds|·|k| < 4
+            assert!(near(&a, &b, 4.0 * 3.0 * 2f64.powi(-11)));
+        }
     }
 }

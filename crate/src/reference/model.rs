@@ -12,6 +12,7 @@
 use std::ops::Range;
 
 use crate::model::{BatchShape, Config, ParamLayout, Role};
+use crate::ops::products::AttentionOperands;
 use crate::ops::shapes::{AttentionShape, RopeShape, inv_freq};
 use crate::reference::loss::{CrossEntropy, cross_entropy_forward_backward};
 use crate::reference::{activation, attention, cast, embedding, linear, norm, rope};
@@ -230,7 +231,7 @@ fn layer_forward(p: &Plan, at: &LayerAt, w: &[f64], x: Vec<f64>) -> (LayerActs, 
     let v = linear::forward(&h1, &w[at.v.clone()], d); // [R, Hkv·Dh]
     rope::rope(&mut q, &p.freq, p.rope_q, 1.0);
     rope::rope(&mut k, &p.freq, p.rope_k, 1.0);
-    let (o, lse) = attention::forward(&p.attn, &q, &k, &v);
+    let (o, lse) = attention::forward(&p.attn, &q, &k, &v, AttentionOperands::F32);
     let x_mid = add(&x, &linear::forward(&o, &w[at.o.clone()], p.hdh));
     let (h2, rrms2) = norm::rmsnorm_forward(&x_mid, &w[at.mlp_norm.clone()], p.eps);
     let gate = linear::forward(&h2, &w[at.gate.clone()], d); // [R, F]
@@ -351,7 +352,9 @@ fn attention_backward(
     let mut d_o = vec![0.0; r * p.hdh];
     linear::backward_input(dx, &w[at.o.clone()], p.hdh, &mut d_o);
     linear::backward_weight(dx, &s.o, p.hdh, &mut g[at.o.clone()]);
-    let (mut dq, mut dk, dv) = attention::backward(&p.attn, &s.q, &s.k, &s.v, &s.o, &d_o, &s.lse);
+    let f32 = AttentionOperands::F32;
+    let (mut dq, mut dk, dv) =
+        attention::backward(&p.attn, &s.q, &s.k, &s.v, &s.o, &d_o, &s.lse, f32);
     rope::rope(&mut dq, &p.freq, p.rope_q, -1.0);
     rope::rope(&mut dk, &p.freq, p.rope_k, -1.0);
     let mut dh1 = vec![0.0; r * d];

@@ -10,7 +10,7 @@ use super::{de_message, to_js};
 use crate::model::Recipe;
 use crate::model::recipe::{Boundaries, WeightCopy};
 use crate::ops::loss_scale::LossScaling;
-use crate::ops::products::{BlockShape, OperandFormat, Rounding};
+use crate::ops::products::{AttentionOperands, BlockShape, OperandFormat, Rounding};
 
 /// `serde_json` of `T`'s values, in the order the editor offers them.
 fn names<T: Serialize>(values: &[T]) -> Vec<Value> {
@@ -21,10 +21,11 @@ fn names<T: Serialize>(values: &[T]) -> Vec<Value> {
 }
 
 /// `{recipes: {name: parts}, parts: {format, blocks, rounding, weights,
-/// boundaries}, defaults: {lossScaling}}`: every named recipe's parts
-/// (`RecipeSpec`), the values each part takes (an operand's format, block
-/// shape and rounding; the weights the products read; the forward's
-/// boundaries), and what an optional part starts from when it is added.
+/// boundaries, attention}, defaults: {lossScaling, attention}}`: every
+/// named recipe's parts (`RecipeSpec`), the values each part takes (an
+/// operand's format, block shape and rounding; the weights the products
+/// read; the forward's boundaries; attention's operands), and what a part
+/// starts from where a recipe leaves it out.
 #[wasm_bindgen(js_name = recipeBook)]
 pub fn recipe_book() -> Result<JsValue, JsError> {
     let recipes: serde_json::Map<String, Value> = Recipe::all_named()
@@ -42,8 +43,12 @@ pub fn recipe_book() -> Result<JsValue, JsError> {
             "rounding": names(&[Rounding::Nearest, Rounding::Stochastic]),
             "weights": names(&[WeightCopy::F32, WeightCopy::F16]),
             "boundaries": names(&[Boundaries::F32, Boundaries::Q115]),
+            "attention": names(&[AttentionOperands::F32, AttentionOperands::F16]),
         },
-        "defaults": { "lossScaling": LossScaling::default() },
+        "defaults": {
+            "lossScaling": LossScaling::default(),
+            "attention": AttentionOperands::default(),
+        },
     }))
 }
 

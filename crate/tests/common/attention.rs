@@ -11,6 +11,7 @@ use webtrain::kernels::attention_map::AttentionMap;
 use webtrain::kernels::{
     Attention, AttentionBackward, AttentionShape, DecodeShape, Heads, KvGrads, Qkv,
 };
+use webtrain::ops::products::AttentionOperands;
 use webtrain::reference::attention as reference;
 use webtrain::reference::quantize::q115;
 use webtrain::shaders::Numerics;
@@ -203,7 +204,8 @@ pub async fn attention_forward_matches_reference(gpu: &Gpu) -> Result<()> {
         let (mut got_o, mut want_o, mut got_lse, mut want_lse) = (vec![], vec![], vec![], vec![]);
         for (b, t) in checked_rows(&mut r, &s) {
             for h in 0..hs {
-                let (row, l) = reference::forward_row(&s, &q, &k, &v, b, t, h);
+                let (row, l) =
+                    reference::forward_row(&s, &q, &k, &v, (b, t, h), AttentionOperands::F32);
                 let at = ((b * tl + t) * hs + h) * dh;
                 got_o.extend_from_slice(&o[at..at + dh]);
                 want_o.extend(row);
@@ -434,7 +436,13 @@ pub async fn attention_survives_scores_of_80(gpu: &Gpu) -> Result<()> {
         o.iter().chain(&lse).all(|v| v.is_finite()),
         "attention at scores of ±80 is not finite"
     );
-    let (want_o, want_lse) = reference::forward(&s, &f64s(&x.q), &f64s(&x.k), &f64s(&x.v));
+    let (want_o, want_lse) = reference::forward(
+        &s,
+        &f64s(&x.q),
+        &f64s(&x.k),
+        &f64s(&x.v),
+        AttentionOperands::F32,
+    );
     assert_close("attention o at scores of ±80", &o, &want_o, O_ATOL, 0.0);
     assert_close(
         "attention lse at scores of ±80",
@@ -479,72 +487,102 @@ const DECODE_CASES: &[(u32, u32, u32, u32, u32, u32)] = &[
     (1, 19, 19, 2, 2, 80),
 ];
 
+/// What decode wrote for one case, the twin's, and the forward's last
+/// rows (both on the GPU, with `a`'s operands).
+struct Decoded {
+    name: String,
+    got: Vec<f32>,
+    want: Vec<f64>,
+    /// The twin's with f32 operands.
+    want_f32: Vec<f64>,
+    forward_last: Vec<f32>,
+}
+
+/// Case (B, L, Lmax, H, Hkv, Dh) through the forward and decode: the cache
+/// holds the forward's k and v rows 0..L and NaN past them, which must not
+/// be read.
+async fn decode_case(
+    gpu: &Gpu,
+    a: &Attention,
+    (batch, len, max_len, heads, kv_heads, head_dim): (u32, u32, u32, u32, u32, u32),
+    r: &mut TestRng,
+    ops: AttentionOperands,
+) -> Result<Decoded> {
+    let s = AttentionShape {
+        batch,
+        seq_len: len,
+        heads,
+        kv_heads,
+        head_dim,
+    };
+    let x = Inputs::random(r, &s, 1.0);
+    let (o, _) = forward(gpu, a, &s, &x).await?;
+    let (hdh, kvdh, l, lm) = (
+        (heads * head_dim) as usize,
+        (kv_heads * head_dim) as usize,
+        len as usize,
+        max_len as usize,
+    );
+    let last = |t: &[f32], w: usize| -> Vec<f32> {
+        (0..batch as usize)
+            .flat_map(|b| t[((b + 1) * l - 1) * w..(b + 1) * l * w].to_vec())
+            .collect()
+    };
+    let cache = |t: &[f32]| -> Vec<f32> {
+        (0..batch as usize)
+            .flat_map(|b| {
+                [
+                    &t[b * l * kvdh..(b + 1) * l * kvdh],
+                    &vec![f32::NAN; (lm - l) * kvdh][..],
+                ]
+                .concat()
+            })
+            .collect()
+    };
+    let (q_new, k_cache, v_cache) = (last(&x.q, hdh), cache(&x.k), cache(&x.v));
+    let (qb, kb, vb) = (
+        gpu.upload("q", &q_new)?,
+        gpu.upload("k_cache", &k_cache)?,
+        gpu.upload("v_cache", &v_cache)?,
+    );
+    let ob = gpu.storage_buffer("o", 4 * (batch as usize * hdh) as u64)?;
+    let d = DecodeShape {
+        batch,
+        len,
+        max_len,
+        heads,
+        kv_heads,
+        head_dim,
+    };
+    let dispatch = a.decode(gpu, d, dense_qkv(&s, &qb, &kb, &vb), (&ob).into())?;
+    gpu.run(&[&dispatch]).await?;
+    let (q64, k64, v64) = (f64s(&q_new), f64s(&k_cache), f64s(&v_cache));
+    // attention_decode takes keys in blocks of its workgroup
+    let blocks = (lm, l, webtrain::gpu::WG as usize);
+    Ok(Decoded {
+        name: format!("attention decode B={batch} L={len} H={heads} Hkv={kv_heads} Dh={head_dim}"),
+        got: gpu.read_back((&ob).into()).await?,
+        want: reference::decode(&s, blocks, &q64, &k64, &v64, ops),
+        want_f32: reference::decode(&s, blocks, &q64, &k64, &v64, AttentionOperands::F32),
+        forward_last: last(&o, hdh),
+    })
+}
+
 /// Decode against the reference and against the full forward's last row;
 /// cache rows past L hold NaN and must not be read.
 pub async fn attention_decode_matches_forward(gpu: &Gpu) -> Result<()> {
     let dims: Vec<u32> = DECODE_CASES.iter().map(|c| c.5).collect();
     let a = Attention::new(gpu, &dims).await?;
     let mut r = rng(94);
-    for &(batch, len, max_len, heads, kv_heads, head_dim) in DECODE_CASES {
-        let s = AttentionShape {
-            batch,
-            seq_len: len,
-            heads,
-            kv_heads,
-            head_dim,
-        };
-        let x = Inputs::random(&mut r, &s, 1.0);
-        let (o, _) = forward(gpu, &a, &s, &x).await?;
-        let (hdh, kvdh, l, lm) = (
-            (heads * head_dim) as usize,
-            (kv_heads * head_dim) as usize,
-            len as usize,
-            max_len as usize,
-        );
-        let last = |t: &[f32], w: usize| -> Vec<f32> {
-            (0..batch as usize)
-                .flat_map(|b| t[((b + 1) * l - 1) * w..(b + 1) * l * w].to_vec())
-                .collect()
-        };
-        let cache = |t: &[f32]| -> Vec<f32> {
-            (0..batch as usize)
-                .flat_map(|b| {
-                    [
-                        &t[b * l * kvdh..(b + 1) * l * kvdh],
-                        &vec![f32::NAN; (lm - l) * kvdh][..],
-                    ]
-                    .concat()
-                })
-                .collect()
-        };
-        let (q_new, k_cache, v_cache) = (last(&x.q, hdh), cache(&x.k), cache(&x.v));
-        let (qb, kb, vb) = (
-            gpu.upload("q", &q_new)?,
-            gpu.upload("k_cache", &k_cache)?,
-            gpu.upload("v_cache", &v_cache)?,
-        );
-        let ob = gpu.storage_buffer("o", 4 * (batch as usize * hdh) as u64)?;
-        let d = DecodeShape {
-            batch,
-            len,
-            max_len,
-            heads,
-            kv_heads,
-            head_dim,
-        };
-        let dispatch = a.decode(gpu, d, dense_qkv(&s, &qb, &kb, &vb), (&ob).into())?;
-        gpu.run(&[&dispatch]).await?;
-        let got: Vec<f32> = gpu.read_back((&ob).into()).await?;
-        let want = reference::decode(&s, lm, l, &f64s(&q_new), &f64s(&k_cache), &f64s(&v_cache));
-        let name =
-            format!("attention decode B={batch} L={len} H={heads} Hkv={kv_heads} Dh={head_dim}");
+    for &case in DECODE_CASES {
+        let d = decode_case(gpu, &a, case, &mut r, AttentionOperands::F32).await?;
         // as the forward's o (measured 3.5e-8 / 4.7e-8); against the
         // forward, both errors add (measured 4.5e-8 / 5.2e-8)
-        assert_close(&name, &got, &want, O_ATOL, 0.0);
+        assert_close(&d.name, &d.got, &d.want, O_ATOL, 0.0);
         assert_close(
-            &format!("{name} vs forward's last row"),
-            &got,
-            &last(&o, hdh),
+            &format!("{} vs forward's last row", d.name),
+            &d.got,
+            &d.forward_last,
             2.0 * O_ATOL,
             0.0,
         );
@@ -636,13 +674,24 @@ async fn check_backward(
     );
     let got = backward(gpu, a, s, x, &d_o, false).await?;
     let (q, k, v) = (f64s(&x.q), f64s(&x.k), f64s(&x.v));
-    let (o, lse) = reference::forward(s, &q, &k, &v);
-    let (dq, dk, dv) = reference::backward(s, &q, &k, &v, &o, &f64s(&d_o), &lse);
+    let f32 = AttentionOperands::F32;
+    let (o, lse) = reference::forward(s, &q, &k, &v, f32);
+    let (dq, dk, dv) = reference::backward(s, &q, &k, &v, &o, &f64s(&d_o), &lse, f32);
     let name = format!("attention backward {}", what(s));
-    assert_close(&format!("{name} dq"), &got.0, &dq, atol, 0.0);
-    assert_close(&format!("{name} dk"), &got.1, &dk, atol, 0.0);
-    assert_close(&format!("{name} dv"), &got.2, &dv, atol, 0.0);
+    assert_close(&format!("{name} dq"), &got.dq, &dq, atol, 0.0);
+    assert_close(&format!("{name} dk"), &got.dk, &dk, atol, 0.0);
+    assert_close(&format!("{name} dv"), &got.dv, &dv, atol, 0.0);
     Ok(())
+}
+
+/// What a GPU forward then backward wrote: the gradients contiguous, and
+/// the forward's o and lse.
+struct Grads {
+    dq: Vec<f32>,
+    dk: Vec<f32>,
+    dv: Vec<f32>,
+    o: Vec<f32>,
+    lse: Vec<f32>,
 }
 
 /// (dq, dk, dv) contiguous, from the GPU forward then backward; `fused`
@@ -654,7 +703,7 @@ async fn backward(
     x: &Inputs,
     d_o: &[f32],
     fused: bool,
-) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
+) -> Result<Grads> {
     let rows = (s.batch * s.seq_len) as usize;
     let (hdh, kvdh) = (
         (s.heads * s.head_dim) as usize,
@@ -717,11 +766,13 @@ async fn backward(
             .collect()
     };
     let dkv_w = dkv.row_stride as usize;
-    Ok((
-        cols(&dq_all, width, 0, hdh),
-        cols(&dkv_all, dkv_w, dkv.k_col as usize, kvdh),
-        cols(&dkv_all, dkv_w, dkv.v_col as usize, kvdh),
-    ))
+    Ok(Grads {
+        dq: cols(&dq_all, width, 0, hdh),
+        dk: cols(&dkv_all, dkv_w, dkv.k_col as usize, kvdh),
+        dv: cols(&dkv_all, dkv_w, dkv.v_col as usize, kvdh),
+        o: gpu.read_back((&ob).into()).await?,
+        lse: gpu.read_back((&lse).into()).await?,
+    })
 }
 
 /// (B, T, H, Hkv, Dh): T = 1 … 1024, Dh 16 … 128 (48, 80, 112: one
@@ -769,9 +820,116 @@ pub async fn attention_backward_is_deterministic_and_fuses(gpu: &Gpu) -> Result<
     let again = backward(gpu, &a, &s, &x, &d_o, false).await?;
     let fused = backward(gpu, &a, &s, &x, &d_o, true).await?;
     for (name, other) in [("rerun", &again), ("fused", &fused)] {
-        assert_identical(&format!("attention dq, {name}"), &other.0, &first.0);
-        assert_identical(&format!("attention dk, {name}"), &other.1, &first.1);
-        assert_identical(&format!("attention dv, {name}"), &other.2, &first.2);
+        assert_identical(&format!("attention dq, {name}"), &other.dq, &first.dq);
+        assert_identical(&format!("attention dk, {name}"), &other.dk, &first.dk);
+        assert_identical(&format!("attention dv, {name}"), &other.dv, &first.dv);
+    }
+    Ok(())
+}
+
+/// (B, T, H, Hkv, Dh) for f16 operands: one key, awkward lengths, GQA 2:1
+/// to 32:1, three and five lanes a row, Dh 16 … 128.
+const F16_CASES: &[(u32, u32, u32, u32, u32)] = &[
+    (2, 1, 2, 2, 64),
+    (3, 7, 4, 2, 32),
+    (2, 129, 4, 2, 64),
+    (1, 37, 6, 2, 48),
+    (2, 19, 2, 1, 80),
+    (2, 33, 4, 1, 16),
+    (1, 20, 32, 1, 128),
+];
+
+/// The largest and the mean |got − want|.
+fn errors(got: &[f32], want: &[f64]) -> (f64, f64) {
+    let diffs = got.iter().zip(want).map(|(&g, w)| (g as f64 - w).abs());
+    let (max, sum) = diffs.fold((0.0, 0.0), |(m, s), d| (f64::max(m, d), s + d));
+    (max, sum / got.len().max(1) as f64)
+}
+
+// f16 operands. Most outputs agree with the twin as closely as in f32; a
+// few differ where an f32 probability or dS (from the GPU's exp) and the
+// f64 twin's round to neighbouring f16 values: one f16 step (2^-11
+// relative) of one factor. Measured worst on lavapipe (native and packed
+// f16 alike): o 2.1e-5, dv 6.1e-5 (T = 129), dq and dk 7.5e-6. So the mean
+// error is bounded too, which those rare steps barely move — measured at
+// most 5.8e-8 for o, 3.2e-7 for dv (dq 1.7e-8) — while the rounding moves
+// every output: from the f32 twin, means of 2.1e-5 … 8.0e-5 for o and
+// 9.5e-6 … 2.6e-5 for dq.
+const F16_O_ATOL: f64 = 1e-4;
+const F16_GRAD_ATOL: f64 = 2e-4;
+const F16_O_MEAN: f64 = 2e-7;
+const F16_GRAD_MEAN: f64 = 1e-6;
+
+/// A recipe's f16 attention operands (`AttentionOperands::F16`): the
+/// forward, its backward and decode against the twin that rounds the same
+/// factors; and the rounding is there: the f32 twin's mean error is at
+/// least 5 times the bound.
+pub async fn attention_f16_operands_match_reference(gpu: &Gpu) -> Result<()> {
+    let (f16, f32) = (AttentionOperands::F16, AttentionOperands::F32);
+    let a = Attention::with_operands(gpu, &head_dims(F16_CASES), f16).await?;
+    let a_decode = Attention::with_operands(gpu, &[64, 128, 48], f16).await?;
+    let mut r = rng(97);
+    for &case in F16_CASES {
+        let s = shape(case);
+        let name = format!("attention, f16 operands, {}", what(&s));
+        let x = Inputs::random(&mut r, &s, 1.0);
+        let d_o = uniform(
+            &mut r,
+            (s.batch * s.seq_len * s.heads * s.head_dim) as usize,
+            -1.0,
+            1.0,
+        );
+        let got = backward(gpu, &a, &s, &x, &d_o, false).await?;
+        let (q, k, v, d_o) = (f64s(&x.q), f64s(&x.k), f64s(&x.v), f64s(&d_o));
+        let (o, lse) = reference::forward(&s, &q, &k, &v, f16);
+        assert_close(&format!("{name} lse"), &got.lse, &lse, LSE_ATOL, LSE_RTOL);
+        // the backward from the GPU's own o and lse, as the kernels read them
+        let (o_gpu, lse_gpu) = (f64s(&got.o), f64s(&got.lse));
+        let (dq, dk, dv) = reference::backward(&s, &q, &k, &v, &o_gpu, &d_o, &lse_gpu, f16);
+        let (o32, _) = reference::forward(&s, &q, &k, &v, f32);
+        let (dq32, _, _) = reference::backward(&s, &q, &k, &v, &o_gpu, &d_o, &lse_gpu, f32);
+        for (what, got, want, (worst, most), f32_twin) in [
+            ("o", &got.o, &o, (F16_O_ATOL, F16_O_MEAN), Some(&o32)),
+            (
+                "dq",
+                &got.dq,
+                &dq,
+                (F16_GRAD_ATOL, F16_GRAD_MEAN),
+                Some(&dq32),
+            ),
+            ("dk", &got.dk, &dk, (F16_GRAD_ATOL, F16_GRAD_MEAN), None),
+            ("dv", &got.dv, &dv, (F16_GRAD_ATOL, F16_GRAD_MEAN), None),
+        ] {
+            assert_close(&format!("{name} {what}"), got, want, worst, 0.0);
+            let (_, mean) = errors(got, want);
+            assert!(mean <= most, "{name} {what}: mean error {mean:e}");
+            if let Some(twin) = f32_twin {
+                let (_, mean32) = errors(got, twin);
+                assert!(
+                    mean32 > 5.0 * most,
+                    "{name} {what}: f16 operands are not rounded (mean {mean32:e} from the f32 twin)"
+                );
+            }
+        }
+    }
+    // decode: one key, two blocks of keys (257), GQA 4:1, Dh 48. Its
+    // outputs are few, so one probability rounded to the other neighbour
+    // moves a head's whole row: measured worst 4.2e-6, mean 5.5e-7 (L =
+    // 257), against 3.8e-5 and 8.9e-6 from the f32 twin; the f16 twin is
+    // at least 4 times closer (measured 9 times)
+    for case in [
+        (2, 1, 4, 4, 4, 64),
+        (1, 257, 260, 4, 1, 128),
+        (2, 30, 33, 2, 1, 48),
+    ] {
+        let d = decode_case(gpu, &a_decode, case, &mut r, f16).await?;
+        assert_close(&d.name, &d.got, &d.want, F16_O_ATOL, 0.0);
+        let ((max, _), (max32, _)) = (errors(&d.got, &d.want), errors(&d.got, &d.want_f32));
+        assert!(
+            max32 > 4.0 * max,
+            "{}: f16 twin {max:e}, f32 twin {max32:e}",
+            d.name
+        );
     }
     Ok(())
 }

@@ -346,7 +346,8 @@ fn sf16_attention_reference(s: AttentionShape, x: &AttentionInputs) -> Sf16Atten
     let (rows, dh) = ((s.batch * s.seq_len) as usize, s.head_dim as usize);
     let (qw, kw) = (s.heads as usize * dh, s.kv_heads as usize * dh);
     let (q64, k64, v64) = (f64s(&x.q), f64s(&x.k), f64s(&x.v));
-    let (_, want_lse) = attention::forward(&s, &q64, &k64, &v64);
+    let f32 = webtrain::ops::products::AttentionOperands::F32;
+    let (_, want_lse) = attention::forward(&s, &q64, &k64, &v64, f32);
     let (tol_p, scale) = (1e-5, 1.0 / (dh as f64).sqrt());
     let mut want = Sf16Attention {
         want_o: vec![0.0; rows * qw],
@@ -594,7 +595,7 @@ pub async fn sf16_wide_head_keeps_the_logits_exact(gpu: &Gpu) -> Result<()> {
     let tol = 1e-5; // |y| < 10 over 96 products; the exact kernel is within 2e-6
 
     let recipe = Recipe::sf16_wide_head();
-    let wide = Kernels::with_products(gpu, (recipe.products(), recipe.wide()), &[], 0).await?;
+    let wide = Kernels::with_products(gpu, recipe.kernel_products(), &[], 0).await?;
     gpu.run(&refs(&product(wide.head())?)).await?;
     let logits = gpu.read_back::<f32>((&y).into()).await?;
     assert_close("wide head's logits in sf16", &logits, &want, tol, 0.0);
@@ -615,7 +616,7 @@ pub async fn sf16_wide_head_keeps_the_logits_exact(gpu: &Gpu) -> Result<()> {
     assert_count("projection clamps", counted(gpu).await?.projection, clamps);
 
     let recipe = Recipe::sf16();
-    let narrow = Kernels::with_products(gpu, (recipe.products(), recipe.wide()), &[], 0).await?;
+    let narrow = Kernels::with_products(gpu, recipe.kernel_products(), &[], 0).await?;
     gpu.run(&refs(&product(narrow.head())?)).await?;
     let rounded = gpu.read_back::<f32>((&y).into()).await?;
     assert_rounded("sf16's head", &rounded, &want, tol, |_, v| {
