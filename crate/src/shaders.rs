@@ -48,6 +48,10 @@ pub const ATTENTION_COMMON: ShaderFile = shader_file!("05_attention_common");
 pub const ATTENTION: ShaderFile = shader_file!("05_attention");
 pub const ATTENTION_BACKWARD: ShaderFile = shader_file!("05_attention_backward");
 pub const ATTENTION_MAP: ShaderFile = shader_file!("05_attention_map");
+/// Attention on matrix units: composed by `kernels::attention_units`.
+pub const ATTENTION_UNITS: ShaderFile = shader_file!("05_attention_units");
+pub const ATTENTION_UNITS_DQ: ShaderFile = shader_file!("05_attention_units_dq");
+pub const ATTENTION_UNITS_DKV: ShaderFile = shader_file!("05_attention_units_dkv");
 pub const ACTIVATION: ShaderFile = shader_file!("06_activation");
 pub const LOSS: ShaderFile = shader_file!("07_loss");
 pub const CAST: ShaderFile = shader_file!("08_cast");
@@ -187,6 +191,15 @@ pub fn compose_variant(
 }
 
 impl Composed {
+    /// The source with `directives` (one per line: `enable …;`) ahead of
+    /// everything, where WGSL wants them; lines are located as before.
+    pub fn with_directives(mut self, directives: &str) -> Composed {
+        let lines = directives.lines().count() as u32;
+        self.source = format!("{directives}{}", self.source);
+        self.parts.iter_mut().for_each(|(_, first)| *first += lines);
+        self
+    }
+
     /// `shaders/NAME.wgsl:LINE` for a 1-based line of the composed source.
     pub fn locate(&self, line: u32) -> String {
         let (name, first) = self

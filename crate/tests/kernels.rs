@@ -46,6 +46,7 @@ gpu_tests! {
         attention::attention_backward_matches_reference,
         attention::attention_backward_is_deterministic_and_fuses,
         attention::attention_f16_operands_match_reference,
+        attention::attention_units_match_reference,
         activation::swiglu_matches_reference,
         activation::gelu_matches_reference,
         activation::activations_stay_finite_at_large_inputs,

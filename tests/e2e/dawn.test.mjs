@@ -56,13 +56,13 @@ test("Tint accepts every matrix-unit kernel in Dawn's syntax, and Dawn builds th
   const pkg = await import(new URL('../../pkg/webtrain.js', import.meta.url));
   pkg.initSync({ module: readFileSync(new URL('../../pkg/webtrain_bg.wasm', import.meta.url)) });
   /// The compiler's errors and warnings, and the pipeline's error, if any.
-  const build = async (code, pipeline) => {
+  const build = async (code, entryPoint, pipeline) => {
     device.pushErrorScope('validation');
     const module = device.createShaderModule({ code });
     const { messages } = await module.getCompilationInfo();
     let failed = null;
     if (pipeline) {
-      await device.createComputePipelineAsync({ layout: 'auto', compute: { module, entryPoint: 'gemm' } })
+      await device.createComputePipelineAsync({ layout: 'auto', compute: { module, entryPoint } })
         .catch((e) => { failed = e.message; });
     }
     await device.popErrorScope();
@@ -70,15 +70,16 @@ test("Tint accepts every matrix-unit kernel in Dawn's syntax, and Dawn builds th
   };
   const kernels = pkg.matrixUnitKernels(32); // NVIDIA's subgroups
   assert.ok(kernels.length > 100, `${kernels.length} kernels`);
+  assert.ok(kernels.some((k) => k.entry === 'attention_units_forward'), 'attention on the units is among them');
   let pipelines = 0;
-  for (const { name, source, invocations, workgroup_bytes: bytes } of kernels) {
+  for (const { name, entry, source, invocations, workgroup_bytes: bytes } of kernels) {
     // pipelines where the null device allows them: Dawn wants workgroups in
     // whole subgroups of its largest size (128 here), and it has 16 KiB of
     // workgroup memory
     const l = adapter.limits;
     const pipeline = invocations % adapter.info.subgroupMaxSize === 0
       && invocations <= l.maxComputeInvocationsPerWorkgroup && bytes <= l.maxComputeWorkgroupStorageSize;
-    const { messages, failed } = await build(source, pipeline);
+    const { messages, failed } = await build(source, entry, pipeline);
     // no errors, and no deprecated builtins (Dawn's current spelling)
     assert.deepEqual(messages, [], name);
     assert.equal(failed, null, name);
@@ -90,7 +91,7 @@ test("Tint accepts every matrix-unit kernel in Dawn's syntax, and Dawn builds th
   const { name, source: code } = kernels[0];
   const wrong = code.replace('alias MatB = subgroup_matrix_right', 'alias MatB = subgroup_matrix_left');
   assert.notEqual(wrong, code);
-  const { messages } = await build(wrong, false);
+  const { messages } = await build(wrong, 'gemm', false);
   assert.match(messages.join('\n'), /error .*subgroupMatrixMultiplyAccumulate/, name);
   device.destroy();
 });

@@ -14,7 +14,7 @@ use super::Gpu;
 use super::buffers::Bind;
 use super::dispatch::{Dispatch, Grid};
 use crate::error::{Error, Result};
-use crate::shaders::{Module, compose_variant};
+use crate::shaders::{Composed, F16Storage, Module, ShaderFile, compose_variant};
 
 /// One binding of a kernel, in the order of its `@binding` numbers. A
 /// storage slot carries the name its launcher's errors give the buffer
@@ -118,6 +118,18 @@ pub async fn build_variant_kernels<const N: usize>(
     let module = module.into();
     let file = module.file;
     let composed = compose_variant(module, storage, gpu.numerics(), constants);
+    build_composed_kernels(gpu, (file, storage), composed, descs).await
+}
+
+/// The kernels of a composed module (`compose_variant`'s, perhaps changed
+/// by its launcher), compiled once per device; `file` and `storage` name
+/// it in a compile error.
+pub async fn build_composed_kernels<const N: usize>(
+    gpu: &Gpu,
+    (file, storage): (ShaderFile, F16Storage),
+    composed: Composed,
+    descs: [KernelDesc; N],
+) -> Result<[Kernel; N]> {
     let cached = lock(&gpu.pipelines.modules).get(&composed.source).cloned();
     let module = match cached {
         Some(module) => module,

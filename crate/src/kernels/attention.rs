@@ -8,12 +8,13 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use super::attention_units::{self, UnitKernel, UnitTiles};
 use crate::error::{Error, Result};
 use crate::gpu::{
     Bind, BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_variant_kernels,
 };
 use crate::ops::products::AttentionOperands;
-use crate::shaders::{ATTENTION, ATTENTION_BACKWARD, ATTENTION_COMMON, Module};
+use crate::shaders::{ATTENTION, ATTENTION_BACKWARD, ATTENTION_COMMON, Module, Numerics};
 
 pub use crate::ops::shapes::{AttentionShape, DecodeShape};
 
@@ -112,7 +113,7 @@ pub(super) struct Params {
     block_rows: u32,
 }
 
-const FORWARD: KernelDesc = KernelDesc {
+pub(super) const FORWARD: KernelDesc = KernelDesc {
     entry: "attention_forward",
     slots: &[
         Slot::Uniform(0),          // params
@@ -145,7 +146,7 @@ const KV_APPEND: KernelDesc = KernelDesc {
         Slot::ReadWrite(7, "v_cache"), // [B·Lmax, Hkv·Dh] f32, likewise
     ],
 };
-const BACKWARD_DQ: KernelDesc = KernelDesc {
+pub(super) const BACKWARD_DQ: KernelDesc = KernelDesc {
     entry: "attention_backward_dq",
     slots: &[
         Slot::Uniform(0),            // params
@@ -159,7 +160,7 @@ const BACKWARD_DQ: KernelDesc = KernelDesc {
         Slot::ReadWrite(8, "delta"), // [B·T, H] f32 scratch, written
     ],
 };
-const BACKWARD_DKV: KernelDesc = KernelDesc {
+pub(super) const BACKWARD_DKV: KernelDesc = KernelDesc {
     entry: "attention_backward_dkv",
     slots: &[
         Slot::Uniform(0),          // params
@@ -178,6 +179,11 @@ const BACKWARD_DKV: KernelDesc = KernelDesc {
 struct Family {
     head_dim: u32,
     forward: Kernel,
+    /// The forward and the backward's two passes on matrix units
+    /// (kernels::attention_units), where a recipe's f16 operands meet a
+    /// device's units and their tiles fit: they replace the scalar ones.
+    units_forward: Option<(Kernel, UnitTiles)>,
+    units_backward: Option<[(Kernel, UnitTiles); 2]>,
     decode: Kernel,
     kv_append: Kernel,
     backward_dq: Kernel,
@@ -240,6 +246,12 @@ impl Attention {
         operands: AttentionOperands,
     ) -> Result<Self> {
         let f16 = operands == AttentionOperands::F16;
+        // the units compute f16 operands' products; sf16's boundaries are
+        // the scalar kernels'
+        let units = match (&gpu.matrix_units, gpu.numerics()) {
+            (Some(Ok(u)), Numerics::Exact) if f16 => Some(*u),
+            _ => None,
+        };
         let mut families: Vec<Family> = Vec::new();
         for &dh in head_dims {
             if families.iter().any(|f| f.head_dim == dh) {
@@ -276,9 +288,18 @@ impl Attention {
                 [BACKWARD_DQ, BACKWARD_DKV],
             )
             .await?;
+            let (mut units_forward, mut units_backward) = (None, None);
+            if let Some(u) = units {
+                units_forward = attention_units::build(gpu, u, UnitKernel::Forward, dh).await?;
+                let dq = attention_units::build(gpu, u, UnitKernel::Dq, dh).await?;
+                let dkv = attention_units::build(gpu, u, UnitKernel::Dkv, dh).await?;
+                units_backward = dq.zip(dkv).map(|(dq, dkv)| [dq, dkv]);
+            }
             families.push(Family {
                 head_dim: dh,
                 forward,
+                units_forward,
+                units_backward,
                 decode,
                 kv_append,
                 backward_dq,
@@ -329,9 +350,29 @@ impl Attention {
             o.needs(4 * rows * s.heads as u64 * s.head_dim as u64),
             lse.needs(4 * rows * s.heads as u64),
         ];
-        kernels
-            .forward
-            .dispatch(gpu, op, &binds, gpu.grid_groups(op, groups)?)
+        match &kernels.units_forward {
+            Some((kernel, tiles)) => {
+                let blocks = (s.seq_len as u64).div_ceil(tiles.br as u64);
+                let groups = blocks * s.heads as u64 * s.batch as u64;
+                kernel.dispatch(gpu, op, &binds, gpu.grid_groups(op, groups)?)
+            }
+            None => kernels
+                .forward
+                .dispatch(gpu, op, &binds, gpu.grid_groups(op, groups)?),
+        }
+    }
+
+    /// The tiles of the forward and of the backward's passes on matrix
+    /// units at `head_dim`, those that run there.
+    pub fn units_tiles(&self, head_dim: u32) -> [Option<UnitTiles>; 3] {
+        let family = self.families.iter().find(|f| f.head_dim == head_dim);
+        let forward = family.and_then(|f| f.units_forward.as_ref().map(|(_, t)| *t));
+        let backward = family.and_then(|f| f.units_backward.as_ref());
+        [
+            forward,
+            backward.map(|[dq, _]| dq.1),
+            backward.map(|[_, dkv]| dkv.1),
+        ]
     }
 
     /// One generation step: `o[b] = attention(q[b], cache rows 0..L of b)`.
@@ -428,26 +469,33 @@ impl Attention {
         let d_o = g.d_o.needs(4 * rows * hdh as u64);
         let lse = g.lse.needs(4 * rows * s.heads as u64);
         let delta = g.delta.needs(s.backward_scratch_bytes());
-        let dq = kernels.backward_dq.dispatch(
-            gpu,
-            op,
-            &[
-                (&params).into(),
-                q,
-                k,
-                v,
-                g.o.needs(4 * rows * hdh as u64),
-                d_o,
-                lse,
-                g.dq.needs(rows),
-                delta,
-            ],
-            gpu.grid_groups(op, dq_groups)?,
-        )?;
+        let dq_binds = [
+            (&params).into(),
+            q,
+            k,
+            v,
+            g.o.needs(4 * rows * hdh as u64),
+            d_o,
+            lse,
+            g.dq.needs(rows),
+            delta,
+        ];
         // dk and dv are column ranges of one binding, dkv, checked once
-        let binds = [(&params).into(), q, k, v, d_o, lse, delta, dk.needs(rows)];
+        let dkv_binds = [(&params).into(), q, k, v, d_o, lse, delta, dk.needs(rows)];
+        if let Some([(dq, dq_tiles), (dkv, dkv_tiles)]) = &kernels.units_backward {
+            // workgroups of BR queries of a head, and of BR keys of a kv head
+            let blocks = |t: &UnitTiles| (s.seq_len as u64).div_ceil(t.br as u64) * s.batch as u64;
+            let dq_grid = gpu.grid_groups(op, blocks(dq_tiles) * s.heads as u64)?;
+            let dkv_grid = gpu.grid_groups(op, blocks(dkv_tiles) * s.kv_heads as u64)?;
+            return Ok([
+                dq.dispatch(gpu, op, &dq_binds, dq_grid)?,
+                dkv.dispatch(gpu, op, &dkv_binds, dkv_grid)?,
+            ]);
+        }
+        let dq_grid = gpu.grid_groups(op, dq_groups)?;
+        let dq = kernels.backward_dq.dispatch(gpu, op, &dq_binds, dq_grid)?;
         let grid = gpu.grid_groups(op, dkv_groups)?;
-        let dkv = kernels.backward_dkv.dispatch(gpu, op, &binds, grid)?;
+        let dkv = kernels.backward_dkv.dispatch(gpu, op, &dkv_binds, grid)?;
         Ok([dq, dkv])
     }
 }

@@ -6,6 +6,7 @@
 pub mod activation;
 pub mod attention;
 pub mod attention_map;
+pub mod attention_units;
 pub mod boundary;
 pub mod cast;
 pub mod embedding;

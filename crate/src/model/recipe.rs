@@ -507,11 +507,17 @@ mod tests {
         let mut spec = Recipe::named("amp-f16").unwrap().spec().clone();
         spec.wide.last = 1; // written in full
         let f32_json = serde_json::to_string(&Recipe::new(spec.clone()).unwrap()).unwrap();
-        assert!(f32_json.starts_with('{') && !f32_json.contains("attention"), "{f32_json}");
+        assert!(
+            f32_json.starts_with('{') && !f32_json.contains("attention"),
+            "{f32_json}"
+        );
         spec.attention = AttentionOperands::F16;
         let r = Recipe::new(spec).unwrap();
         let json = serde_json::to_string(&r).unwrap();
-        assert!(json.contains("\"attention\":\"f16\"") && !r.is_named(), "{json}");
+        assert!(
+            json.contains("\"attention\":\"f16\"") && !r.is_named(),
+            "{json}"
+        );
         assert_eq!(Recipe::from_json(&json).unwrap(), r);
         assert_eq!(r.kernel_products().2, AttentionOperands::F16);
         let e = refusal(r#"{"name": "x", "attention": "bf16"}"#);

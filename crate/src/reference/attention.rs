@@ -6,16 +6,18 @@
 //! as the kernels' online softmax has it: key by key in the forward, per
 //! block of keys in decode (where the block's keys share one max).
 
-use half::f16;
-
+use crate::ops::formats::Element;
 use crate::ops::products::AttentionOperands;
 use crate::ops::shapes::AttentionShape;
+use crate::reference::formats::round_format;
 
-/// A factor of one of attention's products as `ops` has it.
+/// A factor of one of attention's products as `ops` has it: f16 from the
+/// f32 value the kernels compute (round_format's twin, 00_formats.wgsl),
+/// so a probability rounds twice as on the GPU.
 pub fn factor(x: f64, ops: AttentionOperands) -> f64 {
     match ops {
         AttentionOperands::F32 => x,
-        AttentionOperands::F16 => f16::from_f64(x).to_f64(),
+        AttentionOperands::F16 => round_format(x as f32, Element::F16) as f64,
     }
 }
 
@@ -79,7 +81,7 @@ pub fn forward_row(
     k: &[f64],
     v: &[f64],
     (b, t, h): (usize, usize, usize),
-    ops: AttentionOperands,
+    (ops, block): (AttentionOperands, usize),
 ) -> (Vec<f64>, f64) {
     let (dh, tl) = (s.head_dim as usize, s.seq_len as usize);
     let kvh = h / (s.heads / s.kv_heads) as usize;
@@ -89,7 +91,7 @@ pub fn forward_row(
         head(q, b * tl + t, s.heads, h, dh),
         keys,
         values,
-        (scale(s), 1),
+        (scale(s), block),
         ops,
     )
 }
@@ -102,11 +104,22 @@ pub fn forward(
     v: &[f64],
     ops: AttentionOperands,
 ) -> (Vec<f64>, Vec<f64>) {
+    forward_in_blocks(s, (q, k, v), ops, 1)
+}
+
+/// `forward` with keys in blocks of `block` sharing one max: the forward
+/// on matrix units (05_attention_units.wgsl, blocks of BC keys).
+pub fn forward_in_blocks(
+    s: &AttentionShape,
+    (q, k, v): (&[f64], &[f64], &[f64]),
+    ops: AttentionOperands,
+    block: usize,
+) -> (Vec<f64>, Vec<f64>) {
     let (mut o, mut lse) = (Vec::new(), Vec::new());
     for b in 0..s.batch as usize {
         for t in 0..s.seq_len as usize {
             for h in 0..s.heads as usize {
-                let (row, l) = forward_row(s, q, k, v, (b, t, h), ops);
+                let (row, l) = forward_row(s, q, k, v, (b, t, h), (ops, block));
                 o.extend(row);
                 lse.push(l);
             }

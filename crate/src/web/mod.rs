@@ -126,13 +126,15 @@ pub async fn set_kernel_config(json: String, pinned: bool) -> Result<(), JsError
 }
 
 /// The f16 GEMMs on matrix units in Dawn's syntax for subgroups of
-/// `subgroup` invocations, as [{name, source, invocations,
-/// workgroup_bytes}]: every variant the page
+/// `subgroup` invocations and attention's forward on them, as [{name,
+/// entry, source, invocations, workgroup_bytes}]: every variant the page
 /// could compile where Chrome offers subgroup matrices, for the check that
 /// Tint accepts them (tests/e2e/dawn.test.mjs).
 #[wasm_bindgen(js_name = matrixUnitKernels)]
 pub fn matrix_unit_kernels(subgroup: u32) -> Result<JsValue, JsError> {
-    to_js(&crate::kernels::linear::coop::dawn_sources(subgroup))
+    let mut kernels = crate::kernels::linear::coop::dawn_sources(subgroup);
+    kernels.extend(crate::kernels::attention_units::dawn_sources(subgroup));
+    to_js(&kernels)
 }
 
 fn to_js<T: serde::Serialize + ?Sized>(value: &T) -> Result<JsValue, JsError> {

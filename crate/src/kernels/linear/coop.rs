@@ -109,6 +109,53 @@ pub enum Fragments {
     Emulated,
 }
 
+impl Fragments {
+    /// The syntax for `units`, and the invocations of one of their
+    /// subgroups on `gpu` (T emulated lanes for edge T).
+    pub fn of(units: MatrixUnits, gpu: &Gpu) -> (Fragments, u32, u32) {
+        match units {
+            MatrixUnits::Cooperative { edge } => {
+                (Fragments::Wgpu, edge, gpu.info.subgroup_max_size)
+            }
+            MatrixUnits::Subgroup { edge, subgroup } => (Fragments::Dawn, edge, subgroup),
+            MatrixUnits::Emulated => (Fragments::Emulated, 8, 8),
+        }
+    }
+
+    /// The `enable` directive the syntax needs (none emulated), with its
+    /// line end.
+    pub fn directive(&self) -> &'static str {
+        match self {
+            Fragments::Wgpu => "enable wgpu_cooperative_matrix;\n",
+            Fragments::Dawn => "enable chromium_experimental_subgroup_matrix;\n",
+            Fragments::Emulated => "",
+        }
+    }
+
+    /// `MatA`, `MatB` (f16) and `MatC` (f32) as the syntax's T × T
+    /// fragment types (emulated ones are declared by their emulation).
+    pub fn aliases(&self, t: u32) -> String {
+        let types = match self {
+            Fragments::Wgpu => [
+                format!("coop_mat{t}x{t}<f16, A>"),
+                format!("coop_mat{t}x{t}<f16, B>"),
+                format!("coop_mat{t}x{t}<f32, C>"),
+            ],
+            Fragments::Dawn => [
+                "subgroup_matrix_left<f16, T, T>".to_string(),
+                "subgroup_matrix_right<f16, T, T>".to_string(),
+                "subgroup_matrix_result<f32, T, T>".to_string(),
+            ],
+            Fragments::Emulated => return String::new(),
+        };
+        ["MatA", "MatB", "MatC"]
+            .iter()
+            .zip(types)
+            .map(|(name, ty)| format!("alias {name} = {ty};\n"))
+            .collect()
+    }
+}
+
 impl CoopVariant {
     /// Fragments loaded from global memory, `out = A·B`, layout nn.
     pub const fn global(edge: u32, sg: (u32, u32), frags: (u32, u32)) -> CoopVariant {
@@ -316,12 +363,7 @@ impl CoopVariant {
             )));
         }
         let t = self.edge;
-        let mut s = String::from("enable f16;\n");
-        s.push_str(match self.fragments {
-            Fragments::Wgpu => "enable wgpu_cooperative_matrix;\n\n",
-            Fragments::Dawn => "enable chromium_experimental_subgroup_matrix;\n\n",
-            Fragments::Emulated => "\n",
-        });
+        let mut s = format!("enable f16;\n{}\n", self.fragments.directive());
         let _ = writeln!(s, "const T: u32 = {t}u;");
         match self.fragments {
             Fragments::Emulated => {
@@ -331,24 +373,7 @@ impl CoopVariant {
                 };
                 s.push_str(&EMULATION.replace("HALF_A", a).replace("HALF_B", b));
             }
-            Fragments::Wgpu => {
-                for (name, scalar, role) in [
-                    ("MatA", "f16", "A"),
-                    ("MatB", "f16", "B"),
-                    ("MatC", "f32", "C"),
-                ] {
-                    let _ = writeln!(s, "alias {name} = coop_mat{t}x{t}<{scalar}, {role}>;");
-                }
-            }
-            Fragments::Dawn => {
-                for (name, kind, scalar) in [
-                    ("MatA", "left", "f16"),
-                    ("MatB", "right", "f16"),
-                    ("MatC", "result", "f32"),
-                ] {
-                    let _ = writeln!(s, "alias {name} = subgroup_matrix_{kind}<{scalar}, T, T>;");
-                }
-            }
+            _ => s.push_str(&self.fragments.aliases(t)),
         }
         for (name, v) in [
             ("TM", self.tm),
@@ -1013,6 +1038,7 @@ pub fn every_layout(edge: u32) -> Vec<CoopVariant> {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct ComposedKernel {
     pub name: String,
+    pub entry: &'static str,
     pub source: String,
     pub invocations: u32,
     pub workgroup_bytes: u32,
@@ -1029,6 +1055,7 @@ pub fn dawn_sources(subgroup: u32) -> Vec<ComposedKernel> {
         .filter_map(|v| {
             Some(ComposedKernel {
                 name: v.name(),
+                entry: "gemm",
                 source: v.source(subgroup).ok()?,
                 invocations: v.invocations(subgroup),
                 workgroup_bytes: v.workgroup_bytes(),
