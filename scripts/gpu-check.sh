@@ -10,7 +10,9 @@
 # 1. matrix units' correctness: every cooperative-matrix variant against the
 #    CPU twin (bench --what coop prints each one's error before its speed),
 #    and amp-f16 trained 30 steps on them against the scalar GEMMs;
-# 2. the base step in fp32 and amp-f16, amp-f16 with and without matrix units;
+# 2. the base step in fp32 and amp-f16, amp-f16 with and without matrix units,
+#    and with attention's products in f16 too (scripts/amp-f16-attention.json),
+#    scalar and on the units;
 # 3. PyTorch's LlamaForCausalLM on the same shape: fp32 (TF32 off) and fp16
 #    autocast with a GradScaler;
 # 4. the wasm build on Dawn (dawn.node) against native, where .dawnpack is,
@@ -47,6 +49,10 @@ PY
 BASE="--sizes seed --presets base --states fp32 --reps 5"
 step 90 "base steps fp32, amp-f16 (scalar)" "$BIN" bench --what steps $BASE --precisions fp32,amp-f16
 step 90 "base steps amp-f16 on matrix units" "$BIN" bench --what steps $BASE --precisions amp-f16 --matrix-units auto
+# autocast's numerics in full: attention's products in f16 too, on the units
+ATTN=scripts/amp-f16-attention.json
+step 90 "base steps amp-f16 + f16 attention (scalar)" "$BIN" bench --what steps $BASE --precisions $ATTN
+step 90 "base steps amp-f16 + f16 attention on matrix units" "$BIN" bench --what steps $BASE --precisions $ATTN --matrix-units auto
 
 PEER="$(dirname "$0")/../../shared/peers/torch_llama_bench.py"
 [ -e "$PEER" ] || PEER=.gpubin/torch_llama_bench.py

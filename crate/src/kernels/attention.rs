@@ -362,6 +362,11 @@ impl Attention {
         }
     }
 
+    /// Whether any head dim's forward runs on matrix units.
+    pub fn on_units(&self) -> bool {
+        self.families.iter().any(|f| f.units_forward.is_some())
+    }
+
     /// The tiles of the forward and of the backward's passes on matrix
     /// units at `head_dim`, those that run there.
     pub fn units_tiles(&self, head_dim: u32) -> [Option<UnitTiles>; 3] {

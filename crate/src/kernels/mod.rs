@@ -107,6 +107,9 @@ impl Kernels {
     pub fn matrix_units_report(&self, gpu: &Gpu) -> Option<String> {
         Some(
             match (self.linear.matrix_units(), gpu.matrix_units.as_ref()?) {
+                (Some(u), _) if self.attn.on_units() => {
+                    format!("{}; attention's products too", u.describe())
+                }
                 (Some(u), _) => u.describe(),
                 (None, Ok(_)) => "not used: the recipe's products are not all f16".into(),
                 (None, Err(why)) => format!("none: {why}"),

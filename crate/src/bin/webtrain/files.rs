@@ -159,13 +159,13 @@ pub fn write_folder(dir: &Path, files: &HfFiles) -> Result<()> {
     Ok(())
 }
 
-/// The token ids of a file of whitespace-separated decimal ids, each below `vocab`.
 /// A precision recipe file (`--recipe`), its problems naming the file.
 pub fn read_recipe(path: &Path) -> Result<Recipe> {
     let text = std::fs::read_to_string(path).map_err(|e| io(path, "be read", e))?;
     Recipe::from_json(&text).map_err(|e| Error::Unsupported(format!("{}: {e}", path.display())))
 }
 
+/// The token ids of a file of whitespace-separated decimal ids, each below `vocab`.
 pub fn read_token_ids(path: &Path, vocab: u32) -> Result<Vec<u32>> {
     let text = std::fs::read_to_string(path).map_err(|e| io(path, "be read", e))?;
     text.split_whitespace()

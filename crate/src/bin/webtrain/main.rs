@@ -97,7 +97,8 @@ pub mod cli {
         /// Presets whose training steps to time (base needs a real GPU).
         #[arg(long, value_delimiter = ',', default_value = "tiny,small")]
         presets: Vec<String>,
-        /// Precisions whose steps to time (default: every one), e.g. fp32,fp8.
+        /// Precisions whose steps to time (default: every named one), e.g.
+        /// fp32,fp8, or recipe files (FILE.json).
         #[arg(long, value_delimiter = ',')]
         precisions: Vec<String>,
         /// Optimizer states whose steps to time (default: both), e.g. fp32.
@@ -120,7 +121,10 @@ pub mod cli {
                 false => self
                     .precisions
                     .iter()
-                    .map(|p| webtrain::model::Recipe::named(p))
+                    .map(|p| match p.ends_with(".json") {
+                        true => crate::files::read_recipe(std::path::Path::new(p)),
+                        false => webtrain::model::Recipe::named(p),
+                    })
                     .collect(),
             }
         }
