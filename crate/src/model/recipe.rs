@@ -98,8 +98,9 @@ pub struct RecipeSpec {
     #[serde(default)]
     pub wide: Wide,
     /// What attention's products read (every layer's: `wide` keeps the
-    /// linear products wide).
-    #[serde(default, skip_serializing_if = "AttentionOperands::is_f32")]
+    /// linear products wide). A file without it (before 2026-11-27) reads
+    /// as f32.
+    #[serde(default)]
     pub attention: AttentionOperands,
     /// Dynamic loss scaling (GradScaler's), where the recipe scales.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -500,16 +501,15 @@ mod tests {
         assert_eq!(Recipe::from_json(&json).unwrap(), r);
     }
 
-    /// Attention's operands: written only where f16 (so a recipe of f32
-    /// attention reads in builds before them), and handed to the kernels.
+    /// Attention's operands: read as f32 where a file has none, written
+    /// in full, and handed to the kernels.
     #[test]
-    fn attention_operands_are_written_where_f16() {
+    fn attention_operands_round_trip() {
         let mut spec = Recipe::named("amp-f16").unwrap().spec().clone();
-        spec.wide.last = 1; // written in full
-        let f32_json = serde_json::to_string(&Recipe::new(spec.clone()).unwrap()).unwrap();
-        assert!(
-            f32_json.starts_with('{') && !f32_json.contains("attention"),
-            "{f32_json}"
+        let old = r#"{"name": "x", "forward": {"x": {"format": "f16"}}}"#;
+        assert_eq!(
+            Recipe::from_json(old).unwrap().kernel_products().2,
+            AttentionOperands::F32
         );
         spec.attention = AttentionOperands::F16;
         let r = Recipe::new(spec).unwrap();

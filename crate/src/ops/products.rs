@@ -165,12 +165,6 @@ pub enum AttentionOperands {
     F16,
 }
 
-impl AttentionOperands {
-    pub fn is_f32(&self) -> bool {
-        *self == AttentionOperands::F32
-    }
-}
-
 /// The layers whose products stay f32 whatever the operands say.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
