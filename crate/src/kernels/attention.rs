@@ -113,7 +113,7 @@ pub(super) struct Params {
     block_rows: u32,
 }
 
-pub(super) const FORWARD: KernelDesc = KernelDesc {
+const FORWARD: KernelDesc = KernelDesc {
     entry: "attention_forward",
     slots: &[
         Slot::Uniform(0),          // params
@@ -146,7 +146,7 @@ const KV_APPEND: KernelDesc = KernelDesc {
         Slot::ReadWrite(7, "v_cache"), // [B·Lmax, Hkv·Dh] f32, likewise
     ],
 };
-pub(super) const BACKWARD_DQ: KernelDesc = KernelDesc {
+const BACKWARD_DQ: KernelDesc = KernelDesc {
     entry: "attention_backward_dq",
     slots: &[
         Slot::Uniform(0),            // params
@@ -160,7 +160,7 @@ pub(super) const BACKWARD_DQ: KernelDesc = KernelDesc {
         Slot::ReadWrite(8, "delta"), // [B·T, H] f32 scratch, written
     ],
 };
-pub(super) const BACKWARD_DKV: KernelDesc = KernelDesc {
+const BACKWARD_DKV: KernelDesc = KernelDesc {
     entry: "attention_backward_dkv",
     slots: &[
         Slot::Uniform(0),          // params
@@ -290,9 +290,12 @@ impl Attention {
             .await?;
             let (mut units_forward, mut units_backward) = (None, None);
             if let Some(u) = units {
-                units_forward = attention_units::build(gpu, u, UnitKernel::Forward, dh).await?;
-                let dq = attention_units::build(gpu, u, UnitKernel::Dq, dh).await?;
-                let dkv = attention_units::build(gpu, u, UnitKernel::Dkv, dh).await?;
+                let build = |kernel, desc: KernelDesc| {
+                    attention_units::build(gpu, u, (kernel, desc.slots), dh)
+                };
+                units_forward = build(UnitKernel::Forward, FORWARD).await?;
+                let dq = build(UnitKernel::Dq, BACKWARD_DQ).await?;
+                let dkv = build(UnitKernel::Dkv, BACKWARD_DKV).await?;
                 units_backward = dq.zip(dkv).map(|(dq, dkv)| [dq, dkv]);
             }
             families.push(Family {

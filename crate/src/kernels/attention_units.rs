@@ -11,8 +11,7 @@ use std::fmt::Write as _;
 
 use crate::error::Result;
 use crate::gpu::coop::MatrixUnits;
-use crate::gpu::{Gpu, Kernel, KernelDesc, build_composed_kernels};
-use crate::kernels::attention;
+use crate::gpu::{Gpu, Kernel, KernelDesc, Slot, build_composed_kernels};
 use crate::kernels::linear::coop::{ComposedKernel, Fragments};
 use crate::shaders::{
     ATTENTION_COMMON, ATTENTION_UNITS, ATTENTION_UNITS_DKV, ATTENTION_UNITS_DQ, Composed,
@@ -46,15 +45,11 @@ impl UnitKernel {
         }
     }
 
-    fn desc(self) -> KernelDesc {
-        let (entry, scalar) = match self {
-            UnitKernel::Forward => ("attention_units_forward", attention::FORWARD),
-            UnitKernel::Dq => ("attention_units_dq", attention::BACKWARD_DQ),
-            UnitKernel::Dkv => ("attention_units_dkv", attention::BACKWARD_DKV),
-        };
-        KernelDesc {
-            entry,
-            slots: scalar.slots,
+    fn entry(self) -> &'static str {
+        match self {
+            UnitKernel::Forward => "attention_units_forward",
+            UnitKernel::Dq => "attention_units_dq",
+            UnitKernel::Dkv => "attention_units_dkv",
         }
     }
 
@@ -154,9 +149,10 @@ impl UnitTiles {
 
     /// The composed module for head dim `dh`, in the units' syntax.
     pub fn compose(&self, numerics: Numerics, dh: u32) -> Composed {
+        // the prelude's row layout (COLS, TILE) goes unused here: one lane a
+        // row of 16-column chunks, 4-row tiles
         let mut constants = format!(
-            "const DH: u32 = {dh}u;\nconst COLS: u32 = {}u;\nconst TILE: u32 = 4u;\nconst ATTN_F16: bool = true;\n",
-            super::attention::lane_cols(dh, super::attention::FORWARD_COLS)
+            "const DH: u32 = {dh}u;\nconst COLS: u32 = 16u;\nconst TILE: u32 = 4u;\nconst ATTN_F16: bool = true;\n"
         );
         for (name, v) in [
             ("T", self.edge),
@@ -234,7 +230,7 @@ pub fn dawn_sources(subgroup: u32) -> Vec<ComposedKernel> {
                 "dawn attention {:?} T{} {}x{} Dh {dh}",
                 t.kernel, t.edge, t.br, t.bc
             ),
-            entry: t.kernel.desc().entry,
+            entry: t.kernel.entry(),
             source: t.compose(Numerics::Exact, dh).source,
             invocations: t.invocations(),
             workgroup_bytes: t.workgroup_bytes(dh),
@@ -242,12 +238,12 @@ pub fn dawn_sources(subgroup: u32) -> Vec<ComposedKernel> {
         .collect()
 }
 
-/// `kernel` on `units` for head dim `dh`, and its tiles; none where no
-/// tile fits.
+/// `kernel` on `units` for head dim `dh`, binding `slots` (its scalar
+/// twin's: kernels/attention.rs), and its tiles; none where no tile fits.
 pub(super) async fn build(
     gpu: &Gpu,
     units: MatrixUnits,
-    kernel: UnitKernel,
+    (kernel, slots): (UnitKernel, &'static [Slot]),
     dh: u32,
 ) -> Result<Option<(Kernel, UnitTiles)>> {
     let Some(tiles) = UnitTiles::choose(gpu, units, kernel, dh) else {
@@ -255,7 +251,11 @@ pub(super) async fn build(
     };
     let composed = tiles.compose(gpu.numerics(), dh);
     let file = (kernel.file(), F16Storage::Native);
-    let [built] = build_composed_kernels(gpu, file, composed, [kernel.desc()]).await?;
+    let desc = KernelDesc {
+        entry: kernel.entry(),
+        slots,
+    };
+    let [built] = build_composed_kernels(gpu, file, composed, [desc]).await?;
     Ok(Some((built, tiles)))
 }
 
