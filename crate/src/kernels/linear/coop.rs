@@ -1,10 +1,11 @@
-//! f16 GEMMs on cooperative matrices (tensor cores), a probe for issue #30:
+//! f16 GEMMs on cooperative matrices (tensor cores, issue #30):
 //! `out[M, N] (f32) = op(A) · op(B)` with f16 inputs and f32 accumulation,
 //! from `03_linear_coop_global.wgsl` (fragments loaded from global memory),
 //! `03_linear_coop_staged.wgsl` (K slices staged through workgroup
 //! memory as f16) or `03_linear_coop_double.wgsl` (staged in two stages:
-//! the next slice is fetched while the current one is multiplied). Native only in practice: wgpu's WebGPU backend offers no
-//! cooperative matrices (`gpu::coop`). Not used by the trainer.
+//! the next slice is fetched while the current one is multiplied). The
+//! trainer runs a recipe's f16 products on them (`linear::units`), in
+//! wgpu's syntax natively and in Dawn's in Chrome (`Fragments`).
 //!
 //! A variant is a fragment edge T (16 or 8, as the adapter's configurations
 //! allow), SGM × SGN subgroups per workgroup each owning TM × TN fragments
