@@ -31,7 +31,7 @@ export function chooseSubgroupMatrices(adapter) {
     return { unavailable: `no square f16 x f16 -> f32 configuration of 16 or 8 among ${configs.length}` };
   }
   // a kernel's workgroup is sized to hold so many subgroups of this size
-  const { subgroupMinSize: min, subgroupMaxSize: max } = adapter.info;
+  const { subgroupMinSize: min, subgroupMaxSize: max } = adapter.info ?? {};
   if (!max || min !== max) {
     return { unavailable: `the subgroup size varies (${min}..${max}): the kernels are laid out in whole subgroups` };
   }

@@ -3,7 +3,8 @@
 // warm-up step and two timed, on SwiftShader: docs/PERFORMANCE.md; about
 // 20 s on 2 cores, most of it SwiftShader compiling the step's pipelines),
 // and Tint compiles every matrix-unit kernel it would build in Dawn's
-// syntax (on Dawn's null backend, which runs nothing: a few seconds).
+// syntax (on Dawn's null backend, which runs nothing: a few seconds); and
+// the worker's patch chooses the subgroup matrices those kernels need.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -94,4 +95,22 @@ test("Tint accepts every matrix-unit kernel in Dawn's syntax, and Dawn builds th
   const { messages } = await build(wrong, 'gemm', false);
   assert.match(messages.join('\n'), /error .*subgroupMatrixMultiplyAccumulate/, name);
   device.destroy();
+});
+
+test("the worker's patch asks for subgroup matrices only where an f16 × f16 → f32 configuration fits", async () => {
+  const { chooseSubgroupMatrices, SUBGROUP_MATRIX } = await import('../../www/matrix-units-patch.js');
+  const config = (componentType, resultComponentType, e) => ({ componentType, resultComponentType, M: e, N: e, K: e });
+  const adapter = (features, configs, min = 32, max = 32) => ({
+    features: new Set(features),
+    info: { subgroupMinSize: min, subgroupMaxSize: max, subgroupMatrixConfigs: configs },
+  });
+  const all = [SUBGROUP_MATRIX, 'shader-f16', 'subgroups'];
+  // NVIDIA under Vulkan: 16×16×16 f16 → f32 (and others): 16-sided fragments
+  assert.deepEqual(chooseSubgroupMatrices(adapter(all, [config('f16', 'f16', 16), config('f16', 'f32', 16), config('f16', 'f32', 8)])), { edge: 16, subgroup: 32 });
+  assert.deepEqual(chooseSubgroupMatrices(adapter(all, [config('f16', 'f32', 8)])), { edge: 8, subgroup: 32 });
+  // Metal's configurations accumulate f16 in f16: not amp-f16's numerics
+  assert.match(chooseSubgroupMatrices(adapter(all, [config('f16', 'f16', 8), config('f32', 'f32', 8)])).unavailable, /no square f16 x f16 -> f32/);
+  assert.match(chooseSubgroupMatrices(adapter(all, [config('f16', 'f32', 16)], 8, 32)).unavailable, /subgroup size varies/);
+  assert.match(chooseSubgroupMatrices(adapter([SUBGROUP_MATRIX, 'subgroups'], [config('f16', 'f32', 16)])).unavailable, /vulkan_enable_f16_on_nvidia/);
+  assert.match(chooseSubgroupMatrices(adapter([], [])).unavailable, /enable-unsafe-webgpu/);
 });
