@@ -101,15 +101,7 @@ impl Cast {
         dst: BufferRange,
         n: u32,
     ) -> Result<Dispatch> {
-        let op = "cast_f32_to_f16";
-        let params = gpu.uniform(op, &Params { n, _pad: [0; 3] });
-        let binds = [
-            (&params).into(),
-            src.needs(4 * n as u64),
-            dst.needs(f16_bytes(n as u64)),
-        ];
-        self.f32_to_f16
-            .dispatch(gpu, op, &binds, gpu.grid_1d(op, (n as u64).div_ceil(2))?)
+        halves(gpu, (&self.f32_to_f16, "cast_f32_to_f16"), src, dst, n)
     }
 
     /// `dst[..n]` = the f16 bits of `src[..n]`, values f16 holds exactly
@@ -121,15 +113,7 @@ impl Cast {
         dst: BufferRange,
         n: u32,
     ) -> Result<Dispatch> {
-        let op = "narrow_f16";
-        let params = gpu.uniform(op, &Params { n, _pad: [0; 3] });
-        let binds = [
-            (&params).into(),
-            src.needs(4 * n as u64),
-            dst.needs(f16_bytes(n as u64)),
-        ];
-        self.narrow
-            .dispatch(gpu, op, &binds, gpu.grid_1d(op, (n as u64).div_ceil(2))?)
+        halves(gpu, (&self.narrow, "narrow_f16"), src, dst, n)
     }
 
     /// `dst[..n] = f32(src[..n])`, one invocation per element.
@@ -185,4 +169,22 @@ impl Cast {
         self.simulate
             .dispatch(gpu, op, &binds, gpu.grid_1d(op, n as u64)?)
     }
+}
+
+/// `kernel` from f32 `src[..n]` into f16 words `dst`, one invocation per
+/// output word (two halves).
+fn halves(
+    gpu: &Gpu,
+    (kernel, op): (&Kernel, &'static str),
+    src: BufferRange,
+    dst: BufferRange,
+    n: u32,
+) -> Result<Dispatch> {
+    let params = gpu.uniform(op, &Params { n, _pad: [0; 3] });
+    let binds = [
+        (&params).into(),
+        src.needs(4 * n as u64),
+        dst.needs(f16_bytes(n as u64)),
+    ];
+    kernel.dispatch(gpu, op, &binds, gpu.grid_1d(op, (n as u64).div_ceil(2))?)
 }
