@@ -13,6 +13,9 @@
 //   dX       dX = dY·W     M=rows N=in  K=out   A=dY (K fast)   B=W (N fast)
 //   dW       dW += dYᵀ·X   M=out  N=in  K=rows  A=dYᵀ (M fast)  B=X (N fast)
 // load_b comes from the prelude (03_linear_b32 or 03_linear_b16).
+// A batch of products (Muon's Newton–Schulz, one matrix per layer) is the
+// grid's z: product z reads A from a_at + z·a_stride, B from b_at +
+// z·b_stride and writes C at c_at + z·c_stride (all 0 for one product).
 //
 // Invocation (tx, ty) owns RM rows × RN columns as up to 2×2 blocks of
 // 4×4: rows g·4·NY + 4·ty + r and columns h·4·NX + 4·tx + c, so its reads
@@ -45,6 +48,12 @@ struct Params {
     ldb: u32,
     ldc: u32,
     site: u32,  // the forward boundary of this product's output, or SITE_NONE
+    a_at: u32,
+    a_stride: u32,
+    b_at: u32,
+    b_stride: u32,
+    c_at: u32,
+    c_stride: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -72,31 +81,31 @@ fn load_a4(i: u32, ok: vec4<bool>) -> vec4<f32> {
 
 // Quad q of A's K slice [k0, k1) in the tile at row m0. A K-fast quad is 4
 // values of K in one row; an M-fast quad, 4 rows at one k.
-fn fetch_a(q: u32, m0: u32, k0: u32, k1: u32) -> vec4<f32> {
+fn fetch_a(base: u32, q: u32, m0: u32, k0: u32, k1: u32) -> vec4<f32> {
     let lane = vec4<u32>(0u, 1u, 2u, 3u);
     if (q >= QUADS_A) { return vec4<f32>(0.0); }
     if (A_K_FAST) {
         let i = m0 + q / (TK / 4u);
         let p = k0 + 4u * (q % (TK / 4u));
-        return load_a4(i * params.lda + p, (vec4<u32>(p) + lane < vec4<u32>(k1)) & vec4<bool>(i < params.m));
+        return load_a4(base + i * params.lda + p, (vec4<u32>(p) + lane < vec4<u32>(k1)) & vec4<bool>(i < params.m));
     }
     let p = k0 + q / (TM / 4u);
     let i = m0 + 4u * (q % (TM / 4u));
-    return load_a4(p * params.lda + i, (vec4<u32>(i) + lane < vec4<u32>(params.m)) & vec4<bool>(p < k1));
+    return load_a4(base + p * params.lda + i, (vec4<u32>(i) + lane < vec4<u32>(params.m)) & vec4<bool>(p < k1));
 }
 
-fn fetch_b(q: u32, n0: u32, k0: u32, k1: u32) -> vec4<f32> {
+fn fetch_b(base: u32, q: u32, n0: u32, k0: u32, k1: u32) -> vec4<f32> {
     let lane = vec4<u32>(0u, 1u, 2u, 3u);
     if (q >= QUADS_B) { return vec4<f32>(0.0); }
     if (B_K_FAST) {
         let j = n0 + q / (TK / 4u);
         let p = k0 + 4u * (q % (TK / 4u));
-        return select(vec4<f32>(0.0), load_b4(j * params.ldb + p),
+        return select(vec4<f32>(0.0), load_b4(base + j * params.ldb + p),
                       (vec4<u32>(p) + lane < vec4<u32>(k1)) & vec4<bool>(j < params.n));
     }
     let p = k0 + q / (TN / 4u);
     let j = n0 + 4u * (q % (TN / 4u));
-    return select(vec4<f32>(0.0), load_b4(p * params.ldb + j),
+    return select(vec4<f32>(0.0), load_b4(base + p * params.ldb + j),
                   (vec4<u32>(j) + lane < vec4<u32>(params.n)) & vec4<bool>(p < k1));
 }
 
@@ -169,14 +178,16 @@ fn tile_product(wid: vec3<u32>, lidx: u32) -> Micro {
     let ty = lidx / NX;
     let m0 = wid.y * TM;
     let n0 = wid.x * TN;
+    let a0 = params.a_at + wid.z * params.a_stride;
+    let b0 = params.b_at + wid.z * params.b_stride;
     var acc: Micro;
     // the next slice: quads lidx and lidx + NT of A's and of B's
-    var a_next0 = fetch_a(lidx, m0, 0u, min(TK, params.k));
-    var b_next0 = fetch_b(lidx, n0, 0u, min(TK, params.k));
+    var a_next0 = fetch_a(a0, lidx, m0, 0u, min(TK, params.k));
+    var b_next0 = fetch_b(b0, lidx, n0, 0u, min(TK, params.k));
     var a_next1: vec4<f32>;
     var b_next1: vec4<f32>;
-    if (QA > 1u) { a_next1 = fetch_a(lidx + NT, m0, 0u, min(TK, params.k)); }
-    if (QB > 1u) { b_next1 = fetch_b(lidx + NT, n0, 0u, min(TK, params.k)); }
+    if (QA > 1u) { a_next1 = fetch_a(a0, lidx + NT, m0, 0u, min(TK, params.k)); }
+    if (QB > 1u) { b_next1 = fetch_b(b0, lidx + NT, n0, 0u, min(TK, params.k)); }
     for (var k0 = 0u; k0 < params.k; k0 += TK) {
         stage_a(lidx, a_next0);
         stage_b(lidx, b_next0);
@@ -186,10 +197,10 @@ fn tile_product(wid: vec3<u32>, lidx: u32) -> Micro {
         let k1 = k0 + TK;
         if (k1 < params.k) {
             let k2 = min(k1 + TK, params.k);
-            a_next0 = fetch_a(lidx, m0, k1, k2);
-            b_next0 = fetch_b(lidx, n0, k1, k2);
-            if (QA > 1u) { a_next1 = fetch_a(lidx + NT, m0, k1, k2); }
-            if (QB > 1u) { b_next1 = fetch_b(lidx + NT, n0, k1, k2); }
+            a_next0 = fetch_a(a0, lidx, m0, k1, k2);
+            b_next0 = fetch_b(b0, lidx, n0, k1, k2);
+            if (QA > 1u) { a_next1 = fetch_a(a0, lidx + NT, m0, k1, k2); }
+            if (QB > 1u) { b_next1 = fetch_b(b0, lidx + NT, n0, k1, k2); }
         }
         let count = params.k - k0;
         if (count >= TK) {
@@ -219,6 +230,10 @@ fn block(acc: Micro, g: u32, h: u32) -> mat4x4<f32> {
 }
 
 // Where entry (g, r), (h, col) of this invocation's micro-tile goes.
+// Where product wid.z's C starts.
+fn c_base(wid: vec3<u32>) -> u32 {
+    return params.c_at + wid.z * params.c_stride;
+}
 fn out_row(wid: vec3<u32>, lidx: u32, g: u32, r: u32) -> u32 {
     return wid.y * TM + g * 4u * NY + 4u * (lidx / NX) + r;
 }
@@ -238,7 +253,7 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
                 for (var col = 0u; col < 4u; col++) {
                     let j = out_col(wid, lidx, h, col);
                     if (i < params.m && j < params.n) {
-                        c[i * params.ldc + j] = matmul_boundary(m[r][col], params.site);
+                        c[c_base(wid) + i * params.ldc + j] = matmul_boundary(m[r][col], params.site);
                     }
                 }
             }
@@ -259,7 +274,7 @@ fn matmul_add(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
                 for (var col = 0u; col < 4u; col++) {
                     let j = out_col(wid, lidx, h, col);
                     if (i < params.m && j < params.n) {
-                        let at = i * params.ldc + j;
+                        let at = c_base(wid) + i * params.ldc + j;
                         let product = matmul_boundary(m[r][col], params.site);
                         c[at] = boundary(residual[at] + product, residual_site);
                     }
@@ -280,7 +295,7 @@ fn matmul_accumulate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
                 let i = out_row(wid, lidx, g, r);
                 for (var col = 0u; col < 4u; col++) {
                     let j = out_col(wid, lidx, h, col);
-                    if (i < params.m && j < params.n) { c[i * params.ldc + j] += m[r][col]; }
+                    if (i < params.m && j < params.n) { c[c_base(wid) + i * params.ldc + j] += m[r][col]; }
                 }
             }
         }

@@ -12,6 +12,10 @@
 //   adamw_8bit_update(_f16)  the same with m and v as 8-bit codes: one
 //                       invocation per 4 values (one packed word), one scale
 //                       per block of QBLOCK values and moment
+//   muon_momentum(_8bit)  Muon's first step per element of the hidden
+//                       matrices: NaN/Inf -> 0, clip, m <- lerp(m, g, 1 − μ),
+//                       the Nesterov direction lerp(g, m, μ) out for
+//                       Newton–Schulz (15_muon.wgsl), gradient zeroed
 // Deterministic: no float atomics, fixed reduction orders.
 
 const GROUP: u32 = 4096u;  // gradients per reduce_norm_sq workgroup (16 per invocation)
@@ -147,6 +151,7 @@ struct AdamBlock {
     beta2: f32,
     eps: f32,
     decays: u32,     // 1: the decay block (2-D weights); 0: gains
+    first: u32,      // 8-bit: elements before it (whole blocks) are another optimizer's
 }
 
 struct AdamStep {
@@ -316,7 +321,7 @@ fn block_max(x: vec2<f32>, lidx: u32) -> vec2<f32> {
 // 0 past n. Call from uniform control flow: it holds barriers.
 fn adamw_8bit_word(k: u32, lidx: u32) -> vec4<f32> {
     load_codes(lidx);
-    let live = k < (adam.n + 3u) / 4u;
+    let live = k >= adam.first / 4u && k < (adam.n + 3u) / 4u;
     let skip = stats.skip != 0u;
     let block = k / QWORDS;
     var w = vec4<f32>(0.0);
@@ -388,8 +393,77 @@ fn adamw_8bit_update_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
                          @builtin(local_invocation_index) lidx: u32) {
     let k = flat_id(wid, nwg, lidx);
     let w = adamw_8bit_word(k, lidx);
-    if (k < (adam.n + 3u) / 4u && stats.skip == 0u) {
+    if (k >= adam.first / 4u && k < (adam.n + 3u) / 4u && stats.skip == 0u) {
         q_mirror[2u * k] = pack_half2(w.xy);
         if (4u * k + 2u < adam.n) { q_mirror[2u * k + 1u] = pack_half2(w.zw); }
+    }
+}
+
+// muon_momentum, muon_momentum_8bit: μ is the block's beta1; the state is
+// moment1 (f32) or m's codes and scales (8-bit, quantized as AdamW's m,
+// from element `first` on); element i's Nesterov direction goes to
+// nesterov[i − first].
+@group(0) @binding(11) var<storage, read_write> nesterov: array<f32>;
+
+// (new m, Nesterov direction) of one element from its raw gradient.
+fn muon_moments(raw: f32, m_old: f32) -> vec2<f32> {
+    let g = select(0.0, raw * stats.clip_scale, is_finite(raw));
+    let m = m_old + (1.0 - adam.beta1) * (g - m_old);
+    return vec2<f32>(m, g + adam.beta1 * (m - g));
+}
+
+@compute @workgroup_size(WG)
+fn muon_momentum(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                 @builtin(local_invocation_index) lidx: u32) {
+    let i = flat_id(wid, nwg, lidx);
+    if (i >= adam.n) { return; }
+    let raw = grads[i];
+    let m_old = moment1[i];
+    grads[i] = 0.0;
+    if (stats.skip != 0u) { return; }
+    let mu = muon_moments(raw, m_old);
+    moment1[i] = mu.x;
+    nesterov[i] = mu.y;
+}
+
+// One invocation per word of 4 codes, as adamw_8bit_word.
+@compute @workgroup_size(WG)
+fn muon_momentum_8bit(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                      @builtin(local_invocation_index) lidx: u32) {
+    let k = flat_id(wid, nwg, lidx);
+    load_codes(lidx);
+    let live = k >= adam.first / 4u && k < (adam.n + 3u) / 4u;
+    let skip = stats.skip != 0u;
+    let block = k / QWORDS;
+    var m = vec4<f32>(0.0);
+    if (live) {
+        let mc = m_codes[k];
+        let ms = m_scales[block];
+        var raw = vec4<f32>(0.0);
+        for (var j = 0u; j < 4u; j++) {
+            if (4u * k + j < adam.n) { raw[j] = grads[4u * k + j]; }
+        }
+        for (var j = 0u; j < 4u; j++) {
+            let i = 4u * k + j;
+            if (i < adam.n) {
+                grads[i] = 0.0;
+                if (!skip) {
+                    let mu = muon_moments(raw[j], q_table[(mc >> (8u * j)) & 0xffu] * ms);
+                    m[j] = mu.x;
+                    nesterov[i - adam.first] = mu.y;
+                }
+            }
+        }
+    }
+    let a = abs(m);
+    let top = block_max(vec2<f32>(max(max(a.x, a.y), max(a.z, a.w)), 0.0), lidx);
+    storageBarrier();  // the block's old scale was read above
+    if (live && !skip) {
+        var mq = 0u;
+        for (var j = 0u; j < 4u; j++) {
+            mq |= quantize(m[j], top.x, 0u, dither(4u * k + j, 0u)) << (8u * j);
+        }
+        m_codes[k] = mq;
+        if (k % QWORDS == 0u) { m_scales[block] = top.x; }
     }
 }

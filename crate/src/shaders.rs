@@ -58,6 +58,7 @@ pub const CAST: ShaderFile = shader_file!("08_cast");
 pub const OPTIMIZER: ShaderFile = shader_file!("12_optimizer");
 pub const HISTOGRAM: ShaderFile = shader_file!("13_histogram");
 pub const QUANTIZE: ShaderFile = shader_file!("14_quantize");
+pub const MUON: ShaderFile = shader_file!("15_muon");
 
 /// How f16 tensors are stored in WGSL. Chosen when a pipeline is built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -14,6 +14,8 @@ pub const WG: u32 = 256;
 pub struct Grid {
     pub x: u32,
     pub y: u32,
+    /// Products of a batch (the GEMM's); 1 elsewhere.
+    pub z: u32,
 }
 
 impl Gpu {
@@ -75,6 +77,7 @@ pub fn grid_groups(op: &'static str, groups: u64, max_per_dim: u32) -> Result<Gr
         return Ok(Grid {
             x: groups as u32,
             y: 1,
+            z: 1,
         });
     }
     let y = groups.div_ceil(max);
@@ -89,6 +92,7 @@ pub fn grid_groups(op: &'static str, groups: u64, max_per_dim: u32) -> Result<Gr
     Ok(Grid {
         x: max_per_dim,
         y: y as u32,
+        z: 1,
     })
 }
 
@@ -120,7 +124,7 @@ impl Dispatch {
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
         pass.set_pipeline(&self.pipeline);
         pass.set_bind_group(0, &self.bind_group, &[]);
-        pass.dispatch_workgroups(self.grid.x, self.grid.y, 1);
+        pass.dispatch_workgroups(self.grid.x, self.grid.y, self.grid.z);
     }
 }
 
@@ -130,18 +134,29 @@ mod tests {
 
     #[test]
     fn small_launches_stay_one_dimensional() {
-        assert_eq!(grid_1d("t", 0, 65535).unwrap(), Grid { x: 1, y: 1 });
-        assert_eq!(grid_1d("t", 257, 65535).unwrap(), Grid { x: 2, y: 1 });
+        assert_eq!(grid_1d("t", 0, 65535).unwrap(), Grid { x: 1, y: 1, z: 1 });
+        assert_eq!(grid_1d("t", 257, 65535).unwrap(), Grid { x: 2, y: 1, z: 1 });
         assert_eq!(
             grid_1d("t", 65535 * 256, 65535).unwrap(),
-            Grid { x: 65535, y: 1 }
+            Grid {
+                x: 65535,
+                y: 1,
+                z: 1
+            }
         );
     }
 
     #[test]
     fn large_launches_fold_into_rows_that_cover_every_invocation() {
         let g = grid_1d("t", 65535 * 256 + 1, 65535).unwrap();
-        assert_eq!(g, Grid { x: 65535, y: 2 });
+        assert_eq!(
+            g,
+            Grid {
+                x: 65535,
+                y: 2,
+                z: 1
+            }
+        );
         let g = grid_1d("t", 10_000_000_000, 65535).unwrap();
         assert!(g.x as u64 * g.y as u64 * 256 >= 10_000_000_000);
         assert!(grid_1d("t", u64::MAX / 2, 65535).is_err());

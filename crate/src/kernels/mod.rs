@@ -14,6 +14,7 @@ pub mod histogram;
 pub mod infrastructure;
 pub mod linear;
 pub mod loss;
+pub mod muon;
 pub mod norm;
 pub mod optimizer;
 pub mod quantize;
@@ -28,6 +29,7 @@ pub use embedding::{Embedding, EmbeddingShape};
 pub use infrastructure::Infrastructure;
 pub use linear::{Linear, LinearShape, Output};
 pub use loss::Loss;
+pub use muon::{MuonPart, NewtonSchulz};
 pub use norm::{NormBackward, NormShape, RmsNorm};
 pub use optimizer::{Adam8bitBuffers, AdamBuffers, AdamHyper, AdamStep, GradStats, Optimizer};
 pub use quantize::Quantize;
@@ -57,6 +59,7 @@ pub struct Kernels {
     pub loss: Loss,
     pub cast: Cast,
     pub optim: Optimizer,
+    pub muon: NewtonSchulz,
 }
 
 impl Kernels {
@@ -99,6 +102,7 @@ impl Kernels {
             loss: Loss::new(gpu).await?,
             cast: Cast::new(gpu).await?,
             optim: Optimizer::new(gpu).await?,
+            muon: NewtonSchulz::new(gpu).await?,
         })
     }
 

@@ -89,7 +89,9 @@ struct AdamBlock {
     beta2: f32,
     eps: f32,
     decays: u32,
-    _pad: [u32; 3],
+    /// 8-bit: elements before it (whole blocks) are another optimizer's.
+    first: u32,
+    _pad: [u32; 2],
 }
 
 /// One step's values (`AdamStep` in the shader), shared by every update
@@ -123,7 +125,8 @@ impl AdamHyper {
             beta2: self.beta2 as f32,
             eps: self.eps as f32,
             decays: decays as u32,
-            _pad: [0; 3],
+            first: 0,
+            _pad: [0; 2],
         }
     }
 }
@@ -206,6 +209,42 @@ const UPDATE_8BIT_F16: KernelDesc = KernelDesc {
     ],
 };
 
+const MUON_MOMENTUM: KernelDesc = KernelDesc {
+    entry: "muon_momentum",
+    slots: &[
+        UPDATE_SLOTS[0],
+        UPDATE_SLOTS[2],
+        UPDATE_SLOTS[4],
+        UPDATE_SLOTS[5],
+        Slot::ReadWrite(11, "nesterov"), // [n] f32
+    ],
+};
+const MUON_MOMENTUM_8BIT: KernelDesc = KernelDesc {
+    entry: "muon_momentum_8bit",
+    slots: &[
+        UPDATE_8BIT_SLOTS[0],
+        UPDATE_8BIT_SLOTS[1],
+        UPDATE_8BIT_SLOTS[2],
+        UPDATE_8BIT_SLOTS[3],
+        UPDATE_8BIT_SLOTS[5],
+        UPDATE_8BIT_SLOTS[6],
+        UPDATE_8BIT_SLOTS[8],
+        Slot::ReadWrite(11, "nesterov"), // [n − first] f32
+    ],
+};
+
+/// Muon's momentum over a range of hidden matrices: f32 at the range's
+/// elements, or 8-bit codes and scales bound from `first` elements (whole
+/// blocks, another optimizer's) before it, as AdamW's m.
+pub enum MuonMomentum<'a> {
+    Fp32(BufferRange<'a>),
+    Int8 {
+        codes: BufferRange<'a>,
+        scales: BufferRange<'a>,
+        first: u32,
+    },
+}
+
 /// The buffers one AdamW dispatch updates (one block, or chunk of one).
 pub struct AdamBuffers<'a> {
     pub weights: BufferRange<'a>,
@@ -231,6 +270,9 @@ pub struct Adam8bitBuffers<'a> {
     pub v_scales: BufferRange<'a>,
     /// The f16 forward mirror, written in the same pass (mixed precision).
     pub mirror: Option<BufferRange<'a>>,
+    /// Elements (whole blocks) bound before the block's first, left alone:
+    /// the int8 scales bind at 16 384-element boundaries only.
+    pub first: u32,
 }
 
 pub struct Optimizer {
@@ -242,6 +284,8 @@ pub struct Optimizer {
     update_f16: Kernel,
     update_8bit: Kernel,
     update_8bit_f16: Kernel,
+    muon_momentum: Kernel,
+    muon_momentum_8bit: Kernel,
     /// The int8 codes' tables (`ops::adam::Int8Map`), uploaded once.
     code_tables: wgpu::Buffer,
 }
@@ -255,6 +299,8 @@ impl Optimizer {
             UPDATE_F16,
             UPDATE_8BIT,
             UPDATE_8BIT_F16,
+            MUON_MOMENTUM,
+            MUON_MOMENTUM_8BIT,
         ];
         let [
             reduce,
@@ -263,6 +309,8 @@ impl Optimizer {
             update_f16,
             update_8bit,
             update_8bit_f16,
+            muon_momentum,
+            muon_momentum_8bit,
         ] = build_kernels(gpu, OPTIMIZER, descs).await?;
         let maps = Int8Maps::dynamic();
         let tables: Vec<f32> = [maps.m.values, maps.v.values, maps.m.steps, maps.v.steps].concat();
@@ -275,6 +323,8 @@ impl Optimizer {
             update_f16,
             update_8bit,
             update_8bit_f16,
+            muon_momentum,
+            muon_momentum_8bit,
             code_tables,
         })
     }
@@ -431,7 +481,16 @@ impl Optimizer {
     ) -> Result<Dispatch> {
         let op = "adamw_8bit_update";
         let (n64, words) = (n as u64, (n as u64).div_ceil(4));
-        let params = gpu.uniform(op, &hyper.block(n, decays));
+        if b.first as u64 % QBLOCK != 0 || b.first > n {
+            return Err(Error::shape(op, "first", "whole blocks within n", b.first));
+        }
+        let params = gpu.uniform(
+            op,
+            &AdamBlock {
+                first: b.first,
+                ..hyper.block(n, decays)
+            },
+        );
         let mut binds: Vec<Bind> = vec![
             (&params).into(),
             step.into(),
@@ -451,6 +510,66 @@ impl Optimizer {
             Some(mirror) => {
                 binds.push(mirror.needs(f16_bytes(n64)));
                 self.update_8bit_f16.dispatch(gpu, op, &binds, grid)
+            }
+        }
+    }
+
+    /// Muon's momentum step over `n` elements of hidden matrices (μ =
+    /// `momentum`): the new momentum into `state`, the Nesterov direction
+    /// into `nesterov` (`n − first` elements), the gradients zeroed.
+    #[allow(clippy::too_many_arguments)] // the step's whole state, as the kernel's bindings
+    pub fn muon_momentum(
+        &self,
+        gpu: &Gpu,
+        momentum: f64,
+        n: u32,
+        (step, stats): (&wgpu::Buffer, BufferRange),
+        grads: BufferRange,
+        state: MuonMomentum,
+        nesterov: BufferRange,
+    ) -> Result<Dispatch> {
+        let op = "muon_momentum";
+        let n64 = n as u64;
+        let block = |first| AdamBlock {
+            n,
+            beta1: momentum as f32,
+            first,
+            ..AdamBlock::zeroed()
+        };
+        match state {
+            MuonMomentum::Fp32(m) => {
+                let params = gpu.uniform(op, &block(0));
+                let binds = [
+                    (&params).into(),
+                    stats.needs(STATS_BYTES),
+                    grads.needs(4 * n64),
+                    m.needs(4 * n64),
+                    nesterov.needs(4 * n64),
+                ];
+                self.muon_momentum
+                    .dispatch(gpu, op, &binds, gpu.grid_1d(op, n64)?)
+            }
+            MuonMomentum::Int8 {
+                codes,
+                scales,
+                first,
+            } => {
+                if first as u64 % QBLOCK != 0 || first > n {
+                    return Err(Error::shape(op, "first", "whole blocks within n", first));
+                }
+                let params = gpu.uniform(op, &block(first));
+                let binds = [
+                    (&params).into(),
+                    step.into(),
+                    stats.needs(STATS_BYTES),
+                    (&self.code_tables).into(),
+                    grads.needs(4 * n64),
+                    codes.needs(int8_state_bytes(n64)),
+                    scales.needs(int8_scale_bytes(n64)),
+                    nesterov.needs(4 * (n64 - first as u64)),
+                ];
+                let grid = gpu.grid_1d(op, n64.div_ceil(4))?;
+                self.muon_momentum_8bit.dispatch(gpu, op, &binds, grid)
             }
         }
     }

@@ -220,6 +220,28 @@ impl ParamLayout {
         self.tensors.iter().map(Tensor::len).sum()
     }
 
+    /// As `chunks`, without `skip` (Muon's matrices) and the padding after
+    /// it: what AdamW updates beside Muon.
+    pub fn chunks_without(&self, max_binding: u64, skip: Span) -> Result<Vec<Chunk>> {
+        let skip_end = (skip.start + skip.len).next_multiple_of(TENSOR_ALIGN);
+        let mut out = Vec::new();
+        for c in self.chunks(max_binding)? {
+            let (start, end) = (c.span.start, c.span.start + c.span.len);
+            for (a, b) in [(start, end.min(skip.start)), (start.max(skip_end), end)] {
+                if a < b {
+                    out.push(Chunk {
+                        span: Span {
+                            start: a,
+                            len: b - a,
+                        },
+                        decays: c.decays,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// The optimizer's dispatch ranges: each block cut into chunks whose f32
     /// binding fits `max_binding` bytes. Refuses a tensor that alone exceeds it.
     pub fn chunks(&self, max_binding: u64) -> Result<Vec<Chunk>> {

@@ -7,5 +7,6 @@ pub mod adam;
 pub mod formats;
 pub mod histogram;
 pub mod loss_scale;
+pub mod muon;
 pub mod products;
 pub mod shapes;

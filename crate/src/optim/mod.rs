@@ -1,11 +1,14 @@
-//! AdamW on the host side: its settings, its state buffers (f32 moments,
-//! or int8 block-wise state), and the step's dispatches over the parameter
-//! chunks: Σg² per chunk → one finalize (norm, clip, skip) → one fused
-//! update per chunk. The count depends on the model's size in bindings,
-//! never on its number of tensors.
+//! The optimizer on the host side: its settings, its state buffers (f32
+//! moments, or int8 block-wise state), and the step's dispatches over the
+//! parameter chunks: Σg² per chunk → one finalize (norm, clip, skip) → one
+//! fused AdamW update per chunk. The count depends on the model's size in
+//! bindings, never on its number of tensors. With Muon, the hidden
+//! matrices take Muon's dispatches (optim/muon.rs) instead, their momentum
+//! in m at their own offsets; AdamW keeps the embeddings, head and gains.
 
 mod convert;
 pub mod loss_scale;
+pub mod muon;
 pub mod schedule;
 
 pub use loss_scale::{LossScale, LossScaler, LossScaling};
@@ -18,7 +21,10 @@ use crate::gpu::BufferRange;
 use crate::gpu::{Dispatch, Gpu};
 use crate::kernels::optimizer::{int8_scale_bytes, int8_state_bytes, partials_for};
 use crate::kernels::{Adam8bitBuffers, AdamBuffers, AdamHyper, GradStats, Kernels};
+use crate::model::layout::CHUNK_ALIGN;
 use crate::model::{Chunk, Mirror, Model, Params, f16_range, f32_range};
+use crate::ops::muon::MuonHyper;
+use muon::Muon;
 
 /// How AdamW keeps its moments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,9 +62,49 @@ impl OptimState {
     }
 }
 
-/// AdamW's settings, torch.optim.AdamW's names.
+/// Which rule updates the hidden matrices.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerKind {
+    /// AdamW for every parameter.
+    #[default]
+    Adamw,
+    /// Muon for the hidden 2-D matrices, AdamW for the rest.
+    Muon,
+}
+
+impl OptimizerKind {
+    pub fn parse(name: &str) -> Result<OptimizerKind> {
+        match name {
+            "adamw" => Ok(OptimizerKind::Adamw),
+            "muon" => Ok(OptimizerKind::Muon),
+            _ => Err(Error::Unsupported(format!(
+                "unknown optimizer {name:?}: use adamw or muon"
+            ))),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            OptimizerKind::Adamw => "adamw",
+            OptimizerKind::Muon => "muon",
+        }
+    }
+}
+
+/// Muon's Nesterov momentum μ (torch.optim.Muon's default).
+const MUON_MOMENTUM: f64 = 0.95;
+
+fn muon_momentum() -> f64 {
+    MUON_MOMENTUM
+}
+
+/// The optimizer's settings, torch.optim.AdamW's names (and Muon's
+/// momentum). Settings written before Muon read as AdamW.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OptimConfig {
+    #[serde(default)]
+    pub optimizer: OptimizerKind,
     pub state: OptimState,
     pub schedule: LrSchedule,
     pub beta1: f64,
@@ -67,12 +113,17 @@ pub struct OptimConfig {
     pub weight_decay: f64,
     /// Global gradient-norm clip; ≤ 0 never clips.
     pub max_grad_norm: f32,
+    /// Muon's μ; its learning rate and weight decay are AdamW's (the
+    /// update is scaled to AdamW's RMS, `ops::muon::update_scale`).
+    #[serde(default = "muon_momentum")]
+    pub momentum: f64,
 }
 
 impl Default for OptimConfig {
     /// The usual small-LM settings (nanoGPT's, the seed system's).
     fn default() -> Self {
         OptimConfig {
+            optimizer: OptimizerKind::Adamw,
             state: OptimState::Fp32,
             schedule: LrSchedule::constant(1e-3),
             beta1: 0.9,
@@ -80,6 +131,7 @@ impl Default for OptimConfig {
             eps: 1e-8,
             weight_decay: 0.1,
             max_grad_norm: 1.0,
+            momentum: MUON_MOMENTUM,
         }
     }
 }
@@ -92,6 +144,15 @@ impl OptimConfig {
             beta1: self.beta1,
             beta2: self.beta2,
             eps: self.eps,
+            weight_decay: self.weight_decay,
+        }
+    }
+
+    /// Muon's hyperparameters of step `t`.
+    pub fn muon_hyper(&self, t: u32) -> MuonHyper {
+        MuonHyper {
+            lr: self.schedule.lr(t),
+            momentum: self.momentum,
             weight_decay: self.weight_decay,
         }
     }
@@ -128,11 +189,16 @@ pub enum HostState {
     },
 }
 
-/// AdamW for one model: state, the step's uniform, and the dispatches.
+/// The optimizer of one model: state, the step's uniforms, and the
+/// dispatches (AdamW's, and Muon's where it takes the hidden matrices).
 pub struct Adam {
     pub config: OptimConfig,
     pub state: StateBuffers,
+    /// Every gradient, in binding-sized chunks: the norm reads them all.
     pub chunks: Vec<Chunk>,
+    /// What AdamW updates: every chunk, or all but Muon's matrices.
+    adam_chunks: Vec<Chunk>,
+    pub muon: Option<Muon>,
     pub stats: wgpu::Buffer, // GradStats of the last step
     partials: wgpu::Buffer,  // [Σ partials_for(chunk)] (Σg², non-finite)
     step: wgpu::Buffer,      // AdamStep uniform, rewritten per step
@@ -169,10 +235,21 @@ impl Adam {
         let partials = gpu.storage_buffer("grad_partials", 8 * count)?;
         let stats = gpu.storage_buffer("grad_stats", size_of::<GradStats>() as u64)?;
         let step = k.optim.step_buffer(gpu);
+        let max_binding = gpu.limits.max_storage_buffer_binding_size;
+        let (muon, adam_chunks) = match config.optimizer {
+            OptimizerKind::Adamw => (None, chunks.clone()),
+            OptimizerKind::Muon => {
+                let muon = Muon::new(gpu, &model.config, &model.layout)?;
+                let rest = model.layout.chunks_without(max_binding, muon.span)?;
+                (Some(muon), rest)
+            }
+        };
         let mut adam = Adam {
             config,
             state,
             chunks,
+            adam_chunks,
+            muon,
             stats,
             partials,
             step,
@@ -200,8 +277,17 @@ impl Adam {
             (&self.stats).into(),
             scaler.map(|s| (&s.settings, (&s.state).into())),
         )?);
+        if let Some(muon) = &self.muon {
+            d.extend(muon.dispatches(
+                gpu,
+                k,
+                &model.params,
+                (&self.state, self.config.momentum),
+                (&self.step, (&self.stats).into()),
+            )?);
+        }
         let hyper = self.config.hyper(1); // its β1, β2, ε; the step's rate comes with `write_step`
-        for c in &self.chunks {
+        for c in &self.adam_chunks {
             d.push(self.update_dispatch(gpu, k, &model.params, c, &hyper)?);
         }
         Ok(d)
@@ -258,28 +344,32 @@ impl Adam {
                 m_scales,
                 v_scales,
             } => {
-                // chunks start on 16 384-element boundaries: whole 256-value blocks
+                // the scales bind at 16 384-element boundaries: from the one
+                // at or below the chunk (tensors start on whole blocks)
+                let from = start / CHUNK_ALIGN * CHUNK_ALIGN;
+                let (first, len) = (start - from, start + len - from);
                 let codes = |b| BufferRange {
                     buffer: b,
-                    offset: int8_state_bytes(start),
+                    offset: int8_state_bytes(from),
                     size: int8_state_bytes(len),
                 };
                 let scales = |b| BufferRange {
                     buffer: b,
-                    offset: int8_scale_bytes(start),
+                    offset: int8_scale_bytes(from),
                     size: int8_scale_bytes(len),
                 };
                 let b = Adam8bitBuffers {
-                    weights,
-                    grads,
+                    weights: f32_range(&p.weights, from, len),
+                    grads: f32_range(&p.grads, from, len),
                     m_codes: codes(m_codes),
                     v_codes: codes(v_codes),
                     m_scales: scales(m_scales),
                     v_scales: scales(v_scales),
-                    mirror,
+                    mirror: f16_mirror(p, from, len),
+                    first: first as u32,
                 };
                 k.optim
-                    .update_8bit(gpu, hyper, c.decays, n, &self.step, stats, &b)
+                    .update_8bit(gpu, hyper, c.decays, len as u32, &self.step, stats, &b)
             }
         }
     }
@@ -358,6 +448,9 @@ impl Adam {
 
     /// Sets step `t`'s rate and bias corrections for the next submission.
     pub fn write_step(&self, gpu: &Gpu, k: &Kernels, t: u32) -> Result<()> {
+        if let Some(muon) = &self.muon {
+            muon.write_step(gpu, &self.config.muon_hyper(t));
+        }
         k.optim
             .write_step(gpu, &self.step, &self.config.hyper(t), t)
     }

@@ -137,10 +137,19 @@ pub const SETTINGS: &[Setting] = &[
         "The precision recipe: a named one, or a custom one (docs/PRECISION.md)",
     ),
     choice(
+        "optimizer",
+        &["adamw", "muon"],
+        &[
+            "AdamW for every parameter",
+            "Muon for the hidden matrices (Newton–Schulz), AdamW for the rest",
+        ],
+        "The optimizer",
+    ),
+    choice(
         "optimState",
         &["fp32", "int8"],
         &["f32 moments", "block-wise, 256 values per scale"],
-        "AdamW's moments",
+        "The optimizer's moments (AdamW's m and v, Muon's momentum)",
     ),
     number("lr", Float, Schedule, Some(0.0), None, "Peak learning rate"),
     number(

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::data::tasks::{self, Task, TaskSpec};
 use crate::error::{Error, Result};
 use crate::model::{BatchShape, Config, Recipe};
-use crate::optim::{LrSchedule, OptimConfig, OptimState};
+use crate::optim::{LrSchedule, OptimConfig, OptimState, OptimizerKind};
 use crate::train::TrainConfig;
 
 /// Validation batches per evaluation: enough to be steady, few enough to be quick.
@@ -30,6 +30,9 @@ pub struct RunSpec {
     pub batch: u32,
     pub seq: u32,
     pub precision: Recipe,
+    /// AdamW, or Muon for the hidden matrices (absent: AdamW).
+    #[serde(default)]
+    pub optimizer: OptimizerKind,
     pub optim_state: OptimState,
     /// Peak learning rate.
     pub lr: f64,
@@ -117,6 +120,7 @@ impl RunSpec {
             batch: shape.batch,
             seq: shape.seq,
             precision: Recipe::fp32(),
+            optimizer: OptimizerKind::Adamw,
             optim_state: OptimState::Fp32,
             lr,
             warmup: warmup_for(steps),
@@ -192,6 +196,7 @@ impl RunSpec {
         model.validate()?;
         self.shape().validate(&model)?;
         let optim = OptimConfig {
+            optimizer: self.optimizer,
             state: self.optim_state,
             schedule: LrSchedule {
                 peak: self.lr,
@@ -204,6 +209,7 @@ impl RunSpec {
             eps: self.eps,
             weight_decay: self.weight_decay,
             max_grad_norm: self.clip,
+            ..OptimConfig::default()
         };
         Ok(TrainConfig {
             model,

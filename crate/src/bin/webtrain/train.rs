@@ -16,7 +16,7 @@ use webtrain::data::tasks::TaskSpec;
 use webtrain::hf::HfModel;
 use webtrain::inspect::Inspector;
 use webtrain::model::{Config, PRESETS, Recipe};
-use webtrain::optim::OptimState;
+use webtrain::optim::{OptimState, OptimizerKind};
 use webtrain::run::{
     Cadence, DataState, Run, RunSpec, Session, Snapshot, Source, Text, VALIDATION_BATCHES,
     settings, warmup_for,
@@ -28,13 +28,14 @@ use crate::events::{CliDevices, Printer};
 use crate::files::{self, TextFile};
 
 /// What a checkpoint's config fixes: not to be given with `--resume`.
-const FIXED_BY_CHECKPOINT: [&str; 20] = [
+const FIXED_BY_CHECKPOINT: [&str; 21] = [
     "preset",
     "synthetic",
     "task",
     "task_option",
     "precision",
     "recipe",
+    "optimizer",
     "optim_state",
     "seed",
     "batch",
@@ -89,6 +90,8 @@ pub struct TrainArgs {
     /// A custom precision recipe: a JSON file (docs/PRECISION.md), instead of --precision.
     #[arg(long, conflicts_with = "precision")]
     recipe: Option<PathBuf>,
+    #[arg(long, value_parser = choices("optimizer"), help = help("optimizer", Some("the preset's")))]
+    optimizer: Option<String>,
     #[arg(long, default_value = "fp32", value_parser = choices("optimState"), help = help("optimState", None))]
     optim_state: String,
     #[arg(long, default_value_t = 1, help = help("seed", None))]
@@ -229,6 +232,9 @@ fn spec(args: &TrainArgs, hf: Option<&HfModel>) -> Result<RunSpec> {
         Some(path) => files::read_recipe(path)?,
         None => Recipe::named(&args.precision)?,
     };
+    if let Some(name) = &args.optimizer {
+        spec.optimizer = OptimizerKind::parse(name)?;
+    }
     spec.optim_state = OptimState::parse(&args.optim_state)?;
     spec.seed = args.seed;
     spec.batch = args.batch.unwrap_or(spec.batch);
@@ -364,10 +370,14 @@ pub async fn run(args: TrainArgs) -> Result<()> {
             .copied()
             .unwrap_or("custom"),
     };
-    let (precision, optim_state) = (config.precision.name(), config.optim.state.name());
+    let (precision, optimizer, optim_state) = (
+        config.precision.name(),
+        config.optim.optimizer.name(),
+        config.optim.state.name(),
+    );
     let data = &run.text.data;
     eprintln!(
-        "train: {preset} ({} parameters, {:.1} MiB on the GPU) on {}, {precision} precision, {optim_state} optimizer state, batch {} × {}, {} train / {} validation tokens",
+        "train: {preset} ({} parameters, {:.1} MiB on the GPU) on {}, {precision} precision, {optimizer} with {optim_state} state, batch {} × {}, {} train / {} validation tokens",
         memory.parameters,
         memory.total as f64 / (1 << 20) as f64,
         gpu.info.name,
@@ -455,6 +465,7 @@ impl Summary<'_> {
             "preset": self.preset,
             "precision": t.config.precision.name(),
             "matrix_units": t.k.matrix_units_report(&t.gpu),
+            "optimizer": t.config.optim.optimizer.name(),
             "optim_state": t.config.optim.state.name(),
             "steps": self.end,
             "resumed_from": args.resume.as_ref().map(|_| self.first - 1),

@@ -866,7 +866,7 @@ impl CoopGemm {
             op,
             self.pipeline.clone(),
             bind_group,
-            Grid { x: gx, y: gy },
+            Grid { x: gx, y: gy, z: 1 },
         ))
     }
 }

@@ -126,6 +126,7 @@ impl Fp8 {
         let grid = Grid {
             x: blocks(o.cols, o.col_parts, region_cols).max(1),
             y: blocks(o.rows, o.row_parts, region_rows).max(1),
+            z: 1,
         };
         let max = gpu.limits.max_compute_workgroups_per_dimension;
         if grid.x > max || grid.y > max {

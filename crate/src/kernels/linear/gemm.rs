@@ -179,7 +179,15 @@ pub(super) struct Params {
     pub ldc: u32,
     /// The output's forward boundary (`boundary::SITE_*`), or `SITE_NONE`.
     pub site: u32,
-    pub _pad: u32,
+    /// Product z of a batch reads A at `a_at + z·a_stride`, B at
+    /// `b_at + z·b_stride`, writes C at `c_at + z·c_stride` (elements).
+    pub a_at: u32,
+    pub a_stride: u32,
+    pub b_at: u32,
+    pub b_stride: u32,
+    pub c_at: u32,
+    pub c_stride: u32,
+    pub _pad: [u32; 3],
 }
 
 impl Params {
@@ -200,7 +208,7 @@ impl Params {
             ldb,
             ldc: n,
             site,
-            _pad: 0,
+            ..Params::zeroed()
         }
     }
 }
@@ -355,6 +363,18 @@ impl GemmModule {
         p: Params,
         buffers: &[Bind],
     ) -> Result<Dispatch> {
+        self.launch_batch(gpu, op, epilogue, (p, 1), buffers)
+    }
+
+    /// `batch` products of `p`'s shape in one dispatch, each at its strides.
+    pub fn launch_batch(
+        &self,
+        gpu: &Gpu,
+        op: &'static str,
+        epilogue: Epilogue,
+        (p, batch): (Params, u32),
+        buffers: &[Bind],
+    ) -> Result<Dispatch> {
         let kernel = match epilogue {
             Epilogue::Store => &self.store,
             Epilogue::Add => &self.add,
@@ -370,13 +390,14 @@ impl GemmModule {
         let grid = Grid {
             x: p.n.div_ceil(v.tn).max(1),
             y: p.m.div_ceil(v.tm).max(1),
+            z: batch.max(1),
         };
         let max = gpu.limits.max_compute_workgroups_per_dimension;
-        if grid.x > max || grid.y > max {
+        if grid.x > max || grid.y > max || grid.z > max {
             return Err(Error::Limit {
                 op: kernel.entry,
                 what: "tiles per dimension".into(),
-                needed: grid.x.max(grid.y) as u64,
+                needed: grid.x.max(grid.y).max(grid.z) as u64,
                 limit: max as u64,
             });
         }

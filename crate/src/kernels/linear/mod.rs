@@ -21,7 +21,7 @@ pub use gemm::{BStorage, GemmKey, Layout, TileVariant};
 use super::Weights;
 use super::boundary::{SITE_NONE, SITE_PROJECTION};
 use crate::error::{Error, Result};
-use crate::gpu::{BufferRange, Dispatch, Gpu};
+use crate::gpu::{Bind, BufferRange, Dispatch, Gpu};
 use crate::ops::products::{OperandFormat, Products};
 use fp8::{Operand as Fp8Operand, Tiles};
 use gemm::{Epilogue, GemmModule, Params};
@@ -100,6 +100,23 @@ pub enum Output<'a> {
     },
     /// `Y += X·Wᵀ`
     Accumulate(BufferRange<'a>),
+}
+
+/// One operand of a batch of products: a buffer, product 0's first
+/// element in it, and the elements from one product's operand to the next.
+#[derive(Clone, Copy)]
+pub struct Strided<'a> {
+    pub range: BufferRange<'a>,
+    pub at: u32,
+    pub stride: u32,
+}
+
+impl<'a> Strided<'a> {
+    /// Bound whole, checked to hold `batch` operands of `len` elements.
+    fn bind(self, batch: u32, len: u64) -> Bind<'a> {
+        let last = self.at as u64 + (batch.max(1) as u64 - 1) * self.stride as u64;
+        self.range.needs(4 * (last + len))
+    }
 }
 
 /// The GEMM modules built on one device, and which serves each shape.
@@ -244,6 +261,43 @@ impl Linear {
                     key.layout.name()
                 ))
             })
+    }
+
+    /// `batch` plain f32 products in `layout` of shape (m, n, k): no
+    /// recipe, no boundary. Product z reads A and B at their operand's
+    /// `at + z·stride` and stores C there (or adds to it, `accumulate`).
+    /// Muon's Newton–Schulz runs on these.
+    pub fn batched_f32(
+        &self,
+        gpu: &Gpu,
+        (layout, m, n, k): (Layout, u32, u32, u32),
+        accumulate: bool,
+        batch: u32,
+        [a, b, c]: [Strided; 3],
+    ) -> Result<Dispatch> {
+        let op = "linear_batched";
+        let key = GemmKey::new(layout, BStorage::F32, m, n, k);
+        let p = Params {
+            a_at: a.at,
+            a_stride: a.stride,
+            b_at: b.at,
+            b_stride: b.stride,
+            c_at: c.at,
+            c_stride: c.stride,
+            ..Params::of(&key, SITE_NONE)
+        };
+        let (m, n, k) = (m as u64, n as u64, k as u64);
+        let binds = [
+            a.bind(batch, m * k),
+            b.bind(batch, k * n),
+            c.bind(batch, m * n),
+        ];
+        let epilogue = match accumulate {
+            true => Epilogue::Accumulate,
+            false => Epilogue::Store,
+        };
+        self.module(key)?
+            .launch_batch(gpu, op, epilogue, (p, batch), &binds)
     }
 
     /// `X·Wᵀ` into `out`.

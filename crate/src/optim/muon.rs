@@ -1,0 +1,198 @@
+//! Muon on the host side: which matrices it takes (every hidden 2-D weight,
+//! the stacked q|k|v and gate|up per part), its scratch, and its dispatches
+//! within the step: momentum, Newton–Schulz per part (every layer's
+//! matrix of that part in one batch), the update, the f16 mirror.
+
+use crate::error::{Error, Result};
+use crate::gpu::{BufferRange, Dispatch, Gpu};
+use crate::kernels::Kernels;
+use crate::kernels::muon::{MuonPart, MuonStep, NsScratch};
+use crate::kernels::optimizer::{MuonMomentum, int8_scale_bytes, int8_state_bytes};
+use crate::model::layout::{CHUNK_ALIGN, ParamLayout, Role, Span};
+use crate::model::{Config, Mirror, Params, f16_range, f32_range};
+use crate::ops::muon::MuonHyper;
+
+use super::StateBuffers;
+
+/// Muon's parts, scratch and step uniform for one model.
+pub struct Muon {
+    /// The hidden matrices, contiguous: what Muon updates.
+    pub span: Span,
+    pub parts: Vec<MuonPart>,
+    x: wgpu::Buffer,
+    next: wgpu::Buffer,
+    gram: wgpu::Buffer,
+    square: wgpu::Buffer,
+    factors: wgpu::Buffer,
+    step: wgpu::Buffer,
+}
+
+/// Every layer's matrices of each part, as offsets into `span`: q, k, v
+/// (rows of the stacked projection), o, gate, up (rows of gate|up), down.
+pub fn parts(config: &Config, layout: &ParamLayout) -> Result<(Span, Vec<MuonPart>)> {
+    let span = layout.layer_linears();
+    if config.n_layers == 0 || span.len == 0 {
+        return Err(Error::Unsupported(
+            "muon: the model has no hidden matrices to orthogonalize".into(),
+        ));
+    }
+    let dh = config.head_dim();
+    let (q, kv, d, f) = (
+        config.n_heads * dh,
+        config.n_kv_heads * dh,
+        config.d_model,
+        config.ffn,
+    );
+    let stride = |role: fn(u32) -> Role| -> u64 {
+        match config.n_layers {
+            1 => 0,
+            _ => layout.get(role(1)).offset - layout.get(role(0)).offset,
+        }
+    };
+    // (role, rows above this part in the tensor, rows, cols)
+    let pieces: [(fn(u32) -> Role, u32, u32, u32); 7] = [
+        (Role::Qkv, 0, q, d),
+        (Role::Qkv, q, kv, d),
+        (Role::Qkv, q + kv, kv, d),
+        (Role::Out, 0, d, q),
+        (Role::GateUp, 0, f, d),
+        (Role::GateUp, f, f, d),
+        (Role::Down, 0, d, f),
+    ];
+    let mut out = Vec::new();
+    for (role, above, rows, cols) in pieces {
+        let at = layout.get(role(0)).offset - span.start + above as u64 * cols as u64;
+        let (at, stride) = (narrow(at)?, narrow(stride(role))?);
+        out.push(MuonPart {
+            rows,
+            cols,
+            at,
+            stride,
+            count: config.n_layers,
+        });
+    }
+    Ok((span, out))
+}
+
+fn narrow(x: u64) -> Result<u32> {
+    u32::try_from(x).map_err(|_| Error::Limit {
+        op: "muon",
+        what: "elements of the hidden matrices".into(),
+        needed: x,
+        limit: u32::MAX as u64,
+    })
+}
+
+impl Muon {
+    pub fn new(gpu: &Gpu, config: &Config, layout: &ParamLayout) -> Result<Muon> {
+        let (span, parts) = parts(config, layout)?;
+        let grams = parts.iter().map(MuonPart::gram_len).max().unwrap_or(1);
+        let count = parts.iter().map(|p| p.count as u64).max().unwrap_or(1);
+        Ok(Muon {
+            span,
+            x: gpu.storage_buffer("muon_x", 4 * span.len)?,
+            next: gpu.storage_buffer("muon_next", 4 * span.len)?,
+            gram: gpu.storage_buffer("muon_gram", 4 * grams)?,
+            square: gpu.storage_buffer("muon_square", 4 * grams)?,
+            factors: gpu.storage_buffer("muon_factors", 4 * count)?,
+            step: gpu.uniform("muon_step", &MuonStep::default()),
+            parts,
+        })
+    }
+
+    fn scratch(&self) -> NsScratch<'_> {
+        NsScratch {
+            x: &self.x,
+            next: &self.next,
+            gram: &self.gram,
+            square: &self.square,
+            factors: &self.factors,
+        }
+    }
+
+    /// The step's Muon dispatches, after finalize: momentum (from `state`,
+    /// at the matrices' offsets), Newton–Schulz and the update per part,
+    /// then the f16 mirror of the matrices.
+    pub fn dispatches(
+        &self,
+        gpu: &Gpu,
+        k: &Kernels,
+        p: &Params,
+        (state, momentum): (&StateBuffers, f64),
+        (adam_step, stats): (&wgpu::Buffer, BufferRange),
+    ) -> Result<Vec<Dispatch>> {
+        let (start, len) = (self.span.start, self.span.len);
+        let n = narrow(len)?;
+        let momentum_step = match state {
+            StateBuffers::Fp32 { m, .. } => k.optim.muon_momentum(
+                gpu,
+                momentum,
+                n,
+                (adam_step, stats),
+                f32_range(&p.grads, start, len),
+                MuonMomentum::Fp32(f32_range(m, start, len)),
+                (&self.x).into(),
+            )?,
+            StateBuffers::Int8 {
+                m_codes, m_scales, ..
+            } => {
+                // the scales bind at CHUNK_ALIGN boundaries only: from the one below
+                let from = start / CHUNK_ALIGN * CHUNK_ALIGN;
+                let (first, n) = (narrow(start - from)?, narrow(start + len - from)?);
+                let codes = BufferRange {
+                    buffer: m_codes,
+                    offset: int8_state_bytes(from),
+                    size: int8_state_bytes(n as u64),
+                };
+                let scales = BufferRange {
+                    buffer: m_scales,
+                    offset: int8_scale_bytes(from),
+                    size: int8_scale_bytes(n as u64),
+                };
+                k.optim.muon_momentum(
+                    gpu,
+                    momentum,
+                    n,
+                    (adam_step, stats),
+                    f32_range(&p.grads, from, n as u64),
+                    MuonMomentum::Int8 {
+                        codes,
+                        scales,
+                        first,
+                    },
+                    (&self.x).into(),
+                )?
+            }
+        };
+        let mut d = vec![momentum_step];
+        let s = self.scratch();
+        for part in &self.parts {
+            d.extend(k.muon.orthogonalize(gpu, (&k.linear, &k.infra), part, &s)?);
+        }
+        let weights = f32_range(&p.weights, start, len);
+        for part in &self.parts {
+            d.push(
+                k.muon
+                    .apply(gpu, part, (&self.step, stats), &self.next, weights)?,
+            );
+        }
+        if let Some(Mirror::F16(mirror)) = &p.mirror {
+            d.push(
+                k.cast
+                    .f32_to_f16(gpu, weights, f16_range(mirror, start, len), n)?,
+            );
+        }
+        Ok(d)
+    }
+
+    /// Sets the step's rate and decay for the next submission.
+    pub fn write_step(&self, gpu: &Gpu, h: &MuonHyper) {
+        let step = MuonStep {
+            lr: h.lr as f32,
+            decay: (1.0 - h.lr * h.weight_decay) as f32,
+            _pad: [0; 2],
+        };
+        gpu.queue
+            .write_buffer(&self.step, 0, bytemuck::bytes_of(&step));
+    }
+}
