@@ -61,6 +61,7 @@ gpu_tests! {
         optimizer::adamw_skipped_step_changes_nothing_but_gradients,
         optimizer::adamw_8bit_matches_reference,
         optimizer::adamw_8bit_skipped_step_changes_nothing_but_gradients,
+        muon::newton_schulz_matches_reference,
         cast::cast_saturates_and_keeps_nan,
         cast::cast_rounds_like_the_half_crate,
         cast::cast_round_trips_every_f16,
@@ -120,5 +121,7 @@ gpu_tests! {
         checkpoint::checkpoint_resumes_bit_identically_f16_fp32_state,
         checkpoint::checkpoint_resumes_bit_identically_int8_state,
         training::reconfigure_keeps_weights_and_converts_state,
+        muon::muon_steps_match_reference,
+        muon::muon_8bit_momentum_tracks_fp32,
     ],
 }

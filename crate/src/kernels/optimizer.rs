@@ -35,6 +35,14 @@ pub fn int8_scale_bytes(n: u64) -> u64 {
     n.div_ceil(QBLOCK) * 4
 }
 
+/// Refuses a `first` that is not whole 8-bit blocks within `n` elements.
+fn whole_blocks(op: &'static str, first: u32, n: u32) -> Result<()> {
+    match (first as u64).is_multiple_of(QBLOCK) && first <= n {
+        true => Ok(()),
+        false => Err(Error::shape(op, "first", "whole blocks within n", first)),
+    }
+}
+
 /// Partials a block of `n` gradients adds to the step's partials buffer (8 bytes each).
 pub fn partials_for(n: u64) -> u64 {
     n.div_ceil(GROUP)
@@ -481,9 +489,7 @@ impl Optimizer {
     ) -> Result<Dispatch> {
         let op = "adamw_8bit_update";
         let (n64, words) = (n as u64, (n as u64).div_ceil(4));
-        if b.first as u64 % QBLOCK != 0 || b.first > n {
-            return Err(Error::shape(op, "first", "whole blocks within n", b.first));
-        }
+        whole_blocks(op, b.first, n)?;
         let params = gpu.uniform(
             op,
             &AdamBlock {
@@ -554,9 +560,7 @@ impl Optimizer {
                 scales,
                 first,
             } => {
-                if first as u64 % QBLOCK != 0 || first > n {
-                    return Err(Error::shape(op, "first", "whole blocks within n", first));
-                }
+                whole_blocks(op, first, n)?;
                 let params = gpu.uniform(op, &block(first));
                 let binds = [
                     (&params).into(),

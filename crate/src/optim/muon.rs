@@ -43,14 +43,14 @@ pub fn parts(config: &Config, layout: &ParamLayout) -> Result<(Span, Vec<MuonPar
         config.d_model,
         config.ffn,
     );
-    let stride = |role: fn(u32) -> Role| -> u64 {
+    let stride = |role: Layered| -> u64 {
         match config.n_layers {
             1 => 0,
             _ => layout.get(role(1)).offset - layout.get(role(0)).offset,
         }
     };
     // (role, rows above this part in the tensor, rows, cols)
-    let pieces: [(fn(u32) -> Role, u32, u32, u32); 7] = [
+    let pieces: [(Layered, u32, u32, u32); 7] = [
         (Role::Qkv, 0, q, d),
         (Role::Qkv, q, kv, d),
         (Role::Qkv, q + kv, kv, d),
@@ -73,6 +73,9 @@ pub fn parts(config: &Config, layout: &ParamLayout) -> Result<(Span, Vec<MuonPar
     }
     Ok((span, out))
 }
+
+/// A layer's tensor of one kind: `Role::Qkv` and the like.
+type Layered = fn(u32) -> Role;
 
 fn narrow(x: u64) -> Result<u32> {
     u32::try_from(x).map_err(|_| Error::Limit {

@@ -20,6 +20,7 @@ pub mod infrastructure;
 pub mod linear;
 pub mod loss;
 pub mod model;
+pub mod muon;
 pub mod norm;
 pub mod optimizer;
 pub mod parity;

@@ -474,6 +474,7 @@ pub async fn adamw_8bit_matches_reference(gpu: &Gpu) -> Result<()> {
                 m_scales: (&ms).into(),
                 v_scales: (&vs).into(),
                 mirror: with_mirror.then(|| (&mirror).into()),
+                first: 0,
             };
             gpu.run(&[&k.update_8bit(
                 gpu,
@@ -576,6 +577,7 @@ pub async fn adamw_8bit_skipped_step_changes_nothing_but_gradients(gpu: &Gpu) ->
         m_scales: (&ms).into(),
         v_scales: (&vs).into(),
         mirror: Some((&mirror).into()),
+        first: 0,
     };
     gpu.run(&[&k.update_8bit(
         gpu,

@@ -198,6 +198,7 @@ async fn matches_pytorch(gpu: &Gpu, f: &Fixture, precision: Recipe, bounds: &Bou
         eps: want.hyper("eps"),
         weight_decay: want.hyper("weight_decay"),
         max_grad_norm: want.hyper("max_norm") as f32,
+        ..OptimConfig::default()
     };
     let config = TrainConfig {
         model: hf.config.clone(),
