@@ -120,6 +120,7 @@ gpu_tests! {
         training::training_tracks_reference_int8_f16,
         checkpoint::checkpoint_resumes_bit_identically_f16_fp32_state,
         checkpoint::checkpoint_resumes_bit_identically_int8_state,
+        checkpoint::checkpoint_resumes_bit_identically_muon,
         training::reconfigure_keeps_weights_and_converts_state,
         muon::muon_steps_match_reference,
         muon::muon_8bit_momentum_tracks_fp32,

@@ -17,7 +17,7 @@ use crate::data::Tokenizer;
 use crate::error::{Error, Result, name_list as list};
 use crate::kernels::optimizer::{int8_scale_bytes, int8_state_bytes};
 use crate::model::{ParamLayout, Role};
-use crate::optim::{HostState, LossScale, LossScaling, OptimState};
+use crate::optim::{HostState, LossScale, LossScaling, OptimState, OptimizerKind};
 use crate::train::TrainConfig;
 
 /// The metadata's `format`.
@@ -286,13 +286,30 @@ fn loss_scale(meta: &BTreeMap<String, String>, c: &TrainConfig) -> Result<Option
         .map_err(|e| bad(format!("its loss scale is unusable: {e}")))?;
     Ok(Some(state))
 }
+/// Refuses a config whose optimizer this version does not know (one
+/// written before optimizers had a name reads as AdamW).
+fn known_optimizer(config_json: &str) -> Result<()> {
+    let value: Value = serde_json::from_str(config_json)
+        .map_err(|e| bad(format!("its training config is unreadable: {e}")))?;
+    match value.pointer("/optim/optimizer") {
+        None => Ok(()),
+        Some(Value::String(name)) if OptimizerKind::parse(name).is_ok() => Ok(()),
+        Some(other) => Err(bad(format!(
+            "its optimizer {other} is not one this version knows (adamw, muon): \
+             open it with the webtrain that wrote it"
+        ))),
+    }
+}
+
 /// The metadata's training config, step count and batch RNG state.
 fn run_meta(meta: &BTreeMap<String, String>) -> Result<(TrainConfig, u32, u64)> {
     let get = |key: &str| {
         meta.get(key)
             .ok_or_else(|| bad(format!("its metadata has no {key:?}")))
     };
-    let config: TrainConfig = serde_json::from_str(get("config")?)
+    let config_json = get("config")?;
+    known_optimizer(config_json)?;
+    let config: TrainConfig = serde_json::from_str(config_json)
         .map_err(|e| bad(format!("its training config is unreadable: {e}")))?;
     let step = get("step")?;
     let step: u32 = step

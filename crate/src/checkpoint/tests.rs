@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::*;
 use crate::model::{BatchShape, Config, ParamLayout, Recipe};
-use crate::optim::{LossScale, LossScaling, LrSchedule, OptimConfig, OptimState};
+use crate::optim::{LossScale, LossScaling, LrSchedule, OptimConfig, OptimState, OptimizerKind};
 use crate::rng::SplitMix64;
 
 const TEXT: &str = "the cat sat on the mat. the dog sat on the log. a model learns a language one token at a time.";
@@ -310,6 +310,38 @@ fn checkpoint_of_another_kind_or_version_is_refused() {
     assert!(
         refused(&with_meta(&bytes, "config", "{\"model\": 1}"))
             .contains("training config is unreadable")
+    );
+}
+
+/// The optimizer travels in the config: Muon's comes back as Muon, a file
+/// from before optimizers had a name reads as AdamW, and one this version
+/// does not know is refused by name.
+#[test]
+fn checkpoint_records_its_optimizer() {
+    let mut c = tiny(OptimState::Int8, false);
+    c.config.optim.optimizer = OptimizerKind::Muon;
+    let bytes = c.to_bytes().unwrap();
+    assert!(Checkpoint::from_bytes(&bytes).unwrap() == c);
+    let config = |bytes: &[u8]| -> Value {
+        let (h, _) = header(bytes);
+        serde_json::from_str(h["__metadata__"]["config"].as_str().unwrap()).unwrap()
+    };
+    let mut before = config(&bytes);
+    let optim = before["optim"].as_object_mut().unwrap();
+    optim.remove("optimizer");
+    optim.remove("momentum");
+    let old = with_meta(&bytes, "config", &before.to_string());
+    let read = Checkpoint::from_bytes(&old).unwrap();
+    assert_eq!(
+        (read.config.optim.optimizer, read.config.optim.momentum),
+        (OptimizerKind::Adamw, OptimConfig::default().momentum)
+    );
+    let mut lion = config(&bytes);
+    lion["optim"]["optimizer"] = "lion".into();
+    let e = refused(&with_meta(&bytes, "config", &lion.to_string()));
+    assert!(
+        e.contains("\"lion\"") && e.contains("adamw, muon") && e.contains("wrote it"),
+        "{e}"
     );
 }
 

@@ -5,7 +5,7 @@
 use webtrain::checkpoint::{self, Checkpoint, RunState};
 use webtrain::data::Dataset;
 use webtrain::model::{Config, ParamLayout, Recipe};
-use webtrain::optim::{HostState, LrSchedule, OptimConfig, OptimState};
+use webtrain::optim::{HostState, LrSchedule, OptimConfig, OptimState, OptimizerKind};
 use webtrain::rng::SplitMix64;
 use webtrain::train::synthetic::markov_tokens;
 use webtrain::train::{StepStats, TrainConfig, Trainer};
@@ -98,10 +98,20 @@ fn stat_bits(s: &[StepStats]) -> Vec<(u32, u32, u32, u64)> {
         .collect()
 }
 
-async fn resumes_exactly(gpu: &Gpu, precision: Recipe, state: OptimState) -> Result<()> {
-    let c = config(precision.clone(), state)?;
+async fn resumes_exactly(
+    gpu: &Gpu,
+    precision: Recipe,
+    (optimizer, state): (OptimizerKind, OptimState),
+) -> Result<()> {
+    let mut c = config(precision.clone(), state)?;
+    c.optim.optimizer = optimizer;
     let data = dataset(&c)?;
-    let what = format!("{} precision, {} state", precision.name(), state.name());
+    let what = format!(
+        "{} precision, {} with {} state",
+        precision.name(),
+        optimizer.name(),
+        state.name()
+    );
 
     let mut whole = Trainer::new(gpu, c.clone()).await?;
     let mut rng = SplitMix64(c.seed);
@@ -167,11 +177,17 @@ async fn resumes_exactly(gpu: &Gpu, precision: Recipe, state: OptimState) -> Res
 }
 
 pub async fn checkpoint_resumes_bit_identically_f16_fp32_state(gpu: &Gpu) -> Result<()> {
-    resumes_exactly(gpu, Recipe::f16(), OptimState::Fp32).await
+    resumes_exactly(gpu, Recipe::f16(), (OptimizerKind::Adamw, OptimState::Fp32)).await
 }
 
 pub async fn checkpoint_resumes_bit_identically_int8_state(gpu: &Gpu) -> Result<()> {
-    resumes_exactly(gpu, Recipe::f16(), OptimState::Int8).await
+    resumes_exactly(gpu, Recipe::f16(), (OptimizerKind::Adamw, OptimState::Int8)).await
+}
+
+/// Muon's momentum (8-bit, in m at the matrices' offsets) and AdamW's
+/// moments of the rest resume to the bit.
+pub async fn checkpoint_resumes_bit_identically_muon(gpu: &Gpu) -> Result<()> {
+    resumes_exactly(gpu, Recipe::f16(), (OptimizerKind::Muon, OptimState::Int8)).await
 }
 
 /// A checkpoint whose batch the adapter cannot hold is refused with the
