@@ -74,6 +74,8 @@ pub enum OptimizerKind {
 }
 
 impl OptimizerKind {
+    pub const ALL: [OptimizerKind; 2] = [OptimizerKind::Adamw, OptimizerKind::Muon];
+
     pub fn parse(name: &str) -> Result<OptimizerKind> {
         match name {
             "adamw" => Ok(OptimizerKind::Adamw),

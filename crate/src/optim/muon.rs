@@ -86,18 +86,45 @@ fn narrow(x: u64) -> Result<u32> {
     })
 }
 
+/// Elements of Newton–Schulz's scratch: X and the next X (the span), the
+/// Gram matrices and their squares (the largest part's), the norms.
+struct Scratch {
+    span: u64,
+    grams: u64,
+    count: u64,
+}
+
+impl Scratch {
+    fn of(span: Span, parts: &[MuonPart]) -> Scratch {
+        Scratch {
+            span: span.len,
+            grams: parts.iter().map(MuonPart::gram_len).max().unwrap_or(1),
+            count: parts.iter().map(|p| p.count as u64).max().unwrap_or(1),
+        }
+    }
+
+    fn bytes(&self) -> u64 {
+        4 * (2 * self.span + 2 * self.grams + self.count)
+    }
+}
+
+/// Bytes of Muon's scratch for this model (the memory plan's).
+pub fn scratch_bytes(config: &Config, layout: &ParamLayout) -> Result<u64> {
+    let (span, parts) = parts(config, layout)?;
+    Ok(Scratch::of(span, &parts).bytes())
+}
+
 impl Muon {
     pub fn new(gpu: &Gpu, config: &Config, layout: &ParamLayout) -> Result<Muon> {
         let (span, parts) = parts(config, layout)?;
-        let grams = parts.iter().map(MuonPart::gram_len).max().unwrap_or(1);
-        let count = parts.iter().map(|p| p.count as u64).max().unwrap_or(1);
+        let sizes = Scratch::of(span, &parts);
         Ok(Muon {
             span,
-            x: gpu.storage_buffer("muon_x", 4 * span.len)?,
-            next: gpu.storage_buffer("muon_next", 4 * span.len)?,
-            gram: gpu.storage_buffer("muon_gram", 4 * grams)?,
-            square: gpu.storage_buffer("muon_square", 4 * grams)?,
-            factors: gpu.storage_buffer("muon_factors", 4 * count)?,
+            x: gpu.storage_buffer("muon_x", 4 * sizes.span)?,
+            next: gpu.storage_buffer("muon_next", 4 * sizes.span)?,
+            gram: gpu.storage_buffer("muon_gram", 4 * sizes.grams)?,
+            square: gpu.storage_buffer("muon_square", 4 * sizes.grams)?,
+            factors: gpu.storage_buffer("muon_factors", 4 * sizes.count)?,
             step: gpu.uniform("muon_step", &MuonStep::default()),
             parts,
         })

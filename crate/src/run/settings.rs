@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::model::RECIPE_NAMES;
-use Group::{Data, Optimizer, Schedule, Shape};
+use Group::{Data, Mode, Optimizer, Schedule, Shape};
 use Kind::{Float, Int};
 
 /// What values a setting takes.
@@ -33,7 +33,7 @@ pub enum Group {
     Mode,
     /// The learning-rate schedule.
     Schedule,
-    /// AdamW's other settings, and the seed.
+    /// The optimizer and its settings, and the seed.
     Optimizer,
     /// How the text is split: fixed by the text, not the run's config.
     Data,
@@ -83,6 +83,7 @@ const fn number(
 
 const fn choice<const N: usize>(
     field: &'static str,
+    group: Group,
     choices: &'static [&'static str; N],
     notes: &'static [&'static str; N],
     help: &'static str,
@@ -90,7 +91,7 @@ const fn choice<const N: usize>(
     Setting {
         field,
         kind: Kind::Choice,
-        group: Group::Mode,
+        group,
         min: None,
         max: None,
         choices,
@@ -119,6 +120,7 @@ pub const SETTINGS: &[Setting] = &[
     ),
     choice(
         "precision",
+        Mode,
         &RECIPE_NAMES,
         &[
             "f32 throughout",
@@ -138,6 +140,7 @@ pub const SETTINGS: &[Setting] = &[
     ),
     choice(
         "optimizer",
+        Optimizer,
         &["adamw", "muon"],
         &[
             "AdamW for every parameter",
@@ -147,6 +150,7 @@ pub const SETTINGS: &[Setting] = &[
     ),
     choice(
         "optimState",
+        Mode,
         &["fp32", "int8"],
         &["f32 moments", "block-wise, 256 values per scale"],
         "The optimizer's moments (AdamW's m and v, Muon's momentum)",
@@ -278,7 +282,7 @@ pub fn check_all(spec: &serde_json::Value) -> Result<()> {
 mod tests {
     use super::*;
     use crate::model::Recipe;
-    use crate::optim::OptimState;
+    use crate::optim::{OptimState, OptimizerKind};
 
     #[test]
     fn the_choices_are_the_modes() {
@@ -289,6 +293,8 @@ mod tests {
         assert_eq!(setting("precision").choices, precisions);
         let states = [OptimState::Fp32, OptimState::Int8].map(|s| s.name());
         assert_eq!(setting("optimState").choices, states);
+        let optimizers = OptimizerKind::ALL.map(|o| o.name());
+        assert_eq!(setting("optimizer").choices, optimizers);
     }
 
     #[test]

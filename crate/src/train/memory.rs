@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::model::{BatchShape, Config, Dims, Mirror, ParamLayout, Recipe};
-use crate::optim::OptimState;
+use crate::optim::{OptimState, OptimizerKind, muon};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Memory {
@@ -15,8 +15,11 @@ pub struct Memory {
     pub master: u64,
     /// f32 gradients
     pub grads: u64,
-    /// AdamW's m and v: f32, or int8 with their block scales
+    /// AdamW's m and v (Muon's momentum in m's place): f32, or int8 with
+    /// their block scales
     pub moments: u64,
+    /// Muon's Newton–Schulz buffers (0 with AdamW)
+    pub optimizer_scratch: u64,
     /// the forward's mirror: f16 (f16 precision) or the layers' E4M3 (fp8)
     pub mirror: u64,
     /// saved activations, the loss head and the gradient scratch
@@ -29,7 +32,7 @@ impl Memory {
         c: &Config,
         shape: BatchShape,
         precision: &Recipe,
-        state: OptimState,
+        (optimizer, state): (OptimizerKind, OptimState),
         max_binding: u64,
     ) -> Result<Memory> {
         let layout = ParamLayout::new(c);
@@ -38,14 +41,19 @@ impl Memory {
         let master = 4 * n;
         let grads = 4 * n;
         let moments = state.bytes(n);
+        let optimizer_scratch = match optimizer {
+            OptimizerKind::Adamw => 0,
+            OptimizerKind::Muon => muon::scratch_bytes(c, &layout)?,
+        };
         let mirror = Mirror::bytes(&layout, precision);
         let activations = dims.bytes(c.n_layers as u64);
-        let total = master + grads + moments + mirror + activations;
+        let total = master + grads + moments + optimizer_scratch + mirror + activations;
         Ok(Memory {
             parameters: layout.parameters(),
             master,
             grads,
             moments,
+            optimizer_scratch,
             mirror,
             activations,
             total,
@@ -111,8 +119,9 @@ mod tests {
     fn int8_state_is_at_most_27_percent_of_fp32_moments() {
         let c = Config::preset("small").unwrap();
         let s = BatchShape { batch: 8, seq: 256 };
-        let fp32 = Memory::of(&c, s, &Recipe::fp32(), OptimState::Fp32, 1 << 30).unwrap();
-        let int8 = Memory::of(&c, s, &Recipe::f16(), OptimState::Int8, 1 << 30).unwrap();
+        let adamw = |state| (OptimizerKind::Adamw, state);
+        let fp32 = Memory::of(&c, s, &Recipe::fp32(), adamw(OptimState::Fp32), 1 << 30).unwrap();
+        let int8 = Memory::of(&c, s, &Recipe::f16(), adamw(OptimState::Int8), 1 << 30).unwrap();
         let ratio = int8.moments as f64 / fp32.moments as f64;
         assert!(ratio <= 0.27, "{ratio}");
         assert_eq!(int8.mirror * 2, fp32.master);

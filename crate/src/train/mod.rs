@@ -237,7 +237,7 @@ impl Trainer {
             &self.config.model,
             self.config.shape,
             &self.config.precision,
-            self.config.optim.state,
+            (self.config.optim.optimizer, self.config.optim.state),
             self.gpu.limits.max_storage_buffer_binding_size,
         )
     }

@@ -95,7 +95,8 @@ pub async fn plan_model(spec: JsValue) -> Result<JsValue, JsError> {
     }
     for precision in recipes {
         for state in [OptimState::Fp32, OptimState::Int8] {
-            let memory = match Memory::of(&c.model, c.shape, &precision, state, binding) {
+            let kind = (c.optim.optimizer, state);
+            let memory = match Memory::of(&c.model, c.shape, &precision, kind, binding) {
                 Ok(m) => m,
                 Err(_) => continue, // reported by `fits`
             };
