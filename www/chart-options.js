@@ -20,16 +20,26 @@ export const CHARTS = {
       { from: 'val', series: [{ key: 'loss', label: 'validation', points: true }] },
     ],
   },
-  // task runs: the share of held-out examples answered whole, and of
-  // answer characters right; overlaid only by runs that have them
+  // task runs: the share of held-out examples answered whole, of answer
+  // characters right, and of a sample of training examples answered whole
+  // (grokking: training reaches 1 long before held-out); overlaid only by
+  // runs that have them
   accuracy: {
     id: 'chart-accuracy',
     y: { range: [0, 1] },
     only: (run, current) => current || run.val.accuracy?.some((a) => a !== null),
     groups: [{ from: 'val', series: [
-      { key: 'accuracy', label: 'exact match', points: true, line: true },
-      { key: 'char_accuracy', label: 'per character', points: true, line: true, dash: [2, 3] },
+      { key: 'accuracy', label: 'held-out', points: true, line: true },
+      { key: 'char_accuracy', label: 'held-out per character', points: true, line: true, dash: [2, 3] },
+      { key: 'train_accuracy', label: 'training', points: true, line: true, dash: [6, 3] },
     ] }],
+  },
+  // ‖W‖₂ of every parameter at each validation: weight decay's pull, which
+  // grokking papers watch fall as the model generalizes
+  norm: {
+    id: 'chart-weight-norm',
+    only: (run) => run.val.weight_norm?.some((v) => v !== null),
+    groups: [{ from: 'val', series: [{ key: 'weight_norm', label: '‖W‖', points: true, line: true }] }],
   },
   grad: {
     id: 'chart-grad',

@@ -51,7 +51,7 @@ function drawn() {
 function segment(owner, label, precision) {
   const train = { step: [] };
   for (const k of KEYS) train[k] = [];
-  const val = { step: [], loss: [], accuracy: [], char_accuracy: [] };
+  const val = { step: [], loss: [], accuracy: [], char_accuracy: [], train_accuracy: [], weight_norm: [] };
   return { owner, label: `#${owner} ${label}`, color: runColor(owner), precision, sites: [], train, val };
 }
 
@@ -69,7 +69,10 @@ export function startRun(label, precision, owner) {
 /// A finished run's segments, as `curves` gave them (a run kept across a reload).
 export function addPast(owner, segments) {
   const at = runs.findIndex((r) => r.owner === liveOwner);
-  const past = segments.map(({ label, precision, train, val }) => ({ ...segment(owner, label, precision), label, train, val }));
+  // runs kept before a column existed: nulls in it
+  const filled = (val) => Object.fromEntries(Object.keys(segment(0, '', null).val)
+    .map((k) => [k, val[k] ?? val.step.map(() => null)]));
+  const past = segments.map(({ label, precision, train, val }) => ({ ...segment(owner, label, precision), label, train, val: filled(val) }));
   runs.splice(at < 0 ? runs.length : at, 0, ...past);
   rebuildAll();
 }
@@ -146,14 +149,16 @@ export function rewind(step) {
   schedule();
 }
 
-/// A validation's loss, and a task run's accuracies (null for text).
-export function addValidation(step, loss, accuracy = null, charAccuracy = null) {
+/// A validation's loss and weight norm, and a task run's accuracies (null for text).
+export function addValidation(step, loss, { accuracy = null, charAccuracy = null, trainAccuracy = null, weightNorm = null } = {}) {
   const run = live();
   if (!run) return;
   run.val.step.push(step);
   run.val.loss.push(finite(loss));
   run.val.accuracy.push(finite(accuracy));
   run.val.char_accuracy.push(finite(charAccuracy));
+  run.val.train_accuracy.push(finite(trainAccuracy));
+  run.val.weight_norm.push(finite(weightNorm));
   schedule();
 }
 
@@ -224,6 +229,11 @@ function mark(name) {
     host.dataset.points = run && run.sites.length > 0 ? counted.length / run.sites.length : 0;
     host.dataset.total = counted.reduce((a, n) => a + n, 0);
   }
+  if (name === 'norm') {
+    const norms = run?.val.weight_norm.filter((v) => v !== null) ?? [];
+    host.dataset.points = norms.length;
+    host.dataset.norms = JSON.stringify(norms);
+  }
   if (name === 'scale') {
     const scales = run?.train.loss_scale.filter((v) => v !== null) ?? [];
     host.closest('figure').hidden = scales.length === 0;
@@ -248,9 +258,10 @@ function mark(name) {
     host.dataset.validations = run.val.step.length;
   }
   if (name === 'accuracy') {
-    const scored = run ? run.val.step.map((step, i) => [step, run.val.accuracy[i], run.val.char_accuracy[i]]).filter(([, a]) => a !== null) : [];
+    const v = run?.val;
+    const scored = v ? v.step.map((step, i) => [step, v.accuracy[i], v.char_accuracy[i], v.train_accuracy[i]]).filter(([, a]) => a !== null) : [];
     host.dataset.points = scored.length;
-    host.dataset.accuracies = JSON.stringify(scored); // [step, exact, per character]
+    host.dataset.accuracies = JSON.stringify(scored); // [step, exact, per character, training exact]
   }
 }
 

@@ -76,7 +76,7 @@ export const REQUESTS = deepFreeze({
   'train.pause': { payload: '{}', result: '[event]: every submitted step, and a validation unless one was made at this step' },
   'train.validate': {
     payload: '{}',
-    result: '{loss, accuracy, char_accuracy, examples: [{prompt, answer, predicted}]} (text runs: accuracies null, no examples)',
+    result: '{loss, accuracy, char_accuracy, train_accuracy, weight_norm, examples: [{prompt, answer, predicted}]} (text runs: accuracies null, no examples)',
   },
   'train.inspect': {
     payload: '{}',

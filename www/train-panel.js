@@ -177,8 +177,8 @@ function showTotals() {
 /// A validation at `step`: the held-out loss, and for a task run its
 /// accuracies and examples.
 function showValidation({ step, validation }) {
-  const { loss, accuracy, char_accuracy: charAccuracy, examples } = validation;
-  charts.addValidation(step, loss, accuracy, charAccuracy);
+  const { loss, accuracy, char_accuracy: charAccuracy, train_accuracy: trainAccuracy, weight_norm: weightNorm, examples } = validation;
+  charts.addValidation(step, loss, { accuracy, charAccuracy, trainAccuracy, weightNorm });
   runs.validated(step, loss, accuracy);
   $('stat-val').textContent = `${loss.toFixed(4)} (step ${count(step)})`;
   Object.assign($('stat-val').dataset, { loss, step }); // unrounded, for tests

@@ -124,6 +124,13 @@ test('the accuracy rises over the validations and the examples show each charact
   assert.ok(firstExact < 0.1, `the untrained model answers almost nothing whole: ${firstExact}`);
   assert.ok(lastExact > firstExact + 0.5, `exact match rose: ${firstExact} → ${lastExact} (${JSON.stringify(scored)}, ${seconds.toFixed(0)} s)`);
   assert.ok(lastChars > firstChars, `per-character accuracy rose: ${firstChars} → ${lastChars}`);
+  // training examples beside the held-out ones, and the weight norm, at each validation
+  const training = scored.map(([, , , train]) => train);
+  assert.ok(training.every((a) => a >= 0 && a <= 1), `training accuracy at each validation: ${training}`);
+  assert.ok(training.at(-1) > training[0], `training accuracy rose: ${training}`);
+  const norms = JSON.parse(await page.locator('#chart-weight-norm').getAttribute('data-norms'));
+  assert.equal(norms.length, scored.length, `a weight norm at each validation: ${norms}`);
+  assert.ok(norms.every((n) => n > 0 && Number.isFinite(n)), `${norms}`);
   assert.match(await page.locator('#stat-accuracy').textContent(), /%.*%/);
 
   // the held-out examples at the last validation

@@ -173,6 +173,8 @@ pub struct Validation {
     pub accuracy: Option<f64>,
     pub char_accuracy: Option<f64>,
     pub train_accuracy: Option<f64>,
+    /// ‖W‖₂ of every parameter (`Trainer::weight_norm`).
+    pub weight_norm: f64,
     pub examples: Vec<Shown>,
 }
 
@@ -271,6 +273,7 @@ impl Run {
     /// The mean loss over the held-out batches at the current weights, and
     /// for a task its accuracy and the first few examples answered.
     pub async fn validate(&mut self) -> Result<Validation> {
+        let weight_norm = self.trainer.weight_norm().await?;
         let Batches::Task(set) = &self.text.data else {
             let loss = self.trainer.evaluate(&self.validation, false).await?.loss;
             return Ok(Validation {
@@ -278,6 +281,7 @@ impl Run {
                 accuracy: None,
                 char_accuracy: None,
                 train_accuracy: None,
+                weight_norm,
                 examples: vec![],
             });
         };
@@ -310,6 +314,7 @@ impl Run {
             accuracy: Some(accuracy.exact()),
             char_accuracy: Some(accuracy.per_char()),
             train_accuracy: Some(train_accuracy),
+            weight_norm,
             examples,
         })
     }

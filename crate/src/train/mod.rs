@@ -21,7 +21,8 @@ use crate::error::{Error, Result};
 use crate::gpu::{BOUNDARY_COUNTERS, Dispatch, Gpu};
 use crate::kernels::Kernels;
 use crate::kernels::boundary::{self, Clamped};
-use crate::model::{BatchShape, Config, Model, ParamLayout, Pass, Recipe};
+use crate::kernels::optimizer::partials_for;
+use crate::model::{BatchShape, Config, Model, ParamLayout, Pass, Recipe, f32_range};
 use crate::ops::products::OperandCounts;
 use crate::optim::{Adam, LossScale, LossScaler, OptimConfig, OptimState};
 use readback::Readback;
@@ -225,6 +226,30 @@ impl Trainer {
         if let Some(s) = &self.scaler {
             s.write(&self.gpu, &state);
         }
+    }
+
+    /// ‖W‖₂ over every parameter (padding holds 0), after the steps
+    /// submitted so far: what grokking studies watch fall. Σw² per chunk on
+    /// the GPU, the partials summed here.
+    pub async fn weight_norm(&self) -> Result<f64> {
+        let chunks = &self.adam.chunks;
+        let count: u64 = chunks.iter().map(|c| partials_for(c.span.len)).sum();
+        let partials = self.gpu.storage_buffer("weight_norm", 8 * count)?;
+        let mut dispatches = Vec::new();
+        let mut offset = 0;
+        for c in chunks {
+            dispatches.push(self.k.optim.reduce_norm_sq(
+                &self.gpu,
+                f32_range(&self.model.params.weights, c.span.start, c.span.len),
+                c.span.len as u32,
+                (&partials).into(),
+                offset,
+            )?);
+            offset += partials_for(c.span.len) as u32;
+        }
+        self.gpu.run(&dispatches.iter().collect::<Vec<_>>()).await?;
+        let sums: Vec<[f32; 2]> = self.gpu.read_back((&partials).into()).await?;
+        Ok(sums.iter().map(|s| s[0] as f64).sum::<f64>().sqrt())
     }
 
     /// Optimizer dispatches per step: depends on the model's size, not its tensor count.

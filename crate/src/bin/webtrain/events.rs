@@ -103,7 +103,8 @@ impl<'a> Printer<'a> {
     }
 
     fn validated(&mut self, step: u32, v: Validation) {
-        let mut line = serde_json::json!({"step": step, "val_loss": v.loss});
+        let mut line =
+            serde_json::json!({"step": step, "val_loss": v.loss, "weight_norm": v.weight_norm});
         match (v.accuracy, v.char_accuracy, v.train_accuracy) {
             (Some(exact), Some(chars), Some(train)) => {
                 line["accuracy"] = exact.into();
