@@ -1,7 +1,8 @@
 //! `webtrain bench` for whole training steps: per preset, precision and
 //! optimizer state, the GPU time of one step (forward, head, backward,
-//! optimizer) and the tokens/s it gives; and the AdamW dispatches alone, as
-//! GB/s against the copy kernel's GB/s of the same run; or (`profile`)
+//! optimizer) and the tokens/s it gives; and the optimizer's dispatches
+//! alone, their share of the step and, for AdamW, GB/s against the copy
+//! kernel's GB/s of the same run; or (`profile`)
 //! where one step's GPU time goes, kernel by kernel.
 
 use serde::Serialize;
@@ -9,7 +10,7 @@ use webtrain::Result;
 use webtrain::data::Batch;
 use webtrain::gpu::{BufferRange, Dispatch, Gpu};
 use webtrain::model::{Recipe, Span};
-use webtrain::optim::OptimState;
+use webtrain::optim::{OptimState, OptimizerKind};
 use webtrain::rng::{SplitMix64, uniform};
 use webtrain::run::RunSpec;
 use webtrain::train::{Memory, Trainer, synthetic};
@@ -20,17 +21,21 @@ struct StepRow {
     precision: String,
     /// Where the recipe's f16 products ran (`--matrix-units`), if on matrix units.
     matrix_units: Option<String>,
+    optimizer: &'static str,
     optim_state: &'static str,
     batch: u32,
     seq: u32,
     parameters: u64,
     step_ms: f64,
     tokens_per_s: f64,
+    /// The optimizer's dispatches alone (AdamW's, or Muon's and AdamW's).
     adamw_ms: f64,
-    /// Bytes AdamW reads and writes per parameter (stated, not measured).
-    adamw_bytes_per_param: u64,
-    adamw_gb_s: f64,
-    adamw_of_copy_bandwidth: f64,
+    optimizer_share_of_step: f64,
+    /// AdamW for every parameter: bytes it reads and writes per parameter
+    /// (stated, not measured), and the bandwidth that gives.
+    adamw_bytes_per_param: Option<u64>,
+    adamw_gb_s: Option<f64>,
+    adamw_of_copy_bandwidth: Option<f64>,
     /// Dispatches of the optimizer per step: Σg² per chunk, finalize, update per chunk.
     optimizer_dispatches: usize,
     dispatches_per_step: usize,
@@ -52,6 +57,7 @@ fn adamw_bytes(precision: &Recipe, state: OptimState) -> u64 {
 pub struct Runs<'a> {
     pub presets: &'a [String],
     pub precisions: &'a [Recipe],
+    pub optimizers: &'a [OptimizerKind],
     pub states: &'a [OptimState],
 }
 
@@ -65,10 +71,15 @@ impl Runs<'_> {
     ) -> Result<()> {
         for preset in self.presets {
             for precision in self.precisions {
-                for &state in self.states {
+                for (&optimizer, &state) in self
+                    .optimizers
+                    .iter()
+                    .flat_map(|o| self.states.iter().map(move |s| (o, s)))
+                {
                     // the preset's run, as the page and `train` start it
                     let spec = RunSpec {
                         precision: precision.clone(),
+                        optimizer,
                         optim_state: state,
                         ..RunSpec::preset(preset)?
                     };
@@ -76,8 +87,9 @@ impl Runs<'_> {
                     match Trainer::new(gpu, config).await {
                         Ok(trainer) => each(preset, trainer).await?,
                         Err(e) => eprintln!(
-                            "{preset:<6} {:<5} {:<5} skipped: {e}",
+                            "{preset:<6} {:<5} {} {:<5} skipped: {e}",
                             precision.name(),
+                            optimizer.name(),
                             state.name()
                         ),
                     }
@@ -90,14 +102,16 @@ impl Runs<'_> {
 
 pub async fn run(gpu: &Gpu, runs: &Runs<'_>, reps: u32, copy_bw: f64) -> Result<()> {
     eprintln!(
-        "{:<6} {:<5} {:<5} {:>10} {:>10} {:>12} {:>10} {:>9} {:>7} {:>6}",
+        "{:<6} {:<5} {:<5} {:<5} {:>10} {:>10} {:>12} {:>10} {:>6} {:>9} {:>7} {:>6}",
         "preset",
         "prec",
+        "optim",
         "state",
         "params",
         "step ms",
         "tokens/s",
-        "adamw ms",
+        "optim ms",
+        "%step",
         "GB/s",
         "%copy",
         "disp"
@@ -115,12 +129,14 @@ pub async fn run(gpu: &Gpu, runs: &Runs<'_>, reps: u32, copy_bw: f64) -> Result<
         let step_s = gpu.time_dispatches(&step, reps).await?;
         let adam_s = adamw_seconds(gpu, &trainer, reps).await?;
         let memory = trainer.memory()?;
-        let bytes = adamw_bytes(&precision, state);
-        let gb_s = (bytes * m.layout.total) as f64 / adam_s / 1e9;
+        let optimizer = trainer.config.optim.optimizer;
+        let bytes = (optimizer == OptimizerKind::Adamw).then(|| adamw_bytes(&precision, state));
+        let gb_s = bytes.map(|b| (b * m.layout.total) as f64 / adam_s / 1e9);
         let row = StepRow {
             preset: preset.to_string(),
             precision: precision.name().to_string(),
             matrix_units: trainer.k.matrix_units_report(gpu),
+            optimizer: optimizer.name(),
             optim_state: state.name(),
             batch: shape.batch,
             seq: shape.seq,
@@ -128,24 +144,28 @@ pub async fn run(gpu: &Gpu, runs: &Runs<'_>, reps: u32, copy_bw: f64) -> Result<
             step_ms: step_s * 1e3,
             tokens_per_s: shape.rows() as f64 / step_s,
             adamw_ms: adam_s * 1e3,
+            optimizer_share_of_step: adam_s / step_s,
             adamw_bytes_per_param: bytes,
             adamw_gb_s: gb_s,
-            adamw_of_copy_bandwidth: gb_s * 1e9 / copy_bw,
+            adamw_of_copy_bandwidth: gb_s.map(|g| g * 1e9 / copy_bw),
             optimizer_dispatches: trainer.adam.dispatches.len(),
             dispatches_per_step: step.len(),
             memory,
         };
         eprintln!(
-            "{:<6} {:<5} {:<5} {:>10} {:>10.2} {:>12.0} {:>10.3} {:>9.1} {:>7.1} {:>6}",
+            "{:<6} {:<5} {:<5} {:<5} {:>10} {:>10.2} {:>12.0} {:>10.3} {:>6.1} {:>9} {:>7} {:>6}",
             row.preset,
             row.precision,
+            row.optimizer,
             row.optim_state,
             row.parameters,
             row.step_ms,
             row.tokens_per_s,
             row.adamw_ms,
-            row.adamw_gb_s,
-            100.0 * row.adamw_of_copy_bandwidth,
+            100.0 * row.optimizer_share_of_step,
+            row.adamw_gb_s.map_or("—".into(), |g| format!("{g:.1}")),
+            row.adamw_of_copy_bandwidth
+                .map_or("—".into(), |c| format!("{:.1}", 100.0 * c)),
             row.optimizer_dispatches
         );
         println!(

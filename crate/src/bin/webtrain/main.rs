@@ -104,6 +104,9 @@ pub mod cli {
         /// Optimizer states whose steps to time (default: both), e.g. fp32.
         #[arg(long, value_delimiter = ',')]
         states: Vec<String>,
+        /// Optimizers whose steps to time: adamw, muon.
+        #[arg(long, value_delimiter = ',', default_value = "adamw")]
+        optimizers: Vec<String>,
         /// Repetitions timed per kernel (after one warm-up).
         #[arg(long, default_value_t = 10)]
         reps: u32,
@@ -239,9 +242,13 @@ pub mod cli {
                     ],
                 };
                 let (precisions, states) = (args.precisions()?, args.states()?);
+                let optimizers = (args.optimizers.iter())
+                    .map(|o| webtrain::optim::OptimizerKind::parse(o))
+                    .collect::<webtrain::Result<Vec<_>>>()?;
                 let runs = crate::bench_step::Runs {
                     presets: &args.presets,
                     precisions: &precisions,
+                    optimizers: &optimizers,
                     states: &states,
                 };
                 if args.what == "profile" {
