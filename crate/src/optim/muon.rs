@@ -106,6 +106,27 @@ impl Scratch {
     fn bytes(&self) -> u64 {
         4 * (2 * self.span + 2 * self.grams + self.count)
     }
+
+    /// Refuses scratch a storage binding cannot hold.
+    fn check(&self, max_binding: u64) -> Result<()> {
+        for (what, elements) in [
+            ("the hidden matrices' update", self.span),
+            (
+                "the widest part's Gram matrices (layers × side²)",
+                self.grams,
+            ),
+        ] {
+            if 4 * elements > max_binding {
+                return Err(Error::Limit {
+                    op: "muon",
+                    what: what.into(),
+                    needed: 4 * elements,
+                    limit: max_binding,
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Bytes of Muon's scratch for this model (the memory plan's).
@@ -118,6 +139,7 @@ impl Muon {
     pub fn new(gpu: &Gpu, config: &Config, layout: &ParamLayout) -> Result<Muon> {
         let (span, parts) = parts(config, layout)?;
         let sizes = Scratch::of(span, &parts);
+        sizes.check(gpu.limits.max_storage_buffer_binding_size)?;
         Ok(Muon {
             span,
             x: gpu.storage_buffer("muon_x", 4 * sizes.span)?,
@@ -224,5 +246,63 @@ impl Muon {
         };
         gpu.queue
             .write_buffer(&self.step, 0, bytemuck::bytes_of(&step));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tiny model's seven parts: q, k and v of the stacked projection
+    /// (GQA: k and v half q's height), o, gate and up (taller than wide),
+    /// down; each a batch over both layers at the layers' stride.
+    #[test]
+    fn parts_are_every_layers_matrices_per_part() {
+        let c = Config::preset("tiny").unwrap();
+        let layout = ParamLayout::new(&c);
+        let (span, parts) = parts(&c, &layout).unwrap();
+        assert_eq!(span, layout.layer_linears());
+        let shapes: Vec<(u32, u32)> = parts.iter().map(|p| (p.rows, p.cols)).collect();
+        assert_eq!(
+            shapes,
+            [
+                (64, 64),
+                (32, 64),
+                (32, 64),
+                (64, 64),
+                (176, 64),
+                (176, 64),
+                (64, 176)
+            ]
+        );
+        let qkv = |l| layout.get(Role::Qkv(l)).offset - span.start;
+        assert_eq!(
+            (parts[0].at as u64, parts[1].at as u64),
+            (qkv(0), qkv(0) + 64 * 64)
+        );
+        assert_eq!(parts[2].at as u64, qkv(0) + (64 + 32) * 64);
+        assert_eq!(parts[5].at - parts[4].at, 176 * 64);
+        for p in &parts {
+            assert_eq!((p.count, p.stride as u64), (2, qkv(1) - qkv(0)));
+            assert!(p.reach() <= span.len);
+        }
+    }
+
+    /// A model whose Gram matrices no binding holds is refused by name.
+    #[test]
+    fn scratch_beyond_a_binding_is_refused() {
+        let c = Config::preset("base").unwrap();
+        let layout = ParamLayout::new(&c);
+        let (span, parts) = parts(&c, &layout).unwrap();
+        let sizes = Scratch::of(span, &parts);
+        sizes.check(1 << 30).unwrap();
+        // 12 layers × 768² f32 of the widest part: 27 MiB
+        let e = sizes.check(16 << 20).unwrap_err().to_string();
+        assert!(e.contains("muon") && e.contains("hidden matrices"), "{e}");
+        let e = Scratch { span: 1, ..sizes }
+            .check(16 << 20)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("Gram matrices"), "{e}");
     }
 }
