@@ -707,6 +707,14 @@ fn a_task_is_learned() {
     let summary = &lines.last().unwrap()["summary"];
     assert_eq!(summary["task"]["name"], "reverse");
     assert_eq!(summary["accuracy"].as_f64(), Some(exact));
+    let norms: Vec<f64> = lines_with(&lines, "weight_norm")
+        .iter()
+        .map(|l| l["weight_norm"].as_f64().unwrap())
+        .collect();
+    assert!(
+        norms.len() == acc.len() && norms.iter().all(|n| n.is_finite() && *n > 1.0),
+        "a weight norm at each validation: {norms:?}"
+    );
 }
 
 /// A task run's checkpoint resumes on its own examples, exactly; a bad
