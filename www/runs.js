@@ -48,7 +48,7 @@ export function begin(info, { name, origin }) {
   const previous = find(live);
   if (previous) previous.overlay = true;
   const row = {
-    n: next++, name, origin, text: textOf(info), model: '…', modes: [modeLabel(info.config.precision, info.config.optim.state)],
+    n: next++, name, origin, text: textOf(info), model: '…', modes: [modeLabel(info.config.precision, info.config.optim)],
     settings: [], step: info.step, loss: null, val: null, overlay: false, kept: false,
   };
   rows.push(row);
@@ -79,7 +79,7 @@ async function describe(row, info) {
 /// The live run was converted to another precision or optimizer state.
 export function switched(info) {
   const row = find(live);
-  const mode = modeLabel(info.config.precision, info.config.optim.state);
+  const mode = modeLabel(info.config.precision, info.config.optim);
   if (row.modes[row.modes.length - 1] !== mode) row.modes.push(mode);
   changed();
   return live;

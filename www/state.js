@@ -82,11 +82,13 @@ export async function busy(name, fn) {
   }
 }
 
-/// The run's mode in words: "f16 / int8 state", "mine (custom) / fp32 state".
-export function modeLabel(precision, optimState) {
-  return `${recipeLabel(precision)} / ${optimState} state`;
+/// The run's mode in words: "f16 / int8 state", "mine (custom) / fp32
+/// state", "fp32 / Muon, fp32 state" (`optim`: the config's).
+export function modeLabel(precision, optim) {
+  const muon = optim.optimizer === 'muon' ? 'Muon, ' : '';
+  return `${recipeLabel(precision)} / ${muon}${optim.state} state`;
 }
 
 export function runMode(run) {
-  return modeLabel(run.config.precision, run.config.optim.state);
+  return modeLabel(run.config.precision, run.config.optim);
 }

@@ -1,5 +1,5 @@
 // A task run in the page: pick `copy` in Setup's text step (no
-// tokenizer), train it, watch its exact-match and per-character accuracy
+// tokenizer), train it with Muon, watch its exact-match and per-character accuracy
 // rise at each validation, read the held-out examples (each predicted
 // character marked right or wrong), and load its checkpoint in a fresh
 // page without any text.
@@ -93,12 +93,14 @@ test('a task is chosen in the text step: its options, its preset, no tokenizer',
   await page.fill('#warmup', '10');
   await page.fill('#val-every', String(VAL_EVERY));
   await page.fill('#autosave-every', '0');
+  await page.selectOption('#optimizer', 'muon'); // the page's optimizer setting: Muon for the matrices
   await page.waitForSelector('#plan-status[data-fits="true"]', { timeout: 120_000 });
   await page.waitForSelector('#create:not([disabled])', { timeout: 60_000 });
   await page.click('#create');
   const created = await waitOrError(page, () => document.querySelector('#train').dataset.phase === 'idle', 'setup-error');
   assert.equal(created, null);
   assert.match(await page.locator('#stat-task').textContent(), new RegExp(`${TASK} \\(len ${LEN}\\)`));
+  assert.match(await page.locator('#stat-mode').textContent(), /Muon, fp32 state/);
   assert.ok(await page.locator('#chart-accuracy').isVisible(), 'a task run shows the accuracy chart');
   assert.match(await page.locator('#prompt').inputValue(), new RegExp(`^\\d{${LEN}}>$`), 'Generate offers a held-out prompt in the task\'s characters');
   await shot('setup');
@@ -163,6 +165,7 @@ test('a task run\'s checkpoint loads in a fresh page, without text', async () =>
   assert.equal(loaded, null);
   assert.equal(await stepCount(page), savedStep);
   assert.match(await page.locator('#stat-task').textContent(), new RegExp(`${TASK} \\(len ${LEN}\\)`));
+  assert.match(await page.locator('#stat-mode').textContent(), /Muon, fp32 state/);
   assert.match(await page.locator('#checkpoint-status').textContent(), new RegExp(`the task ${TASK}`));
   await page.click('#validate');
   await page.waitForFunction(() => document.querySelector('#chart-accuracy').dataset.points === '1', undefined, { timeout: 120_000 });

@@ -346,32 +346,19 @@ impl Adam {
                 m_scales,
                 v_scales,
             } => {
-                // the scales bind at 16 384-element boundaries: from the one
-                // at or below the chunk (tensors start on whole blocks)
-                let from = start / CHUNK_ALIGN * CHUNK_ALIGN;
-                let (first, len) = (start - from, start + len - from);
-                let codes = |b| BufferRange {
-                    buffer: b,
-                    offset: int8_state_bytes(from),
-                    size: int8_state_bytes(len),
-                };
-                let scales = |b| BufferRange {
-                    buffer: b,
-                    offset: int8_scale_bytes(from),
-                    size: int8_scale_bytes(len),
-                };
+                let w = Int8Window::new(start, len);
                 let b = Adam8bitBuffers {
-                    weights: f32_range(&p.weights, from, len),
-                    grads: f32_range(&p.grads, from, len),
-                    m_codes: codes(m_codes),
-                    v_codes: codes(v_codes),
-                    m_scales: scales(m_scales),
-                    v_scales: scales(v_scales),
-                    mirror: f16_mirror(p, from, len),
-                    first: first as u32,
+                    weights: f32_range(&p.weights, w.from, w.len),
+                    grads: f32_range(&p.grads, w.from, w.len),
+                    m_codes: w.codes(m_codes),
+                    v_codes: w.codes(v_codes),
+                    m_scales: w.scales(m_scales),
+                    v_scales: w.scales(v_scales),
+                    mirror: f16_mirror(p, w.from, w.len),
+                    first: w.first as u32,
                 };
                 k.optim
-                    .update_8bit(gpu, hyper, c.decays, len as u32, &self.step, stats, &b)
+                    .update_8bit(gpu, hyper, c.decays, w.len as u32, &self.step, stats, &b)
             }
         }
     }
@@ -455,6 +442,44 @@ impl Adam {
         }
         k.optim
             .write_step(gpu, &self.step, &self.config.hyper(t), t)
+    }
+}
+
+/// What an 8-bit dispatch of elements `start..start + len` binds: the int8
+/// scales bind at 16 384-element boundaries only (`CHUNK_ALIGN`), so from
+/// the one at or below `start`, the whole blocks before `first` left alone.
+pub(crate) struct Int8Window {
+    pub from: u64,
+    /// `start − from`: whole 256-value blocks (tensors start on them).
+    pub first: u64,
+    /// Elements from `from` to the range's end.
+    pub len: u64,
+}
+
+impl Int8Window {
+    pub fn new(start: u64, len: u64) -> Int8Window {
+        let from = start / CHUNK_ALIGN * CHUNK_ALIGN;
+        Int8Window {
+            from,
+            first: start - from,
+            len: start + len - from,
+        }
+    }
+
+    pub fn codes<'a>(&self, buffer: &'a wgpu::Buffer) -> BufferRange<'a> {
+        BufferRange {
+            buffer,
+            offset: int8_state_bytes(self.from),
+            size: int8_state_bytes(self.len),
+        }
+    }
+
+    pub fn scales<'a>(&self, buffer: &'a wgpu::Buffer) -> BufferRange<'a> {
+        BufferRange {
+            buffer,
+            offset: int8_scale_bytes(self.from),
+            size: int8_scale_bytes(self.len),
+        }
     }
 }
 

@@ -7,12 +7,12 @@ use crate::error::{Error, Result};
 use crate::gpu::{BufferRange, Dispatch, Gpu};
 use crate::kernels::Kernels;
 use crate::kernels::muon::{MuonPart, MuonStep, NsScratch};
-use crate::kernels::optimizer::{MuonMomentum, int8_scale_bytes, int8_state_bytes};
-use crate::model::layout::{CHUNK_ALIGN, ParamLayout, Role, Span};
+use crate::kernels::optimizer::MuonMomentum;
+use crate::model::layout::{ParamLayout, Role, Span};
 use crate::model::{Config, Mirror, Params, f16_range, f32_range};
 use crate::ops::muon::MuonHyper;
 
-use super::StateBuffers;
+use super::{Int8Window, StateBuffers};
 
 /// Muon's parts, scratch and step uniform for one model.
 pub struct Muon {
@@ -188,29 +188,17 @@ impl Muon {
             StateBuffers::Int8 {
                 m_codes, m_scales, ..
             } => {
-                // the scales bind at CHUNK_ALIGN boundaries only: from the one below
-                let from = start / CHUNK_ALIGN * CHUNK_ALIGN;
-                let (first, n) = (narrow(start - from)?, narrow(start + len - from)?);
-                let codes = BufferRange {
-                    buffer: m_codes,
-                    offset: int8_state_bytes(from),
-                    size: int8_state_bytes(n as u64),
-                };
-                let scales = BufferRange {
-                    buffer: m_scales,
-                    offset: int8_scale_bytes(from),
-                    size: int8_scale_bytes(n as u64),
-                };
+                let w = Int8Window::new(start, len);
                 k.optim.muon_momentum(
                     gpu,
                     momentum,
-                    n,
+                    narrow(w.len)?,
                     (adam_step, stats),
-                    f32_range(&p.grads, from, n as u64),
+                    f32_range(&p.grads, w.from, w.len),
                     MuonMomentum::Int8 {
-                        codes,
-                        scales,
-                        first,
+                        codes: w.codes(m_codes),
+                        scales: w.scales(m_scales),
+                        first: narrow(w.first)?,
                     },
                     (&self.x).into(),
                 )?
