@@ -67,6 +67,10 @@ pub struct RunSpec {
 /// Tokens a task preset's row holds about: whole examples up to it.
 const TASK_ROW: usize = 64;
 
+/// modadd's schedule: long enough for the held-out jump with either
+/// optimizer on lavapipe (docs/TASKS.md, "Grokking").
+const MODADD_STEPS: u32 = 5000;
+
 /// The fields every preset shares (AdamW's from `OptimConfig::default`).
 mod defaults {
     use crate::optim::OptimConfig;
@@ -150,14 +154,28 @@ impl RunSpec {
         };
         let len = parsed.example_len();
         let seq = ((TASK_ROW / len).max(1) * len - 1) as u32;
-        // (batch, peak rate, steps, weight decay, β2)
-        let (batch, lr, steps, weight_decay, beta2) = match parsed {
-            Task::Copy { .. } | Task::Reverse { .. } | Task::Sort { .. } => {
-                (16, 3e-3, 1000, defaults::weight_decay(), defaults::beta2())
-            }
-            Task::Add { .. } => (16, 3e-3, 3000, defaults::weight_decay(), defaults::beta2()),
-            // grokking's: strong decoupled weight decay, β2 0.98 (Power et al. 2022)
-            Task::ModAdd { .. } => (64, 1e-3, 5000, 1.0, 0.98),
+        // (batch, peak rate, steps, weight decay, β2, the cosine's floor)
+        let (batch, lr, steps, weight_decay, beta2, min_lr_ratio) = match parsed {
+            Task::Copy { .. } | Task::Reverse { .. } | Task::Sort { .. } => (
+                16,
+                3e-3,
+                1000,
+                defaults::weight_decay(),
+                defaults::beta2(),
+                defaults::min_lr_ratio(),
+            ),
+            Task::Add { .. } => (
+                16,
+                3e-3,
+                3000,
+                defaults::weight_decay(),
+                defaults::beta2(),
+                defaults::min_lr_ratio(),
+            ),
+            // grokking's: strong decoupled weight decay, β2 0.98 (Power et
+            // al. 2022), and a constant rate after warm-up, so weight decay
+            // keeps pulling until the held-out jump (docs/TASKS.md)
+            Task::ModAdd { .. } => (16, 1e-3, MODADD_STEPS, 1.0, 0.98, 1.0),
         };
         Ok(RunSpec {
             preset: "custom".into(),
@@ -169,6 +187,7 @@ impl RunSpec {
             steps,
             weight_decay,
             beta2,
+            min_lr_ratio,
             task: Some(parsed.spec()),
             ..RunSpec::preset("tiny")?
         })

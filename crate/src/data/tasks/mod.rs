@@ -111,19 +111,19 @@ pub const TASKS: [TaskInfo; 5] = [
     TaskInfo {
         name: "modadd",
         title: "Modular addition",
-        summary: "a + b mod p over a fixed split of all pairs: 05+93=01 (p = 97); shows grokking",
+        summary: "a + b mod p over a fixed split of all pairs: 05+13=18 (p = 23); shows grokking",
         options: &[
             TaskOption {
                 name: "p",
                 summary: "the modulus",
-                default: 97,
+                default: 23,
                 min: 2,
                 max: 997,
             },
             TaskOption {
                 name: "train_percent",
                 summary: "share of all p² pairs trained on; the rest are held out",
-                default: 50,
+                default: 60,
                 min: 10,
                 max: 90,
             },
