@@ -15,6 +15,7 @@
 #    scalar and on the units;
 # 3. PyTorch's LlamaForCausalLM on the same shape: fp32 (TF32 off) and fp16
 #    autocast with a GradScaler;
+# 3b. Muon's share of the base and small steps (issue #31);
 # 4. the wasm build on Dawn (dawn.node) against native, where .dawnpack is,
 #    and amp-f16 there with and without Dawn's subgroup matrices (the
 #    kernels the page builds in Chrome; Dawn offers them with unsafe APIs).
@@ -53,6 +54,8 @@ step 90 "base steps amp-f16 on matrix units" "$BIN" bench --what steps $BASE --p
 ATTN=scripts/amp-f16-attention.json
 step 90 "base steps amp-f16 + f16 attention (scalar)" "$BIN" bench --what steps $BASE --precisions $ATTN
 step 90 "base steps amp-f16 + f16 attention on matrix units" "$BIN" bench --what steps $BASE --precisions $ATTN --matrix-units auto
+# issue #31: Muon's share of the step (Newton–Schulz on the batched GEMMs), AdamW beside it
+step 90 "base and small steps fp32, AdamW and Muon" "$BIN" bench --what steps --sizes seed --presets small,base --states fp32 --reps 5 --precisions fp32 --optimizers adamw,muon
 
 PEER="$(dirname "$0")/../../shared/peers/torch_llama_bench.py"
 [ -e "$PEER" ] || PEER=.gpubin/torch_llama_bench.py
