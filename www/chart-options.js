@@ -34,8 +34,8 @@ export const CHARTS = {
       { key: 'train_accuracy', label: 'training', points: true, line: true, dash: [6, 3] },
     ] }],
   },
-  // ‖W‖₂ of every parameter at each validation: weight decay's pull, which
-  // grokking papers watch fall as the model generalizes
+  // ‖W‖₂ of the decaying weights (matrices and embeddings, not the gains)
+  // at each validation: weight decay's pull, which grokking papers watch
   norm: {
     id: 'chart-weight-norm',
     only: (run) => run.val.weight_norm?.some((v) => v !== null),

@@ -173,7 +173,7 @@ pub struct Validation {
     pub accuracy: Option<f64>,
     pub char_accuracy: Option<f64>,
     pub train_accuracy: Option<f64>,
-    /// ‖W‖₂ of every parameter (`Trainer::weight_norm`).
+    /// ‖W‖₂ of the decaying weights (`Trainer::weight_norm`).
     pub weight_norm: f64,
     pub examples: Vec<Shown>,
 }

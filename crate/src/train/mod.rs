@@ -228,16 +228,17 @@ impl Trainer {
         }
     }
 
-    /// ‖W‖₂ over every parameter (padding holds 0), after the steps
-    /// submitted so far: what grokking studies watch fall. Σw² per chunk on
-    /// the GPU, the partials summed here.
+    /// ‖W‖₂ of the weights that decay — the 2-D matrices and embeddings,
+    /// not the norm gains, whose 1s would swamp it (padding holds 0) —
+    /// after the steps submitted so far: what grokking studies watch.
+    /// Σw² per chunk on the GPU, the partials summed here.
     pub async fn weight_norm(&self) -> Result<f64> {
-        let chunks = &self.adam.chunks;
+        let chunks: Vec<_> = self.adam.chunks.iter().filter(|c| c.decays).collect();
         let count: u64 = chunks.iter().map(|c| partials_for(c.span.len)).sum();
         let partials = self.gpu.storage_buffer("weight_norm", 8 * count)?;
         let mut dispatches = Vec::new();
         let mut offset = 0;
-        for c in chunks {
+        for c in &chunks {
             dispatches.push(self.k.optim.reduce_norm_sq(
                 &self.gpu,
                 f32_range(&self.model.params.weights, c.span.start, c.span.len),
