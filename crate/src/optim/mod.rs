@@ -297,19 +297,8 @@ impl Adam {
 
     /// Σg² of each chunk, into its own run of the partials.
     fn reduce_dispatches(&self, gpu: &Gpu, k: &Kernels, p: &Params) -> Result<Vec<Dispatch>> {
-        let mut d = Vec::new();
-        let mut offset = 0;
-        for c in &self.chunks {
-            d.push(k.optim.reduce_norm_sq(
-                gpu,
-                f32_range(&p.grads, c.span.start, c.span.len),
-                c.span.len as u32,
-                (&self.partials).into(),
-                offset,
-            )?);
-            offset += partials_for(c.span.len) as u32;
-        }
-        Ok(d)
+        let chunks: Vec<&Chunk> = self.chunks.iter().collect();
+        sum_squares(gpu, k, &p.grads, &chunks, &self.partials)
     }
 
     /// One chunk's fused update, of the moments this AdamW keeps.
@@ -443,6 +432,31 @@ impl Adam {
         k.optim
             .write_step(gpu, &self.step, &self.config.hyper(t), t)
     }
+}
+
+/// Σx² (and the non-finite count) of `buffer`'s `chunks`, each into its
+/// own run of `partials` in order: the gradient norm's first stage, and
+/// the weight norm's.
+pub fn sum_squares(
+    gpu: &Gpu,
+    k: &Kernels,
+    buffer: &wgpu::Buffer,
+    chunks: &[&Chunk],
+    partials: &wgpu::Buffer,
+) -> Result<Vec<Dispatch>> {
+    let mut d = Vec::new();
+    let mut offset = 0;
+    for c in chunks {
+        d.push(k.optim.reduce_norm_sq(
+            gpu,
+            f32_range(buffer, c.span.start, c.span.len),
+            c.span.len as u32,
+            partials.into(),
+            offset,
+        )?);
+        offset += partials_for(c.span.len) as u32;
+    }
+    Ok(d)
 }
 
 /// What an 8-bit dispatch of elements `start..start + len` binds: the int8

@@ -22,9 +22,9 @@ use crate::gpu::{BOUNDARY_COUNTERS, Dispatch, Gpu};
 use crate::kernels::Kernels;
 use crate::kernels::boundary::{self, Clamped};
 use crate::kernels::optimizer::partials_for;
-use crate::model::{BatchShape, Config, Model, ParamLayout, Pass, Recipe, f32_range};
+use crate::model::{BatchShape, Config, Model, ParamLayout, Pass, Recipe};
 use crate::ops::products::OperandCounts;
-use crate::optim::{Adam, LossScale, LossScaler, OptimConfig, OptimState};
+use crate::optim::{Adam, LossScale, LossScaler, OptimConfig, OptimState, sum_squares};
 use readback::Readback;
 
 /// Steps the reported tokens/s is averaged over.
@@ -236,18 +236,8 @@ impl Trainer {
         let chunks: Vec<_> = self.adam.chunks.iter().filter(|c| c.decays).collect();
         let count: u64 = chunks.iter().map(|c| partials_for(c.span.len)).sum();
         let partials = self.gpu.storage_buffer("weight_norm", 8 * count)?;
-        let mut dispatches = Vec::new();
-        let mut offset = 0;
-        for c in &chunks {
-            dispatches.push(self.k.optim.reduce_norm_sq(
-                &self.gpu,
-                f32_range(&self.model.params.weights, c.span.start, c.span.len),
-                c.span.len as u32,
-                (&partials).into(),
-                offset,
-            )?);
-            offset += partials_for(c.span.len) as u32;
-        }
+        let weights = &self.model.params.weights;
+        let dispatches = sum_squares(&self.gpu, &self.k, weights, &chunks, &partials)?;
         self.gpu.run(&dispatches.iter().collect::<Vec<_>>()).await?;
         let sums: Vec<[f32; 2]> = self.gpu.read_back((&partials).into()).await?;
         Ok(sums.iter().map(|s| s[0] as f64).sum::<f64>().sqrt())
