@@ -345,6 +345,30 @@ fn checkpoint_records_its_optimizer() {
     );
 }
 
+/// A modadd run from before residues were tokens (its model reads 14
+/// characters) is refused with the reason, not resumed on a stream its
+/// embedding has no rows for.
+#[test]
+fn checkpoint_of_a_task_spelled_otherwise_is_refused() {
+    use crate::data::tasks::{Task, TaskSet, TaskSpec};
+    use crate::run::{DataState, Text};
+    let spec = TaskSpec {
+        name: "modadd".into(),
+        options: [("p".to_string(), 23), ("train_percent".to_string(), 60)].into(),
+    };
+    let mut c = tiny(OptimState::Fp32, false);
+    c.run.data = Some(DataState::of_task(spec.clone(), &[]).to_json().unwrap());
+    c.config.model.vocab = 14;
+    let e = Text::of_checkpoint(&c, None).err().unwrap().to_string();
+    assert!(e.contains("in 14 tokens, this version in 37") && e.contains("start a new run"), "{e}");
+    // the same run as this version writes it resumes
+    let task = Task::parse(&spec).unwrap();
+    let held_out = TaskSet::new(task, c.config.seed, 59).unwrap().held_out_tokens();
+    c.run.data = Some(DataState::of_task(spec, &held_out).to_json().unwrap());
+    (c.config.model.vocab, c.config.shape.seq) = (task.vocab(), 59);
+    assert!(Text::of_checkpoint(&c, None).is_ok());
+}
+
 #[test]
 fn checkpoint_with_wrong_tensors_names_them() {
     let bytes = tiny(OptimState::Fp32, false).to_bytes().unwrap();

@@ -87,9 +87,10 @@ impl Tokenizer {
     }
 
     /// One token per character of `alphabet`, in its order (a BPE without
-    /// merges, decoded without spaces): the tasks' vocabulary. Characters
-    /// outside it are dropped.
-    pub fn characters(alphabet: &str) -> Result<Tokenizer> {
+    /// merges, decoded without spaces), then one per word of `words`, as
+    /// added tokens, which encoding matches first: the tasks' vocabulary.
+    /// Characters outside it are dropped.
+    pub fn characters(alphabet: &str, words: &[String]) -> Result<Tokenizer> {
         let vocab: tokenizers::models::bpe::Vocab = alphabet
             .chars()
             .enumerate()
@@ -101,6 +102,11 @@ impl Tokenizer {
             .map_err(|e| Error::Tokenizer(e.to_string()))?;
         let mut inner = tokenizers::Tokenizer::new(bpe);
         inner.with_decoder(Some(tokenizers::decoders::fuse::Fuse::new()));
+        let words: Vec<tokenizers::AddedToken> = words
+            .iter()
+            .map(|w| tokenizers::AddedToken::from(w.clone(), false))
+            .collect();
+        inner.add_tokens(&words);
         Self::wrap(inner)
     }
 

@@ -120,11 +120,12 @@ impl Text {
     }
 
     /// `spec`'s examples for a run of `seed` in rows of `seq`, through the
-    /// tasks' character tokenizer.
+    /// task's tokenizer.
     pub fn task(spec: &TaskSpec, seed: u64, seq: u32) -> Result<Text> {
-        let set = TaskSet::new(Task::parse(spec)?, seed, seq as usize)?;
+        let task = Task::parse(spec)?;
+        let set = TaskSet::new(task, seed, seq as usize)?;
         Ok(Text {
-            tokenizer: Some(tasks::tokenizer()?),
+            tokenizer: Some(task.tokenizer()?),
             state: DataState::of_task(set.task.spec(), &set.held_out_tokens()),
             data: Batches::Task(set),
         })
@@ -144,6 +145,15 @@ impl Text {
                 let task = saved.task.as_ref().ok_or_else(|| {
                     Error::Checkpoint("it trained on a task but does not name it".into())
                 })?;
+                let tokens = Task::parse(task)?.vocab();
+                if tokens != vocab {
+                    // modadd spelled its residues in digits before 2026-11-27
+                    return Err(Error::Checkpoint(format!(
+                        "its model reads {task} in {vocab} tokens, this version in {tokens}: \
+                         it was written by a version that spelled the task differently; \
+                         resume it with that version, or start a new run"
+                    )));
+                }
                 Text::task(task, c.seed, seq)?
             }
             (Source::Corpus, None) => {
@@ -304,9 +314,9 @@ impl Run {
             .zip(set.held_out())
             .take(EXAMPLES_SHOWN)
             .map(|(span, example)| Shown {
-                prompt: tasks::text(&example.prompt),
-                answer: tasks::text(&example.answer),
-                predicted: tasks::text(&first.1[span]),
+                prompt: set.task.text(&example.prompt),
+                answer: set.task.text(&example.answer),
+                predicted: set.task.text(&first.1[span]),
             })
             .collect();
         Ok(Validation {

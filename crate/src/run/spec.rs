@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::data::tasks::{self, Task, TaskSpec};
+use crate::data::tasks::{Task, TaskSpec};
 use crate::error::{Error, Result};
 use crate::model::{BatchShape, Config, Recipe};
 use crate::optim::{LrSchedule, OptimConfig, OptimState, OptimizerKind};
@@ -148,7 +148,7 @@ impl RunSpec {
     pub fn task(task: &TaskSpec) -> Result<RunSpec> {
         let parsed = Task::parse(task)?;
         let model = Config {
-            vocab: tasks::vocab(),
+            vocab: parsed.vocab(),
             max_seq: 128,
             ..Config::preset("tiny")?
         };
@@ -273,15 +273,15 @@ mod tests {
 
     #[test]
     fn every_task_has_a_valid_run_of_whole_examples() {
-        for t in tasks::TASKS {
+        for t in crate::data::tasks::TASKS {
             let spec = RunSpec::task(&TaskSpec {
                 name: t.name.into(),
                 options: Default::default(),
             })
             .unwrap();
             let c = spec.config().unwrap();
-            assert_eq!(c.model.vocab, tasks::vocab());
             let task = Task::parse(spec.task.as_ref().unwrap()).unwrap();
+            assert_eq!(c.model.vocab, task.vocab());
             let len = task.example_len() as u32;
             assert_eq!(
                 (spec.seq + 1) % len,

@@ -16,7 +16,7 @@ use super::views::{GenerateOptions, export_hf, generate, look, measure_ranges};
 use super::{Data, from_js, gpu, js_error, to_js};
 use crate::checkpoint::Checkpoint;
 use crate::data::Tokenizer;
-use crate::data::tasks::{self, TaskSpec};
+use crate::data::tasks::TaskSpec;
 use crate::hf::{self, HfFiles, HfModel};
 use crate::inspect::Inspector;
 use crate::optim::OptimState;
@@ -169,7 +169,7 @@ impl Trainer {
             },
             task: run.text.state.task.as_ref(),
             task_prompt: match data {
-                Batches::Task(set) => set.held_out().first().map(|e| tasks::text(&e.prompt)),
+                Batches::Task(set) => set.held_out().first().map(|e| set.task.text(&e.prompt)),
                 Batches::Stream(_) => None,
             },
         })

@@ -5,7 +5,10 @@
 //! whether it has.
 //!
 //! An example is `prompt answer \n` (`31415>11345\n` for `sort`), all of
-//! one length per task, so a row holds a whole number of them.
+//! one length per task, so a row holds a whole number of them. modadd's
+//! numbers are tokens of their own (`05`, `+`, `13`, `=`, `18`), as in the
+//! grokking papers: read in digits, the residues' sums are a different,
+//! harder problem that memorizes and then creeps up (docs/TASKS.md).
 
 mod batches;
 mod metrics;
@@ -21,7 +24,8 @@ use crate::data::Tokenizer;
 use crate::error::{Error, Result};
 use crate::rng::SplitMix64;
 
-/// Every task's characters; a character's index is its token id.
+/// Every task's characters; a character's index is its token id. modadd's
+/// residues follow them: `ALPHABET.len() + n` is `n`.
 pub const ALPHABET: &str = "\n0123456789+=>";
 
 /// Ends every example; also pads a row's tail.
@@ -111,7 +115,7 @@ pub const TASKS: [TaskInfo; 5] = [
     TaskInfo {
         name: "modadd",
         title: "Modular addition",
-        summary: "a + b mod p over a fixed split of all pairs: 05+13=18 (p = 23); shows grokking",
+        summary: "a + b mod p over a fixed split of all pairs, each residue one token: 05+13=18 (p = 23); shows grokking",
         options: &[
             TaskOption {
                 name: "p",
@@ -277,21 +281,23 @@ impl Task {
 
     /// add, modadd: the example of `a + b`.
     fn of_pair(&self, a: u64, b: u64) -> Example {
-        let (width, sum, sum_width) = match *self {
-            Task::Add { digits } => (digits as usize, a + b, digits as usize + 1),
-            Task::ModAdd { p, .. } => {
-                let w = decimal(p as u64 - 1).len();
-                (w, (a + b) % p as u64, w)
+        match *self {
+            Task::Add { digits } => {
+                let width = digits as usize;
+                let mut prompt = padded(a, width);
+                prompt.push(symbol('+'));
+                prompt.extend(padded(b, width));
+                prompt.push(symbol('='));
+                Example {
+                    prompt,
+                    answer: padded(a + b, width + 1),
+                }
             }
+            Task::ModAdd { p, .. } => Example {
+                prompt: vec![residue(a), symbol('+'), residue(b), symbol('=')],
+                answer: vec![residue((a + b) % p as u64)],
+            },
             _ => unreachable!("of_pair is add's and modadd's"),
-        };
-        let mut prompt = padded(a, width);
-        prompt.push(symbol('+'));
-        prompt.extend(padded(b, width));
-        prompt.push(symbol('='));
-        Example {
-            prompt,
-            answer: padded(sum, sum_width),
         }
     }
 
@@ -304,23 +310,52 @@ impl Task {
     }
 }
 
-/// The character tokenizer of every task: one token per `ALPHABET`
-/// character, as an HF tokenizer.json (BPE without merges, joined back
-/// without spaces), so exports and the page read task text like any other.
-pub fn tokenizer() -> Result<Tokenizer> {
-    Tokenizer::characters(ALPHABET)
+impl Task {
+    /// The task's tokenizer: one token per `ALPHABET` character, as an HF
+    /// tokenizer.json (BPE without merges, joined back without spaces), so
+    /// exports and the page read task text like any other; modadd's
+    /// residues after them as added tokens (`05` for 5 when p > 10).
+    pub fn tokenizer(&self) -> Result<Tokenizer> {
+        let residues: Vec<String> = (0..self.residues()).map(|n| self.residue_text(n)).collect();
+        Tokenizer::characters(ALPHABET, &residues)
+    }
+
+    /// Vocabulary size of the task's model.
+    pub fn vocab(&self) -> u32 {
+        ALPHABET.chars().count() as u32 + self.residues()
+    }
+
+    /// `ids` as text.
+    pub fn text(&self, ids: &[u32]) -> String {
+        let chars = ALPHABET.chars().count() as u32;
+        ids.iter()
+            .map(|&i| match i.checked_sub(chars) {
+                None => ALPHABET.chars().nth(i as usize).expect("below chars").to_string(),
+                Some(n) if n < self.residues() => self.residue_text(n),
+                Some(_) => "?".to_string(),
+            })
+            .collect()
+    }
+
+    /// Tokens of their own after the alphabet's: modadd's p residues.
+    fn residues(&self) -> u32 {
+        match *self {
+            Task::ModAdd { p, .. } => p,
+            _ => 0,
+        }
+    }
+
+    /// Residue `n` as text: zero-padded to p − 1's digits, so every
+    /// example reads in columns, and to two at least, so no residue's text
+    /// is a character's.
+    fn residue_text(&self, n: u32) -> String {
+        let width = self.residues().saturating_sub(1).to_string().len().max(2);
+        format!("{n:0width$}")
+    }
 }
 
-/// Vocabulary size of every task's model.
-pub fn vocab() -> u32 {
-    ALPHABET.chars().count() as u32
-}
-
-/// `ids` as text.
-pub fn text(ids: &[u32]) -> String {
-    ids.iter()
-        .map(|&i| ALPHABET.chars().nth(i as usize).unwrap_or('?'))
-        .collect()
+fn residue(n: u64) -> u32 {
+    ALPHABET.chars().count() as u32 + n as u32
 }
 
 fn symbol(c: char) -> u32 {

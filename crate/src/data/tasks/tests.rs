@@ -11,49 +11,59 @@ fn task(name: &str, options: &[(&str, u32)]) -> Task {
     .unwrap()
 }
 
-/// An example as the text a person reads.
-fn shown(e: &Example) -> (String, String) {
-    (text(&e.prompt), text(&e.answer))
+/// An example of `t` as the text a person reads.
+fn shown(t: &Task, e: &Example) -> (String, String) {
+    (t.text(&e.prompt), t.text(&e.answer))
 }
 
-fn number(ids: &[u32]) -> u64 {
-    text(ids).parse().unwrap()
+fn number(t: &Task, ids: &[u32]) -> u64 {
+    t.text(ids).parse().unwrap()
 }
 
 #[test]
 fn every_generator_gives_right_answers() {
     let mut rng = SplitMix64(5);
     for _ in 0..500 {
-        let (p, a) = shown(&task("copy", &[("len", 7)]).example(&mut rng));
+        let t = task("copy", &[("len", 7)]);
+        let (p, a) = shown(&t, &t.example(&mut rng));
         assert_eq!((p.len(), &p[..7], &p[7..]), (8, a.as_str(), ">"));
-        let (p, a) = shown(&task("reverse", &[]).example(&mut rng));
+        let t = task("reverse", &[]);
+        let (p, a) = shown(&t, &t.example(&mut rng));
         assert_eq!(p[..5].chars().rev().collect::<String>(), a);
-        let (p, a) = shown(&task("sort", &[("len", 9)]).example(&mut rng));
+        let t = task("sort", &[("len", 9)]);
+        let (p, a) = shown(&t, &t.example(&mut rng));
         let mut digits: Vec<char> = p[..9].chars().collect();
         digits.sort();
         assert_eq!(digits.into_iter().collect::<String>(), a);
         // add: n-digit operands, an n+1-digit sum, all zero-padded
-        let e = task("add", &[("digits", 4)]).example(&mut rng);
-        let (p, a) = shown(&e);
+        let t = task("add", &[("digits", 4)]);
+        let e = t.example(&mut rng);
+        let (p, a) = shown(&t, &e);
         assert_eq!((p.len(), &p[4..5], &p[9..], a.len()), (10, "+", "=", 5));
         assert_eq!(
-            number(&e.prompt[..4]) + number(&e.prompt[5..9]),
-            number(&e.answer)
+            number(&t, &e.prompt[..4]) + number(&t, &e.prompt[5..9]),
+            number(&t, &e.answer)
         );
-        let e = task("modadd", &[("p", 113)]).example(&mut rng);
+        // modadd: a, +, b, =, then the sum, each residue one token
+        let t = task("modadd", &[("p", 113)]);
+        let e = t.example(&mut rng);
+        assert_eq!((e.prompt.len(), e.answer.len()), (4, 1));
         let (a, b, c) = (
-            number(&e.prompt[..3]),
-            number(&e.prompt[4..7]),
-            number(&e.answer),
+            number(&t, &e.prompt[..1]),
+            number(&t, &e.prompt[2..3]),
+            number(&t, &e.answer),
         );
         assert!(a < 113 && b < 113);
         assert_eq!((a + b) % 113, c);
-        assert_eq!(e.answer.len(), 3, "padded to p − 1's digits");
+        assert_eq!(shown(&t, &e).1.len(), 3, "padded to p − 1's digits");
     }
     // the largest sum carries into the extra digit
     let add = task("add", &[("digits", 2)]);
-    assert_eq!(shown(&add.of_pair(99, 99)), ("99+99=".into(), "198".into()));
-    assert_eq!(shown(&add.of_pair(3, 4)), ("03+04=".into(), "007".into()));
+    assert_eq!(shown(&add, &add.of_pair(99, 99)), ("99+99=".into(), "198".into()));
+    assert_eq!(shown(&add, &add.of_pair(3, 4)), ("03+04=".into(), "007".into()));
+    let modadd = task("modadd", &[("p", 23)]);
+    assert_eq!(shown(&modadd, &modadd.of_pair(5, 20)), ("05+20=".into(), "02".into()));
+    assert_eq!(modadd.of_pair(5, 20).answer, [ALPHABET.len() as u32 + 2]);
 }
 
 #[test]
@@ -90,7 +100,7 @@ fn held_out_examples_are_fixed_by_the_seed_and_never_trained_on() {
         let a = TaskSet::new(t, 7, 64).unwrap();
         assert_eq!(a.held_out(), TaskSet::new(t, 7, 64).unwrap().held_out());
         assert_ne!(a.held_out(), TaskSet::new(t, 8, 64).unwrap().held_out());
-        let held: HashSet<String> = a.held_out().iter().map(|e| text(&e.prompt)).collect();
+        let held: HashSet<String> = a.held_out().iter().map(|e| t.text(&e.prompt)).collect();
         assert_eq!(held.len(), a.held_out().len(), "distinct");
         assert!(held.len() as u64 <= t.space() / 5);
         let mut rng = SplitMix64(1);
@@ -104,7 +114,7 @@ fn held_out_examples_are_fixed_by_the_seed_and_never_trained_on() {
         for b in drawn.chain(sample) {
             for row in b.inputs.chunks(64) {
                 // every example starts after an END: the row's first, and each after a `\n`
-                let s = text(row);
+                let s = t.text(row);
                 for prompt in s.split('\n').filter(|p| p.contains(['>', '='])) {
                     let prompt = &prompt[..=prompt.find(['>', '=']).unwrap()];
                     assert!(!held.contains(prompt), "{prompt} is held out");
@@ -133,7 +143,7 @@ fn modadd_splits_all_pairs_in_two() {
     let mut rng = SplitMix64(9);
     let b = set.train_batch(&mut rng, 8);
     for row in b.inputs.chunks(32) {
-        for ex in text(row).split('\n').filter(|s| s.len() == 8) {
+        for ex in t.text(row).split('\n').filter(|s| s.len() == 8) {
             let (a, rest) = ex.split_once('+').unwrap();
             let (b, _) = rest.split_once('=').unwrap();
             let i = a.parse::<u32>().unwrap() * 23 + b.parse::<u32>().unwrap();
@@ -201,15 +211,20 @@ fn accuracy_counts_whole_answers_and_characters() {
 
 #[test]
 fn the_tokenizer_reads_every_task_as_its_ids() {
-    let tok = tokenizer().unwrap();
-    assert_eq!(tok.vocab_size(), vocab());
     let mut rng = SplitMix64(2);
-    for t in TASKS.iter().map(|i| task(i.name, &[])) {
-        let e = t.example(&mut rng);
-        let ids = [&e.prompt[..], &e.answer, &[END]].concat();
-        assert_eq!(tok.encode(&text(&ids)).unwrap(), ids);
-        assert_eq!(tok.decode(&ids).unwrap(), text(&ids));
+    let modadd = |p| task("modadd", &[("p", p)]);
+    let every = TASKS.iter().map(|i| task(i.name, &[]));
+    for t in every.chain([modadd(7), modadd(113)]) {
+        let tok = t.tokenizer().unwrap();
+        assert_eq!(tok.vocab_size(), t.vocab());
+        for _ in 0..20 {
+            let e = t.example(&mut rng);
+            let ids = [&e.prompt[..], &e.answer, &[END]].concat();
+            assert_eq!(tok.encode(&t.text(&ids)).unwrap(), ids, "{t:?}");
+            assert_eq!(tok.decode(&ids).unwrap(), t.text(&ids));
+        }
+        let again = Tokenizer::from_json(&tok.to_json().unwrap()).unwrap();
+        assert_eq!(again.fingerprint(), tok.fingerprint());
     }
-    let again = Tokenizer::from_json(&tok.to_json().unwrap()).unwrap();
-    assert_eq!(again.fingerprint(), tok.fingerprint());
+    assert_eq!(modadd(23).vocab(), ALPHABET.len() as u32 + 23);
 }
