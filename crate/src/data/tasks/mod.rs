@@ -115,19 +115,19 @@ pub const TASKS: [TaskInfo; 5] = [
     TaskInfo {
         name: "modadd",
         title: "Modular addition",
-        summary: "a + b mod p over a fixed split of all pairs, each residue one token: 05+13=18 (p = 23); shows grokking",
+        summary: "a + b mod p over a fixed split of all pairs, each residue one token: 05+13=18 (p = 31); shows grokking",
         options: &[
             TaskOption {
                 name: "p",
                 summary: "the modulus",
-                default: 23,
+                default: 31,
                 min: 2,
                 max: 997,
             },
             TaskOption {
                 name: "train_percent",
                 summary: "share of all p² pairs trained on; the rest are held out",
-                default: 60,
+                default: 50,
                 min: 10,
                 max: 90,
             },

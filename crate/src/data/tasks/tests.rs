@@ -70,7 +70,7 @@ fn every_generator_gives_right_answers() {
 fn options_are_checked_and_written_out() {
     let spec = task("modadd", &[("p", 31)]).spec();
     assert_eq!(
-        spec.options["train_percent"], 60,
+        spec.options["train_percent"], 50,
         "defaults are written out"
     );
     assert_eq!(Task::parse(&spec).unwrap(), task("modadd", &[("p", 31)]));
