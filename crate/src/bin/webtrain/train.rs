@@ -233,7 +233,7 @@ fn spec(args: &TrainArgs, hf: Option<&HfModel>) -> Result<RunSpec> {
         None => Recipe::named(&args.precision)?,
     };
     if let Some(name) = &args.optimizer {
-        spec.optimizer = OptimizerKind::parse(name)?;
+        spec = spec.with_optimizer(OptimizerKind::parse(name)?);
     }
     spec.optim_state = OptimState::parse(&args.optim_state)?;
     spec.seed = args.seed;
