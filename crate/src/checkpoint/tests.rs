@@ -360,10 +360,15 @@ fn checkpoint_of_a_task_spelled_otherwise_is_refused() {
     c.run.data = Some(DataState::of_task(spec.clone(), &[]).to_json().unwrap());
     c.config.model.vocab = 14;
     let e = Text::of_checkpoint(&c, None).err().unwrap().to_string();
-    assert!(e.contains("in 14 tokens, this version in 37") && e.contains("start a new run"), "{e}");
+    assert!(
+        e.contains("in 14 tokens, this version in 37") && e.contains("start a new run"),
+        "{e}"
+    );
     // the same run as this version writes it resumes
     let task = Task::parse(&spec).unwrap();
-    let held_out = TaskSet::new(task, c.config.seed, 59).unwrap().held_out_tokens();
+    let held_out = TaskSet::new(task, c.config.seed, 59)
+        .unwrap()
+        .held_out_tokens();
     c.run.data = Some(DataState::of_task(spec, &held_out).to_json().unwrap());
     (c.config.model.vocab, c.config.shape.seq) = (task.vocab(), 59);
     assert!(Text::of_checkpoint(&c, None).is_ok());

@@ -272,8 +272,14 @@ mod tests {
             options: Default::default(),
         })
         .unwrap();
-        assert_eq!(modadd.clone().with_optimizer(OptimizerKind::Muon).lr, MODADD_MUON_LR);
-        assert_eq!(modadd.clone().with_optimizer(OptimizerKind::Adamw).lr, modadd.lr);
+        assert_eq!(
+            modadd.clone().with_optimizer(OptimizerKind::Muon).lr,
+            MODADD_MUON_LR
+        );
+        assert_eq!(
+            modadd.clone().with_optimizer(OptimizerKind::Adamw).lr,
+            modadd.lr
+        );
         let sort = RunSpec::task(&TaskSpec {
             name: "sort".into(),
             options: Default::default(),

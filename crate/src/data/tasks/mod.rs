@@ -314,7 +314,7 @@ impl Task {
     /// The task's tokenizer: one token per `ALPHABET` character, as an HF
     /// tokenizer.json (BPE without merges, joined back without spaces), so
     /// exports and the page read task text like any other; modadd's
-    /// residues after them as added tokens (`05` for 5 when p > 10).
+    /// residues after them as added tokens (`05` for 5; `005` when p > 100).
     pub fn tokenizer(&self) -> Result<Tokenizer> {
         let residues: Vec<String> = (0..self.residues()).map(|n| self.residue_text(n)).collect();
         Tokenizer::characters(ALPHABET, &residues)
@@ -330,7 +330,11 @@ impl Task {
         let chars = ALPHABET.chars().count() as u32;
         ids.iter()
             .map(|&i| match i.checked_sub(chars) {
-                None => ALPHABET.chars().nth(i as usize).expect("below chars").to_string(),
+                None => ALPHABET
+                    .chars()
+                    .nth(i as usize)
+                    .expect("below chars")
+                    .to_string(),
                 Some(n) if n < self.residues() => self.residue_text(n),
                 Some(_) => "?".to_string(),
             })

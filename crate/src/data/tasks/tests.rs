@@ -59,10 +59,19 @@ fn every_generator_gives_right_answers() {
     }
     // the largest sum carries into the extra digit
     let add = task("add", &[("digits", 2)]);
-    assert_eq!(shown(&add, &add.of_pair(99, 99)), ("99+99=".into(), "198".into()));
-    assert_eq!(shown(&add, &add.of_pair(3, 4)), ("03+04=".into(), "007".into()));
+    assert_eq!(
+        shown(&add, &add.of_pair(99, 99)),
+        ("99+99=".into(), "198".into())
+    );
+    assert_eq!(
+        shown(&add, &add.of_pair(3, 4)),
+        ("03+04=".into(), "007".into())
+    );
     let modadd = task("modadd", &[("p", 23)]);
-    assert_eq!(shown(&modadd, &modadd.of_pair(5, 20)), ("05+20=".into(), "02".into()));
+    assert_eq!(
+        shown(&modadd, &modadd.of_pair(5, 20)),
+        ("05+20=".into(), "02".into())
+    );
     assert_eq!(modadd.of_pair(5, 20).answer, [ALPHABET.len() as u32 + 2]);
 }
 
