@@ -28,6 +28,9 @@ use crate::rng::SplitMix64;
 /// residues follow them: `ALPHABET.len() + n` is `n`.
 pub const ALPHABET: &str = "\n0123456789+=>";
 
+/// Tokens of `ALPHABET` (one byte each).
+const CHARS: u32 = ALPHABET.len() as u32;
+
 /// Ends every example; also pads a row's tail.
 const END: u32 = 0;
 
@@ -322,14 +325,13 @@ impl Task {
 
     /// Vocabulary size of the task's model.
     pub fn vocab(&self) -> u32 {
-        ALPHABET.chars().count() as u32 + self.residues()
+        CHARS + self.residues()
     }
 
     /// `ids` as text.
     pub fn text(&self, ids: &[u32]) -> String {
-        let chars = ALPHABET.chars().count() as u32;
         ids.iter()
-            .map(|&i| match i.checked_sub(chars) {
+            .map(|&i| match i.checked_sub(CHARS) {
                 None => ALPHABET
                     .chars()
                     .nth(i as usize)
@@ -359,7 +361,7 @@ impl Task {
 }
 
 fn residue(n: u64) -> u32 {
-    ALPHABET.chars().count() as u32 + n as u32
+    CHARS + n as u32
 }
 
 fn symbol(c: char) -> u32 {
