@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Every test tier, in order, each logged to test-results/TIER.log:
+#   setup   scripts/setup.sh on fake bare machines (seconds)
 #   native  cargo test: kernels vs CPU references on the native adapter
 #           (lavapipe without a GPU), both f16 storage modes
 #   chrome  the same kernel test bodies in headless Chrome (SwiftShader)
@@ -48,6 +49,7 @@ tier() {
   total_pass=$((total_pass + pass)); total_fail=$((total_fail + fail))
 }
 
+tier setup node --test --test-reporter=tap tests/setup/
 node scripts/brown-corpus.mjs  # the built-in corpus, read by data tests
 tier native cargo test --workspace
 tier chrome wasm-pack test --headless --chrome --chromedriver "$CHROMEDRIVER" crate
