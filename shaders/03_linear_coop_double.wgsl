@@ -8,13 +8,13 @@
 // holds the next slice's A_PER + B_PER 8-half quads of A and B in registers
 // (fetched from global memory before the multiplications, so their latency
 // hides behind them) and stores them into the other stage after: one
-// barrier per K slice. A probe for issue #30, native or emulated (as the
-// staged file).
+// barrier per K slice. The trainer's variant (kernels/units/gemm.rs
+// `GemmVariant::for_units`).
 //
 // Composed as the staged file, plus A_PER and B_PER (each block's quads per
 // invocation); lines `//#REGS` (the register variables), `//#FETCH` (global
 // → registers, the slice at K offset `kf`) and `//#PUT` (registers → stage
-// `nx`) are unrolled over the quads by kernels/linear/coop.rs.
+// `nx`) are unrolled over the quads by kernels/units/gemm_source.rs.
 // M % BM, N % BN, K % BK are 0, and each block's quads divide evenly among
 // the WG invocations (the launcher checks).
 
@@ -36,23 +36,23 @@ var<workgroup> sb: array<SHalf, 2u * B_LEN>;
 // The fragment of op(A) in stage s at the block's rows r.. and slice columns kk..
 fn load_a(s: u32, r: u32, kk: u32) -> MatA {
     if A_T {
-        return coopLoad<MatA>(&sa[s * A_LEN + (kk * SA + r) / SV], SA / SV);
+        return FRAG_AT(sa, s * A_LEN + (kk * SA + r) / SV, SA / SV);
     }
-    return coopLoadT<MatA>(&sa[s * A_LEN + (r * SA + kk) / SV], SA / SV);
+    return FRAG_A(sa, s * A_LEN + (r * SA + kk) / SV, SA / SV);
 }
 
 // The fragment of op(B) in stage s at slice rows kk.. and the block's columns col..
 fn load_b(s: u32, kk: u32, col: u32) -> MatB {
     if B_T {
-        return coopLoad<MatB>(&sb[s * B_LEN + (col * SB + kk) / SV], SB / SV);
+        return FRAG_BT(sb, s * B_LEN + (col * SB + kk) / SV, SB / SV);
     }
-    return coopLoadT<MatB>(&sb[s * B_LEN + (kk * SB + col) / SV], SB / SV);
+    return FRAG_B(sb, s * B_LEN + (kk * SB + col) / SV, SB / SV);
 }
 
 @compute @workgroup_size(WG)
 fn gemm(
     @builtin(workgroup_id) wg: vec3<u32>,
-    @builtin(subgroup_id) sg: u32,
+    //#SUBGROUP_ID
     @builtin(local_invocation_index) li: u32,
 ) {
     //#SUBGROUP

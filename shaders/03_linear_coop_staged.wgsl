@@ -1,16 +1,14 @@
 // 03_linear_coop_staged.wgsl — out[M, N] (f32) = op(A) · op(B) on cooperative
 // matrices (tensor cores), f16 inputs, f32 accumulation, with each K slice
 // of the workgroup's BM × BN tile staged through workgroup memory as f16.
-// A probe for issue #30: native, or emulated anywhere (`//#SUBGROUP`
-// then finds the subgroup from `li`, and the `coopLoad` lines become
-// plain fragment descriptions: kernels/linear/coop.rs `EMULATION`).
+// In any syntax, emulated included (kernels/units/syntax.rs).
 //
 // Composed as 03_linear_coop_global.wgsl (its header says what comes
 // ahead), plus: BK, the K slice; the staged blocks, each a copy of its
 // source's row-major block — A as [A_ROWS][SA] (BM × BK, or BK × BM when
 // A_T), B as [B_ROWS][SB] (BK × BN, or BN × BK when B_T), the strides SA,
 // SB padded by 8 halves (16 bytes: a fragment's rows fall in different
-// banks, and stay 16-byte aligned as coop loads require); and the element
+// banks, and stay 16-byte aligned as fragment loads require); and the element
 // the blocks are stored as: SHalf (f16, or vec4<f16>), SV halves each.
 // Global memory is read 8 halves at a time, as two vec4<f16> (naga 30
 // lowers `bitcast<vec2<f16>>(u32)` to a scalar, so no vec4<u32> words).
@@ -35,23 +33,23 @@ var<workgroup> sb: array<SHalf, B_LEN>;
 // The fragment of op(A) at the block's rows r.. and slice columns kk..
 fn load_a(r: u32, kk: u32) -> MatA {
     if A_T {
-        return coopLoad<MatA>(&sa[(kk * SA + r) / SV], SA / SV);
+        return FRAG_AT(sa, (kk * SA + r) / SV, SA / SV);
     }
-    return coopLoadT<MatA>(&sa[(r * SA + kk) / SV], SA / SV);
+    return FRAG_A(sa, (r * SA + kk) / SV, SA / SV);
 }
 
 // The fragment of op(B) at slice rows kk.. and the block's columns col..
 fn load_b(kk: u32, col: u32) -> MatB {
     if B_T {
-        return coopLoad<MatB>(&sb[(col * SB + kk) / SV], SB / SV);
+        return FRAG_BT(sb, (col * SB + kk) / SV, SB / SV);
     }
-    return coopLoadT<MatB>(&sb[(kk * SB + col) / SV], SB / SV);
+    return FRAG_B(sb, (kk * SB + col) / SV, SB / SV);
 }
 
 @compute @workgroup_size(WG)
 fn gemm(
     @builtin(workgroup_id) wg: vec3<u32>,
-    @builtin(subgroup_id) sg: u32,
+    //#SUBGROUP_ID
     @builtin(local_invocation_index) li: u32,
 ) {
     //#SUBGROUP

@@ -17,16 +17,13 @@
 // Then o = O / l, lse = m + log l. One max per key block, so p is rounded
 // relative to it: the twin's `attend(.., (scale, BC))`.
 //
-// Composed by kernels/attention_units.rs, which declares T, SG, SGS, UWG
-// (the workgroup: 00_common.wgsl's WG is another),
-// BR, BC and the strides DHP = DH + 8, BCP = BC + 8 (halves or floats: rows
-// stay 16-byte aligned for the fragment loads), and spells the fragment
-// operations for the units (wgpu's cooperative matrices, Dawn's subgroup
-// matrices, or plain code): FRAG_A / FRAG_B (row-major) and FRAG_BT
-// (column-major: B given transposed) load f16 fragments of A or B, FRAG_C
-// loads an f32 accumulator, STORE_C stores one (all from workgroup memory,
-// at element AT with row stride ST), MMA(a, b, c) = a·b + c. Their
-// arguments are plain names. `//#SUBGROUP` finds the emulated subgroup.
+// Composed by kernels/units/attention.rs, which declares T, SG, SGS, UWG
+// (the workgroup: 00_common.wgsl's WG is another), BR, BC and the strides
+// DHP = DH + 8, BCP = BC + 8 (halves or floats: rows stay 16-byte aligned
+// for the fragment loads). The fragment operations are neutral (FRAG_A /
+// FRAG_B row-major, FRAG_BT column-major: B given transposed; FRAG_C an
+// f32 accumulator, STORE_C, MMA(a, b, c) = a·b + c; all on workgroup
+// memory) and spelled by kernels/units/syntax.rs for the device's units.
 
 @group(0) @binding(4) var<storage, read_write> o: array<vec4<f32>>;  // [B·T, H·Dh]
 @group(0) @binding(5) var<storage, read_write> lse: array<f32>;      // [B·T, H]
@@ -56,7 +53,7 @@ fn put_kv(at: u32, x: vec4<f32>, y: vec4<f32>) {
 fn attention_units_forward(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(subgroup_id) sg: u32,
+    //#SUBGROUP_ID
     @builtin(local_invocation_index) li: u32,
 ) {
     //#SUBGROUP

@@ -35,7 +35,7 @@ var<workgroup> col_delta: array<f32, BC>;
 fn attention_units_dkv(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(subgroup_id) sg: u32,
+    //#SUBGROUP_ID
     @builtin(local_invocation_index) li: u32,
 ) {
     //#SUBGROUP

@@ -45,6 +45,14 @@ pub enum Error {
         message: String,
     },
 
+    /// A unit kernel's neutral fragment operation that cannot be spelled.
+    #[error("kernel {kernel}, line {line} of its composed source: {message}")]
+    Spelling {
+        kernel: String,
+        line: usize,
+        message: String,
+    },
+
     #[error("GPU error in {op}: {message}")]
     Gpu { op: String, message: String },
 

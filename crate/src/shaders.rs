@@ -38,8 +38,7 @@ pub const LINEAR_B32: ShaderFile = shader_file!("03_linear_b32");
 pub const LINEAR_B16: ShaderFile = shader_file!("03_linear_b16");
 pub const LINEAR: ShaderFile = shader_file!("03_linear");
 pub const LINEAR_FP8: ShaderFile = shader_file!("03_linear_fp8");
-/// The cooperative-matrix GEMMs (issue #30's probe): composed by
-/// `kernels::linear::coop`, not by `compose`.
+/// The GEMMs on matrix units: composed by `kernels::units`, not by `compose`.
 pub const LINEAR_COOP_GLOBAL: ShaderFile = shader_file!("03_linear_coop_global");
 pub const LINEAR_COOP_STAGED: ShaderFile = shader_file!("03_linear_coop_staged");
 pub const LINEAR_COOP_DOUBLE: ShaderFile = shader_file!("03_linear_coop_double");
@@ -48,7 +47,7 @@ pub const ATTENTION_COMMON: ShaderFile = shader_file!("05_attention_common");
 pub const ATTENTION: ShaderFile = shader_file!("05_attention");
 pub const ATTENTION_BACKWARD: ShaderFile = shader_file!("05_attention_backward");
 pub const ATTENTION_MAP: ShaderFile = shader_file!("05_attention_map");
-/// Attention on matrix units: composed by `kernels::attention_units`.
+/// Attention on matrix units: composed by `kernels::units::attention`.
 pub const ATTENTION_UNITS: ShaderFile = shader_file!("05_attention_units");
 pub const ATTENTION_UNITS_DQ: ShaderFile = shader_file!("05_attention_units_dq");
 pub const ATTENTION_UNITS_DKV: ShaderFile = shader_file!("05_attention_units_dkv");
@@ -199,6 +198,15 @@ impl Composed {
         self.source = format!("{directives}{}", self.source);
         self.parts.iter_mut().for_each(|(_, first)| *first += lines);
         self
+    }
+
+    /// A module composed elsewhere in one piece (the unit GEMMs' own
+    /// composition): lines are located in the composed source itself.
+    pub fn standalone(source: String) -> Composed {
+        Composed {
+            source,
+            parts: vec![("(composed)", 1)],
+        }
     }
 
     /// `shaders/NAME.wgsl:LINE` for a 1-based line of the composed source.

@@ -105,22 +105,6 @@ pub struct Dispatch {
 }
 
 impl Dispatch {
-    /// A dispatch of a pipeline built outside the kernel registry (the
-    /// cooperative-matrix probe composes its own modules).
-    pub(crate) fn from_parts(
-        label: &'static str,
-        pipeline: wgpu::ComputePipeline,
-        bind_group: wgpu::BindGroup,
-        grid: Grid,
-    ) -> Dispatch {
-        Dispatch {
-            label,
-            pipeline,
-            bind_group,
-            grid,
-        }
-    }
-
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
         pass.set_pipeline(&self.pipeline);
         pass.set_bind_group(0, &self.bind_group, &[]);

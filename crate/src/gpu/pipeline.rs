@@ -239,6 +239,21 @@ fn build_one(
 }
 
 impl Kernel {
+    /// Creates the pipeline now, in a validation scope: for callers that
+    /// want a kernel the device refuses as an error before any dispatch
+    /// (`webtrain bench`'s variants), not at its first dispatch.
+    pub async fn prepare(&self, gpu: &Gpu) -> Result<()> {
+        let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        build_one(gpu, &self.module, self.entry, self.slots);
+        match scope.pop().await {
+            Some(error) => Err(Error::Gpu {
+                op: self.entry.to_string(),
+                message: error.to_string(),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Binds `binds` (one per slot, in slot order, `BoundaryCounts` left
     /// out) for a dispatch of `grid`, each storage binding first checked
     /// against its slot (`Gpu::check_binding`; errors name `op` and the

@@ -8,7 +8,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::attention_units::{self, UnitKernel, UnitTiles};
+use super::units::attention::{self as unit_attention, UnitKernel, UnitTiles};
 use crate::error::{Error, Result};
 use crate::gpu::{
     Bind, BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_variant_kernels,
@@ -180,7 +180,7 @@ struct Family {
     head_dim: u32,
     forward: Kernel,
     /// The forward and the backward's two passes on matrix units
-    /// (kernels::attention_units), where a recipe's f16 operands meet a
+    /// (kernels::units::attention), where a recipe's f16 operands meet a
     /// device's units and their tiles fit: they replace the scalar ones.
     units_forward: Option<(Kernel, UnitTiles)>,
     units_backward: Option<[(Kernel, UnitTiles); 2]>,
@@ -291,7 +291,7 @@ impl Attention {
             let (mut units_forward, mut units_backward) = (None, None);
             if let Some(u) = units {
                 let build = |kernel, desc: KernelDesc| {
-                    attention_units::build(gpu, u, (kernel, desc.slots), dh)
+                    unit_attention::build(gpu, u, (kernel, desc.slots), dh)
                 };
                 units_forward = build(UnitKernel::Forward, FORWARD).await?;
                 let dq = build(UnitKernel::Dq, BACKWARD_DQ).await?;

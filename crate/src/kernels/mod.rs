@@ -6,7 +6,6 @@
 pub mod activation;
 pub mod attention;
 pub mod attention_map;
-pub mod attention_units;
 pub mod boundary;
 pub mod cast;
 pub mod embedding;
@@ -19,6 +18,7 @@ pub mod norm;
 pub mod optimizer;
 pub mod quantize;
 pub mod rope;
+pub mod units;
 
 pub use activation::Activation;
 pub use attention::{

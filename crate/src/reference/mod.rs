@@ -20,3 +20,4 @@ pub mod norm;
 pub mod optimizer;
 pub mod quantize;
 pub mod rope;
+pub mod units;

@@ -132,8 +132,7 @@ pub async fn set_kernel_config(json: String, pinned: bool) -> Result<(), JsError
 /// Tint accepts them (tests/e2e/dawn.test.mjs).
 #[wasm_bindgen(js_name = matrixUnitKernels)]
 pub fn matrix_unit_kernels(subgroup: u32) -> Result<JsValue, JsError> {
-    let mut kernels = crate::kernels::linear::coop::dawn_sources(subgroup);
-    kernels.extend(crate::kernels::attention_units::dawn_sources(subgroup));
+    let kernels = crate::kernels::units::dawn_sources(subgroup).map_err(js_error)?;
     to_js(&kernels)
 }
 

@@ -16,7 +16,7 @@ use webtrain::ops::products::AttentionOperands;
 use webtrain::reference::attention as reference;
 use webtrain::reference::quantize::q115;
 use webtrain::shaders::Numerics;
-use webtrain::{F16Storage, Gpu, Result};
+use webtrain::{Gpu, Result};
 
 use super::check::{TestRng, assert_close, assert_identical, rng, uniform};
 
@@ -963,9 +963,6 @@ const UNITS_CASES: &[(u32, u32, u32, u32, u32)] = &[
 /// 1.8e-5; the gradients within 1.2e-7 but where dS or p rounded the other
 /// way (dv 3.1e-5, dk 4.5e-6), means ≤ 4.9e-7 (dv, T = 40).
 pub async fn attention_units_match_reference(gpu: &Gpu) -> Result<()> {
-    if !gpu.caps.shader_f16 || gpu.f16_storage() == F16Storage::Packed {
-        return Ok(()); // the units read f16: once, natively, is enough
-    }
     let mut units = gpu.clone();
     units.matrix_units = Some(Ok(MatrixUnits::Emulated));
     let f16 = AttentionOperands::F16;

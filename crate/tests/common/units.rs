@@ -1,10 +1,12 @@
-//! The cooperative-matrix GEMMs' tiling, staging and indexing, run with
-//! the fragment operations emulated (kernels/linear/coop.rs `EMULATION`)
-//! wherever shader-f16 is, against the CPU twin (`coop::check`: the f64
-//! product of the same f16 inputs).
+//! The unit GEMMs' tiling, staging and indexing, run with the fragment
+//! operations emulated (kernels/units/syntax.rs) against the CPU twin
+//! (`reference::units`: the f64 product of the same f16 inputs).
 
-use webtrain::kernels::linear::coop::{CoopGemm, CoopLayout, CoopVariant, Staging, check};
-use webtrain::{F16Storage, Gpu, Result};
+use half::f16;
+use webtrain::kernels::units::{GemmLayout, GemmVariant, Staging, UnitGemm};
+use webtrain::reference::units::gemm_errors;
+use webtrain::rng::{SplitMix64, uniform};
+use webtrain::{Gpu, Result};
 
 /// f32 sums of exact f16 products in K order, against f64: measured at
 /// most 2.5e-7 of Σ|a·b| (+|out₀|) on lavapipe at K ≤ 224 (every variant
@@ -12,40 +14,50 @@ use webtrain::{F16Storage, Gpu, Result};
 /// is off by 0.7 of it.
 const BOUND: f64 = 1e-6;
 
-pub async fn coop_emulated_matches_reference(gpu: &Gpu) -> Result<()> {
-    if !gpu.caps.shader_f16 {
-        eprintln!(
-            "skipped: no shader-f16 ({}), which the coop files read",
-            gpu.info.name
-        );
-        return Ok(());
-    }
-    if gpu.f16_storage() == F16Storage::Packed {
-        return Ok(()); // the coop files read f16 in either storage mode: once is enough
-    }
+pub async fn unit_gemms_match_reference(gpu: &Gpu) -> Result<()> {
     use Staging::{Double, Scalar, Vec4};
     // small tiles of every staging, both edges, every layout and start;
     // more subgroups than fragments and the other way round
     let bases = [
-        CoopVariant::staged(8, Scalar, (2, 1), (1, 2), 16),
-        CoopVariant::staged(8, Vec4, (1, 2), (2, 1), 32),
-        CoopVariant::staged(8, Double, (2, 2), (1, 1), 16),
-        CoopVariant::staged(16, Vec4, (1, 2), (2, 1), 16),
-        CoopVariant::staged(16, Double, (2, 1), (1, 2), 32),
+        GemmVariant::staged(8, Scalar, (2, 1), (1, 2), 16),
+        GemmVariant::staged(8, Vec4, (1, 2), (2, 1), 32),
+        GemmVariant::staged(8, Double, (2, 2), (1, 1), 16),
+        GemmVariant::staged(16, Vec4, (1, 2), (2, 1), 16),
+        GemmVariant::staged(16, Double, (2, 1), (1, 2), 32),
     ];
     for base in bases {
-        for layout in [CoopLayout::Nn, CoopLayout::Nt, CoopLayout::Tn] {
+        for layout in [GemmLayout::Nn, GemmLayout::Nt, GemmLayout::Tn] {
             for accumulate in [false, true] {
-                let v = CoopVariant {
+                let v = GemmVariant {
                     layout,
                     accumulate,
                     ..base.emulate()
                 };
-                let g = CoopGemm::new(gpu, v).await?;
-                let (shape, e) = check(gpu, &g).await?;
+                let g = UnitGemm::new(gpu, v).await?;
+                // 3 × 5 workgroup tiles, 7 K steps
+                let (m, n, k) = (3 * v.bm(), 5 * v.bn(), 7 * v.k_step());
+                let mut rng = SplitMix64(11);
+                let mut halves = |count: u32| -> Vec<f16> {
+                    let x = uniform(&mut rng, count as usize, -1.0, 1.0);
+                    x.into_iter().map(f16::from_f32).collect()
+                };
+                let (a, b) = (halves(m * k), halves(k * n));
+                // accumulating: out starts random; storing: a sentinel every output must replace
+                let out0 = match accumulate {
+                    true => uniform(&mut rng, (m * n) as usize, -1.0, 1.0),
+                    false => vec![12345.0; (m * n) as usize],
+                };
+                let got = g.run_once(gpu, (&a, &b), &out0, (m, n, k)).await?;
+                let e = gemm_errors(
+                    (layout.a_t(), layout.b_t()),
+                    (m as usize, n as usize, k as usize),
+                    (&a, &b),
+                    accumulate.then_some(out0.as_slice()),
+                    &got,
+                );
                 assert!(
                     e.share <= BOUND,
-                    "{} at {shape}: error {:.2e} of Σ|a·b| (abs {:.2e})",
+                    "{} at {m}x{n}x{k}: error {:.2e} of Σ|a·b| (abs {:.2e})",
                     v.name(),
                     e.share,
                     e.abs

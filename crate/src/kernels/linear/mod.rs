@@ -6,7 +6,6 @@
 //! e4m3-tiles weights are read from their E4M3 mirror, which
 //! `quantize_weights` writes once per optimizer step.
 
-pub mod coop;
 mod fp8;
 mod gemm;
 mod operands;

@@ -1,4 +1,4 @@
-//! f16 products on matrix units (issue #30). Where a recipe's six operands
+//! f16 products on matrix units (`kernels::units`). Where a recipe's six operands
 //! are f16 (amp-f16: autocast's numerics), a product whose shape fits the
 //! cooperative-matrix variant's tiles runs there: its operands go through
 //! the recipe's pre-pass as on the scalar path (the same f16 values, the
@@ -8,50 +8,27 @@
 //! take the scalar GEMMs. Results equal the scalar path's up to the order
 //! of the f32 sums.
 //!
-//! Natively the device's cooperative matrices serve (`Gpu::new_cooperative`);
-//! an emulated variant (`coop::EMULATION`) serves tests on any adapter with
+//! Natively the device's cooperative matrices serve, in Chrome Dawn's
+//! subgroup matrices; an emulated variant serves tests on any adapter with
 //! shader-f16, so the path is checked where no matrix unit is.
 
 use std::sync::Mutex;
 
 use super::Output;
-use super::coop::{CoopGemm, CoopLayout, CoopVariant, Staging};
 use super::gemm::{BStorage, GemmKey};
 use crate::error::Result;
 use crate::gpu::coop::MatrixUnits;
 use crate::gpu::{BufferRange, Dispatch, Gpu};
+use crate::kernels::units::{GemmLayout, GemmVariant, UnitGemm};
 use crate::kernels::{Cast, Infrastructure};
 use crate::ops::formats::Format;
 use crate::ops::products::{Operand, OperandFormat, Products};
-
-/// The variant in `layout` on `units`: the H200's best of the probe
-/// (double-buffered, 4×2 subgroups of 2×4 fragments, K slices of 16;
-/// docs/PERFORMANCE.md) in wgpu's syntax or Dawn's, or the emulated
-/// 16×16×16 one.
-fn variant(units: MatrixUnits, layout: CoopLayout, accumulate: bool) -> CoopVariant {
-    let v = match units {
-        MatrixUnits::Cooperative { edge } => {
-            CoopVariant::staged(edge, Staging::Double, (4, 2), (2, 4), 16)
-        }
-        MatrixUnits::Subgroup { edge, .. } => {
-            CoopVariant::staged(edge, Staging::Double, (4, 2), (2, 4), 16).in_dawn_syntax()
-        }
-        MatrixUnits::Emulated => {
-            CoopVariant::staged(8, Staging::Double, (2, 2), (1, 1), 16).emulate()
-        }
-    };
-    CoopVariant {
-        layout,
-        accumulate,
-        ..v
-    }
-}
 
 /// Whether `units` run product `key`: B in f32 (the weights' master; an
 /// f16 mirror is not a recipe's operand) and its shape a multiple of the
 /// tiles (every layout's are alike).
 pub fn serves_shape(units: MatrixUnits, key: GemmKey) -> bool {
-    let v = variant(units, CoopLayout::Nt, false);
+    let v = GemmVariant::for_units(units, GemmLayout::Nt, false);
     key.b == BStorage::F32
         && key.k > 0
         && [(key.m, v.bm()), (key.n, v.bn()), (key.k, v.k_step())]
@@ -72,15 +49,15 @@ pub fn serve(products: &Products) -> bool {
 /// The products' operands as f16 words: the product's first and second.
 const SIDES: usize = 2;
 
-/// The coop GEMMs a `Linear` runs its f16 products on, with the kernels
+/// The unit GEMMs a `Linear` runs its f16 products on, with the kernels
 /// and scratch that feed them.
 pub struct Units {
     pub units: MatrixUnits,
-    forward: CoopGemm,
-    forward_add: CoopGemm,
-    dx: CoopGemm,
-    dx_add: CoopGemm,
-    dw_add: CoopGemm,
+    forward: UnitGemm,
+    forward_add: UnitGemm,
+    dx: UnitGemm,
+    dx_add: UnitGemm,
+    dw_add: UnitGemm,
     cast: Cast,
     infra: Infrastructure,
     halves: [Mutex<Option<wgpu::Buffer>>; SIDES],
@@ -88,14 +65,16 @@ pub struct Units {
 
 impl Units {
     pub async fn new(gpu: &Gpu, units: MatrixUnits) -> Result<Units> {
-        let gemm = |layout, accumulate| CoopGemm::new(gpu, variant(units, layout, accumulate));
+        let gemm = |layout, accumulate| {
+            UnitGemm::new(gpu, GemmVariant::for_units(units, layout, accumulate))
+        };
         Ok(Units {
             units,
-            forward: gemm(CoopLayout::Nt, false).await?,
-            forward_add: gemm(CoopLayout::Nt, true).await?,
-            dx: gemm(CoopLayout::Nn, false).await?,
-            dx_add: gemm(CoopLayout::Nn, true).await?,
-            dw_add: gemm(CoopLayout::Tn, true).await?,
+            forward: gemm(GemmLayout::Nt, false).await?,
+            forward_add: gemm(GemmLayout::Nt, true).await?,
+            dx: gemm(GemmLayout::Nn, false).await?,
+            dx_add: gemm(GemmLayout::Nn, true).await?,
+            dw_add: gemm(GemmLayout::Tn, true).await?,
             cast: Cast::new(gpu).await?,
             infra: Infrastructure::new(gpu).await?,
             halves: Default::default(),

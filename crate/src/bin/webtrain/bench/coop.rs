@@ -1,18 +1,18 @@
 //! `webtrain bench --what coop`: what the adapter offers as cooperative
 //! matrices (tensor cores), then f16-input, f32-accumulate GEMMs on them
-//! (`kernels::linear::coop`, issue #30's probe): each variant checked
+//! (`kernels::units`): each variant checked
 //! against a CPU product first, then timed at the seed model's GEMM shapes
 //! (M = 4096 rows) beside webtrain's fp32 forward GEMM at the same shape.
 //! An adapter without them is reported, and the command succeeds.
 
+use super::coop_variants::{bench_variants, earlier_variants};
 use half::f16;
 use webtrain::gpu::Dispatch;
 use webtrain::gpu::coop::{CoopSupport, describe};
-use webtrain::kernels::linear::coop::{
-    CoopGemm, CoopVariant, bench_variants, check, earlier_variants,
-};
 use webtrain::kernels::linear::{BStorage, GemmKey, tune};
+use webtrain::kernels::units::{GemmVariant, UnitGemm};
 use webtrain::kernels::{Linear, LinearShape, Output, Weights};
+use webtrain::reference::units::{GemmErrors, gemm_errors};
 use webtrain::rng::{SplitMix64, uniform};
 use webtrain::{Error, Gpu, GpuOptions, Result};
 
@@ -84,7 +84,7 @@ async fn run_gemms(gpu: &Gpu, support: &CoopSupport, reps: u32, only: Option<&st
     let edge = if support.f16_f32(16).is_some() { 16 } else { 8 };
     let mut variants = bench_variants(edge);
     if edge == 16 && support.f16_f32(8).is_some() {
-        variants.push(CoopVariant::global(8, (2, 2), (4, 2)));
+        variants.push(GemmVariant::global(8, (2, 2), (4, 2)));
     }
     if let Some(only) = only {
         variants.extend(earlier_variants(edge));
@@ -117,16 +117,19 @@ async fn run_gemms(gpu: &Gpu, support: &CoopSupport, reps: u32, only: Option<&st
 /// wrong one is still timed: the work is the same) and what failed.
 async fn build_and_check(
     gpu: &Gpu,
-    variants: Vec<CoopVariant>,
-) -> Result<(Vec<CoopGemm>, Vec<String>)> {
-    let mut built: Vec<CoopGemm> = Vec::new();
+    variants: Vec<GemmVariant>,
+) -> Result<(Vec<UnitGemm>, Vec<String>)> {
+    let mut built: Vec<UnitGemm> = Vec::new();
     let mut failures = Vec::new();
     eprintln!(
         "\ncorrectness (CPU: f64 product of the same f16-rounded inputs; bound {TOLERANCE:.2e} of sum |a*b|)"
     );
     for v in variants {
-        let result = match CoopGemm::new(gpu, v).await {
-            Ok(g) => check(gpu, &g).await.map(|r| (g, r)),
+        let result = match UnitGemm::new(gpu, v).await {
+            Ok(g) => match g.prepare(gpu).await {
+                Ok(()) => check(gpu, &g).await.map(|r| (g, r)),
+                Err(e) => Err(e),
+            },
             Err(e) => Err(e),
         };
         match result {
@@ -167,8 +170,34 @@ async fn build_and_check(
     Ok((built, failures))
 }
 
+/// Runs the variant once at 3 × 5 workgroup tiles and 7 K steps against
+/// its CPU twin (the f64 product of the same f16 inputs, plus `out`'s
+/// start when it accumulates; a sentinel every output must replace when
+/// it does not).
+async fn check(gpu: &Gpu, g: &UnitGemm) -> Result<(String, GemmErrors)> {
+    let v = g.variant;
+    let (m, n, k) = (3 * v.bm(), 5 * v.bn(), 7 * v.k_step());
+    let halves = |count: u32, seed: u64| -> Vec<f16> {
+        uniform(&mut SplitMix64(seed), count as usize, -1.0, 1.0)
+            .into_iter()
+            .map(f16::from_f32)
+            .collect()
+    };
+    let (a, b) = (halves(m * k, 11), halves(k * n, 12));
+    let out0: Vec<f32> = match v.accumulate {
+        true => uniform(&mut SplitMix64(13), (m * n) as usize, -1.0, 1.0),
+        false => vec![12345.0; (m * n) as usize],
+    };
+    let got = g.run_once(gpu, (&a, &b), &out0, (m, n, k)).await?;
+    let layout = (v.layout.a_t(), v.layout.b_t());
+    let start = v.accumulate.then_some(out0.as_slice());
+    let dims = (m as usize, n as usize, k as usize);
+    let e = gemm_errors(layout, dims, (&a, &b), start, &got);
+    Ok((format!("{m}x{n}x{k}"), e))
+}
+
 /// The seed's shapes: webtrain's tuned fp32 forward, then each variant.
-async fn time_shapes(gpu: &Gpu, built: &[CoopGemm], reps: u32) -> Result<()> {
+async fn time_shapes(gpu: &Gpu, built: &[UnitGemm], reps: u32) -> Result<()> {
     eprintln!(
         "\n{:<8} {:<18} {:<46} {:>9} {:>9}",
         "product", "M x N x K", "kernel", "ms", "TFLOP/s"

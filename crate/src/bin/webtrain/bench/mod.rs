@@ -6,6 +6,7 @@
 mod activation;
 mod attention;
 pub mod coop;
+mod coop_variants;
 mod embedding;
 mod linear;
 mod loss;
