@@ -33,7 +33,7 @@ pub struct ComposedKernel {
 }
 
 /// The GEMM variants the checks compile for fragments of `edge`: every
-/// staging, the trainer's tiles and a small one, in every layout and
+/// staging, the trainer's tiles and two smaller ones, in every layout and
 /// accumulator start (wgpu's syntax; `webtrain bench --what coop` keeps
 /// its own catalogue).
 pub fn checked_gemms(edge: u32) -> Vec<GemmVariant> {
@@ -44,7 +44,11 @@ pub fn checked_gemms(edge: u32) -> Vec<GemmVariant> {
         Staging::Vec4,
         Staging::Double,
     ] {
-        for (sg, frags, bk) in [((4, 2), (2, 4), 16), ((2, 2), (1, 1), 32)] {
+        for (sg, frags, bk) in [
+            ((4, 2), (2, 4), 16),
+            ((2, 2), (2, 2), 32),
+            ((2, 2), (1, 1), 32),
+        ] {
             let base = match staging {
                 Staging::Global => GemmVariant::global(edge, sg, frags),
                 _ => GemmVariant::staged(edge, staging, sg, frags, bk),

@@ -166,6 +166,8 @@ fn trainer_variants_fit_nvidia() {
 #[test]
 fn dawn_sources_spell_every_variant() {
     let sources = dawn_sources(32).unwrap();
+    // what tests/e2e/dawn.test.mjs has Tint compile
+    assert!(sources.len() > 100, "{} kernels", sources.len());
     // the trainer's variants are among them
     for layout in [GemmLayout::Nn, GemmLayout::Nt, GemmLayout::Tn] {
         let units = MatrixUnits::Subgroup {
