@@ -10,6 +10,7 @@
 //! collects the pending steps' stats. `load` refuses a damaged or foreign
 //! file with the reason before it touches the GPU.
 
+mod file;
 mod format;
 #[cfg(test)]
 mod tests;

@@ -1,4 +1,7 @@
+use safetensors::SafeTensors;
+
 use super::*;
+use crate::data::Tokenizer;
 
 fn model(tied: bool) -> HfModel {
     let config = Config {

@@ -2,21 +2,21 @@
 //! and its KV-cache append) and 05_attention_backward.wgsl (dQ, then dK
 //! and dV). Legend: B batch, T sequence, H query heads, Hkv key/value
 //! heads, Dh head dim, L cache length, Lmax cache capacity.
-//!
-//! One file, over 500 lines: both shader files share these shapes and
-//! their checks (`check_qkv`).
-
-use bytemuck::{Pod, Zeroable};
+//! Views: `views.rs`; params and their checks: `params.rs`.
 
 use super::units::attention::{self as unit_attention, UnitKernel, UnitTiles};
 use crate::error::{Error, Result};
-use crate::gpu::{
-    Bind, BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_variant_kernels,
-};
+use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_variant_kernels};
 use crate::ops::products::AttentionOperands;
 use crate::shaders::{ATTENTION, ATTENTION_BACKWARD, ATTENTION_COMMON, Module, Numerics};
 
 pub use crate::ops::shapes::{AttentionShape, DecodeShape};
+pub(super) use params::{Params, check_head_dim, check_heads, params};
+use params::{check_qkv, decode_params};
+pub use views::{AttentionBackward, Heads, KvGrads, Qkv};
+
+mod params;
+mod views;
 
 /// Largest head dim: a lane's registers (up to four 4×4 chunks of each row
 /// it holds) and a tile of at least 4 rows in 16 KiB of workgroup memory
@@ -27,91 +27,6 @@ const ROW_WG: u32 = 64;
 /// Workgroup memory a tile may take: beyond this, fewer workgroups fit on
 /// a GPU core for no fewer barriers worth having.
 const TILE_BUDGET: u32 = 32 * 1024;
-
-/// The heads of an f32 tensor `[rows, row_stride]`: head i at columns
-/// `col + i·Dh`. A contiguous q is `{ row_stride: H·Dh, col: 0 }`; the k
-/// of a fused `[q | k | v]` row is `{ row_stride: (H + 2·Hkv)·Dh, col: H·Dh }`.
-#[derive(Clone, Copy, Debug)]
-pub struct Heads<'a> {
-    pub data: BufferRange<'a>,
-    pub row_stride: u32,
-    pub col: u32,
-}
-
-impl<'a> Heads<'a> {
-    /// The binding of `rows` rows of this view.
-    pub(super) fn needs(&self, rows: u64) -> Bind<'a> {
-        self.data.needs(4 * rows * self.row_stride as u64)
-    }
-}
-
-/// The attention inputs; for decode, k and v are the caches `[B·Lmax, ·]`.
-#[derive(Clone, Copy, Debug)]
-pub struct Qkv<'a> {
-    pub q: Heads<'a>,
-    pub k: Heads<'a>,
-    pub v: Heads<'a>,
-}
-
-/// dK and dV, written into column ranges of one buffer `[rows, row_stride]`
-/// (one dispatch may bind a buffer writable only once).
-#[derive(Clone, Copy, Debug)]
-pub struct KvGrads<'a> {
-    pub data: BufferRange<'a>,
-    pub row_stride: u32,
-    pub k_col: u32,
-    pub v_col: u32,
-}
-
-/// What the forward wrote: o `[B·T, H·Dh]` and lse `[B·T, H]`.
-pub struct AttentionBackward<'a> {
-    pub qkv: Qkv<'a>,
-    pub o: BufferRange<'a>,
-    pub d_o: BufferRange<'a>,
-    pub lse: BufferRange<'a>,
-    /// Written (not accumulated), in q's shape.
-    pub dq: Heads<'a>,
-    /// Written (not accumulated).
-    pub dkv: KvGrads<'a>,
-    /// Scratch for Δ = rowsum(dO∘O): `AttentionShape::backward_scratch_bytes`.
-    pub delta: BufferRange<'a>,
-}
-
-impl AttentionShape {
-    pub(super) fn rows(&self) -> u64 {
-        self.batch as u64 * self.seq_len as u64
-    }
-
-    /// Bytes of the backward's Δ scratch, `[B·T, H]` f32.
-    pub fn backward_scratch_bytes(&self) -> u64 {
-        4 * self.rows() * self.heads as u64
-    }
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-pub(super) struct Params {
-    batch: u32,
-    seq_len: u32,
-    heads: u32,
-    kv_heads: u32,
-    head_dim: u32,
-    scale: f32,
-    pub(super) q_stride: u32,
-    pub(super) q_col: u32,
-    pub(super) k_stride: u32,
-    pub(super) k_col: u32,
-    v_stride: u32,
-    v_col: u32,
-    dq_stride: u32,
-    dq_col: u32,
-    dkv_stride: u32,
-    dk_col: u32,
-    dv_col: u32,
-    cache_len: u32,
-    group_heads: u32,
-    block_rows: u32,
-}
 
 const FORWARD: KernelDesc = KernelDesc {
     entry: "attention_forward",
@@ -522,117 +437,4 @@ fn query_groups(p: &mut Params, cols: u32) -> u64 {
     (p.seq_len as u64).div_ceil(p.block_rows as u64)
         * (p.heads / p.group_heads) as u64
         * p.batch as u64
-}
-
-pub(super) fn check_head_dim(op: &'static str, head_dim: u32) -> Result<()> {
-    if head_dim == 0 || !head_dim.is_multiple_of(16) || head_dim > MAX_HEAD_DIM {
-        return Err(Error::shape(
-            op,
-            "head_dim",
-            format!("a multiple of 16 up to {MAX_HEAD_DIM}"),
-            head_dim,
-        ));
-    }
-    Ok(())
-}
-
-/// Params with the shape filled in and checked; views are set by the caller.
-pub(super) fn params(
-    op: &'static str,
-    batch: u32,
-    seq_len: u32,
-    heads: u32,
-    kv_heads: u32,
-    head_dim: u32,
-) -> Result<Params> {
-    check_head_dim(op, head_dim)?;
-    if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
-        return Err(Error::shape(
-            op,
-            "heads, kv_heads",
-            "kv_heads dividing heads",
-            format!("{heads}, {kv_heads}"),
-        ));
-    }
-    if batch == 0 || seq_len == 0 || heads == 0 {
-        return Err(Error::shape(
-            op,
-            "batch, seq_len, heads",
-            "non-zero",
-            format!("{batch}, {seq_len}, {heads}"),
-        ));
-    }
-    let scale = (1.0 / (head_dim as f64).sqrt()) as f32;
-    Ok(Params {
-        batch,
-        seq_len,
-        heads,
-        kv_heads,
-        head_dim,
-        scale,
-        ..Zeroable::zeroed()
-    })
-}
-
-/// Params of a decode step (`attention_decode`, `kv_append`): L in
-/// `seq_len`, Lmax in `cache_len`.
-fn decode_params(op: &'static str, s: DecodeShape) -> Result<Params> {
-    if s.len == 0 || s.len > s.max_len {
-        return Err(Error::shape(
-            op,
-            "len",
-            format!("1 ..= max_len {}", s.max_len),
-            s.len,
-        ));
-    }
-    let p = params(op, s.batch, s.len, s.heads, s.kv_heads, s.head_dim)?;
-    Ok(Params {
-        cache_len: s.max_len,
-        ..p
-    })
-}
-
-/// Checks the views of `x` (k and v named `kv`), setting their row strides
-/// and columns in `p`; returns their bindings, of `rows` q rows and k and
-/// v rows.
-fn check_qkv<'a>(
-    op: &'static str,
-    p: &mut Params,
-    x: &Qkv<'a>,
-    kv: [&'static str; 2],
-    [q_rows, kv_rows]: [u64; 2],
-) -> Result<[Bind<'a>; 3]> {
-    (p.q_stride, p.q_col) = check_heads(op, "q", &x.q, p.heads, p.head_dim)?;
-    (p.k_stride, p.k_col) = check_heads(op, kv[0], &x.k, p.kv_heads, p.head_dim)?;
-    (p.v_stride, p.v_col) = check_heads(op, kv[1], &x.v, p.kv_heads, p.head_dim)?;
-    Ok([x.q.needs(q_rows), x.k.needs(kv_rows), x.v.needs(kv_rows)])
-}
-
-/// Checks that `heads` heads fit in each row of `x` (its binding is checked
-/// by the dispatch, [`Heads::needs`]); returns (row_stride, col).
-pub(super) fn check_heads(
-    op: &'static str,
-    what: &'static str,
-    x: &Heads,
-    heads: u32,
-    head_dim: u32,
-) -> Result<(u32, u32)> {
-    if !x.row_stride.is_multiple_of(4) || !x.col.is_multiple_of(4) {
-        return Err(Error::shape(
-            op,
-            what,
-            "row stride and column multiples of 4 (read as vec4)",
-            format!("{} and {}", x.row_stride, x.col),
-        ));
-    }
-    let width = x.col as u64 + heads as u64 * head_dim as u64;
-    if width > x.row_stride as u64 {
-        return Err(Error::shape(
-            op,
-            what,
-            format!("heads within a row of {}", x.row_stride),
-            format!("up to column {width}"),
-        ));
-    }
-    Ok((x.row_stride, x.col))
 }
