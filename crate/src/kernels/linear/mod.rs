@@ -24,7 +24,7 @@ use crate::gpu::{Bind, BufferRange, Dispatch, Gpu};
 use crate::ops::products::{OperandFormat, Products};
 use fp8::{Operand as Fp8Operand, Tiles};
 use gemm::{Epilogue, GemmModule, Params};
-use operands::{Operands, Pass, Shape, Side};
+use operands::{Operands, Product, Shape, Side};
 use units::Units;
 
 /// A linear layer `Y[rows, d_out] = X[rows, d_in] · W[d_out, d_in]ᵀ`.
@@ -316,7 +316,7 @@ impl Linear {
         let [xq, wq] = self.prepare(
             gpu,
             &mut d,
-            Pass::Forward,
+            Product::Forward,
             (x, Shape::plain(s.rows, s.d_in, false)),
             (
                 &w,
@@ -390,7 +390,7 @@ impl Linear {
         let [dyq, wq] = self.prepare(
             gpu,
             &mut d,
-            Pass::Dgrad,
+            Product::Dgrad,
             (dy, dy_shape),
             (
                 &w,
@@ -442,9 +442,16 @@ impl Linear {
         if let Some(o) = &self.operands {
             let [a, b] = o.products.wgrad;
             let dy_shape = Shape::plain(s.rows, s.d_out, true);
-            dyq = o.prepare(gpu, &mut d, (Pass::Wgrad, Side::A, a), dy, dy_shape, false)?;
+            dyq = o.prepare(
+                gpu,
+                &mut d,
+                (Product::Wgrad, Side::A, a),
+                dy,
+                dy_shape,
+                false,
+            )?;
             let x_shape = Shape::plain(s.rows, s.d_in, true);
-            xq = o.prepare(gpu, &mut d, (Pass::Wgrad, Side::B, b), x, x_shape, false)?;
+            xq = o.prepare(gpu, &mut d, (Product::Wgrad, Side::B, b), x, x_shape, false)?;
         }
         let key = GemmKey::new(Layout::Dw, BStorage::F32, s.d_out, s.d_in, s.rows);
         if let (Some(u), Some(dyq), Some(xq)) = (self.units_for(key), &dyq, &xq) {
@@ -497,23 +504,23 @@ impl Linear {
 
     /// The forward's or dX's operands on their way in: the activation or
     /// gradient `a` and the weights `w` (of shape `w_shape`), each through
-    /// the recipe's pre-pass for `pass` (onto `d`) into its scratch, or
+    /// the recipe's pre-pass for `product` (onto `d`) into its scratch, or
     /// `None` where the product reads it as it is. e4m3-tiles weights
     /// must be the E4M3 mirror.
     fn prepare(
         &self,
         gpu: &Gpu,
         d: &mut Vec<Dispatch>,
-        pass: Pass,
+        product: Product,
         (a, a_shape): (BufferRange, Shape),
         (w, w_shape): (&Weights, Shape),
     ) -> Result<[Option<wgpu::Buffer>; 2]> {
         let Some(o) = &self.operands else {
             return Ok([None, None]);
         };
-        let [a_op, w_op] = match pass {
-            Pass::Forward => o.products.forward,
-            Pass::Dgrad | Pass::Wgrad => o.products.dgrad,
+        let [a_op, w_op] = match product {
+            Product::Forward => o.products.forward,
+            Product::Dgrad | Product::Wgrad => o.products.dgrad,
         };
         let mirror = matches!(w, Weights::E4m3(_));
         let tiles = w_op.format == OperandFormat::E4m3Tiles;
@@ -529,8 +536,8 @@ impl Linear {
                 "linear: the f16 mirror is read as it is; a recipe that quantizes weights reads the f32 master".into(),
             ));
         }
-        let aq = o.prepare(gpu, d, (pass, Side::A, a_op), a, a_shape, false)?;
-        let wq = o.prepare(gpu, d, (pass, Side::B, w_op), w.range(), w_shape, true)?;
+        let aq = o.prepare(gpu, d, (product, Side::A, a_op), a, a_shape, false)?;
+        let wq = o.prepare(gpu, d, (product, Side::B, w_op), w.range(), w_shape, true)?;
         Ok([aq, wq])
     }
 }

@@ -26,7 +26,7 @@ pub enum Side {
 
 /// Which product an operand feeds (its counters' slot).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pass {
+pub enum Product {
     Forward = 0,
     Dgrad = 1,
     Wgrad = 2,
@@ -74,7 +74,7 @@ pub struct Operands {
     /// The step stochastic rounding draws for: 16 bytes the host rewrites
     /// before each step (`write_step`).
     step: wgpu::Buffer,
-    /// Each (pass, operand)'s counters, `STATS_STRIDE` apart.
+    /// Each (product, operand)'s counters, `STATS_STRIDE` apart.
     stats: wgpu::Buffer,
     scratch: [Mutex<Option<wgpu::Buffer>>; 3],
     /// Numbers each quantized tensor for its random draws, in record order.
@@ -119,7 +119,7 @@ impl Operands {
         encoder.clear_buffer(&self.stats, 0, None);
     }
 
-    /// Copies every (pass, operand)'s four counters to `dst` at `offset`,
+    /// Copies every (product, operand)'s four counters to `dst` at `offset`,
     /// packed (`OperandCounts::from_words`' 6 × 4 words), in `encoder`'s order.
     pub fn copy_counts(&self, encoder: &mut wgpu::CommandEncoder, dst: &wgpu::Buffer, offset: u64) {
         for slot in 0..6 {
@@ -138,7 +138,7 @@ impl Operands {
         self.fp8.as_ref()
     }
 
-    /// `x` as `o` says it reaches `pass`'s product, as operand `side`: the
+    /// `x` as `o` says it reaches `product`, as operand `side`: the
     /// dispatches onto `d` and the scratch that holds it, or `None` where
     /// the product reads `x` itself (f32, or e4m3-tiles weights, which
     /// come from their mirror).
@@ -146,7 +146,7 @@ impl Operands {
         &self,
         gpu: &Gpu,
         d: &mut Vec<Dispatch>,
-        (pass, side, o): (Pass, Side, Operand),
+        (product, side, o): (Product, Side, Operand),
         x: BufferRange,
         shape: Shape,
         weight: bool,
@@ -205,7 +205,7 @@ impl Operands {
                         Blocks::Columns | Blocks::Square => shape.row_parts,
                     },
                 };
-                let slot = (pass as u64 * 2 + side as u64) * STATS_STRIDE;
+                let slot = (product as u64 * 2 + side as u64) * STATS_STRIDE;
                 let stats = BufferRange {
                     buffer: &self.stats,
                     offset: slot,

@@ -196,7 +196,7 @@ async fn time_all(gpu: &Gpu, keys: &[GemmKey]) -> Result<Vec<(GemmKey, TileVaria
         if largest > gpu.limits.max_storage_buffer_binding_size {
             continue; // cannot be bound here: such a product fails with the reason when built
         }
-        let ops = Operands::new(gpu, key)?;
+        let ops = TimedOperands::new(gpu, key)?;
         let candidates: Vec<&GemmModule> = modules
             .iter()
             .filter(|m| m.layout == key.layout && m.b == key.b)
@@ -237,7 +237,7 @@ async fn time_units(gpu: &Gpu, keys: &[GemmKey]) -> Result<Vec<(GemmKey, f64)>> 
     let units = Units::new(gpu, u).await?;
     let mut times = Vec::new();
     for key in keys {
-        let ops = Operands::new(gpu, key)?;
+        let ops = TimedOperands::new(gpu, key)?;
         let (a, b, c) = ((&ops.a).into(), (&ops.b).into(), (&ops.c).into());
         let mut d = Vec::new();
         let shape = (key.m, key.n, key.k);
@@ -297,15 +297,15 @@ async fn time_group(gpu: &Gpu, group: &[&Dispatch]) -> Result<f64> {
 }
 
 /// Random operands of one product's shape, reused for every variant timed.
-pub struct Operands {
+pub struct TimedOperands {
     key: GemmKey,
     a: wgpu::Buffer,
     b: wgpu::Buffer,
     c: wgpu::Buffer,
 }
 
-impl Operands {
-    pub fn new(gpu: &Gpu, key: GemmKey) -> Result<Operands> {
+impl TimedOperands {
+    pub fn new(gpu: &Gpu, key: GemmKey) -> Result<TimedOperands> {
         let (m, n, k) = (key.m as u64, key.n as u64, key.k as u64);
         // random (crate::rng::uniform), in [1, 2)
         let random = |len: u64| uniform(&mut SplitMix64(len), len as usize, 1.0, 2.0);
@@ -317,7 +317,7 @@ impl Operands {
                 gpu.upload("b", &halves)?
             }
         };
-        Ok(Operands {
+        Ok(TimedOperands {
             key,
             a: gpu.upload("a", &random(m * k))?,
             b,
@@ -326,7 +326,7 @@ impl Operands {
     }
 }
 
-impl Operands {
+impl TimedOperands {
     /// `C += A·B` of these operands in `module`'s variant.
     fn dispatch(&self, gpu: &Gpu, module: &GemmModule) -> Result<Dispatch> {
         let p = Params::of(&self.key, SITE_NONE);
@@ -340,7 +340,7 @@ impl Operands {
 pub async fn time_variants(
     gpu: &Gpu,
     variants: &[TileVariant],
-    ops: &Operands,
+    ops: &TimedOperands,
 ) -> Result<Vec<f64>> {
     let key = ops.key;
     let mut dispatches = Vec::new();

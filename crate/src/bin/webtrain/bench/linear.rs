@@ -2,7 +2,7 @@
 //! layer, and (`--what variants`) every GEMM in every tile variant.
 
 use webtrain::gpu::Dispatch;
-use webtrain::kernels::linear::tune::{Operands, time_variants};
+use webtrain::kernels::linear::tune::{TimedOperands, time_variants};
 use webtrain::kernels::linear::{BStorage, GemmKey, TileVariant};
 use webtrain::kernels::{LinearShape, Output, Weights};
 use webtrain::{Gpu, Result};
@@ -189,7 +189,7 @@ pub async fn variants(gpu: &Gpu, sizes: &[&Sizes], only: Option<&str>) -> Result
                 if only.is_some_and(|o| !name.contains(o)) {
                     continue;
                 }
-                match Operands::new(gpu, key) {
+                match TimedOperands::new(gpu, key) {
                     Ok(ops) => time_product(gpu, s, &name, key, &ops).await?,
                     Err(e) => eprintln!("{:<6} {name:<22} skipped: {e}", s.name),
                 }
@@ -205,7 +205,7 @@ async fn time_product(
     s: &Sizes,
     name: &str,
     key: GemmKey,
-    ops: &Operands,
+    ops: &TimedOperands,
 ) -> Result<()> {
     let peak = fp32_peak(&gpu.info.name);
     let flops = 2.0 * key.m as f64 * key.n as f64 * key.k as f64;
