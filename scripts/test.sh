@@ -20,19 +20,24 @@ export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"                # quiet
 summary=()
 total_pass=0
 total_fail=0
+total_skipped=0
 failed=0
 
-# count TIER LOG: passed and failed tests from cargo/wasm-bindgen or node:test output
+# count TIER LOG: passed, failed and skipped tests from cargo/wasm-bindgen
+# ("N ignored": a test gated off this adapter, with its reason in the log)
+# or node:test output
 count() {
-  local log=$1 pass fail
+  local log=$1 pass fail skipped
   if grep -q '^# pass ' "$log"; then
     pass=$(awk '/^# pass /{s+=$3} END{print s+0}' "$log")
     fail=$(awk '/^# fail /{s+=$3} END{print s+0}' "$log")
+    skipped=$(awk '/^# skipped /{s+=$3} END{print s+0}' "$log")
   else
     pass=$(grep -o '[0-9]* passed' "$log" | awk '{s+=$1} END{print s+0}')
     fail=$(grep -o '[0-9]* failed' "$log" | awk '{s+=$1} END{print s+0}')
+    skipped=$(grep -o '[0-9]* ignored' "$log" | awk '{s+=$1} END{print s+0}')
   fi
-  echo "$pass $fail"
+  echo "$pass $fail $skipped"
 }
 
 tier() {
@@ -41,12 +46,12 @@ tier() {
   local start=$SECONDS
   "$@" 2>&1 | tee "test-results/$name.log"
   local status=${PIPESTATUS[0]} seconds=$((SECONDS - start))
-  read -r pass fail < <(count "test-results/$name.log")
+  read -r pass fail skipped < <(count "test-results/$name.log")
   if [ "$status" -ne 0 ] && [ "$fail" -eq 0 ]; then fail=1; fi  # failed before counting
   if [ "$status" -eq 0 ] && [ "$pass" -eq 0 ]; then status=1; fail=1; fi  # ran nothing
   [ "$status" -ne 0 ] && failed=1
-  summary+=("$(printf '%-7s %4d passed, %d failed  (%d s)' "$name" "$pass" "$fail" "$seconds")")
-  total_pass=$((total_pass + pass)); total_fail=$((total_fail + fail))
+  summary+=("$(printf '%-7s %4d passed, %d failed, %d skipped  (%d s)' "$name" "$pass" "$fail" "$skipped" "$seconds")")
+  total_pass=$((total_pass + pass)); total_fail=$((total_fail + fail)); total_skipped=$((total_skipped + skipped))
 }
 
 tier setup node --test --test-reporter=tap tests/setup/
@@ -65,5 +70,5 @@ fi
 echo
 echo "=== test tiers"
 printf '%s\n' "${summary[@]}"
-echo "$total_pass passed, $total_fail failed"
+echo "$total_pass passed, $total_fail failed, $total_skipped skipped"
 exit $failed
