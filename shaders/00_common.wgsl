@@ -76,8 +76,8 @@ fn workgroup_max(v: f32, lidx: u32) -> f32 {
 // The research modes' quantizers (reference/quantize.rs holds their twins).
 // Every step is exact in f32 — products by powers of two and `round`, which
 // WGSL defines as ties-to-even — so the GPU and the CPU agree bit for bit.
-const Q115_LIMIT: f32 = 0.999;  // the SF16 document's overflow threshold
-const E4M3_MAX: f32 = 448.0;
+// Q115_LIMIT (the SF16 document's overflow threshold) and E4M3_MAX come
+// from ops::formats, composed after this file.
 
 // Q1.15 round trip: clamp to ±0.999, nearest multiple of 2^-15. NaN stays.
 fn q115(x: f32) -> f32 {

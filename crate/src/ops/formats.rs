@@ -154,9 +154,12 @@ impl Element {
 
 /// The `FMT_*` constants and `element_format(code)` composed ahead of
 /// 00_formats.wgsl, which declares `struct Minifloat`; the scalings' and
-/// blocks' codes (14_quantize.wgsl's params).
+/// blocks' codes (14_quantize.wgsl's params); Q1.15's clamp and E4M3's
+/// largest value (00_common.wgsl's research-mode quantizers).
 pub fn wgsl_constants() -> String {
-    let mut s = String::new();
+    let mut s = format!(
+        "const Q115_LIMIT: f32 = {Q115_LIMIT:?};\nconst E4M3_MAX: f32 = {E4M3_MAX:?};\n"
+    );
     for (name, code) in [
         ("SCALING_MX", Scaling::Mx.code()),
         ("SCALING_MX_CEIL", Scaling::MxCeil.code()),
