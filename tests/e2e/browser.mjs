@@ -1,7 +1,13 @@
 // Shared by the e2e tests: serve the built app (dist/) on 127.0.0.1 with
 // Vite's preview server, and launch Debian's Chromium with WebGPU on
 // SwiftShader, using the same flags as the wasm-pack tier (crate/webdriver.json).
+// The tests on that browser (tests/e2e/*.e2e.mjs, run together by
+// all.test.mjs) share one server and one Chromium per process
+// (`sharedApp`); each opens its own pages, each page in a fresh browser
+// context (its own storage). A test of other flags starts its own app.
 
+import { after } from 'node:test';
+import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { preview } from 'vite';
 import { chromium } from 'playwright-core';
@@ -30,14 +36,36 @@ export async function startApp({ without = [], extra = [] } = {}) {
   };
 }
 
-/// A page that records uncaught errors and console errors, for asserting none.
-export async function openPage(app, path = '/') {
+let shared = null;
+
+/// The app of the default flags, started by its first user in this process
+/// and closed after the process's last test.
+export function sharedApp() {
+  shared ??= startApp();
+  return shared;
+}
+
+after(async () => {
+  const app = await shared?.catch(() => null); // a failed start failed its users
+  await app?.close();
+});
+
+/// A page in a fresh browser context (closing the page closes it) that
+/// records uncaught errors and console errors in `errors`, for
+/// `noErrors` to check.
+export async function openPage(app, path = '/', { errors = [] } = {}) {
   const page = await app.browser.newPage({ viewport: { width: 1100, height: 760 } });
-  const errors = [];
   page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
   page.on('console', (m) => { if (m.type() === 'error') errors.push(`console: ${m.text()}`); });
   await page.goto(app.url.replace(/\/$/, '') + path);
   return { page, errors };
+}
+
+/// For `afterEach`: no uncaught error or console error recorded in `errors`
+/// since the last check (the test just run, and any hook before it); clears
+/// the list for the next test.
+export function noErrors(errors) {
+  assert.deepEqual(errors.splice(0), [], 'uncaught errors or console errors in the page');
 }
 
 /// Steps the trainer has submitted, as the page shows them.

@@ -4,10 +4,10 @@
 // character marked right or wrong), and load its checkpoint in a fresh
 // page without any text.
 
-import { test, before, after } from 'node:test';
+import { describe, test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
-import { startApp, openPage, trainUntil, stepCount, waitOrError, errorText } from './browser.mjs';
+import { sharedApp, openPage, noErrors, trainUntil, stepCount, waitOrError, errorText } from './browser.mjs';
 
 // copy LEN digits in rows of 4 examples (8 tokens each), 4 rows a step,
 // validated at step 0 and every VAL_EVERY steps up to STEPS. Reliable:
@@ -29,153 +29,153 @@ const LR = 0.02;
 const STEPS = 80;
 const VAL_EVERY = 20;
 
-let app;
-let page;
-let errors;
-const shot = (name) => page.locator(`#${name}`).screenshot({ path: `test-results/panel-${name}-task.png` });
-/// [[step, exact, per character]] at each validation of the current run.
-const accuracies = async () => JSON.parse(await page.locator('#chart-accuracy').getAttribute('data-accuracies'));
+describe('tasks: a task run', () => {
+  let page;
+  const errors = [];
+  const shot = (name) => page.locator(`#${name}`).screenshot({ path: `test-results/panel-${name}-task.png` });
+  /// [[step, exact, per character]] at each validation of the current run.
+  const accuracies = async () => JSON.parse(await page.locator('#chart-accuracy').getAttribute('data-accuracies'));
 
-/// The examples shown, each character checked against its answer's:
-/// {right, wrong} characters counted.
-async function checkExamples() {
-  const rows = await page.locator('#task-examples-table tbody tr').evaluateAll((trs) => trs.map((tr) => ({
-    right: tr.dataset.right,
-    prompt: tr.querySelector('.prompt').textContent,
-    answer: tr.querySelector('.answer').textContent,
-    chars: [...tr.querySelectorAll('.predicted .char')].map((c) => ({ c: c.textContent, right: c.dataset.right, cls: c.className })),
-  })));
-  assert.ok(rows.length >= 1 && rows.length <= 8, `${rows.length} examples shown`);
-  const counts = { right: 0, wrong: 0 };
-  for (const { right, prompt, answer, chars } of rows) {
-    assert.equal(chars.length, answer.length, `one predicted character per answer character (${prompt} → ${answer})`);
-    chars.forEach(({ c, right: r, cls }, i) => {
-      const ok = c === answer[i];
-      assert.equal(r, String(ok), `${prompt}: character ${i} "${c}" against "${answer[i]}"`);
-      assert.equal(cls, `char ${ok ? 'right' : 'wrong'}`);
-      counts[ok ? 'right' : 'wrong']++;
-    });
-    assert.equal(right, String(chars.every((c) => c.right === 'true')), `${prompt}: whole answer right iff every character is`);
+  /// The examples shown, each character checked against its answer's:
+  /// {right, wrong} characters counted.
+  async function checkExamples() {
+    const rows = await page.locator('#task-examples-table tbody tr').evaluateAll((trs) => trs.map((tr) => ({
+      right: tr.dataset.right,
+      prompt: tr.querySelector('.prompt').textContent,
+      answer: tr.querySelector('.answer').textContent,
+      chars: [...tr.querySelectorAll('.predicted .char')].map((c) => ({ c: c.textContent, right: c.dataset.right, cls: c.className })),
+    })));
+    assert.ok(rows.length >= 1 && rows.length <= 8, `${rows.length} examples shown`);
+    const counts = { right: 0, wrong: 0 };
+    for (const { right, prompt, answer, chars } of rows) {
+      assert.equal(chars.length, answer.length, `one predicted character per answer character (${prompt} → ${answer})`);
+      chars.forEach(({ c, right: r, cls }, i) => {
+        const ok = c === answer[i];
+        assert.equal(r, String(ok), `${prompt}: character ${i} "${c}" against "${answer[i]}"`);
+        assert.equal(cls, `char ${ok ? 'right' : 'wrong'}`);
+        counts[ok ? 'right' : 'wrong']++;
+      });
+      assert.equal(right, String(chars.every((c) => c.right === 'true')), `${prompt}: whole answer right iff every character is`);
+    }
+    return counts;
   }
-  return counts;
-}
 
-before(async () => {
-  mkdirSync('test-results', { recursive: true });
-  app = await startApp();
-  ({ page, errors } = await openPage(app));
-});
-after(async () => { await app?.close(); });
+  before(async () => {
+    mkdirSync('test-results', { recursive: true });
+    ({ page } = await openPage(await sharedApp(), '/', { errors }));
+  });
+  afterEach(() => noErrors(errors));
+  after(async () => { await page?.close(); });
 
-test('a task is chosen in the text step: its options, its preset, no tokenizer', async () => {
-  await page.waitForSelector('#adapter[data-state="ready"]', { timeout: 120_000 });
-  await page.waitForSelector(`#task option[value="${TASK}"]`, { state: 'attached', timeout: 120_000 });
-  await page.selectOption('#task', TASK);
-  assert.ok(await page.locator('#corpus-task').isChecked(), 'choosing a task picks the task source');
-  assert.ok(await page.locator('#corpus-text').isHidden(), 'the text\'s files are hidden');
-  await page.fill('#task-options input[data-option="len"]', String(LEN));
-  await page.waitForSelector('#tokenizer-info[data-state="task"]', { timeout: 60_000 });
-  assert.equal(await page.locator('#preset').inputValue(), 'custom', 'the task\'s model is a custom one');
-  assert.ok(await page.locator('#preset').isDisabled());
-  assert.ok(await page.locator('#tokenizer-train').isDisabled(), 'no tokenizer to train');
-  assert.ok(Number(await page.locator('#weight-decay').inputValue()) >= 0, 'weight decay filled from the preset');
+  test('a task is chosen in the text step: its options, its preset, no tokenizer', async () => {
+    await page.waitForSelector('#adapter[data-state="ready"]', { timeout: 120_000 });
+    await page.waitForSelector(`#task option[value="${TASK}"]`, { state: 'attached', timeout: 120_000 });
+    await page.selectOption('#task', TASK);
+    assert.ok(await page.locator('#corpus-task').isChecked(), 'choosing a task picks the task source');
+    assert.ok(await page.locator('#corpus-text').isHidden(), 'the text\'s files are hidden');
+    await page.fill('#task-options input[data-option="len"]', String(LEN));
+    await page.waitForSelector('#tokenizer-info[data-state="task"]', { timeout: 60_000 });
+    assert.equal(await page.locator('#preset').inputValue(), 'custom', 'the task\'s model is a custom one');
+    assert.ok(await page.locator('#preset').isDisabled());
+    assert.ok(await page.locator('#tokenizer-train').isDisabled(), 'no tokenizer to train');
+    assert.ok(Number(await page.locator('#weight-decay').inputValue()) >= 0, 'weight decay filled from the preset');
 
-  // back to text: the form as it was, the tokenizer step again
-  await page.check('#corpus-builtin');
-  await page.waitForSelector('#tokenizer-info[data-state="none"]', { timeout: 60_000 });
-  assert.equal(await page.locator('#preset').inputValue(), 'tiny');
-  assert.ok(await page.locator('#task-fields').isHidden());
-  await page.waitForSelector('#corpus-files[data-count="1"]', { timeout: 120_000 });
+    // back to text: the form as it was, the tokenizer step again
+    await page.check('#corpus-builtin');
+    await page.waitForSelector('#tokenizer-info[data-state="none"]', { timeout: 60_000 });
+    assert.equal(await page.locator('#preset').inputValue(), 'tiny');
+    assert.ok(await page.locator('#task-fields').isHidden());
+    await page.waitForSelector('#corpus-files[data-count="1"]', { timeout: 120_000 });
 
-  await page.check('#corpus-task');
-  await page.fill('#task-options input[data-option="len"]', String(LEN));
-  await page.waitForSelector('#tokenizer-info[data-state="task"]', { timeout: 60_000 });
-  await page.fill('#batch', String(BATCH));
-  await page.fill('#seq', String(SEQ));
-  await page.fill('#lr', String(LR));
-  await page.fill('#steps', String(STEPS));
-  await page.fill('#warmup', '10');
-  await page.fill('#val-every', String(VAL_EVERY));
-  await page.fill('#autosave-every', '0');
-  await page.selectOption('#optimizer', 'muon');
-  await page.waitForSelector('#plan-status[data-fits="true"]', { timeout: 120_000 });
-  await page.waitForSelector('#create:not([disabled])', { timeout: 60_000 });
-  await page.click('#create');
-  const created = await waitOrError(page, () => document.querySelector('#train').dataset.phase === 'idle', 'setup-error');
-  assert.equal(created, null);
-  assert.match(await page.locator('#stat-task').textContent(), new RegExp(`${TASK} \\(len ${LEN}\\)`));
-  assert.match(await page.locator('#stat-mode').textContent(), /Muon, fp32 state/);
-  assert.ok(await page.locator('#chart-accuracy').isVisible(), 'a task run shows the accuracy chart');
-  assert.match(await page.locator('#prompt').inputValue(), new RegExp(`^\\d{${LEN}}>$`), 'Generate offers a held-out prompt in the task\'s characters');
-  await shot('setup');
-});
+    await page.check('#corpus-task');
+    await page.fill('#task-options input[data-option="len"]', String(LEN));
+    await page.waitForSelector('#tokenizer-info[data-state="task"]', { timeout: 60_000 });
+    await page.fill('#batch', String(BATCH));
+    await page.fill('#seq', String(SEQ));
+    await page.fill('#lr', String(LR));
+    await page.fill('#steps', String(STEPS));
+    await page.fill('#warmup', '10');
+    await page.fill('#val-every', String(VAL_EVERY));
+    await page.fill('#autosave-every', '0');
+    await page.selectOption('#optimizer', 'muon');
+    await page.waitForSelector('#plan-status[data-fits="true"]', { timeout: 120_000 });
+    await page.waitForSelector('#create:not([disabled])', { timeout: 60_000 });
+    await page.click('#create');
+    const created = await waitOrError(page, () => document.querySelector('#train').dataset.phase === 'idle', 'setup-error');
+    assert.equal(created, null);
+    assert.match(await page.locator('#stat-task').textContent(), new RegExp(`${TASK} \\(len ${LEN}\\)`));
+    assert.match(await page.locator('#stat-mode').textContent(), /Muon, fp32 state/);
+    assert.ok(await page.locator('#chart-accuracy').isVisible(), 'a task run shows the accuracy chart');
+    assert.match(await page.locator('#prompt').inputValue(), new RegExp(`^\\d{${LEN}}>$`), 'Generate offers a held-out prompt in the task\'s characters');
+    await shot('setup');
+  });
 
-test('the accuracy rises over the validations and the examples show each character right or wrong', async () => {
-  // the untrained model first: its exact-match accuracy is about 10^-LEN
-  await page.click('#validate');
-  await page.waitForFunction(() => document.querySelector('#chart-accuracy').dataset.points === '1', undefined, { timeout: 120_000 });
-  assert.equal(await page.locator('#task-examples').getAttribute('data-step'), '0');
-  const untrained = await checkExamples();
-  assert.ok(untrained.wrong > 0, `the untrained model's examples have wrong characters: ${JSON.stringify(untrained)}`);
-  const t0 = Date.now();
-  await trainUntil(page, STEPS);
-  const seconds = (Date.now() - t0) / 1000;
-  assert.equal(await errorText(page, 'train-error'), null);
-  assert.equal(await stepCount(page), STEPS);
+  test('the accuracy rises over the validations and the examples show each character right or wrong', async () => {
+    // the untrained model first: its exact-match accuracy is about 10^-LEN
+    await page.click('#validate');
+    await page.waitForFunction(() => document.querySelector('#chart-accuracy').dataset.points === '1', undefined, { timeout: 120_000 });
+    assert.equal(await page.locator('#task-examples').getAttribute('data-step'), '0');
+    const untrained = await checkExamples();
+    assert.ok(untrained.wrong > 0, `the untrained model's examples have wrong characters: ${JSON.stringify(untrained)}`);
+    const t0 = Date.now();
+    await trainUntil(page, STEPS);
+    const seconds = (Date.now() - t0) / 1000;
+    assert.equal(await errorText(page, 'train-error'), null);
+    assert.equal(await stepCount(page), STEPS);
 
-  const scored = await accuracies();
-  assert.ok(scored.length >= STEPS / VAL_EVERY + 1, `a point at each validation: ${JSON.stringify(scored)}`);
-  const [, firstExact, firstChars] = scored[0];
-  const [, lastExact, lastChars] = scored[scored.length - 1];
-  assert.ok(firstExact < 0.1, `the untrained model answers almost nothing whole: ${firstExact}`);
-  assert.ok(lastExact > firstExact + 0.5, `exact match rose: ${firstExact} → ${lastExact} (${JSON.stringify(scored)}, ${seconds.toFixed(0)} s)`);
-  assert.ok(lastChars > firstChars, `per-character accuracy rose: ${firstChars} → ${lastChars}`);
-  // training examples beside the held-out ones, and the weight norm, at each validation
-  const training = scored.map(([, , , train]) => train);
-  assert.ok(training.every((a) => a >= 0 && a <= 1), `training accuracy at each validation: ${training}`);
-  assert.ok(training.at(-1) > training[0], `training accuracy rose: ${training}`);
-  const norms = JSON.parse(await page.locator('#chart-weight-norm').getAttribute('data-norms'));
-  assert.equal(norms.length, scored.length, `a weight norm at each validation: ${norms}`);
-  assert.ok(norms.every((n) => n > 0 && Number.isFinite(n)), `${norms}`);
-  assert.match(await page.locator('#stat-accuracy').textContent(), /%.*%/);
+    const scored = await accuracies();
+    assert.ok(scored.length >= STEPS / VAL_EVERY + 1, `a point at each validation: ${JSON.stringify(scored)}`);
+    const [, firstExact, firstChars] = scored[0];
+    const [, lastExact, lastChars] = scored[scored.length - 1];
+    assert.ok(firstExact < 0.1, `the untrained model answers almost nothing whole: ${firstExact}`);
+    assert.ok(lastExact > firstExact + 0.5, `exact match rose: ${firstExact} → ${lastExact} (${JSON.stringify(scored)}, ${seconds.toFixed(0)} s)`);
+    assert.ok(lastChars > firstChars, `per-character accuracy rose: ${firstChars} → ${lastChars}`);
+    // training examples beside the held-out ones, and the weight norm, at each validation
+    const training = scored.map(([, , , train]) => train);
+    assert.ok(training.every((a) => a >= 0 && a <= 1), `training accuracy at each validation: ${training}`);
+    assert.ok(training.at(-1) > training[0], `training accuracy rose: ${training}`);
+    const norms = JSON.parse(await page.locator('#chart-weight-norm').getAttribute('data-norms'));
+    assert.equal(norms.length, scored.length, `a weight norm at each validation: ${norms}`);
+    assert.ok(norms.every((n) => n > 0 && Number.isFinite(n)), `${norms}`);
+    assert.match(await page.locator('#stat-accuracy').textContent(), /%.*%/);
 
-  // the held-out examples at the last validation
-  const box = page.locator('#task-examples');
-  assert.ok(await box.isVisible());
-  assert.equal(Number(await box.getAttribute('data-step')), STEPS);
-  const trained = await checkExamples();
-  assert.ok(trained.right > 0, `the trained model gets characters right: ${JSON.stringify(trained)}`);
-  await page.locator('#task-examples').screenshot({ path: 'test-results/panel-task-examples.png' });
-  await shot('train');
-});
+    // the held-out examples at the last validation
+    const box = page.locator('#task-examples');
+    assert.ok(await box.isVisible());
+    assert.equal(Number(await box.getAttribute('data-step')), STEPS);
+    const trained = await checkExamples();
+    assert.ok(trained.right > 0, `the trained model gets characters right: ${JSON.stringify(trained)}`);
+    await page.locator('#task-examples').screenshot({ path: 'test-results/panel-task-examples.png' });
+    await shot('train');
+  });
 
-test('a task run\'s checkpoint loads in a fresh page, without text', async () => {
-  const savedStep = await stepCount(page);
-  const [, savedExact] = (await accuracies()).at(-1);
-  const download = page.waitForEvent('download', { timeout: 120_000 });
-  await page.click('#save');
-  const file = await download;
-  assert.match(file.suggestedFilename(), new RegExp(`^webtrain-${TASK}-step${savedStep}\\.safetensors$`));
-  const path = `test-results/${file.suggestedFilename()}`;
-  await file.saveAs(path);
+  test('a task run\'s checkpoint loads in a fresh page, without text', async () => {
+    const savedStep = await stepCount(page);
+    const [, savedExact] = (await accuracies()).at(-1);
+    const download = page.waitForEvent('download', { timeout: 120_000 });
+    await page.click('#save');
+    const file = await download;
+    assert.match(file.suggestedFilename(), new RegExp(`^webtrain-${TASK}-step${savedStep}\\.safetensors$`));
+    const path = `test-results/${file.suggestedFilename()}`;
+    await file.saveAs(path);
 
-  await page.reload();
-  // no text: My files, none added
-  await page.waitForSelector('#corpus-files[data-count="1"]', { state: 'attached', timeout: 120_000 });
-  await page.check('#corpus-user');
-  await page.waitForSelector('#corpus-files[data-count="0"]', { timeout: 60_000 });
-  await page.setInputFiles('#load-input', path);
-  const loaded = await waitOrError(page, () => document.querySelector('#train').dataset.phase === 'idle', 'checkpoint-error');
-  assert.equal(loaded, null);
-  assert.equal(await stepCount(page), savedStep);
-  assert.match(await page.locator('#stat-task').textContent(), new RegExp(`${TASK} \\(len ${LEN}\\)`));
-  assert.match(await page.locator('#stat-mode').textContent(), /Muon, fp32 state/);
-  assert.match(await page.locator('#checkpoint-status').textContent(), new RegExp(`the task ${TASK}`));
-  await page.click('#validate');
-  await page.waitForFunction(() => document.querySelector('#chart-accuracy').dataset.points === '1', undefined, { timeout: 120_000 });
-  const [[step, exact]] = await accuracies();
-  assert.equal(step, savedStep);
-  assert.ok(Math.abs(exact - savedExact) < 1e-6, `the loaded weights score as saved: ${savedExact} → ${exact}`);
-  assert.ok(await page.locator('#task-examples-table tbody tr').count() >= 1);
-  assert.deepEqual(errors, []);
+    await page.reload();
+    // no text: My files, none added
+    await page.waitForSelector('#corpus-files[data-count="1"]', { state: 'attached', timeout: 120_000 });
+    await page.check('#corpus-user');
+    await page.waitForSelector('#corpus-files[data-count="0"]', { timeout: 60_000 });
+    await page.setInputFiles('#load-input', path);
+    const loaded = await waitOrError(page, () => document.querySelector('#train').dataset.phase === 'idle', 'checkpoint-error');
+    assert.equal(loaded, null);
+    assert.equal(await stepCount(page), savedStep);
+    assert.match(await page.locator('#stat-task').textContent(), new RegExp(`${TASK} \\(len ${LEN}\\)`));
+    assert.match(await page.locator('#stat-mode').textContent(), /Muon, fp32 state/);
+    assert.match(await page.locator('#checkpoint-status').textContent(), new RegExp(`the task ${TASK}`));
+    await page.click('#validate');
+    await page.waitForFunction(() => document.querySelector('#chart-accuracy').dataset.points === '1', undefined, { timeout: 120_000 });
+    const [[step, exact]] = await accuracies();
+    assert.equal(step, savedStep);
+    assert.ok(Math.abs(exact - savedExact) < 1e-6, `the loaded weights score as saved: ${savedExact} → ${exact}`);
+    assert.ok(await page.locator('#task-examples-table tbody tr').count() >= 1);
+  });
 });
