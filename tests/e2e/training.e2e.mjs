@@ -9,7 +9,7 @@
 import { describe, test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
-import { sharedApp, openPage, noErrors, createModel, trainUntil, stepCount, waitOrError, errorText } from './browser.mjs';
+import { sharedApp, openPage, noErrors, createModel, trainUntil, singleSteps, stepCount, waitOrError, errorText } from './browser.mjs';
 
 describe('training: a training session', () => {
   let page;
@@ -190,14 +190,18 @@ describe('training: a training session', () => {
   test('the session autosaves and measures while training; an autosaved run is offered on the next visit and restores', async () => {
     if ((await page.locator('#train').getAttribute('data-phase')) === 'none') await createModel(page, { batch: 4, seq: 32 });
     await page.fill('#autosave-every', '2');
-    await page.fill('#inside-every', '4'); // one measurement in the 4 steps: each costs seconds on SwiftShader
+    // a measurement at every step that is a multiple of 4 (run::Cadence):
+    // one in any 4 steps, each costing seconds on SwiftShader
+    await page.fill('#inside-every', '4');
     const measurements = async () => Number((await page.locator('#inside-ranges-result').getAttribute('data-measurements')) ?? 0);
     const [before, measuredBefore] = [await stepCount(page), await measurements()];
     await trainUntil(page, before + 4);
     await page.fill('#inside-every', '0');
     const failed = await errorText(page, 'checkpoint-error');
     assert.equal(failed, null);
-    assert.ok(await measurements() >= measuredBefore + 1, 'the ranges measured at a fourth step (a measured event)');
+    const reached = await stepCount(page); // Pause may come a few steps past before + 4
+    const due = Math.floor(reached / 4) - Math.floor(before / 4);
+    assert.equal(await measurements(), measuredBefore + due, `the ranges measured at each multiple of 4 in steps ${before + 1}–${reached} (a measured event)`);
     assert.match(await page.locator('#checkpoint-status').textContent(), /Autosaved at step \d+/);
     const saved = Number((await page.locator('#checkpoint-status').textContent()).match(/step ([\d ]+)/)[1].replace(/\s/g, ''));
 
@@ -303,14 +307,23 @@ describe('training: a training session', () => {
       sums = [sums[0] + Number(mxfp8[i][1]), sums[1] + Number(e4)];
     });
     assert.ok(sums[0] < 0.5 * sums[1], `MXFP8's errors ${sums[0]} well below MXFP4's ${sums[1]}`);
-    // live: measured at every 2nd step while training, a point on the RMS lines each
+    // live: measured at every step that is a multiple of N while training
+    // (run::Cadence; a single step trains with the same cadence), a point
+    // on the RMS lines each: single steps to the second multiple of 2,
+    // measured at the even ones alone (each costs seconds on SwiftShader)
     const measured = async () => Number(await page.locator('#inside-ranges-result').getAttribute('data-measurements'));
-    const before = await measured();
-    await page.fill('#inside-every', '4'); // one measurement in the 4 steps: each costs seconds on SwiftShader
-    await trainUntil(page, (await stepCount(page)) + 4);
+    const rmsPoints = async () => Number(await page.locator('#inside-rms').getAttribute('data-points'));
+    const [measuredBefore, pointsBefore] = [await measured(), await rmsPoints()];
+    await page.fill('#inside-every', '2');
+    let due = 0;
+    while (due < 2) {
+      await singleSteps(page);
+      const step = await stepCount(page);
+      if (step % 2 === 0) due++;
+      assert.equal(await measured(), measuredBefore + due, `measured while training, at step ${step} ${step % 2 === 0 ? 'too' : 'not'}`);
+    }
     await page.fill('#inside-every', '0');
-    assert.ok(await measured() >= before + 2, 'measured while training');
-    assert.ok(Number(await page.locator('#inside-rms').getAttribute('data-points')) >= 3, 'the RMS lines follow the run');
+    assert.equal(await rmsPoints(), pointsBefore + 2, 'the RMS lines follow the run: a point per measured step');
     assert.equal(await errorText(page, 'train-error'), null);
     assert.equal(await errorText(page, 'inside-error'), null);
   });
