@@ -18,18 +18,6 @@
 // M % BM, N % BN, K % BK are 0, and each block's quads divide evenly among
 // the WG invocations (the launcher checks).
 
-struct Params {
-    m: u32,
-    n: u32,
-    k: u32,
-    pad: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> a: array<vec4<f16>>;
-@group(0) @binding(2) var<storage, read> b: array<vec4<f16>>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-
 var<workgroup> sa: array<SHalf, 2u * A_LEN>;
 var<workgroup> sb: array<SHalf, 2u * B_LEN>;
 
@@ -56,16 +44,7 @@ fn gemm(
     @builtin(local_invocation_index) li: u32,
 ) {
     //#SUBGROUP
-    let gr0 = wg.y * BM;
-    let gc0 = wg.x * BN;
-    // this subgroup's first row and column inside the block
-    let lr0 = (sg / SGN) * (TM * T);
-    let lc0 = (sg % SGN) * (TN * T);
-    let r0 = gr0 + lr0;
-    let c0 = gc0 + lc0;
-    // each source's row stride, in halves
-    let lda = select(p.k, p.m, A_T);
-    let ldb = select(p.n, p.k, B_T);
+    let tile = tile_of(wg, sg);
     //#INIT
     //#REGS
     // slice 0 into stage 0

@@ -3,7 +3,8 @@
 // loaded straight from global memory (the caches serve the reuse between
 // subgroups). wgpu's syntax only (Dawn's loads read workgroup arrays).
 //
-// kernels/units/gemm_source.rs composes ahead of this file the enables
+// kernels/units/gemm_source.rs composes ahead of this file the enables,
+// 03_linear_coop_common.wgsl (the sizes, bindings and the tile's place)
 // and the variant's constants: T (the fragment's edge, 16 or 8), MatA, MatB,
 // MatC (the f16 and f32 fragment types), TM × TN fragments per
 // subgroup, SGM × SGN subgroups per workgroup (SG invocations each; WG in
@@ -17,18 +18,6 @@
 // `//#SUBGROUP*` lines are neutral: kernels/units/syntax.rs spells them;
 // offsets and strides are in elements of the named array. M % BM, N % BN and K % T are 0
 // (the launcher checks).
-
-struct Params {
-    m: u32,
-    n: u32,
-    k: u32,
-    pad: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> a: array<f16>;
-@group(0) @binding(2) var<storage, read> b: array<f16>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
 // The fragment of op(A) at rows r.. and columns kk..
 fn load_a(r: u32, kk: u32) -> MatA {
@@ -53,9 +42,7 @@ fn gemm(
     @builtin(workgroup_id) wg: vec3<u32>,
     //#SUBGROUP_ID
 ) {
-    // this subgroup's first output row and column
-    let r0 = wg.y * BM + (sg / SGN) * (TM * T);
-    let c0 = wg.x * BN + (sg % SGN) * (TN * T);
+    let tile = tile_of(wg, sg);
     //#INIT
     for (var k0 = 0u; k0 < p.k; k0 += T) {
         let kk = k0;

@@ -15,18 +15,6 @@
 // M % BM, N % BN, K % BK are 0, and each block's 8-half quads divide
 // evenly among the WG invocations (the launcher checks).
 
-struct Params {
-    m: u32,
-    n: u32,
-    k: u32,
-    pad: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> a: array<vec4<f16>>;
-@group(0) @binding(2) var<storage, read> b: array<vec4<f16>>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-
 var<workgroup> sa: array<SHalf, A_LEN>;
 var<workgroup> sb: array<SHalf, B_LEN>;
 
@@ -53,40 +41,25 @@ fn gemm(
     @builtin(local_invocation_index) li: u32,
 ) {
     //#SUBGROUP
-    let gr0 = wg.y * BM;
-    let gc0 = wg.x * BN;
-    // this subgroup's first row and column inside the block
-    let lr0 = (sg / SGN) * (TM * T);
-    let lc0 = (sg % SGN) * (TN * T);
-    let r0 = gr0 + lr0;
-    let c0 = gc0 + lc0;
-    // each source's row stride, in halves
-    let lda = select(p.k, p.m, A_T);
-    let ldb = select(p.n, p.k, B_T);
+    let tile = tile_of(wg, sg);
     //#INIT
     for (var k0 = 0u; k0 < p.k; k0 += BK) {
         // the source blocks' first rows and columns
-        let a_row = select(gr0, k0, A_T);
-        let a_col = select(k0, gr0, A_T);
-        let b_row = select(k0, gc0, B_T);
-        let b_col = select(gc0, k0, B_T);
+        let a0 = vec2<u32>(select(tile.gr0, k0, A_T), select(k0, tile.gr0, A_T));
+        let b0 = vec2<u32>(select(k0, tile.gc0, B_T), select(tile.gc0, k0, B_T));
         workgroupBarrier();
         for (var q = li; q < A_ROWS * A_COLS / 8u; q += WG) {
-            let row = q / (A_COLS / 8u);
-            let col = (q % (A_COLS / 8u)) * 8u;
-            let at = ((a_row + row) * lda + a_col + col) / 4u;
-            let w0 = a[at];
-            let w1 = a[at + 1u];
-            let o = (row * SA + col) / SV;
+            let at = quad_at(q, A_COLS, a0, tile.lda, SA);
+            let w0 = a[at.x];
+            let w1 = a[at.x + 1u];
+            let o = at.y / SV;
             //#STAGE_A
         }
         for (var q = li; q < B_ROWS * B_COLS / 8u; q += WG) {
-            let row = q / (B_COLS / 8u);
-            let col = (q % (B_COLS / 8u)) * 8u;
-            let at = ((b_row + row) * ldb + b_col + col) / 4u;
-            let w0 = b[at];
-            let w1 = b[at + 1u];
-            let o = (row * SB + col) / SV;
+            let at = quad_at(q, B_COLS, b0, tile.ldb, SB);
+            let w0 = b[at.x];
+            let w1 = b[at.x + 1u];
+            let o = at.y / SV;
             //#STAGE_B
         }
         workgroupBarrier();

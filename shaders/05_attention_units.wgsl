@@ -37,16 +37,21 @@ var<workgroup> so: array<f32, BR * DHP>;
 var<workgroup> row_m: array<f32, BR>;
 var<workgroup> row_l: array<f32, BR>;
 
-// Four values already on the f16 grid into an f16 row at `at`.
-fn put_sq(at: u32, x: vec4<f32>) {
+// q's rows are staged alone: no partner.
+fn q_partner(row: u32, h: u32, c: u32) -> vec4<f32> {
+    return vec4<f32>(0.0);
+}
+
+fn put_q(at: u32, x: vec4<f32>, y: vec4<f32>) {
     for (var i = 0u; i < 4u; i++) { sq[at + i] = f16(x[i]); }
 }
 
-fn put_kv(at: u32, x: vec4<f32>, y: vec4<f32>) {
-    for (var i = 0u; i < 4u; i++) {
-        sk[at + i] = f16(x[i]);
-        sv[at + i] = f16(y[i]);
-    }
+// o = O / l (l ≥ 1: the row's max contributes exp(0)) and lse = m + log l.
+fn write_chunk(r: u32, c: u32, row: u32, h: u32) {
+    let at = r * DHP + 4u * c;
+    let x = vec4<f32>(so[at], so[at + 1u], so[at + 2u], so[at + 3u]);
+    o[o_at(row, h) + c] = x / row_l[r];
+    if (c == 0u) { lse[row * params.heads + h] = row_m[r] + log(row_l[r]); }
 }
 
 @compute @workgroup_size(UWG)
@@ -58,26 +63,13 @@ fn attention_units_forward(
 ) {
     //#SUBGROUP
     let t_len = params.seq_len;
-    let blocks = (t_len + BR - 1u) / BR;
-    // a 2-D grid's spare workgroups run the last block again and write
-    // nothing: no early return (naga's uniformity analysis would then refuse
-    // the fragment operations)
-    let groups = blocks * params.heads * params.batch;
-    let live = flat_group(wid, nwg) < groups;
-    let g = min(flat_group(wid, nwg), groups - 1u);
-    let q0 = (g % blocks) * BR;
-    let h = (g / blocks) % params.heads;
-    let b = g / (blocks * params.heads);
-    let kvh = h / (params.heads / params.kv_heads);
+    let block = unit_block(wid, nwg, params.heads);
+    let q0 = block.first;
+    let b = block.batch;
+    let kvh = block.head / (params.heads / params.kv_heads);
     let row0 = sg * T;  // this subgroup's first row of the block
 
-    for (var e = li; e < BR * DH4; e += UWG) {
-        let r = e / DH4;
-        let c = e % DH4;
-        var x = vec4<f32>(0.0);
-        if (q0 + r < t_len) { x = attn_operand4(q[q_at(b * t_len + q0 + r, h) + c]); }
-        put_sq(r * DHP + 4u * c, x);
-    }
+    stage(li, BR, q0, b, block.head, false);
     for (var e = li; e < BR * DHP; e += UWG) { so[e] = 0.0; }
     for (var r = li; r < BR; r += UWG) {
         row_m[r] = NEG_BIG;
@@ -87,18 +79,7 @@ fn attention_units_forward(
     let key_end = min(q0 + BR, t_len);  // uniform: the loop holds barriers
     for (var k0 = 0u; k0 < key_end; k0 += BC) {
         workgroupBarrier();  // the last block's readers are done
-        for (var e = li; e < BC * DH4; e += UWG) {
-            let r = e / DH4;
-            let c = e % DH4;
-            var x = vec4<f32>(0.0);
-            var y = vec4<f32>(0.0);
-            if (k0 + r < t_len) {
-                let row = b * t_len + k0 + r;
-                x = attn_operand4(k[k_at(row, kvh) + c]);
-                y = attn_operand4(v[v_at(row, kvh) + c]);
-            }
-            put_kv(r * DHP + 4u * c, x, y);
-        }
+        stage(li, BC, k0, b, kvh, true);
         workgroupBarrier();
 
         // S = q·kᵀ, this subgroup's rows
@@ -153,16 +134,5 @@ fn attention_units_forward(
         }
     }
     workgroupBarrier();
-
-    for (var e = li; e < BR * DH4; e += UWG) {
-        let r = e / DH4;
-        let c = e % DH4;
-        let t = q0 + r;
-        if (live && t < t_len) {
-            let at = r * DHP + 4u * c;
-            let x = vec4<f32>(so[at], so[at + 1u], so[at + 2u], so[at + 3u]);
-            o[o_at(b * t_len + t, h) + c] = x / row_l[r];  // l ≥ 1: the row's max contributes exp(0)
-            if (c == 0u) { lse[(b * t_len + t) * params.heads + h] = row_m[r] + log(row_l[r]); }
-        }
-    }
+    write_rows(li, block);
 }

@@ -31,6 +31,16 @@ var<workgroup> sdv: array<f32, BR * DHP>;
 var<workgroup> col_lse: array<f32, BC>;
 var<workgroup> col_delta: array<f32, BC>;
 
+// dK·scale and dV into their columns of dkv.
+fn write_chunk(r: u32, c: u32, row: u32, kvh: u32) {
+    let at = r * DHP + 4u * c;
+    let base = row * params.dkv_stride + kvh * DH;
+    let dk = vec4<f32>(sdk[at], sdk[at + 1u], sdk[at + 2u], sdk[at + 3u]);
+    let dv = vec4<f32>(sdv[at], sdv[at + 1u], sdv[at + 2u], sdv[at + 3u]);
+    dkv[(base + params.dk_col) / 4u + c] = dk * params.scale;
+    dkv[(base + params.dv_col) / 4u + c] = dv;
+}
+
 @compute @workgroup_size(UWG)
 fn attention_units_dkv(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -40,32 +50,14 @@ fn attention_units_dkv(
 ) {
     //#SUBGROUP
     let t_len = params.seq_len;
-    let blocks = (t_len + BR - 1u) / BR;
-    // spare workgroups of a 2-D grid redo the last block and write nothing
-    let groups = blocks * params.kv_heads * params.batch;
-    let live = flat_group(wid, nwg) < groups;
-    let g = min(flat_group(wid, nwg), groups - 1u);
-    let key0 = (g % blocks) * BR;
-    let kvh = (g / blocks) % params.kv_heads;
-    let b = g / (blocks * params.kv_heads);
+    let block = unit_block(wid, nwg, params.kv_heads);
+    let key0 = block.first;
+    let kvh = block.head;
+    let b = block.batch;
     let group = params.heads / params.kv_heads;
     let row0 = sg * T;
 
-    for (var e = li; e < BR * DH4; e += UWG) {
-        let r = e / DH4;
-        let c = e % DH4;
-        var x = vec4<f32>(0.0);
-        var y = vec4<f32>(0.0);
-        if (key0 + r < t_len) {
-            let row = b * t_len + key0 + r;
-            x = attn_operand4(k[k_at(row, kvh) + c]);
-            y = attn_operand4(v[v_at(row, kvh) + c]);
-        }
-        for (var i = 0u; i < 4u; i++) {
-            sk[r * DHP + 4u * c + i] = f16(x[i]);
-            sv[r * DHP + 4u * c + i] = f16(y[i]);
-        }
-    }
+    stage(li, BR, key0, b, kvh, true);
     for (var e = li; e < BR * DHP; e += UWG) {
         sdk[e] = 0.0;
         sdv[e] = 0.0;
@@ -76,21 +68,7 @@ fn attention_units_dkv(
     for (var h = kvh * group; h < (kvh + 1u) * group; h++) {
         for (var t0 = t_first; t0 < t_len; t0 += BC) {
             workgroupBarrier();  // the last block's readers are done
-            for (var e = li; e < BC * DH4; e += UWG) {
-                let r = e / DH4;
-                let c = e % DH4;
-                var x = vec4<f32>(0.0);
-                var y = vec4<f32>(0.0);
-                if (t0 + r < t_len) {
-                    let row = b * t_len + t0 + r;
-                    x = attn_operand4(q[q_at(row, h) + c]);
-                    y = attn_operand4(d_o[o_at(row, h) + c]);
-                }
-                for (var i = 0u; i < 4u; i++) {
-                    sq[r * DHP + 4u * c + i] = f16(x[i]);
-                    sdo[r * DHP + 4u * c + i] = f16(y[i]);
-                }
-            }
+            stage(li, BC, t0, b, h, false);
             for (var j = li; j < BC; j += UWG) {
                 var l = 0.0;
                 var d = 0.0;
@@ -104,24 +82,7 @@ fn attention_units_dkv(
             }
             workgroupBarrier();
 
-            // Sᵀ = k·qᵀ and dPᵀ = v·dOᵀ, this subgroup's keys
-            for (var j = 0u; j < BC; j += T) {
-                var acc_s = MatC();
-                var acc_p = MatC();
-                for (var kk = 0u; kk < DH; kk += T) {
-                    let a_at = row0 * DHP + kk;
-                    let b_at = j * DHP + kk;
-                    let fk = FRAG_A(sk, a_at, DHP);
-                    let fq = FRAG_BT(sq, b_at, DHP);
-                    acc_s = MMA(fk, fq, acc_s);
-                    let fv = FRAG_A(sv, a_at, DHP);
-                    let fd = FRAG_BT(sdo, b_at, DHP);
-                    acc_p = MMA(fv, fd, acc_p);
-                }
-                let s_at = row0 * BCP + j;
-                STORE_C(ss, s_at, acc_s, BCP);
-                STORE_C(sdp, s_at, acc_p, BCP);
-            }
+            scores_and_dp(row0);
             workgroupBarrier();
 
             // p and dS, key by key
@@ -162,18 +123,5 @@ fn attention_units_dkv(
         }
     }
     workgroupBarrier();
-
-    for (var e = li; e < BR * DH4; e += UWG) {
-        let r = e / DH4;
-        let c = e % DH4;
-        let key = key0 + r;
-        if (live && key < t_len) {
-            let at = r * DHP + 4u * c;
-            let base = (b * t_len + key) * params.dkv_stride + kvh * DH;
-            let dk = vec4<f32>(sdk[at], sdk[at + 1u], sdk[at + 2u], sdk[at + 3u]);
-            let dv = vec4<f32>(sdv[at], sdv[at + 1u], sdv[at + 2u], sdv[at + 3u]);
-            dkv[(base + params.dk_col) / 4u + c] = dk * params.scale;
-            dkv[(base + params.dv_col) / 4u + c] = dv;
-        }
-    }
+    write_rows(li, block);
 }

@@ -29,6 +29,13 @@ var<workgroup> sdq: array<f32, BR * DHP>;
 var<workgroup> row_lse: array<f32, BR>;
 var<workgroup> row_delta: array<f32, BR>;
 
+// dQ·scale into its columns of dq.
+fn write_chunk(r: u32, c: u32, row: u32, h: u32) {
+    let at = r * DHP + 4u * c;
+    let x = vec4<f32>(sdq[at], sdq[at + 1u], sdq[at + 2u], sdq[at + 3u]);
+    dq[(row * params.dq_stride + params.dq_col) / 4u + h * DH4 + c] = x * params.scale;
+}
+
 @compute @workgroup_size(UWG)
 fn attention_units_dq(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -38,32 +45,14 @@ fn attention_units_dq(
 ) {
     //#SUBGROUP
     let t_len = params.seq_len;
-    let blocks = (t_len + BR - 1u) / BR;
-    // spare workgroups of a 2-D grid redo the last block and write nothing
-    let groups = blocks * params.heads * params.batch;
-    let live = flat_group(wid, nwg) < groups;
-    let g = min(flat_group(wid, nwg), groups - 1u);
-    let q0 = (g % blocks) * BR;
-    let h = (g / blocks) % params.heads;
-    let b = g / (blocks * params.heads);
+    let block = unit_block(wid, nwg, params.heads);
+    let q0 = block.first;
+    let h = block.head;
+    let b = block.batch;
     let kvh = h / (params.heads / params.kv_heads);
     let row0 = sg * T;
 
-    for (var e = li; e < BR * DH4; e += UWG) {
-        let r = e / DH4;
-        let c = e % DH4;
-        var x = vec4<f32>(0.0);
-        var y = vec4<f32>(0.0);
-        if (q0 + r < t_len) {
-            let row = b * t_len + q0 + r;
-            x = attn_operand4(q[q_at(row, h) + c]);
-            y = attn_operand4(d_o[o_at(row, h) + c]);
-        }
-        for (var i = 0u; i < 4u; i++) {
-            sq[r * DHP + 4u * c + i] = f16(x[i]);
-            sdo[r * DHP + 4u * c + i] = f16(y[i]);
-        }
-    }
+    stage(li, BR, q0, b, h, false);
     for (var e = li; e < BR * DHP; e += UWG) { sdq[e] = 0.0; }
     // Δ = dO·O (dO as the products read it, O the forward's f32) and lse
     for (var r = li; r < BR; r += UWG) {
@@ -74,7 +63,7 @@ fn attention_units_dq(
             let row = b * t_len + t;
             for (var c = 0u; c < DH4; c++) { d += dot(attn_operand4(d_o[o_at(row, h) + c]), o[o_at(row, h) + c]); }
             l = lse[row * params.heads + h];
-            if (live) { delta[row * params.heads + h] = d; }
+            if (block.live) { delta[row * params.heads + h] = d; }
         }
         row_delta[r] = d;
         row_lse[r] = l;
@@ -83,41 +72,10 @@ fn attention_units_dq(
     let key_end = min(q0 + BR, t_len);  // uniform: the loop holds barriers
     for (var k0 = 0u; k0 < key_end; k0 += BC) {
         workgroupBarrier();  // the last block's readers are done
-        for (var e = li; e < BC * DH4; e += UWG) {
-            let r = e / DH4;
-            let c = e % DH4;
-            var x = vec4<f32>(0.0);
-            var y = vec4<f32>(0.0);
-            if (k0 + r < t_len) {
-                let row = b * t_len + k0 + r;
-                x = attn_operand4(k[k_at(row, kvh) + c]);
-                y = attn_operand4(v[v_at(row, kvh) + c]);
-            }
-            for (var i = 0u; i < 4u; i++) {
-                sk[r * DHP + 4u * c + i] = f16(x[i]);
-                sv[r * DHP + 4u * c + i] = f16(y[i]);
-            }
-        }
+        stage(li, BC, k0, b, kvh, true);
         workgroupBarrier();
 
-        // S = q·kᵀ and dP = dO·vᵀ, this subgroup's rows
-        for (var j = 0u; j < BC; j += T) {
-            var acc_s = MatC();
-            var acc_p = MatC();
-            for (var kk = 0u; kk < DH; kk += T) {
-                let a_at = row0 * DHP + kk;
-                let b_at = j * DHP + kk;
-                let fq = FRAG_A(sq, a_at, DHP);
-                let fk = FRAG_BT(sk, b_at, DHP);
-                acc_s = MMA(fq, fk, acc_s);
-                let fd = FRAG_A(sdo, a_at, DHP);
-                let fv = FRAG_BT(sv, b_at, DHP);
-                acc_p = MMA(fd, fv, acc_p);
-            }
-            let s_at = row0 * BCP + j;
-            STORE_C(ss, s_at, acc_s, BCP);
-            STORE_C(sdp, s_at, acc_p, BCP);
-        }
+        scores_and_dp(row0);
         workgroupBarrier();
 
         // dS, row by row
@@ -151,15 +109,5 @@ fn attention_units_dq(
         }
     }
     workgroupBarrier();
-
-    for (var e = li; e < BR * DH4; e += UWG) {
-        let r = e / DH4;
-        let c = e % DH4;
-        let t = q0 + r;
-        if (live && t < t_len) {
-            let at = r * DHP + 4u * c;
-            let x = vec4<f32>(sdq[at], sdq[at + 1u], sdq[at + 2u], sdq[at + 3u]);
-            dq[((b * t_len + t) * params.dq_stride + params.dq_col) / 4u + h * DH4 + c] = x * params.scale;
-        }
-    }
+    write_rows(li, block);
 }

@@ -39,6 +39,7 @@ pub const LINEAR_B16: ShaderFile = shader_file!("03_linear_b16");
 pub const LINEAR: ShaderFile = shader_file!("03_linear");
 pub const LINEAR_FP8: ShaderFile = shader_file!("03_linear_fp8");
 /// The GEMMs on matrix units: composed by `kernels::units`, not by `compose`.
+pub const LINEAR_COOP_COMMON: ShaderFile = shader_file!("03_linear_coop_common");
 pub const LINEAR_COOP_GLOBAL: ShaderFile = shader_file!("03_linear_coop_global");
 pub const LINEAR_COOP_STAGED: ShaderFile = shader_file!("03_linear_coop_staged");
 pub const LINEAR_COOP_DOUBLE: ShaderFile = shader_file!("03_linear_coop_double");
@@ -49,6 +50,10 @@ pub const ATTENTION_BACKWARD: ShaderFile = shader_file!("05_attention_backward")
 pub const ATTENTION_MAP: ShaderFile = shader_file!("05_attention_map");
 /// Attention on matrix units: composed by `kernels::units::attention`.
 pub const ATTENTION_UNITS: ShaderFile = shader_file!("05_attention_units");
+/// What the three share, and what the backward's two share: composed after
+/// the prelude, ahead of each.
+pub const ATTENTION_UNITS_COMMON: ShaderFile = shader_file!("05_attention_units_common");
+pub const ATTENTION_UNITS_BACKWARD: ShaderFile = shader_file!("05_attention_units_backward");
 pub const ATTENTION_UNITS_DQ: ShaderFile = shader_file!("05_attention_units_dq");
 pub const ATTENTION_UNITS_DKV: ShaderFile = shader_file!("05_attention_units_dkv");
 pub const ACTIVATION: ShaderFile = shader_file!("06_activation");
@@ -154,6 +159,19 @@ pub fn compose_variant(
     numerics: Numerics,
     constants: &str,
 ) -> Composed {
+    compose_shared(module, storage, numerics, constants, &[])
+}
+
+/// `compose_variant`, with `shared` files (parts several kernel files
+/// share, e.g. attention's on matrix units) after the prelude, ahead of
+/// the kernel file.
+pub fn compose_shared(
+    module: impl Into<Module>,
+    storage: F16Storage,
+    numerics: Numerics,
+    constants: &str,
+    shared: &[ShaderFile],
+) -> Composed {
     let module = module.into();
     let mut source = String::new();
     let mut parts = Vec::new();
@@ -175,10 +193,11 @@ pub fn compose_variant(
         Some((FORMATS, FORMATS.source)),
         (!constants.is_empty()).then_some((variant, constants)),
         module.prelude.map(|p| (p, p.source)),
-        Some((module.file, module.file.source)),
     ]
     .into_iter()
     .flatten()
+    .chain(shared.iter().map(|f| (*f, f.source)))
+    .chain([(module.file, module.file.source)])
     {
         parts.push((part.name, line));
         source.push_str(text);

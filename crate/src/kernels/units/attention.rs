@@ -13,8 +13,9 @@ use crate::error::Result;
 use crate::gpu::coop::MatrixUnits;
 use crate::gpu::{Gpu, Kernel, KernelDesc, Slot, build_composed_kernels};
 use crate::shaders::{
-    ATTENTION_COMMON, ATTENTION_UNITS, ATTENTION_UNITS_DKV, ATTENTION_UNITS_DQ, Composed,
-    F16Storage, Module, Numerics, ShaderFile, compose_variant,
+    ATTENTION_COMMON, ATTENTION_UNITS, ATTENTION_UNITS_BACKWARD, ATTENTION_UNITS_COMMON,
+    ATTENTION_UNITS_DKV, ATTENTION_UNITS_DQ, Composed, F16Storage, Module, Numerics, ShaderFile,
+    compose_shared,
 };
 
 /// Workgroup memory the common prelude's tile takes at `TILE = 4` (the
@@ -41,6 +42,14 @@ impl UnitKernel {
             UnitKernel::Forward => ATTENTION_UNITS,
             UnitKernel::Dq => ATTENTION_UNITS_DQ,
             UnitKernel::Dkv => ATTENTION_UNITS_DKV,
+        }
+    }
+
+    /// The files it shares with the others, composed ahead of its own.
+    fn shared(self) -> &'static [ShaderFile] {
+        match self {
+            UnitKernel::Forward => &[ATTENTION_UNITS_COMMON],
+            UnitKernel::Dq | UnitKernel::Dkv => &[ATTENTION_UNITS_COMMON, ATTENTION_UNITS_BACKWARD],
         }
     }
 
@@ -124,14 +133,7 @@ impl UnitTiles {
         let l = &gpu.limits;
         [(32, 32), (32, 16), (16, 16)]
             .into_iter()
-            .map(|(br, bc)| UnitTiles {
-                kernel,
-                syntax,
-                edge,
-                subgroup,
-                br,
-                bc,
-            })
+            .map(|blocks| tiles((kernel, syntax), (edge, subgroup), blocks))
             .find(|t| {
                 t.br.is_multiple_of(edge)
                     && t.bc.is_multiple_of(edge)
@@ -188,13 +190,21 @@ impl UnitTiles {
         ] {
             let _ = writeln!(constants, "const {name}: u32 = {v}u;");
         }
+        let key_major = self.kernel == UnitKernel::Dkv;
+        let _ = writeln!(constants, "const KEY_MAJOR: bool = {key_major};");
         constants.push_str(&self.syntax.declarations(self.edge, &self.kernel.blocks()));
         let module = Module {
             prelude: Some(ATTENTION_COMMON),
             file: self.kernel.file(),
         };
-        let mut composed = compose_variant(module, F16Storage::Native, numerics, &constants)
-            .with_directives(self.syntax.directive());
+        let mut composed = compose_shared(
+            module,
+            F16Storage::Native,
+            numerics,
+            &constants,
+            self.kernel.shared(),
+        )
+        .with_directives(self.syntax.directive());
         composed.source = spell(
             &self.name(dh),
             &composed.source,

@@ -10,7 +10,9 @@ use std::fmt::Write as _;
 use super::gemm::{GemmVariant, Staging};
 use super::syntax::{Blocks, spell};
 use crate::error::{Error, Result};
-use crate::shaders::{LINEAR_COOP_DOUBLE, LINEAR_COOP_GLOBAL, LINEAR_COOP_STAGED, ShaderFile};
+use crate::shaders::{
+    LINEAR_COOP_COMMON, LINEAR_COOP_DOUBLE, LINEAR_COOP_GLOBAL, LINEAR_COOP_STAGED, ShaderFile,
+};
 
 /// One staged block's quads (8 halves) per invocation, as the
 /// double-buffered file fetches and puts them: the block and its source,
@@ -77,6 +79,11 @@ impl GemmVariant {
         }
         let _ = writeln!(s, "const A_T: bool = {};", self.layout.a_t());
         let _ = writeln!(s, "const B_T: bool = {};", self.layout.b_t());
+        let src = match self.staging {
+            Staging::Global => "f16",
+            _ => "vec4<f16>",
+        };
+        let _ = writeln!(s, "alias Src = {src};");
         if self.staging != Staging::Global {
             let ((ar, ac, sa), (br, bc, sb)) = self.blocks();
             let elem = if sv == 1 { "f16" } else { "vec4<f16>" };
@@ -99,7 +106,8 @@ impl GemmVariant {
             }
         }
         s.push('\n');
-        for line in self.file().source.lines() {
+        let shared = LINEAR_COOP_COMMON.source.lines().chain([""]);
+        for line in shared.chain(self.file().source.lines()) {
             match line.trim() {
                 "//#INIT" => self.init(&mut s),
                 "//#STEP" => self.step(&mut s),
@@ -126,7 +134,7 @@ impl GemmVariant {
     /// The index in `out` of fragment (i, j)'s first row and column.
     fn index(&self, i: u32, j: u32) -> String {
         let t = self.edge;
-        format!("(r0 + {}u) * p.n + c0 + {}u", i * t, j * t)
+        format!("(tile.r0 + {}u) * p.n + tile.c0 + {}u", i * t, j * t)
     }
 
     fn init(&self, s: &mut String) {
@@ -143,8 +151,8 @@ impl GemmVariant {
         let t = self.edge;
         // rows and columns in load_a / load_b's terms: global or in-block
         let (r, c) = match self.staging {
-            Staging::Global => ("r0", "c0"),
-            Staging::Scalar | Staging::Vec4 | Staging::Double => ("lr0", "lc0"),
+            Staging::Global => ("tile.r0", "tile.c0"),
+            Staging::Scalar | Staging::Vec4 | Staging::Double => ("tile.lr0", "tile.lc0"),
         };
         // the double-buffered file's loads name the stage first
         let st = if self.staging == Staging::Double {
@@ -183,9 +191,9 @@ impl GemmVariant {
                 cols: "A_COLS",
                 stride: "SA",
                 len: "A_LEN",
-                row0: "select(gr0, kf, A_T)",
-                col0: "select(kf, gr0, A_T)",
-                ld: "lda",
+                row0: "select(tile.gr0, kf, A_T)",
+                col0: "select(kf, tile.gr0, A_T)",
+                ld: "tile.lda",
             },
             Quads {
                 block: "sb",
@@ -195,9 +203,9 @@ impl GemmVariant {
                 cols: "B_COLS",
                 stride: "SB",
                 len: "B_LEN",
-                row0: "select(kf, gc0, B_T)",
-                col0: "select(gc0, kf, B_T)",
-                ld: "ldb",
+                row0: "select(kf, tile.gc0, B_T)",
+                col0: "select(tile.gc0, kf, B_T)",
+                ld: "tile.ldb",
             },
         ]
     }

@@ -207,12 +207,11 @@ fn dawn_sources_spell_every_variant() {
     assert!(source.contains(
         "subgroupMatrixLoad<MatA, col_major>(&sa, s * A_LEN + (kk * SA + r) / SV, SA / SV)"
     ));
-    assert!(
-        source
-            .contains("subgroupMatrixLoad<MatC, row_major>(&out, (r0 + 0u) * p.n + c0 + 16u, p.n)")
-    );
     assert!(source.contains(
-        "subgroupMatrixStore<row_major>(&out, (r0 + 16u) * p.n + c0 + 48u, c_1_3, ldc);"
+        "subgroupMatrixLoad<MatC, row_major>(&out, (tile.r0 + 0u) * p.n + tile.c0 + 16u, p.n)"
+    ));
+    assert!(source.contains(
+        "subgroupMatrixStore<row_major>(&out, (tile.r0 + 16u) * p.n + tile.c0 + 48u, c_1_3, ldc);"
     ));
 }
 
