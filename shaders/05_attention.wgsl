@@ -61,7 +61,7 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
     let s = query_slot(g, lidx);
     let row = s.b * t_len + s.t;
     var qr: Row;
-    if (s.live) { qr = row_qkv(FROM_Q, q_at(row, s.h) + s.lane * COLS4); }
+    if (s.live) { qr = row_of(FROM_Q, q_at(row, s.h) + s.lane * COLS4); }
     let key_end = min(block_first_query(g) + bq, t_len);  // uniform: the loops hold barriers
 
     let sf16 = NUMERICS == SF16;

@@ -80,7 +80,7 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
     var part = 0.0;
     var lse_t = 0.0;
     if (s.live) {
-        qr = row_qkv(FROM_Q, q_at(row, s.h) + col);
+        qr = row_of(FROM_Q, q_at(row, s.h) + col);
         dor = row_o(false, o_at(row, s.h) + col);
         part = row_dot(dor, row_o(true, o_at(row, s.h) + col));
         lse_t = lse[row * params.heads + s.h];
@@ -149,8 +149,8 @@ fn attention_backward_dkv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wo
     var kr: Row;
     var vr: Row;
     if (live) {
-        kr = row_qkv(FROM_K, k_at(krow, kvh) + col);
-        vr = row_qkv(FROM_V, v_at(krow, kvh) + col);
+        kr = row_of(FROM_K, k_at(krow, kvh) + col);
+        vr = row_of(FROM_V, v_at(krow, kvh) + col);
     }
 
     var dk: Row;

@@ -117,47 +117,41 @@ fn row_dot(x: Row, y: Row) -> f32 {
     return s;
 }
 
-// COLS columns of a q, k or v row from vec4 index `at` (one reader for
-// the three: WGSL passes no storage pointers portably).
-const FROM_Q: u32 = 0u;
-const FROM_K: u32 = 1u;
-const FROM_V: u32 = 2u;
-
-fn chunk_qkv(tensor: u32, at: u32) -> mat4x4<f32> {
-    if (tensor == FROM_Q) { return attn_chunk(q[at], q[at + 1u], q[at + 2u], q[at + 3u]); }
-    if (tensor == FROM_K) { return attn_chunk(k[at], k[at + 1u], k[at + 2u], k[at + 3u]); }
-    return attn_chunk(v[at], v[at + 1u], v[at + 2u], v[at + 3u]);
-}
-
-fn row_qkv(tensor: u32, at: u32) -> Row {
-    var r: Row;
-    r.c0 = chunk_qkv(tensor, at);
-    if (CHUNKS > 1u) { r.c1 = chunk_qkv(tensor, at + 4u); }
-    if (CHUNKS > 2u) { r.c2 = chunk_qkv(tensor, at + 8u); }
-    if (CHUNKS > 3u) { r.c3 = chunk_qkv(tensor, at + 12u); }
-    return r;
-}
-
 // The streamed tile: K|V rows (forward, dQ pass) or Q|dO rows (dK/dV
 // pass), and each lane's part of the score of every row of it.
 var<workgroup> tile_a: array<vec4<f32>, TILE * DH4>;  // [TILE, Dh]
 var<workgroup> tile_b: array<vec4<f32>, TILE * DH4>;
 var<workgroup> score_part: array<f32, TILE * ROW_WG>; // [row, invocation]
 
-fn tile_chunk(from_a: bool, at: u32) -> mat4x4<f32> {
-    if (from_a) { return mat4x4<f32>(tile_a[at], tile_a[at + 1u], tile_a[at + 2u], tile_a[at + 3u]); }
-    return mat4x4<f32>(tile_b[at], tile_b[at + 1u], tile_b[at + 2u], tile_b[at + 3u]);
+// COLS columns of a row of q, k, v or the tile from vec4 index `at` (one
+// reader for them all: WGSL passes no storage pointers portably). q, k
+// and v are read as the products' operands; the tile holds them so.
+const FROM_Q: u32 = 0u;
+const FROM_K: u32 = 1u;
+const FROM_V: u32 = 2u;
+const FROM_TILE_A: u32 = 3u;
+const FROM_TILE_B: u32 = 4u;
+
+fn chunk_of(source: u32, at: u32) -> mat4x4<f32> {
+    if (source == FROM_TILE_A) { return mat4x4<f32>(tile_a[at], tile_a[at + 1u], tile_a[at + 2u], tile_a[at + 3u]); }
+    if (source == FROM_TILE_B) { return mat4x4<f32>(tile_b[at], tile_b[at + 1u], tile_b[at + 2u], tile_b[at + 3u]); }
+    if (source == FROM_Q) { return attn_chunk(q[at], q[at + 1u], q[at + 2u], q[at + 3u]); }
+    if (source == FROM_K) { return attn_chunk(k[at], k[at + 1u], k[at + 2u], k[at + 3u]); }
+    return attn_chunk(v[at], v[at + 1u], v[at + 2u], v[at + 3u]);
+}
+
+fn row_of(source: u32, at: u32) -> Row {
+    var r: Row;
+    r.c0 = chunk_of(source, at);
+    if (CHUNKS > 1u) { r.c1 = chunk_of(source, at + 4u); }
+    if (CHUNKS > 2u) { r.c2 = chunk_of(source, at + 8u); }
+    if (CHUNKS > 3u) { r.c3 = chunk_of(source, at + 12u); }
+    return r;
 }
 
 // This lane's COLS columns of tile row j.
 fn tile_row(from_a: bool, j: u32, lane: u32) -> Row {
-    let at = j * DH4 + lane * COLS4;
-    var r: Row;
-    r.c0 = tile_chunk(from_a, at);
-    if (CHUNKS > 1u) { r.c1 = tile_chunk(from_a, at + 4u); }
-    if (CHUNKS > 2u) { r.c2 = tile_chunk(from_a, at + 8u); }
-    if (CHUNKS > 3u) { r.c3 = tile_chunk(from_a, at + 12u); }
-    return r;
+    return row_of(select(FROM_TILE_B, FROM_TILE_A, from_a), j * DH4 + lane * COLS4);
 }
 
 // K rows key0.. of sequence b into tile_a and V rows into tile_b (with_v),
