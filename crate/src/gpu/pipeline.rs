@@ -52,6 +52,13 @@ pub struct KernelDesc {
     pub slots: &'static [Slot],
 }
 
+impl KernelDesc {
+    /// Entry `entry` over `slots`: for entries that share a slot table.
+    pub const fn of(entry: &'static str, slots: &'static [Slot]) -> KernelDesc {
+        KernelDesc { entry, slots }
+    }
+}
+
 /// A kernel of a built module: what a launcher turns into [`Dispatch`]es.
 /// Its pipeline is created by its first dispatch.
 pub struct Kernel {

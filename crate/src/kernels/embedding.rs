@@ -33,14 +33,8 @@ const LOOKUP_SLOTS: &[Slot] = &[
     Slot::ReadWrite(4, "bad_tokens"), // atomic u32, += tokens >= V
     Slot::BoundaryCounts,
 ];
-const LOOKUP: KernelDesc = KernelDesc {
-    entry: "embed_lookup",
-    slots: LOOKUP_SLOTS,
-};
-const LOOKUP_W16: KernelDesc = KernelDesc {
-    entry: "embed_lookup_w16",
-    slots: LOOKUP_SLOTS,
-};
+const LOOKUP: KernelDesc = KernelDesc::of("embed_lookup", LOOKUP_SLOTS);
+const LOOKUP_W16: KernelDesc = KernelDesc::of("embed_lookup_w16", LOOKUP_SLOTS);
 const BACKWARD_SORTED: KernelDesc = KernelDesc {
     entry: "embed_backward_sorted",
     slots: &[

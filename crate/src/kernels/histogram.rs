@@ -5,7 +5,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::error::{Error, Result};
-use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, WG, build_kernels};
+use crate::gpu::{Bind, BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, WG, build_kernels};
 use crate::shaders::HISTOGRAM;
 
 pub use crate::ops::histogram::BINS;
@@ -70,18 +70,9 @@ impl Histogram {
         counts: BufferRange,
         sums: BufferRange,
     ) -> Result<Dispatch> {
-        let op = "log2_histogram";
-        let n32 = u32::try_from(n).map_err(|_| Error::shape(op, "n", "below 2^32", n))?;
-        let groups = Self::groups(n);
-        let params = gpu.uniform(op, &Params { n: n32 });
-        let binds = [
-            (&params).into(),
-            x.needs(4 * n),
-            counts.needs(4 * BINS as u64),
-            sums.needs(4 * groups),
-        ];
-        self.log2
-            .dispatch(gpu, op, &binds, gpu.grid_groups(op, groups)?)
+        over_values(gpu, (&self.log2, "log2_histogram"), x, n, |groups| {
+            [counts.needs(4 * BINS as u64), sums.needs(4 * groups)]
+        })
     }
 
     /// Writes to `errors` (`2 · groups(n)` f32) each workgroup's
@@ -96,18 +87,13 @@ impl Histogram {
         n: u64,
         errors: BufferRange,
     ) -> Result<Dispatch> {
-        let op = "relative_error";
-        let n32 = u32::try_from(n).map_err(|_| Error::shape(op, "n", "below 2^32", n))?;
-        let groups = Self::groups(n);
-        let params = gpu.uniform(op, &Params { n: n32 });
-        let binds = [
-            (&params).into(),
-            x.needs(4 * n),
-            y.needs(4 * n),
-            errors.needs(8 * groups),
-        ];
-        self.relative_error
-            .dispatch(gpu, op, &binds, gpu.grid_groups(op, groups)?)
+        over_values(
+            gpu,
+            (&self.relative_error, "relative_error"),
+            x,
+            n,
+            |groups| [y.needs(4 * n), errors.needs(8 * groups)],
+        )
     }
 
     /// The mean relative error from `relative_error`'s partials (0 with no terms).
@@ -117,4 +103,22 @@ impl Histogram {
             .fold((0.0, 0.0), |(s, t), p| (s + p[0] as f64, t + p[1] as f64));
         if terms == 0.0 { 0.0 } else { sum / terms }
     }
+}
+
+/// `kernel` (entry `op`) over the `n` f32 values of `x`, in
+/// `Histogram::groups(n)` workgroups; its two other bindings given the
+/// workgroups.
+fn over_values<'a>(
+    gpu: &Gpu,
+    (kernel, op): (&Kernel, &'static str),
+    x: BufferRange<'a>,
+    n: u64,
+    others: impl FnOnce(u64) -> [Bind<'a>; 2],
+) -> Result<Dispatch> {
+    let n32 = u32::try_from(n).map_err(|_| Error::shape(op, "n", "below 2^32", n))?;
+    let groups = Histogram::groups(n);
+    let params = gpu.uniform(op, &Params { n: n32 });
+    let [first, second] = others(groups);
+    let binds = [(&params).into(), x.needs(4 * n), first, second];
+    kernel.dispatch(gpu, op, &binds, gpu.grid_groups(op, groups)?)
 }

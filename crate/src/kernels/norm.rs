@@ -54,22 +54,10 @@ const BACKWARD_SLOTS: &[Slot] = &[
     Slot::ReadWrite(5, "dx"),      // [R, D] f32, accumulated
     Slot::ReadWrite(6, "scratch"), // partials: [⌈R/8⌉, D] f32, dgain's
 ];
-const FORWARD: KernelDesc = KernelDesc {
-    entry: "rmsnorm_forward",
-    slots: FORWARD_SLOTS,
-};
-const FORWARD_W16: KernelDesc = KernelDesc {
-    entry: "rmsnorm_forward_w16",
-    slots: FORWARD_SLOTS,
-};
-const BACKWARD: KernelDesc = KernelDesc {
-    entry: "rmsnorm_backward",
-    slots: BACKWARD_SLOTS,
-};
-const BACKWARD_W16: KernelDesc = KernelDesc {
-    entry: "rmsnorm_backward_w16",
-    slots: BACKWARD_SLOTS,
-};
+const FORWARD: KernelDesc = KernelDesc::of("rmsnorm_forward", FORWARD_SLOTS);
+const FORWARD_W16: KernelDesc = KernelDesc::of("rmsnorm_forward_w16", FORWARD_SLOTS);
+const BACKWARD: KernelDesc = KernelDesc::of("rmsnorm_backward", BACKWARD_SLOTS);
+const BACKWARD_W16: KernelDesc = KernelDesc::of("rmsnorm_backward_w16", BACKWARD_SLOTS);
 const DGAIN_FINISH: KernelDesc = KernelDesc {
     entry: "rmsnorm_dgain_finish",
     slots: &[

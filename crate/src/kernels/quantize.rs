@@ -39,22 +39,10 @@ const SLOTS: &[Slot] = &[
     Slot::ReadWrite(3, "y"),     // qy: [n] f32
     Slot::ReadWrite(4, "stats"), // [5] u32: saturated, flushed, blocks saturated, underflowed, amax
 ];
-const CAST: KernelDesc = KernelDesc {
-    entry: "quantize_cast",
-    slots: SLOTS,
-};
-const RESET: KernelDesc = KernelDesc {
-    entry: "quantize_reset",
-    slots: SLOTS,
-};
-const AMAX: KernelDesc = KernelDesc {
-    entry: "quantize_amax",
-    slots: SLOTS,
-};
-const BLOCKS: KernelDesc = KernelDesc {
-    entry: "quantize_blocks",
-    slots: SLOTS,
-};
+const CAST: KernelDesc = KernelDesc::of("quantize_cast", SLOTS);
+const RESET: KernelDesc = KernelDesc::of("quantize_reset", SLOTS);
+const AMAX: KernelDesc = KernelDesc::of("quantize_amax", SLOTS);
+const BLOCKS: KernelDesc = KernelDesc::of("quantize_blocks", SLOTS);
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]

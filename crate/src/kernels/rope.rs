@@ -21,14 +21,8 @@ const SLOTS: &[Slot] = &[
     Slot::Read(1, "inv_freq"), // [Dh/2] f32
     Slot::ReadWrite(2, "x"),   // [R, row_stride] f32, rotated in place
 ];
-const FORWARD: KernelDesc = KernelDesc {
-    entry: "rope_forward",
-    slots: SLOTS,
-};
-const BACKWARD: KernelDesc = KernelDesc {
-    entry: "rope_backward",
-    slots: SLOTS,
-};
+const FORWARD: KernelDesc = KernelDesc::of("rope_forward", SLOTS);
+const BACKWARD: KernelDesc = KernelDesc::of("rope_backward", SLOTS);
 
 pub struct Rope {
     forward: Kernel,

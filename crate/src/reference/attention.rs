@@ -276,16 +276,21 @@ mod tests {
         (0..n).map(|i| (i as f64 * f + 0.4).sin()).collect()
     }
 
-    #[test]
-    fn backward_is_the_gradient_of_forward() {
+    /// q, k, v and dO of `SHAPE`.
+    fn operands() -> [Vec<f64>; 4] {
         let rows = (SHAPE.batch * SHAPE.seq_len) as usize;
         let (nq, nkv) = (rows * 4 * 3, rows * 2 * 3);
-        let (q, k, v, d_o) = (
+        [
             wave(nq, 0.77),
             wave(nkv, 1.31),
             wave(nkv, 0.53),
             wave(nq, 0.91),
-        );
+        ]
+    }
+
+    #[test]
+    fn backward_is_the_gradient_of_forward() {
+        let [q, k, v, d_o] = operands();
         let f32 = AttentionOperands::F32;
         let (o, lse) = forward(&SHAPE, &q, &k, &v, f32);
         let (dq, dk, dv) = backward(&SHAPE, &q, &k, &v, &o, &d_o, &lse, f32);
@@ -340,14 +345,7 @@ mod tests {
     /// relative), and the gradients likewise up to P's and dS's.
     #[test]
     fn f16_operands_round_each_factor() {
-        let rows = (SHAPE.batch * SHAPE.seq_len) as usize;
-        let (nq, nkv) = (rows * 4 * 3, rows * 2 * 3);
-        let (q, k, v, d_o) = (
-            wave(nq, 0.77),
-            wave(nkv, 1.31),
-            wave(nkv, 0.53),
-            wave(nq, 0.91),
-        );
+        let [q, k, v, d_o] = operands();
         let (f16, f32) = (AttentionOperands::F16, AttentionOperands::F32);
         let (q16, k16, v16, d_o16) = (
             factors(&q, f16),
