@@ -4,20 +4,26 @@
 //! helpers.
 #![cfg(not(target_arch = "wasm32"))]
 
-use std::process::Command;
+#[path = "support/webtrain.rs"]
+mod support;
+use support::{refused, scratch_dir, webtrain_output, webtrain_stdout};
 
 fn run(args: &[&str]) -> Vec<serde_json::Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_webtrain"))
-        .args(args)
-        .output()
-        .expect("run webtrain");
-    assert!(
-        out.status.success(),
-        "webtrain {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .expect("utf-8 stdout")
+    json_lines(&webtrain_stdout(args))
+}
+
+/// `line`'s words: a command line without spaces inside its arguments.
+fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
+/// `run` of `line`'s words.
+fn run_line(line: &str) -> Vec<serde_json::Value> {
+    run(&words(line))
+}
+
+fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
+    stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line: {l:?}: {e}")))
         .collect()
@@ -55,17 +61,8 @@ fn bench_prints_one_line_per_kernel() {
 
 #[test]
 fn bench_times_whole_steps_per_mode() {
-    let lines = run(&[
-        "bench",
-        "--what",
-        "steps",
-        "--presets",
-        "tiny",
-        "--precisions",
-        "fp32,f16,sf16,fp8,nvfp4",
-        "--reps",
-        "1",
-    ]);
+    let lines =
+        run_line("bench --what steps --presets tiny --precisions fp32,f16,sf16,fp8,nvfp4 --reps 1");
     let modes: Vec<(&str, &str)> = lines
         .iter()
         .map(|l| {
@@ -110,12 +107,7 @@ fn bench_times_whole_steps_per_mode() {
 
 #[test]
 fn a_missing_adapter_is_a_clear_error() {
-    let out = Command::new(env!("CARGO_BIN_EXE_webtrain"))
-        .args(["info", "--adapter", "no-such-gpu"])
-        .output()
-        .expect("run");
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused(&["info", "--adapter", "no-such-gpu"]);
     assert!(
         err.contains("no GPU adapter named like \"no-such-gpu\""),
         "{err}"
@@ -139,22 +131,13 @@ fn write_text(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
 
 #[test]
 fn train_prints_steps_validation_and_a_summary() {
-    let dir = std::env::temp_dir().join(format!("webtrain-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("cli");
     let corpus = write_text(&dir, "english.txt");
     let lines = run(&[
-        "train",
-        "--corpus",
-        corpus.to_str().unwrap(),
-        "--steps",
-        "6",
-        "--batch",
-        "2",
-        "--seq",
-        "32",
-        "--val-every",
-        "3",
-    ]);
+        &["train", "--corpus", corpus.to_str().unwrap()][..],
+        &words("--steps 6 --batch 2 --seq 32 --val-every 3"),
+    ]
+    .concat());
     let steps: Vec<&serde_json::Value> = lines
         .iter()
         .filter(|l| l.get("loss").is_some() && l.get("summary").is_none())
@@ -189,13 +172,8 @@ fn train_prints_steps_validation_and_a_summary() {
 fn train_refuses_a_binary_corpus_by_name() {
     let path = std::env::temp_dir().join(format!("webtrain-binary-{}.txt", std::process::id()));
     std::fs::write(&path, b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_webtrain"))
-        .args(["train", "--corpus", path.to_str().unwrap()])
-        .output()
-        .expect("run");
+    let err = refused(&["train", "--corpus", path.to_str().unwrap()]);
     std::fs::remove_file(&path).ok();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(path.to_str().unwrap()) && err.contains("binary"),
         "{err}"
@@ -212,33 +190,16 @@ fn step_lines(lines: &[serde_json::Value]) -> Vec<[serde_json::Value; 4]> {
         .collect()
 }
 
-#[test]
-fn train_resumed_from_a_checkpoint_continues_exactly() {
-    let dir = std::env::temp_dir().join(format!("webtrain-resume-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let ckpt = dir.join("run.safetensors");
-    let ckpt = ckpt.to_str().unwrap();
-    let run_args = [
-        "train",
-        "--synthetic",
-        "--batch",
-        "2",
-        "--seq",
-        "16",
-        "--warmup",
-        "2",
-        "--precision",
-        "f16",
-        "--optim-state",
-        "int8",
-    ];
-    let whole = run(&[&run_args[..], &["--steps", "6"]].concat());
+/// `args` trained 6 steps, and 3 steps saved to `ckpt` then 3 resumed
+/// from it: the three runs' lines, the resumed steps checked to be the
+/// uninterrupted run's.
+fn six_steps_resumed(args: &[&str], ckpt: &str) -> [Vec<serde_json::Value>; 3] {
+    let whole = run(&[args, &["--steps", "6"]].concat());
     let first = run(&[
-        &run_args[..],
+        args,
         &["--steps", "3", "--schedule-steps", "6", "--out", ckpt],
     ]
     .concat());
-    assert_eq!(first.last().unwrap()["summary"]["checkpoint"], ckpt);
     let rest = run(&["train", "--resume", ckpt, "--steps", "3"]);
     let resumed: Vec<_> = step_lines(&first)
         .into_iter()
@@ -249,6 +210,18 @@ fn train_resumed_from_a_checkpoint_continues_exactly() {
         step_lines(&whole),
         "steps 1–3, saved, then 4–6 resumed: the uninterrupted run's numbers"
     );
+    [whole, first, rest]
+}
+
+#[test]
+fn train_resumed_from_a_checkpoint_continues_exactly() {
+    let dir = scratch_dir("resume");
+    let ckpt = dir.join("run.safetensors");
+    let ckpt = ckpt.to_str().unwrap();
+    let run_args =
+        words("train --synthetic --batch 2 --seq 16 --warmup 2 --precision f16 --optim-state int8");
+    let [_, first, rest] = six_steps_resumed(&run_args, ckpt);
+    assert_eq!(first.last().unwrap()["summary"]["checkpoint"], ckpt);
     let summary = &rest.last().unwrap()["summary"];
     assert_eq!(
         (
@@ -260,25 +233,12 @@ fn train_resumed_from_a_checkpoint_continues_exactly() {
     );
 
     // the checkpoint fixes the run's settings; a damaged one is refused by name
-    let out = Command::new(env!("CARGO_BIN_EXE_webtrain"))
-        .args(["train", "--resume", ckpt, "--lr", "0.1"])
-        .output()
-        .expect("run");
-    assert!(
-        !out.status.success()
-            && String::from_utf8_lossy(&out.stderr).contains("cannot be used with")
-    );
+    let err = refused(&["train", "--resume", ckpt, "--lr", "0.1"]);
+    assert!(err.contains("cannot be used with"), "{err}");
     let bytes = std::fs::read(ckpt).unwrap();
     std::fs::write(ckpt, &bytes[..bytes.len() / 2]).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_webtrain"))
-        .args(["train", "--resume", ckpt])
-        .output()
-        .expect("run");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && err.contains(ckpt) && err.contains("truncated"),
-        "{err}"
-    );
+    let err = refused(&["train", "--resume", ckpt]);
+    assert!(err.contains(ckpt) && err.contains("truncated"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -289,33 +249,18 @@ fn train_resumed_from_a_checkpoint_continues_exactly() {
 /// a run that never lost it.
 #[test]
 fn train_survives_a_lost_device() {
-    let dir = std::env::temp_dir().join(format!("webtrain-lost-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("lost");
     let (whole_ckpt, lost_ckpt) = (dir.join("whole.safetensors"), dir.join("lost.safetensors"));
     let (whole_ckpt, lost_ckpt) = (whole_ckpt.to_str().unwrap(), lost_ckpt.to_str().unwrap());
-    let run_args = [
-        "train",
-        "--synthetic",
-        "--batch",
-        "4",
-        "--seq",
-        "32",
-        "--steps",
-        "12",
-        "--save-every",
-        "4",
-    ];
+    let run_args = words("train --synthetic --batch 4 --seq 32 --steps 12 --save-every 4");
     let whole = run(&[&run_args[..], &["--out", whole_ckpt]].concat());
-    let out = Command::new(env!("CARGO_BIN_EXE_webtrain"))
-        .args(
-            [
-                &run_args[..],
-                &["--out", lost_ckpt, "--lose-device-at", "3,10"],
-            ]
-            .concat(),
-        )
-        .output()
-        .expect("run webtrain");
+    let out = webtrain_output(
+        &[
+            &run_args[..],
+            &["--out", lost_ckpt, "--lose-device-at", "3,10"],
+        ]
+        .concat(),
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     for said in [
@@ -324,11 +269,7 @@ fn train_survives_a_lost_device() {
     ] {
         assert!(err.contains(&said), "{said:?} not in {err}");
     }
-    let lost: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lost = json_lines(&String::from_utf8(out.stdout).unwrap());
     // a step trained again prints again: its last line counts
     let mut last_per_step = std::collections::BTreeMap::new();
     for l in step_lines(&lost) {
@@ -353,12 +294,8 @@ fn train_survives_a_lost_device() {
         |lines: &[serde_json::Value]| lines.last().unwrap()["summary"]["device_losses"].clone();
     assert_eq!((losses(&whole), losses(&lost)), (0.into(), 2.into()));
 
-    let out = Command::new(env!("CARGO_BIN_EXE_webtrain"))
-        .args(["train", "--synthetic", "--save-every", "4"])
-        .output()
-        .expect("run webtrain");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("--out"), "{err}");
+    let err = refused(&["train", "--synthetic", "--save-every", "4"]);
+    assert!(err.contains("--out"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -371,8 +308,7 @@ fn a_checkpoint_of_the_old_page_resumes() {
         env!("CARGO_MANIFEST_DIR"),
         "/../tests/fixtures/checkpoints/page-7edd469.safetensors"
     );
-    let dir = std::env::temp_dir().join(format!("webtrain-old-page-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("old-page");
     let out = dir.join("again.safetensors");
     let lines = run(&[
         "train",
@@ -400,8 +336,7 @@ fn a_checkpoint_of_the_old_page_resumes() {
 /// tokens (another text is refused) and resumed.
 #[test]
 fn a_text_run_resumed_elsewhere_asks_for_its_files() {
-    let dir = std::env::temp_dir().join(format!("webtrain-text-resume-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("text-resume");
     let text = write_text(&dir, "mine.txt");
     let ckpt = dir.join("run.safetensors");
     let ckpt = ckpt.to_str().unwrap();
@@ -414,14 +349,6 @@ fn a_text_run_resumed_elsewhere_asks_for_its_files() {
     .concat());
     let moved = dir.join("moved.txt");
     std::fs::rename(&text, &moved).unwrap();
-    let refused = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_webtrain"))
-            .args(args)
-            .output()
-            .expect("run");
-        assert!(!out.status.success(), "{args:?} must be refused");
-        String::from_utf8_lossy(&out.stderr).to_string()
-    };
     let err = refused(&["train", "--resume", ckpt, "--steps", "1"]);
     assert!(
         err.contains("mine.txt (")
@@ -462,8 +389,7 @@ fn a_text_run_resumed_elsewhere_asks_for_its_files() {
 /// the exported weights, and bad token files are refused by position.
 #[test]
 fn export_hf_then_eval_and_fine_tune() {
-    let dir = std::env::temp_dir().join(format!("webtrain-hf-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("hf");
     let text = write_text(&dir, "text.txt");
     let (ckpt, hf) = (dir.join("run.safetensors"), dir.join("hf"));
     let (ckpt, hf, text) = (
@@ -474,15 +400,7 @@ fn export_hf_then_eval_and_fine_tune() {
     run(&[
         "train", "--corpus", text, "--batch", "2", "--seq", "16", "--steps", "3", "--out", ckpt,
     ]);
-    let out = Command::new(env!("CARGO_BIN_EXE_webtrain"))
-        .args(["export-hf", "--checkpoint", ckpt, "--out", hf])
-        .output()
-        .expect("run");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    webtrain_stdout(&["export-hf", "--checkpoint", ckpt, "--out", hf]);
     for file in [
         "config.json",
         "model.safetensors",
@@ -511,16 +429,10 @@ fn export_hf_then_eval_and_fine_tune() {
 
     // text from the exported folder, greedily: the same continuation twice
     let greedy = [
-        "generate",
-        "--hf",
-        hf,
-        "--prompt",
-        "the model",
-        "--max-new",
-        "6",
-        "--temperature",
-        "0",
-    ];
+        &["generate", "--hf", hf, "--prompt", "the model"][..],
+        &words("--max-new 6 --temperature 0"),
+    ]
+    .concat();
     let (a, b) = (run(&greedy), run(&greedy));
     assert_eq!(a, b);
     assert_eq!(a[0]["tokens"].as_array().unwrap().len(), 6);
@@ -532,18 +444,10 @@ fn export_hf_then_eval_and_fine_tune() {
 
     // fine-tuning starts where the export left off: its first loss is near the trained run's last
     let tuned = run(&[
-        "train",
-        "--from-hf",
-        hf,
-        "--corpus",
-        text,
-        "--batch",
-        "2",
-        "--seq",
-        "16",
-        "--steps",
-        "1",
-    ]);
+        &["train", "--from-hf", hf, "--corpus", text][..],
+        &words("--batch 2 --seq 16 --steps 1"),
+    ]
+    .concat());
     let trained = run(&[
         "train", "--corpus", text, "--batch", "2", "--seq", "16", "--steps", "3",
     ]);
@@ -558,13 +462,9 @@ fn export_hf_then_eval_and_fine_tune() {
     );
 
     std::fs::write(&tokens, "5 17 301").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_webtrain"))
-        .args(["eval", "--hf", hf, "--tokens", tokens.to_str().unwrap()])
-        .output()
-        .expect("run");
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused(&["eval", "--hf", hf, "--tokens", tokens.to_str().unwrap()]);
     assert!(
-        !out.status.success() && err.contains("token 2 is 301, beyond the vocabulary of 301"),
+        err.contains("token 2 is 301, beyond the vocabulary of 301"),
         "{err}"
     );
     std::fs::remove_dir_all(&dir).ok();
@@ -580,18 +480,7 @@ fn lines_with<'a>(lines: &'a [serde_json::Value], key: &str) -> Vec<&'a serde_js
 /// the smallest second moment.
 #[test]
 fn train_inspects_what_narrow_formats_would_lose() {
-    let lines = run(&[
-        "train",
-        "--synthetic",
-        "--batch",
-        "2",
-        "--seq",
-        "16",
-        "--steps",
-        "2",
-        "--inspect-every",
-        "2",
-    ]);
+    let lines = run_line("train --synthetic --batch 2 --seq 16 --steps 2 --inspect-every 2");
     let inspected = lines_with(&lines, "inspect");
     assert_eq!(inspected.len(), 1);
     assert_eq!(inspected[0]["step"], 2);
@@ -633,18 +522,7 @@ fn train_inspects_what_narrow_formats_would_lose() {
 /// probabilities' tails per layer, and in sf16 the step's clamp counts.
 #[test]
 fn inspect_reports_softmax_tails_and_sf16_clamps() {
-    let lines = run(&[
-        "inspect",
-        "--synthetic",
-        "--precision",
-        "sf16",
-        "--batch",
-        "2",
-        "--seq",
-        "16",
-        "--steps",
-        "2",
-    ]);
+    let lines = run_line("inspect --synthetic --precision sf16 --batch 2 --seq 16 --steps 2");
     let inspected = lines_with(&lines, "inspect");
     assert_eq!(inspected.len(), 2, "every step");
     let layers = inspected[1]["softmax"].as_array().unwrap();
@@ -689,17 +567,7 @@ fn accuracies(lines: &[serde_json::Value]) -> Vec<(f64, f64)> {
 /// release binary (docs/TASKS.md).
 #[test]
 fn a_task_is_learned() {
-    let lines = run(&[
-        "train",
-        "--task",
-        "reverse",
-        "--task-option",
-        "len=3",
-        "--steps",
-        "120",
-        "--val-every",
-        "60",
-    ]);
+    let lines = run_line("train --task reverse --task-option len=3 --steps 120 --val-every 60");
     let acc = accuracies(&lines);
     let (exact, chars) = *acc.last().unwrap();
     assert!(exact >= 0.95, "{acc:?}");
@@ -721,53 +589,25 @@ fn a_task_is_learned() {
 /// option is refused with the task's options named.
 #[test]
 fn a_task_run_resumes_exactly_and_checks_its_options() {
-    let dir = std::env::temp_dir().join(format!("webtrain-task-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("task");
     let ckpt = dir.join("add.safetensors");
     let ckpt = ckpt.to_str().unwrap();
-    let task = [
-        "train",
-        "--task",
-        "add",
-        "--task-option",
-        "digits=2",
-        "--batch",
-        "4",
-    ];
-    let whole = run(&[&task[..], &["--steps", "6"]].concat());
-    let first = run(&[
-        &task[..],
-        &["--steps", "3", "--schedule-steps", "6", "--out", ckpt],
-    ]
-    .concat());
-    let rest = run(&["train", "--resume", ckpt, "--steps", "3"]);
-    let resumed: Vec<_> = step_lines(&first)
-        .into_iter()
-        .chain(step_lines(&rest))
-        .collect();
-    assert_eq!(resumed, step_lines(&whole));
+    let task = words("train --task add --task-option digits=2 --batch 4");
+    let [whole, _, rest] = six_steps_resumed(&task, ckpt);
     assert_eq!(
         lines_with(&rest, "accuracy").last().unwrap()["accuracy"],
         lines_with(&whole, "accuracy").last().unwrap()["accuracy"]
     );
     std::fs::remove_dir_all(&dir).ok();
 
-    let out = Command::new(env!("CARGO_BIN_EXE_webtrain"))
-        .args(["train", "--task", "sort", "--task-option", "digits=3"])
-        .output()
-        .expect("run");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && err.contains("its options are len"),
-        "{err}"
-    );
+    let err = refused(&["train", "--task", "sort", "--task-option", "digits=3"]);
+    assert!(err.contains("its options are len"), "{err}");
 }
 
 #[test]
 fn quantize_writes_what_the_twin_computes_and_refuses_bad_blocks() {
     use webtrain::ops::formats::{Blocks, Format, Quantization};
-    let dir = std::env::temp_dir().join(format!("webtrain-quantize-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("quantize");
     let (input, out) = (dir.join("x.safetensors"), dir.join("y.safetensors"));
     let a: Vec<f32> = (0..64).map(|i| (i as f32 - 20.0) * 0.37).collect();
     let mut b: Vec<f32> = (0..64).map(|i| 1.0 + i as f32 * 1e-3).collect();
@@ -853,16 +693,8 @@ fn quantize_writes_what_the_twin_computes_and_refuses_bad_blocks() {
         ),
         (vec!["--format", "fp5"], "unknown format"),
     ] {
-        let result = Command::new(env!("CARGO_BIN_EXE_webtrain"))
-            .args(["quantize", "--in", i, "--out", o])
-            .args(&args)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&result.stderr);
-        assert!(
-            !result.status.success() && err.contains(says),
-            "{args:?}: {err}"
-        );
+        let err = refused(&[&["quantize", "--in", i, "--out", o][..], &args].concat());
+        assert!(err.contains(says), "{args:?}: {err}");
         assert!(!out.exists(), "{args:?}: nothing written");
     }
     std::fs::remove_dir_all(&dir).ok();

@@ -5,12 +5,15 @@
 #![cfg(not(target_arch = "wasm32"))]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use safetensors::SafeTensors;
 use webtrain::inspect::ranges;
 use webtrain::kernels::quantize::quantization_error;
 use webtrain::ops::formats::{Blocks, Format, Quantization};
+
+#[path = "support/webtrain.rs"]
+mod support;
+use support::{refused, scratch_dir, webtrain_stdout};
 
 // transformers' eager attention and webtrain's both in f32: scores of
 // 16-64 terms and an exp. Measured worst, lavapipe: 4.2e-7.
@@ -33,17 +36,15 @@ fn f32s(t: &safetensors::tensor::TensorView) -> Vec<f32> {
         .collect()
 }
 
-fn webtrain(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_webtrain"))
-        .args(args)
-        .output()
-        .expect("run webtrain");
-    assert!(
-        out.status.success(),
-        "webtrain {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8 stdout")
+/// `webtrain COMMAND --hf <fixture NAME> --tokens TOKENS MORE…`'s arguments.
+fn on_fixture(command: &str, name: &str, tokens: &Path, more: &[&str]) -> Vec<String> {
+    let (hf, tokens) = (fixture(name), tokens.to_str().unwrap().to_string());
+    let hf = hf.to_str().unwrap().to_string();
+    [command, "--hf", &hf, "--tokens", &tokens]
+        .iter()
+        .chain(more)
+        .map(|a| a.to_string())
+        .collect()
 }
 
 /// The fixture's expected tensors and its token ids, written to a file.
@@ -65,9 +66,7 @@ fn expected(name: &str, dir: &Path) -> (Vec<u8>, PathBuf, Vec<u32>) {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("webtrain-probe-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    scratch_dir(&format!("probe-{name}"))
 }
 
 #[test]
@@ -77,16 +76,12 @@ fn attention_equals_transformers() {
         let (bytes, tokens, ids) = expected(name, &dir);
         let want = SafeTensors::deserialize(&bytes).unwrap();
         let out = dir.join("attention.safetensors");
-        let hf = fixture(name);
-        webtrain(&[
+        webtrain_stdout(&on_fixture(
             "attention",
-            "--hf",
-            hf.to_str().unwrap(),
-            "--tokens",
-            tokens.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ]);
+            name,
+            &tokens,
+            &["--out", out.to_str().unwrap()],
+        ));
         let got_bytes = std::fs::read(&out).unwrap();
         let got = SafeTensors::deserialize(&got_bytes).unwrap();
         let layers = want
@@ -127,17 +122,13 @@ fn predictions_equal_transformers() {
         let probs = want.tensor("probs").unwrap();
         let vocab = probs.shape()[1];
         let probs = f32s(&probs);
-        let hf = fixture(name);
         let top_k = 5;
-        let out = webtrain(&[
+        let out = webtrain_stdout(&on_fixture(
             "predict",
-            "--hf",
-            hf.to_str().unwrap(),
-            "--tokens",
-            tokens.to_str().unwrap(),
-            "--top-k",
-            &top_k.to_string(),
-        ]);
+            name,
+            &tokens,
+            &["--top-k", &top_k.to_string()],
+        ));
         let lines: Vec<serde_json::Value> = out
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
@@ -192,20 +183,12 @@ fn attention_refuses_a_token_beyond_the_vocabulary() {
     let dir = scratch("refuse");
     let tokens = dir.join("bad.tokens");
     std::fs::write(&tokens, "1 2 99999").unwrap();
-    let hf = fixture("gqa");
-    let out = Command::new(env!("CARGO_BIN_EXE_webtrain"))
-        .args([
-            "attention",
-            "--hf",
-            hf.to_str().unwrap(),
-            "--tokens",
-            tokens.to_str().unwrap(),
-        ])
-        .args(["--out", dir.join("x.safetensors").to_str().unwrap()])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let stderr = refused(&on_fixture(
+        "attention",
+        "gqa",
+        &tokens,
+        &["--out", dir.join("x.safetensors").to_str().unwrap()],
+    ));
     assert!(
         stderr.contains("token 2 is 99999, beyond the vocabulary of 40"),
         "{stderr}"
@@ -225,14 +208,7 @@ fn hf_tensor(name: &str, tensor: &str) -> Vec<f32> {
 fn ranges_histogram_every_tensor_of_a_step() {
     let dir = scratch("ranges");
     let (_, tokens, ids) = expected("gqa", &dir);
-    let hf = fixture("gqa");
-    let out = webtrain(&[
-        "ranges",
-        "--hf",
-        hf.to_str().unwrap(),
-        "--tokens",
-        tokens.to_str().unwrap(),
-    ]);
+    let out = webtrain_stdout(&on_fixture("ranges", "gqa", &tokens, &[]));
     let lines: Vec<serde_json::Value> = out
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

@@ -9,16 +9,14 @@ use rand::Rng;
 use webtrain::gpu::Dispatch;
 use webtrain::gpu::coop::MatrixUnits;
 use webtrain::kernels::attention_map::AttentionMap;
-use webtrain::kernels::{
-    Attention, AttentionBackward, AttentionShape, DecodeShape, Heads, KvGrads, Qkv,
-};
+use webtrain::kernels::{Attention, AttentionBackward, AttentionShape, Heads, KvGrads, Qkv};
 use webtrain::ops::products::AttentionOperands;
 use webtrain::reference::attention as reference;
 use webtrain::reference::quantize::q115;
 use webtrain::shaders::Numerics;
 use webtrain::{Gpu, Result};
 
-use super::check::{TestRng, assert_close, assert_identical, rng, uniform};
+use super::check::{TestRng, assert_close, assert_identical, decode_shape, rng, uniform};
 
 fn f64s(v: &[f32]) -> Vec<f64> {
     v.iter().map(|&x| x as f64).collect()
@@ -547,14 +545,7 @@ async fn decode_case(
         gpu.upload("v_cache", &v_cache)?,
     );
     let ob = gpu.storage_buffer("o", 4 * (batch as usize * hdh) as u64)?;
-    let d = DecodeShape {
-        batch,
-        len,
-        max_len,
-        heads,
-        kv_heads,
-        head_dim,
-    };
+    let d = decode_shape((batch, len, max_len, heads, kv_heads, head_dim));
     let dispatch = a.decode(gpu, d, dense_qkv(&s, &qb, &kb, &vb), (&ob).into())?;
     gpu.run(&[&dispatch]).await?;
     let (q64, k64, v64) = (f64s(&q_new), f64s(&k_cache), f64s(&v_cache));
@@ -588,14 +579,7 @@ pub async fn attention_decode_matches_forward(gpu: &Gpu) -> Result<()> {
             0.0,
         );
     }
-    let bad = DecodeShape {
-        batch: 1,
-        len: 5,
-        max_len: 4,
-        heads: 1,
-        kv_heads: 1,
-        head_dim: 32,
-    };
+    let bad = decode_shape((1, 5, 4, 1, 1, 32));
     let buf = gpu.storage_buffer("x", 4096)?;
     assert!(
         a.decode(

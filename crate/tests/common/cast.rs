@@ -7,7 +7,7 @@ use webtrain::kernels::Cast;
 use webtrain::reference::cast as reference;
 use webtrain::{Gpu, Result};
 
-use super::check::{assert_f16_identical, assert_identical, rng};
+use super::check::{F32_SPECIALS, assert_f16_identical, assert_identical, rng};
 
 async fn to_f16(gpu: &Gpu, k: &Cast, xs: &[f32]) -> Result<Vec<f16>> {
     let n = xs.len();
@@ -191,19 +191,7 @@ pub async fn quantizers_match_reference(gpu: &Gpu) -> Result<()> {
     let k = Cast::new(gpu).await?;
     let around = |x: f32| [x, x.next_down(), x.next_up(), -x];
     let mut r = rng(11);
-    let specials = [
-        0.0,
-        -0.0,
-        f32::INFINITY,
-        f32::NEG_INFINITY,
-        f32::NAN,
-        f32::MAX,
-        f32::MIN_POSITIVE,
-        1e-40,
-        -1e-40,
-        1.0,
-        -1.0,
-    ];
+    let specials = [F32_SPECIALS.as_slice(), &[1.0, -1.0]].concat();
     let random: Vec<f32> = (0..20_000)
         .map(|_| r.random_range(-1.0f32..1.0) * 2f32.powi(r.random_range(-40..20)))
         .collect();
@@ -216,7 +204,7 @@ pub async fn quantizers_match_reference(gpu: &Gpu) -> Result<()> {
                 .into_iter()
                 .flat_map(around),
         )
-        .chain(specials)
+        .chain(specials.iter().copied())
         .chain(random.iter().copied())
         .collect();
     let q115_inputs: Vec<f32> = (-32768..32768i32)
@@ -226,7 +214,7 @@ pub async fn quantizers_match_reference(gpu: &Gpu) -> Result<()> {
                 .into_iter()
                 .flat_map(around),
         )
-        .chain(specials)
+        .chain(specials.iter().copied())
         .chain(random.iter().copied())
         .collect();
     // (quantizer, inputs, its twin, whether the twin clamps or saturates a value)

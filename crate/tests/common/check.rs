@@ -29,6 +29,36 @@ pub fn rng(seed: u64) -> TestRng {
     TestRng(SplitMix64(seed))
 }
 
+/// f32 values at the edges of every format: ±0, ±Inf, NaN, ±the largest,
+/// the smallest normal, subnormals.
+pub const F32_SPECIALS: [f32; 11] = [
+    0.0,
+    -0.0,
+    f32::INFINITY,
+    f32::NEG_INFINITY,
+    f32::NAN,
+    f32::MAX,
+    -f32::MAX,
+    f32::MIN_POSITIVE,
+    1e-40,
+    -1e-40,
+    f32::from_bits(1),
+];
+
+/// A decode's shape from (B, L, Lmax, H, Hkv, Dh).
+pub fn decode_shape(
+    (batch, len, max_len, heads, kv_heads, head_dim): (u32, u32, u32, u32, u32, u32),
+) -> webtrain::kernels::DecodeShape {
+    webtrain::kernels::DecodeShape {
+        batch,
+        len,
+        max_len,
+        heads,
+        kv_heads,
+        head_dim,
+    }
+}
+
 /// `n` values uniform in `lo..hi`: the bench's and the tuner's generator
 /// (webtrain::rng::uniform).
 pub fn uniform(rng: &mut TestRng, n: usize, lo: f32, hi: f32) -> Vec<f32> {

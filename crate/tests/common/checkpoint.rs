@@ -4,38 +4,21 @@
 
 use webtrain::checkpoint::{self, Checkpoint, RunState};
 use webtrain::data::Dataset;
-use webtrain::model::{Config, ParamLayout, Recipe};
-use webtrain::optim::{HostState, LrSchedule, OptimConfig, OptimState, OptimizerKind};
+use webtrain::model::{ParamLayout, Recipe};
+use webtrain::optim::{HostState, OptimState, OptimizerKind};
 use webtrain::rng::SplitMix64;
 use webtrain::train::synthetic::markov_tokens;
 use webtrain::train::{StepStats, TrainConfig, Trainer};
 use webtrain::{Error, Gpu, Result};
 
-use super::model::SHAPE;
+use super::model::tiny_run;
 
 const STEPS: u32 = 6;
 const SAVED_AT: u32 = 3;
 
 fn config(precision: Recipe, state: OptimState) -> Result<TrainConfig> {
     // warm-up and cosine: a resumed step that forgot its number would train at another rate
-    let schedule = LrSchedule {
-        peak: 3e-3,
-        warmup: 2,
-        total: STEPS,
-        min_ratio: 0.1,
-    };
-    let optim = OptimConfig {
-        state,
-        schedule,
-        ..OptimConfig::default()
-    };
-    Ok(TrainConfig {
-        model: Config::preset("tiny")?,
-        shape: SHAPE,
-        precision,
-        optim,
-        seed: 5,
-    })
+    tiny_run(precision, state, (2, STEPS), 5)
 }
 
 /// Batches as the CLI draws them: random windows of a token stream.

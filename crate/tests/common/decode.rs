@@ -5,7 +5,7 @@
 
 use std::ops::ControlFlow;
 
-use webtrain::kernels::{Attention, DecodeShape, Heads, Kernels, LinearShape, Output};
+use webtrain::kernels::{Attention, Heads, Kernels, LinearShape, Output};
 use webtrain::model::decode::{Decoder, Generation, Sampling, sample};
 use webtrain::model::{BatchShape, Config, Model, ParamLayout, Pass, Recipe, Role};
 use webtrain::reference::attention as reference;
@@ -13,7 +13,7 @@ use webtrain::reference::model as reference_model;
 use webtrain::rng::SplitMix64;
 use webtrain::{Gpu, Result};
 
-use super::check::{assert_close_to_scale, assert_identical, refs, rng, uniform};
+use super::check::{assert_close_to_scale, assert_identical, decode_shape, refs, rng, uniform};
 use super::model::{tokens, weights};
 
 /// Two sequences of an awkward length (not a multiple of 16 or 64).
@@ -58,14 +58,7 @@ pub async fn kv_append_matches_reference(gpu: &Gpu) -> Result<()> {
             row_stride: stride as u32,
             col: col as u32,
         };
-        let s = DecodeShape {
-            batch,
-            len,
-            max_len,
-            heads,
-            kv_heads,
-            head_dim,
-        };
+        let s = decode_shape((batch, len, max_len, heads, kv_heads, head_dim));
         gpu.run(&[&a.kv_append(
             gpu,
             s,
@@ -93,14 +86,7 @@ pub async fn kv_append_matches_reference(gpu: &Gpu) -> Result<()> {
         col: hdh as u32,
     };
     for len in [0, max_len + 1] {
-        let s = DecodeShape {
-            batch,
-            len,
-            max_len,
-            heads,
-            kv_heads,
-            head_dim,
-        };
+        let s = decode_shape((batch, len, max_len, heads, kv_heads, head_dim));
         assert!(
             a.kv_append(gpu, s, view, view, (&buf).into(), (&buf).into())
                 .is_err(),

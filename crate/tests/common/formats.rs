@@ -10,7 +10,7 @@ use webtrain::ops::formats::{Blocks, Counts, Element, Format, Quantization, Scal
 use webtrain::reference::formats as twin;
 use webtrain::{Gpu, Result};
 
-use super::check::rng;
+use super::check::{F32_SPECIALS, rng};
 
 /// Asserts bit-identical values (any NaN matching any NaN) and counts.
 fn assert_same(what: &str, x: &[f32], got: (Vec<f32>, Counts), want: (Vec<f32>, Counts)) {
@@ -38,20 +38,7 @@ fn plain(e: Element) -> Quantization {
 /// Random values over 80 binades and f32 subnormals, and the specials.
 fn awkward(n: usize, seed: u64) -> Vec<f32> {
     let mut r = rng(seed);
-    let specials = [
-        0.0,
-        -0.0,
-        f32::INFINITY,
-        f32::NEG_INFINITY,
-        f32::NAN,
-        f32::MAX,
-        -f32::MAX,
-        f32::MIN_POSITIVE,
-        1e-40,
-        -1e-40,
-        f32::from_bits(1),
-    ];
-    specials
+    F32_SPECIALS
         .into_iter()
         .chain((0..n).map(|_| r.random_range(-1.0f32..1.0) * 2f32.powi(r.random_range(-60..20))))
         .collect()

@@ -13,6 +13,34 @@ use rand::Rng;
 /// Not a multiple of the 64-row tiles or the 16-row attention blocks.
 pub const SHAPE: BatchShape = BatchShape { batch: 3, seq: 45 };
 
+/// A run of the tiny preset on `SHAPE`: AdamW with `state`, at 3e-3 after
+/// `warmup` steps, cosine to a tenth at step `total`.
+pub fn tiny_run(
+    precision: Recipe,
+    state: webtrain::optim::OptimState,
+    (warmup, total): (u32, u32),
+    seed: u64,
+) -> Result<webtrain::train::TrainConfig> {
+    let schedule = webtrain::optim::LrSchedule {
+        peak: 3e-3,
+        warmup,
+        total,
+        min_ratio: 0.1,
+    };
+    let optim = webtrain::optim::OptimConfig {
+        state,
+        schedule,
+        ..Default::default()
+    };
+    Ok(webtrain::train::TrainConfig {
+        model: Config::preset("tiny")?,
+        shape: SHAPE,
+        precision,
+        optim,
+        seed,
+    })
+}
+
 pub fn tokens(seed: u64, n: usize, vocab: u32) -> Vec<u32> {
     let mut r = rng(seed);
     (0..n).map(|_| r.random_range(0..vocab)).collect()

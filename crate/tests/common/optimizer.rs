@@ -43,6 +43,113 @@ fn loss_totals(gpu: &Gpu, mean: f32) -> Result<wgpu::Buffer> {
     )
 }
 
+/// The `GradStats` finalize would write for a step: clipped by
+/// `clip_scale`, or (`skip`) a step to skip, its norm NaN.
+fn step_stats(gpu: &Gpu, clip_scale: f32, skip: bool) -> Result<wgpu::Buffer> {
+    gpu.upload(
+        "stats",
+        &[GradStats {
+            norm: if skip { f32::NAN } else { 0.0 },
+            clip_scale,
+            nonfinite: 0,
+            skip: skip as u32,
+        }],
+    )
+}
+
+/// The moments an update reads and writes: f32 or 8-bit.
+enum Moments<'a> {
+    F32(AdamBuffers<'a>),
+    Int8(Adam8bitBuffers<'a>),
+}
+
+/// Runs the update of `n` parameters at the step in `step`.
+async fn update(
+    gpu: &Gpu,
+    (k, step): (&Optimizer, &wgpu::Buffer),
+    (n, decays): (usize, bool),
+    stats: &wgpu::Buffer,
+    moments: Moments<'_>,
+) -> Result<()> {
+    let (n, stats) = (n as u32, stats.into());
+    let dispatch = match &moments {
+        Moments::F32(b) => k.update(gpu, &HYPER, decays, n, step, stats, b)?,
+        Moments::Int8(b) => k.update_8bit(gpu, &HYPER, decays, n, step, stats, b)?,
+    };
+    gpu.run(&[&dispatch]).await
+}
+
+/// A skipped step's set-up: the kernels, step 4 written, N_SKIPPED
+/// weights `w` (in `wb`) and gradients (in `gb`) from seeds, an f16 mirror
+/// of 1.0s and the stats of a skipped step.
+struct Skipped {
+    k: Optimizer,
+    step: wgpu::Buffer,
+    w: Vec<f32>,
+    wb: wgpu::Buffer,
+    gb: wgpu::Buffer,
+    mirror: wgpu::Buffer,
+    stats: wgpu::Buffer,
+}
+
+const N_SKIPPED: usize = 1001;
+
+impl Skipped {
+    async fn new(gpu: &Gpu, (w_seed, g_seed): (u64, u64)) -> Result<Skipped> {
+        let k = Optimizer::new(gpu).await?;
+        let step = k.step_buffer(gpu);
+        k.write_step(gpu, &step, &HYPER, 4)?;
+        let n = N_SKIPPED;
+        let w = uniform(&mut rng(w_seed), n, -0.5, 0.5);
+        let (wb, gb) = (
+            gpu.upload("w", &w)?,
+            gpu.upload("g", &gradients(g_seed, n, 0.1))?,
+        );
+        let mirror = gpu.upload("mirror", &vec![0x3c00_3c00u32; n.div_ceil(2)])?; // halves of 1.0
+        let stats = step_stats(gpu, 1.0, true)?;
+        Ok(Skipped {
+            k,
+            step,
+            w,
+            wb,
+            gb,
+            mirror,
+            stats,
+        })
+    }
+
+    /// The skipped update with `moments`.
+    async fn update(&self, gpu: &Gpu, moments: Moments<'_>) -> Result<()> {
+        let k = (&self.k, &self.step);
+        update(gpu, k, (N_SKIPPED, true), &self.stats, moments).await
+    }
+
+    /// The weights and mirror untouched, the gradients zeroed.
+    async fn check(&self, gpu: &Gpu) -> Result<()> {
+        let got = gpu.read_back::<f32>((&self.wb).into()).await?;
+        super::check::assert_identical("weights", &got, &self.w);
+        assert!(
+            gpu.read_back::<u32>((&self.mirror).into())
+                .await?
+                .iter()
+                .all(|&h| h == 0x3c00_3c00),
+            "mirror untouched"
+        );
+        assert_zeroed(gpu, &self.gb, "gradients zeroed").await
+    }
+}
+
+async fn assert_zeroed(gpu: &Gpu, grads: &wgpu::Buffer, what: &str) -> Result<()> {
+    assert!(
+        gpu.read_back::<f32>(grads.into())
+            .await?
+            .iter()
+            .all(|&x| x == 0.0),
+        "{what}"
+    );
+    Ok(())
+}
+
 async fn stats_of(
     gpu: &Gpu,
     k: &Optimizer,
@@ -239,8 +346,7 @@ pub async fn adamw_matches_reference(gpu: &Gpu) -> Result<()> {
                 vec![0.02]
             };
             let gb = gpu.upload("g", &g)?;
-            // GradStats {norm, clip_scale 0.5, nonfinite 0, skip 0}, as finalize would write it
-            let stats = gpu.upload("stats", &[0.0f32, 0.5, 0.0, 0.0])?;
+            let stats = step_stats(gpu, 0.5, false)?;
             k.write_step(gpu, &step, &HYPER, t)?;
             let buffers = AdamBuffers {
                 weights: (&wb).into(),
@@ -249,16 +355,8 @@ pub async fn adamw_matches_reference(gpu: &Gpu) -> Result<()> {
                 moment2: (&vb).into(),
                 mirror: with_mirror.then(|| (&mirror).into()),
             };
-            gpu.run(&[&k.update(
-                gpu,
-                &HYPER,
-                decays,
-                n as u32,
-                &step,
-                (&stats).into(),
-                &buffers,
-            )?])
-            .await?;
+            let moments = Moments::F32(buffers);
+            update(gpu, (&k, &step), (n, decays), &stats, moments).await?;
             reference::adamw(&HYPER, t, decays, 0.5, &mut w, &g, &mut m, &mut v);
             let got: Vec<f32> = gpu.read_back((&wb).into()).await?;
             // m and v mix terms up to |clip·g| = 0.025 and its square; a sum
@@ -303,13 +401,7 @@ async fn zeroed_and_mirrored(
     got: &[f32],
     t: u32,
 ) -> Result<()> {
-    assert!(
-        gpu.read_back::<f32>(grads.into())
-            .await?
-            .iter()
-            .all(|&x| x == 0.0),
-        "gradients must be zeroed"
-    );
+    assert_zeroed(gpu, grads, "gradients must be zeroed").await?;
     if let Some(mirror) = mirror {
         let halves: Vec<f16> = gpu.read_back(mirror.into()).await?;
         let cast: Vec<u16> = got
@@ -331,66 +423,24 @@ async fn zeroed_and_mirrored(
 /// A skipped step (the stats say so) leaves weights, moments and the f16
 /// mirror untouched and still zeroes the gradients.
 pub async fn adamw_skipped_step_changes_nothing_but_gradients(gpu: &Gpu) -> Result<()> {
-    let k = Optimizer::new(gpu).await?;
-    let step = k.step_buffer(gpu);
-    k.write_step(gpu, &step, &HYPER, 4)?;
-    let n = 1001;
-    let (w, m, v) = (
-        uniform(&mut rng(80), n, -0.5, 0.5),
+    let skipped = Skipped::new(gpu, (80, 83)).await?;
+    let n = N_SKIPPED;
+    let (m, v) = (
         uniform(&mut rng(81), n, -0.1, 0.1),
         uniform(&mut rng(82), n, 0.0, 0.1),
     );
-    let (wb, gb, mb, vb) = (
-        gpu.upload("w", &w)?,
-        gpu.upload("g", &gradients(83, n, 0.1))?,
-        gpu.upload("m", &m)?,
-        gpu.upload("v", &v)?,
-    );
-    let mirror = gpu.upload("mirror", &vec![0x3c00_3c00u32; n.div_ceil(2)])?; // halves of 1.0
-    let stats = gpu.upload(
-        "stats",
-        &[GradStats {
-            norm: f32::NAN,
-            clip_scale: 1.0,
-            nonfinite: 0,
-            skip: 1,
-        }],
-    )?;
-    let buffers = AdamBuffers {
-        weights: (&wb).into(),
-        grads: (&gb).into(),
+    let (mb, vb) = (gpu.upload("m", &m)?, gpu.upload("v", &v)?);
+    let moments = Moments::F32(AdamBuffers {
+        mirror: Some((&skipped.mirror).into()),
+        weights: (&skipped.wb).into(),
+        grads: (&skipped.gb).into(),
         moment1: (&mb).into(),
         moment2: (&vb).into(),
-        mirror: Some((&mirror).into()),
-    };
-    gpu.run(&[&k.update(
-        gpu,
-        &HYPER,
-        true,
-        n as u32,
-        &step,
-        (&stats).into(),
-        &buffers,
-    )?])
-    .await?;
-    super::check::assert_identical("weights", &gpu.read_back::<f32>((&wb).into()).await?, &w);
+    });
+    skipped.update(gpu, moments).await?;
     super::check::assert_identical("m", &gpu.read_back::<f32>((&mb).into()).await?, &m);
     super::check::assert_identical("v", &gpu.read_back::<f32>((&vb).into()).await?, &v);
-    assert!(
-        gpu.read_back::<u32>((&mirror).into())
-            .await?
-            .iter()
-            .all(|&h| h == 0x3c00_3c00),
-        "mirror untouched"
-    );
-    assert!(
-        gpu.read_back::<f32>((&gb).into())
-            .await?
-            .iter()
-            .all(|&x| x == 0.0),
-        "gradients zeroed"
-    );
-    Ok(())
+    skipped.check(gpu).await
 }
 
 /// Gradients whose magnitudes span four decades within every block of 256
@@ -456,15 +506,7 @@ pub async fn adamw_8bit_matches_reference(gpu: &Gpu) -> Result<()> {
                 vec![0.02]
             };
             let gb = gpu.upload("g", &g)?;
-            let stats = gpu.upload(
-                "stats",
-                &[GradStats {
-                    norm: 0.0,
-                    clip_scale: clip,
-                    nonfinite: 0,
-                    skip: 0,
-                }],
-            )?;
+            let stats = step_stats(gpu, clip, false)?;
             k.write_step(gpu, &step, &HYPER, t)?;
             let buffers = Adam8bitBuffers {
                 weights: (&wb).into(),
@@ -476,16 +518,8 @@ pub async fn adamw_8bit_matches_reference(gpu: &Gpu) -> Result<()> {
                 mirror: with_mirror.then(|| (&mirror).into()),
                 first: 0,
             };
-            gpu.run(&[&k.update_8bit(
-                gpu,
-                &HYPER,
-                decays,
-                n as u32,
-                &step,
-                (&stats).into(),
-                &buffers,
-            )?])
-            .await?;
+            let moments = Moments::Int8(buffers);
+            update(gpu, (&k, &step), (n, decays), &stats, moments).await?;
             reference::adamw_8bit(&HYPER, t, decays, clip, &mut w, &g, &mut state);
             let what = |x: &str| format!("adamw_8bit n={n} t={t} {x}");
             assert_codes(
@@ -533,11 +567,8 @@ pub async fn adamw_8bit_matches_reference(gpu: &Gpu) -> Result<()> {
 /// A skipped step leaves the weights, the 8-bit moments, their scales and
 /// the mirror untouched and still zeroes the gradients.
 pub async fn adamw_8bit_skipped_step_changes_nothing_but_gradients(gpu: &Gpu) -> Result<()> {
-    let k = Optimizer::new(gpu).await?;
-    let step = k.step_buffer(gpu);
-    k.write_step(gpu, &step, &HYPER, 4)?;
-    let n = 1001;
-    let w = uniform(&mut rng(95), n, -0.5, 0.5);
+    let skipped = Skipped::new(gpu, (95, 100)).await?;
+    let n = N_SKIPPED;
     let codes = |seed| {
         uniform(&mut rng(seed), n.div_ceil(4), 0.0, 4.0e9)
             .iter()
@@ -549,47 +580,23 @@ pub async fn adamw_8bit_skipped_step_changes_nothing_but_gradients(gpu: &Gpu) ->
         uniform(&mut rng(98), n.div_ceil(256), 0.01, 0.1),
         uniform(&mut rng(99), n.div_ceil(256), 1e-4, 1e-3),
     );
-    let (wb, gb) = (
-        gpu.upload("w", &w)?,
-        gpu.upload("g", &gradients(100, n, 0.1))?,
-    );
     let (mq, vq, ms, vs) = (
         gpu.upload("m", &m)?,
         gpu.upload("v", &v)?,
         gpu.upload("ms", &m_scales)?,
         gpu.upload("vs", &v_scales)?,
     );
-    let mirror = gpu.upload("mirror", &vec![0x3c00_3c00u32; n.div_ceil(2)])?; // halves of 1.0
-    let stats = gpu.upload(
-        "stats",
-        &[GradStats {
-            norm: f32::NAN,
-            clip_scale: 1.0,
-            nonfinite: 0,
-            skip: 1,
-        }],
-    )?;
-    let buffers = Adam8bitBuffers {
-        weights: (&wb).into(),
-        grads: (&gb).into(),
+    let moments = Moments::Int8(Adam8bitBuffers {
+        mirror: Some((&skipped.mirror).into()),
+        first: 0,
+        weights: (&skipped.wb).into(),
+        grads: (&skipped.gb).into(),
         m_codes: (&mq).into(),
         v_codes: (&vq).into(),
         m_scales: (&ms).into(),
         v_scales: (&vs).into(),
-        mirror: Some((&mirror).into()),
-        first: 0,
-    };
-    gpu.run(&[&k.update_8bit(
-        gpu,
-        &HYPER,
-        true,
-        n as u32,
-        &step,
-        (&stats).into(),
-        &buffers,
-    )?])
-    .await?;
-    super::check::assert_identical("weights", &gpu.read_back::<f32>((&wb).into()).await?, &w);
+    });
+    skipped.update(gpu, moments).await?;
     assert_codes("m codes", &gpu.read_back::<u32>((&mq).into()).await?, &m);
     assert_codes("v codes", &gpu.read_back::<u32>((&vq).into()).await?, &v);
     super::check::assert_identical(
@@ -602,19 +609,5 @@ pub async fn adamw_8bit_skipped_step_changes_nothing_but_gradients(gpu: &Gpu) ->
         &gpu.read_back::<f32>((&vs).into()).await?,
         &v_scales,
     );
-    assert!(
-        gpu.read_back::<u32>((&mirror).into())
-            .await?
-            .iter()
-            .all(|&h| h == 0x3c00_3c00),
-        "mirror untouched"
-    );
-    assert!(
-        gpu.read_back::<f32>((&gb).into())
-            .await?
-            .iter()
-            .all(|&x| x == 0.0),
-        "gradients zeroed"
-    );
-    Ok(())
+    skipped.check(gpu).await
 }

@@ -7,15 +7,15 @@
 use webtrain::data::Batch;
 use webtrain::gpu::coop::MatrixUnits;
 use webtrain::kernels::AdamHyper;
-use webtrain::model::{BatchShape, Config, ParamLayout, Recipe};
-use webtrain::optim::{LossScaling, LrSchedule, OptimConfig, OptimState};
+use webtrain::model::{BatchShape, ParamLayout, Recipe};
+use webtrain::optim::{LossScaling, OptimState};
 use webtrain::reference::model as reference_model;
 use webtrain::reference::optimizer::{self as reference_adam, Adam8bitState, Int8Maps};
 use webtrain::train::{StepStats, TrainConfig, Trainer};
 use webtrain::{Gpu, Result};
 
 use super::check::assert_close;
-use super::model::SHAPE;
+use super::model::tiny_run;
 use webtrain::train::synthetic::markov_tokens;
 
 const STEPS: u32 = 20;
@@ -24,23 +24,7 @@ const STEPS: u32 = 20;
 const SHORT: u32 = 6;
 
 fn config(precision: Recipe, state: OptimState) -> Result<TrainConfig> {
-    let optim = OptimConfig {
-        state,
-        schedule: LrSchedule {
-            peak: 3e-3,
-            warmup: 5,
-            total: STEPS,
-            min_ratio: 0.1,
-        },
-        ..OptimConfig::default()
-    };
-    Ok(TrainConfig {
-        model: Config::preset("tiny")?,
-        shape: SHAPE,
-        precision,
-        optim,
-        seed: 7,
-    })
+    tiny_run(precision, state, (5, STEPS), 7)
 }
 
 /// Next-token pairs from a Markov chain: something to learn in 20 steps.
@@ -51,6 +35,27 @@ fn batch(step: u32, shape: BatchShape, vocab: u32) -> Batch {
         inputs: stream[..n].to_vec(),
         targets: stream[1..].to_vec(),
     }
+}
+
+/// `precision`'s run (fp32 moments) and its initial weights.
+fn short_run(precision: Recipe) -> Result<(TrainConfig, Vec<f32>)> {
+    let c = config(precision, OptimState::Fp32)?;
+    let weights = ParamLayout::new(&c.model).initial_weights(c.seed);
+    Ok((c, weights))
+}
+
+/// `c`'s run in `precision` from `weights`, SHORT steps: every step's stats.
+async fn train_as(
+    gpu: &Gpu,
+    c: &TrainConfig,
+    precision: Recipe,
+    weights: &[f32],
+) -> Result<Vec<StepStats>> {
+    let c = TrainConfig {
+        precision,
+        ..c.clone()
+    };
+    Ok(train(gpu, c, weights, SHORT).await?.0)
 }
 
 /// Trains `steps` steps; returns every step's stats and the final weights.
@@ -502,19 +507,9 @@ pub async fn reconfigure_keeps_weights_and_converts_state(gpu: &Gpu) -> Result<(
 /// differs from both (its logits alone are not rounded). (Whether it learns as well is
 /// the study's question, docs/PRECISION.md: a few steps here teach fp32 little.)
 pub async fn sf16_training_reports_each_steps_clamps(gpu: &Gpu) -> Result<()> {
-    let c = config(Recipe::sf16(), OptimState::Fp32)?;
-    let weights = ParamLayout::new(&c.model).initial_weights(c.seed);
-    let (stats, _) = train(gpu, c.clone(), &weights, SHORT).await?;
-    let (exact, _) = train(
-        gpu,
-        TrainConfig {
-            precision: Recipe::fp32(),
-            ..c.clone()
-        },
-        &weights,
-        SHORT,
-    )
-    .await?;
+    let (c, weights) = short_run(Recipe::sf16())?;
+    let stats = train_as(gpu, &c, c.precision.clone(), &weights).await?;
+    let exact = train_as(gpu, &c, Recipe::fp32(), &weights).await?;
     assert!(
         exact.iter().all(|s| s.clamped.is_none()),
         "fp32 reports no clamps"
@@ -523,16 +518,7 @@ pub async fn sf16_training_reports_each_steps_clamps(gpu: &Gpu) -> Result<()> {
         stats[0].loss, exact[0].loss,
         "sf16 rounds the first forward already"
     );
-    let (wide, _) = train(
-        gpu,
-        TrainConfig {
-            precision: Recipe::sf16_wide_head(),
-            ..c.clone()
-        },
-        &weights,
-        SHORT,
-    )
-    .await?;
+    let wide = train_as(gpu, &c, Recipe::sf16_wide_head(), &weights).await?;
     // rounding the logits to 2^-15 moves a first loss by about an f32 ulp,
     // which may round away: the runs must part within their steps
     let losses = |run: &[StepStats]| run.iter().map(|s| s.loss).collect::<Vec<_>>();
@@ -568,19 +554,9 @@ pub async fn sf16_training_reports_each_steps_clamps(gpu: &Gpu) -> Result<()> {
 /// reports its saturations (none: the scales leave room) and flushes, and
 /// the run differs from fp32's from the first step while staying close.
 pub async fn fp8_training_reports_each_steps_flushes(gpu: &Gpu) -> Result<()> {
-    let c = config(Recipe::fp8(), OptimState::Fp32)?;
-    let weights = ParamLayout::new(&c.model).initial_weights(c.seed);
-    let (stats, _) = train(gpu, c.clone(), &weights, SHORT).await?;
-    let (exact, _) = train(
-        gpu,
-        TrainConfig {
-            precision: Recipe::fp32(),
-            ..c.clone()
-        },
-        &weights,
-        SHORT,
-    )
-    .await?;
+    let (c, weights) = short_run(Recipe::fp8())?;
+    let stats = train_as(gpu, &c, c.precision.clone(), &weights).await?;
+    let exact = train_as(gpu, &c, Recipe::fp32(), &weights).await?;
     assert_ne!(
         stats[0].loss, exact[0].loss,
         "fp8 rounds the first forward's inputs already"
