@@ -36,3 +36,8 @@ pub fn assert_gradient(
 pub fn dot(dy: &[f64], y: &[f64]) -> f64 {
     dy.iter().zip(y).map(|(a, b)| a * b).sum()
 }
+
+/// `sin(i·step + phase)` for i in 0..n: smooth, varied test inputs.
+pub fn wave(n: usize, step: f64, phase: f64) -> Vec<f64> {
+    (0..n).map(|i| (i as f64 * step + phase).sin()).collect()
+}

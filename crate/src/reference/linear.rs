@@ -51,19 +51,15 @@ pub fn backward_weight(dy: &[f64], x: &[f64], d_in: usize, dw: &mut [f64]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reference::gradcheck::{assert_gradient, dot};
-
-    fn wave(n: usize, f: f64) -> Vec<f64> {
-        (0..n).map(|i| (i as f64 * f + 0.1).sin()).collect()
-    }
+    use crate::reference::gradcheck::{assert_gradient, dot, wave};
 
     #[test]
     fn backwards_are_the_gradients_of_forward() {
         let (rows, d_in, d_out) = (3, 4, 5);
         let (x, w, dy) = (
-            wave(rows * d_in, 0.7),
-            wave(d_out * d_in, 1.1),
-            wave(rows * d_out, 0.3),
+            wave(rows * d_in, 0.7, 0.1),
+            wave(d_out * d_in, 1.1, 0.1),
+            wave(rows * d_out, 0.3, 0.1),
         );
         let (mut dx, mut dw) = (vec![0.0; x.len()], vec![0.0; w.len()]);
         backward_input(&dy, &w, d_in, &mut dx);

@@ -26,7 +26,7 @@ pub fn rope(x: &mut [f64], inv_freq: &[f32], s: RopeShape, sign: f64) {
 mod tests {
     use super::*;
     use crate::ops::shapes::inv_freq;
-    use crate::reference::gradcheck::{assert_gradient, dot};
+    use crate::reference::gradcheck::{assert_gradient, dot, wave};
 
     const SHAPE: RopeShape = RopeShape {
         rows: 5,
@@ -38,15 +38,11 @@ mod tests {
         col0: 2,
     };
 
-    fn wave(n: usize, f: f64) -> Vec<f64> {
-        (0..n).map(|i| (i as f64 * f + 0.2).sin()).collect()
-    }
-
     #[test]
     fn backward_is_the_gradient_of_forward() {
         let freq = inv_freq(4, 10_000.0);
         let n = (SHAPE.rows * SHAPE.row_stride) as usize;
-        let (x, dy) = (wave(n, 0.53), wave(n, 0.91));
+        let (x, dy) = (wave(n, 0.53, 0.2), wave(n, 0.91, 0.2));
         let mut dx = dy.clone();
         rope(&mut dx, &freq, SHAPE, -1.0);
         let forward = |x: &[f64]| {
@@ -60,7 +56,7 @@ mod tests {
     #[test]
     fn columns_outside_the_heads_are_untouched() {
         let freq = inv_freq(4, 10_000.0);
-        let x0 = wave((SHAPE.rows * SHAPE.row_stride) as usize, 0.3);
+        let x0 = wave((SHAPE.rows * SHAPE.row_stride) as usize, 0.3, 0.2);
         let mut x = x0.clone();
         rope(&mut x, &freq, SHAPE, 1.0);
         for row in 0..5 {
