@@ -157,9 +157,8 @@ impl Element {
 /// blocks' codes (14_quantize.wgsl's params); Q1.15's clamp and E4M3's
 /// largest value (00_common.wgsl's research-mode quantizers).
 pub fn wgsl_constants() -> String {
-    let mut s = format!(
-        "const Q115_LIMIT: f32 = {Q115_LIMIT:?};\nconst E4M3_MAX: f32 = {E4M3_MAX:?};\n"
-    );
+    let mut s =
+        format!("const Q115_LIMIT: f32 = {Q115_LIMIT:?};\nconst E4M3_MAX: f32 = {E4M3_MAX:?};\n");
     for (name, code) in [
         ("SCALING_MX", Scaling::Mx.code()),
         ("SCALING_MX_CEIL", Scaling::MxCeil.code()),

@@ -11,8 +11,9 @@ use crate::error::Result;
 use crate::gpu::coop::MatrixUnits;
 use crate::gpu::{Dispatch, GemmPick, Gpu, KernelConfig};
 use crate::kernels::boundary::SITE_NONE;
+use crate::kernels::units::{GemmLayout, GemmVariant};
 use crate::rng::{SplitMix64, uniform};
-use crate::shaders::{CAST, COMMON, LINEAR, LINEAR_B16, LINEAR_B32, LINEAR_COOP_DOUBLE};
+use crate::shaders::{CAST, COMMON, LINEAR, LINEAR_B16, LINEAR_B32};
 
 /// SwiftShader's variant: it JIT-compiles every pipeline module for
 /// seconds, and 8×8 micro-tiles' unrolled code made a mode's kernels take
@@ -32,8 +33,8 @@ pub fn rule(gpu: &Gpu) -> TileVariant {
         .unwrap_or(TileVariant::ALL[TileVariant::ALL.len() - 1])
 }
 
-/// FNV-1a of the GEMM's sources and the variant list: what a choice was
-/// timed with.
+/// FNV-1a of the GEMM's sources, the unit GEMM as the trainer composes
+/// and spells it, and the variant list: what a choice was timed with.
 pub fn shader_hash() -> String {
     let names: Vec<String> = TileVariant::ALL.iter().map(|v| v.name()).collect();
     let sources = [
@@ -41,10 +42,16 @@ pub fn shader_hash() -> String {
         LINEAR_B32.source,
         LINEAR_B16.source,
         LINEAR.source,
-        LINEAR_COOP_DOUBLE.source,
         CAST.source,
     ];
-    let texts = sources.into_iter().chain(names.iter().map(|n| n.as_str()));
+    let units = MatrixUnits::Cooperative { edge: 16 };
+    let unit_gemm = GemmVariant::for_units(units, GemmLayout::Nt, false)
+        .source(32)
+        .unwrap_or_default();
+    let texts = sources
+        .into_iter()
+        .chain([unit_gemm.as_str()])
+        .chain(names.iter().map(|n| n.as_str()));
     crate::fingerprint::fnv1a(texts.flat_map(str::bytes))
 }
 
