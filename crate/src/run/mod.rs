@@ -1,20 +1,28 @@
 //! One training run as both front ends drive it (the page's worker and
 //! `webtrain train` are thin adapters over this): what a new run is made
-//! of and its defaults (`spec`), what each setting takes (`settings`), the
+//! of and its defaults (`spec`), every run opened — new, resumed, from a
+//! Hugging Face folder — one way (`open`), what each setting takes (`settings`), the
 //! token stream it trains on and how a checkpoint records it (`data`), the
 //! batch order, validation, saving and resuming; the loop around it, its
-//! cadence and its recovery from a lost device (`session`). So a checkpoint
+//! cadence and its recovery from a lost device (`session`), and where a
+//! run left to train stops (`drive`). So a checkpoint
 //! saved by either front end resumes in the other, drawing the batches an
 //! uninterrupted run would have drawn.
 
 mod data;
+mod drive;
+mod open;
 mod session;
 pub mod settings;
 mod spec;
 
 pub use data::{BUILTIN_CORPUS, DataState, Source};
+pub use drive::{Drive, Listener, Stopped};
+pub use open::{Opening, Origin, TextIn, open};
 pub use session::{Cadence, Devices, Event, Session, Snapshot, SnapshotReport};
-pub use spec::{BATCH_SEED, RunSpec, VALIDATION_BATCHES, warmup_for};
+pub use spec::{
+    BATCH_SEED, Changes, FINE_TUNE_LR, FINE_TUNE_SEQ, RunSpec, VALIDATION_BATCHES, warmup_for,
+};
 
 use serde::Serialize;
 

@@ -15,6 +15,8 @@ use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::inspect::ranges::{self, FormatRange, Range};
 use crate::inspect::{Inspection, Inspector};
+use crate::model::Recipe;
+use crate::optim::OptimState;
 use crate::train::{StepStats, now_s};
 
 /// Where a session gets a device to rebuild on after a loss, and how it
@@ -206,6 +208,8 @@ pub struct Session<D: Devices> {
     losses: Losses,
     /// The step validated last.
     validated_at: Option<u32>,
+    /// The retry policy gave up (`Error::RunLost`): nothing is rebuilt again.
+    gave_up: bool,
     /// Tests: steps after whose submission the device is destroyed, each once.
     lose_at: Vec<u32>,
 }
@@ -219,6 +223,7 @@ impl<D: Devices> Session<D> {
             snapshots: Snapshots::new(),
             losses: Losses::default(),
             validated_at: None,
+            gave_up: false,
             lose_at: vec![],
         }
     }
@@ -287,6 +292,20 @@ impl<D: Devices> Session<D> {
     /// Every submitted step collected.
     pub async fn flush(&mut self) -> Result<Vec<Event>> {
         let done = self.run.trainer.flush().await?;
+        Ok(done.into_iter().map(Event::Stepped).collect())
+    }
+
+    /// Switches the precision recipe and the optimizer state at a pause
+    /// (`Trainer::reconfigure`: weights kept, moments converted); the
+    /// steps still in flight come back, and the next call snapshots the
+    /// converted run.
+    pub async fn reconfigure(
+        &mut self,
+        precision: Recipe,
+        state: OptimState,
+    ) -> Result<Vec<Event>> {
+        let done = self.run.trainer.reconfigure(precision, state).await?;
+        self.forget_snapshot();
         Ok(done.into_iter().map(Event::Stepped).collect())
     }
 
@@ -390,10 +409,34 @@ impl<D: Devices> Session<D> {
         // a loss may surface as another error first (a write or submission
         // refused by the invalid device): the lost callback tells
         let lost = self.run.trainer.gpu.lost_reason();
-        let reason = match (error, lost) {
-            (_, Some(reason)) | (Error::DeviceLost { reason }, None) => reason,
-            (error, None) => return Err(error),
-        };
+        match (error, lost) {
+            (_, Some(reason)) | (Error::DeviceLost { reason }, None) => self.rebuild(reason).await,
+            (error, None) => Err(error),
+        }
+    }
+
+    /// After any call of the front end failed: where the device was lost
+    /// (the one way a loss is told: its lost callback, given
+    /// `LOST_SETTLE_MS` to arrive after the failure it caused), the run
+    /// rebuilt as `recover` does; else nothing. After the session gave
+    /// up, nothing: the run is gone.
+    pub async fn after_failure(&mut self) -> Result<Option<Event>> {
+        const LOST_SETTLE_MS: u32 = 50;
+        if self.gave_up {
+            return Ok(None);
+        }
+        if self.run.trainer.gpu.lost_reason().is_none() {
+            self.devices.sleep(LOST_SETTLE_MS).await;
+        }
+        match self.run.trainer.gpu.lost_reason() {
+            Some(reason) => self.rebuild(reason).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The run rebuilt from its snapshot on a new device after a loss for
+    /// `reason`, within the retry policy.
+    async fn rebuild(&mut self, reason: String) -> Result<Event> {
         let at = self.run.trainer.steps();
         let gave_up = |why: String, snapshot: Option<u32>| Error::RunLost {
             at,
@@ -402,6 +445,7 @@ impl<D: Devices> Session<D> {
             snapshot,
         };
         let Some(snapshot) = self.snapshots.latest.clone() else {
+            self.gave_up = true;
             return Err(gave_up("the run had no snapshot yet".into(), None));
         };
         if !self.losses.count(at) {
@@ -409,6 +453,7 @@ impl<D: Devices> Session<D> {
                 "{} times in a row without getting past step {}",
                 self.losses.in_a_row, self.losses.furthest
             );
+            self.gave_up = true;
             return Err(gave_up(why, Some(snapshot.step)));
         }
         let checkpoint = Checkpoint::from_bytes(&snapshot.bytes)?;
@@ -423,6 +468,7 @@ impl<D: Devices> Session<D> {
                 (Err(_), Some(&ms)) => self.devices.sleep(ms).await,
                 (Err(e), None) => {
                     let why = format!("no new device could be had ({e})");
+                    self.gave_up = true;
                     return Err(gave_up(why, Some(snapshot.step)));
                 }
             }

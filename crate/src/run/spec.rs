@@ -64,6 +64,37 @@ pub struct RunSpec {
     pub task: Option<TaskSpec>,
 }
 
+/// The settings a person changed from a run's defaults (the CLI's flags,
+/// the page's form where it differs from its preset): absent, the default.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct Changes {
+    pub batch: Option<u32>,
+    pub seq: Option<u32>,
+    pub precision: Option<Recipe>,
+    pub optimizer: Option<OptimizerKind>,
+    pub optim_state: Option<OptimState>,
+    pub lr: Option<f64>,
+    pub warmup: Option<u32>,
+    pub steps: Option<u32>,
+    pub min_lr_ratio: Option<f64>,
+    pub weight_decay: Option<f64>,
+    pub clip: Option<f32>,
+    pub beta1: Option<f64>,
+    pub beta2: Option<f64>,
+    pub eps: Option<f64>,
+    pub seed: Option<u64>,
+    pub val_fraction: Option<f64>,
+}
+
+/// An imported model's context as a fine-tuning run reads it, at most:
+/// longer rows cost memory a first fine-tune rarely needs.
+pub const FINE_TUNE_SEQ: u32 = 512;
+
+/// An imported model's peak rate: a trained model takes a smaller step
+/// than a fresh one.
+pub const FINE_TUNE_LR: f64 = 1e-3;
+
 /// Tokens a task preset's row holds about: whole examples up to it.
 const TASK_ROW: usize = 64;
 
@@ -213,6 +244,51 @@ impl RunSpec {
         }
     }
 
+    /// What a run fine-tuning an imported model (a Hugging Face folder)
+    /// starts from, in both front ends: base's batch and shared settings,
+    /// the model's own context up to `FINE_TUNE_SEQ`, the fine-tuning rate
+    /// `FINE_TUNE_LR`.
+    pub fn fine_tune(model: &Config) -> Result<RunSpec> {
+        Ok(RunSpec {
+            preset: "custom".into(),
+            model: Some(model.clone()),
+            seq: model.max_seq.min(FINE_TUNE_SEQ),
+            lr: FINE_TUNE_LR,
+            ..RunSpec::preset("base")?
+        })
+    }
+
+    /// The run with the fields a person changed (`Changes`) in place of
+    /// its defaults: a schedule of other length warms up over a tenth of
+    /// it unless the warm-up is given too; the optimizer before the rate,
+    /// so a rate given wins over a task's own rate for it.
+    pub fn with(self, c: &Changes) -> RunSpec {
+        let mut s = match c.optimizer {
+            Some(o) => self.with_optimizer(o),
+            None => self,
+        };
+        s.steps = c.steps.unwrap_or(s.steps);
+        s.warmup = match (c.warmup, c.steps) {
+            (Some(w), _) => w,
+            (None, Some(steps)) => warmup_for(steps),
+            (None, None) => s.warmup,
+        };
+        s.precision = c.precision.clone().unwrap_or(s.precision);
+        s.optim_state = c.optim_state.unwrap_or(s.optim_state);
+        s.seed = c.seed.unwrap_or(s.seed);
+        s.batch = c.batch.unwrap_or(s.batch);
+        s.seq = c.seq.unwrap_or(s.seq);
+        s.lr = c.lr.unwrap_or(s.lr);
+        s.min_lr_ratio = c.min_lr_ratio.unwrap_or(s.min_lr_ratio);
+        s.weight_decay = c.weight_decay.unwrap_or(s.weight_decay);
+        s.clip = c.clip.unwrap_or(s.clip);
+        s.beta1 = c.beta1.unwrap_or(s.beta1);
+        s.beta2 = c.beta2.unwrap_or(s.beta2);
+        s.eps = c.eps.unwrap_or(s.eps);
+        s.val_fraction = c.val_fraction.unwrap_or(s.val_fraction);
+        s
+    }
+
     pub fn shape(&self) -> BatchShape {
         BatchShape {
             batch: self.batch,
@@ -287,6 +363,39 @@ mod tests {
         .unwrap();
         let muon = sort.clone().with_optimizer(OptimizerKind::Muon);
         assert_eq!((muon.lr, muon.optimizer), (sort.lr, OptimizerKind::Muon));
+    }
+
+    #[test]
+    fn changes_replace_defaults_and_the_warmup_follows_the_schedule() {
+        let tiny = RunSpec::preset("tiny").unwrap();
+        let same = tiny.clone().with(&Changes::default());
+        assert_eq!(same, tiny);
+        let c = Changes {
+            steps: Some(100),
+            lr: Some(0.5),
+            ..Changes::default()
+        };
+        let s = tiny.clone().with(&c);
+        assert_eq!(
+            (s.steps, s.warmup, s.lr, s.batch),
+            (100, 10, 0.5, tiny.batch)
+        );
+        let json = r#"{"warmup":3,"steps":100,"precision":"fp8"}"#;
+        let c: Changes = serde_json::from_str(json).unwrap();
+        let s = tiny.with(&c);
+        assert_eq!((s.warmup, s.precision), (3, Recipe::fp8()));
+    }
+
+    #[test]
+    fn an_imported_model_fine_tunes_on_at_most_512_tokens() {
+        let model = Config {
+            max_seq: 2048,
+            ..Config::preset("small").unwrap()
+        };
+        let s = RunSpec::fine_tune(&model).unwrap();
+        assert_eq!((s.seq, s.lr, s.batch), (512, 1e-3, 8));
+        assert_eq!(s.model.as_ref(), Some(&model));
+        s.config().unwrap();
     }
 
     #[test]

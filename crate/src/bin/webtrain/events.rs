@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use webtrain::run::{Devices, Event, Validation};
+use webtrain::run::{Devices, Event, Listener, Run, Validation};
 use webtrain::train::StepStats;
 use webtrain::{Error, Gpu, GpuOptions, Result};
 
@@ -38,6 +38,12 @@ pub struct Printer<'a> {
     end: u32,
     pub last: Option<StepStats>,
     pub validation: Option<Validation>,
+}
+
+impl Listener for Printer<'_> {
+    async fn hear(&mut self, _: &Run, events: Vec<Event>) -> Result<()> {
+        events.into_iter().try_for_each(|e| self.print(e))
+    }
 }
 
 impl<'a> Printer<'a> {

@@ -10,18 +10,16 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use webtrain::checkpoint::Checkpoint;
-use webtrain::data::Tokenizer;
 use webtrain::data::tasks::TaskSpec;
-use webtrain::hf::HfModel;
+use webtrain::data::{Corpus, Tokenizer};
 use webtrain::inspect::Inspector;
 use webtrain::model::{Config, PRESETS, Recipe};
 use webtrain::optim::{OptimState, OptimizerKind};
 use webtrain::run::{
-    Cadence, DataState, Run, RunSpec, Session, Snapshot, Source, Text, VALIDATION_BATCHES,
-    settings, warmup_for,
+    self, Cadence, Changes, DataState, Opening, Origin, Run, RunSpec, Session, Snapshot, Source,
+    TextIn, VALIDATION_BATCHES, settings,
 };
-use webtrain::train::{Memory, TrainConfig, Trainer};
+use webtrain::train::Memory;
 use webtrain::{Error, Gpu, GpuOptions, Result};
 
 use crate::events::{CliDevices, Printer};
@@ -207,112 +205,87 @@ fn task_option(s: &str) -> std::result::Result<(String, u32), String> {
     Ok((k.to_string(), v))
 }
 
-/// The new run the flags describe: the preset's (or the task's, or the
-/// `--from-hf` model's) defaults, with every field a flag names changed.
-fn spec(args: &TrainArgs, hf: Option<&HfModel>) -> Result<RunSpec> {
-    let mut spec = match (hf, &args.task) {
-        (None, Some(name)) => RunSpec::task(&TaskSpec {
+/// The settings the flags change (`run::Changes`); `--steps` sets the
+/// schedule's length unless `--schedule-steps` does.
+fn changes(args: &TrainArgs) -> Result<Changes> {
+    Ok(Changes {
+        steps: Some(args.schedule_steps.unwrap_or(args.steps_to_train())),
+        warmup: args.warmup,
+        precision: Some(match &args.recipe {
+            Some(path) => files::read_recipe(path)?,
+            None => Recipe::named(&args.precision)?,
+        }),
+        optimizer: args
+            .optimizer
+            .as_deref()
+            .map(OptimizerKind::parse)
+            .transpose()?,
+        optim_state: Some(OptimState::parse(&args.optim_state)?),
+        seed: Some(args.seed),
+        batch: args.batch,
+        seq: args.seq,
+        lr: args.lr,
+        min_lr_ratio: args.min_lr_ratio,
+        weight_decay: args.weight_decay,
+        clip: args.clip,
+        beta1: args.beta1,
+        beta2: args.beta2,
+        eps: args.eps,
+        val_fraction: args.val_fraction,
+    })
+}
+
+/// What the run begins from: `--resume`'s checkpoint, `--from-hf`'s model,
+/// or the preset's (or the task's) defaults, changed by the flags.
+fn origin(args: &TrainArgs) -> Result<Origin> {
+    if let Some(path) = &args.resume {
+        let (c, bytes) = files::read_checkpoint_bytes(path)?;
+        return Ok(Origin::Resume(c, bytes));
+    }
+    if let Some(dir) = &args.from_hf {
+        return Ok(Origin::HuggingFace(files::read_hf(dir)?, changes(args)?));
+    }
+    let base = match &args.task {
+        Some(name) => RunSpec::task(&TaskSpec {
             name: name.clone(),
             options: args.task_option.iter().cloned().collect(),
         })?,
-        (None, None) => RunSpec::preset(&args.preset)?,
-        // an imported model: base's batch of 8 and shared settings, the
-        // model's own context up to 512, the fine-tuning rate the CLI always had
-        (Some(m), _) => RunSpec {
-            preset: "custom".into(),
-            model: Some(m.config.clone()),
-            seq: m.config.max_seq.min(512),
-            lr: 1e-3,
-            ..RunSpec::preset("base")?
-        },
+        None => RunSpec::preset(&args.preset)?,
     };
-    spec.steps = args.schedule_steps.unwrap_or(args.steps_to_train());
-    spec.warmup = args.warmup.unwrap_or(warmup_for(spec.steps));
-    spec.precision = match &args.recipe {
-        Some(path) => files::read_recipe(path)?,
-        None => Recipe::named(&args.precision)?,
-    };
-    if let Some(name) = &args.optimizer {
-        spec = spec.with_optimizer(OptimizerKind::parse(name)?);
-    }
-    spec.optim_state = OptimState::parse(&args.optim_state)?;
-    spec.seed = args.seed;
-    spec.batch = args.batch.unwrap_or(spec.batch);
-    spec.seq = args.seq.unwrap_or(spec.seq);
-    spec.lr = args.lr.unwrap_or(spec.lr);
-    spec.min_lr_ratio = args.min_lr_ratio.unwrap_or(spec.min_lr_ratio);
-    spec.weight_decay = args.weight_decay.unwrap_or(spec.weight_decay);
-    spec.clip = args.clip.unwrap_or(spec.clip);
-    spec.beta1 = args.beta1.unwrap_or(spec.beta1);
-    spec.beta2 = args.beta2.unwrap_or(spec.beta2);
-    spec.eps = args.eps.unwrap_or(spec.eps);
-    spec.val_fraction = args.val_fraction.unwrap_or(spec.val_fraction);
-    Ok(spec)
+    Ok(Origin::New(base.with(&changes(args)?)))
 }
 
-/// A new run's tokens: a task's examples, the synthetic stream, or the text files (default:
-/// the built-in corpus) through the `--from-hf` folder's tokenizer, the
-/// `--tokenizer` given, or one learned from them.
-fn new_text(
-    args: &TrainArgs,
-    config: &TrainConfig,
-    spec: &RunSpec,
-    hf: Option<&HfModel>,
-) -> Result<Text> {
-    let (vocab, seq) = (config.model.vocab, config.shape.seq);
-    if let Some(task) = &spec.task {
-        return Text::task(task, config.seed, seq);
-    }
-    if args.synthetic {
-        return Text::synthetic(vocab, config.seed, seq, spec.val_fraction);
-    }
-    let files = match args.corpus.is_empty() {
-        true => vec![TextFile::builtin()?],
-        false => args.corpus.iter().map(|p| TextFile::given(p)).collect(),
-    };
-    let corpus = files::read_corpus(&files)?;
-    let tokenizer = match (hf, &args.tokenizer) {
-        (Some(m), _) => Tokenizer::from_json(m.tokenizer_json.as_deref().ok_or_else(|| {
-            Error::Tokenizer(
-                "the --from-hf folder has no tokenizer.json to read the text with".into(),
-            )
-        })?)?,
-        (None, Some(path)) => read_tokenizer(path)?,
-        (None, None) => {
-            let texts: Vec<&str> = corpus.files().map(|(_, t)| t).collect();
-            Tokenizer::train(&texts, vocab, |_| {})?
+/// The text files the run reads, where it reads any: `--corpus`, else
+/// those a resumed run names where they are here (the built-in corpus
+/// always is), else for a new run the built-in corpus.
+fn corpus(args: &TrainArgs, origin: &Origin) -> Result<Option<Corpus>> {
+    let given = || args.corpus.iter().map(|p| TextFile::given(p)).collect();
+    let files: Vec<TextFile> = match origin {
+        Origin::Resume(c, _) => {
+            let saved = DataState::parse(c.run.data.as_deref())?;
+            if saved.source != Source::Corpus {
+                return Ok(None);
+            }
+            match args.corpus.is_empty() {
+                false => given(),
+                true => saved
+                    .files
+                    .iter()
+                    .map(|name| TextFile::recorded(name))
+                    .collect::<Result<Option<_>>>()?
+                    .ok_or_else(|| {
+                        Error::Checkpoint(format!(
+                            "it trained on {}, not all of which are here: give those files with --corpus FILE…",
+                            saved.describe()
+                        ))
+                    })?,
+            }
         }
+        _ if args.synthetic || args.task.is_some() => return Ok(None),
+        _ if args.corpus.is_empty() => vec![TextFile::builtin()?],
+        _ => given(),
     };
-    Text::from_corpus(&corpus, tokenizer, vocab, seq, spec.val_fraction)
-}
-
-/// The tokens a resumed run trained on: its synthetic stream or task, or the files
-/// it names where they are here (the built-in corpus always is), else the
-/// `--corpus` files; refused, saying what it needs, unless they are the
-/// same tokens.
-fn resumed_text(args: &TrainArgs, c: &Checkpoint) -> Result<Text> {
-    if let Some(path) = &args.tokenizer {
-        c.check_tokenizer(read_tokenizer(path)?.fingerprint())?;
-    }
-    let saved = DataState::parse(c.run.data.as_deref())?;
-    if saved.source != Source::Corpus {
-        return Text::of_checkpoint(c, None);
-    }
-    let files: Vec<TextFile> = match args.corpus.is_empty() {
-        false => args.corpus.iter().map(|p| TextFile::given(p)).collect(),
-        true => saved
-            .files
-            .iter()
-            .map(|name| TextFile::recorded(name))
-            .collect::<Result<Option<_>>>()?
-            .ok_or_else(|| {
-                Error::Checkpoint(format!(
-                    "it trained on {}, not all of which are here: give those files with --corpus FILE…",
-                    saved.describe()
-                ))
-            })?,
-    };
-    Text::of_checkpoint(c, Some(&files::read_corpus(&files)?))
+    files::read_corpus(&files).map(Some)
 }
 
 fn read_tokenizer(path: &std::path::Path) -> Result<Tokenizer> {
@@ -320,39 +293,35 @@ fn read_tokenizer(path: &std::path::Path) -> Result<Tokenizer> {
     Tokenizer::from_json(&json)
 }
 
-/// The run the flags describe, on a device made as they say: resumed from
-/// `--resume` (with the file's bytes: the run's first snapshot), imported
-/// with `--from-hf`, or new.
-async fn open(args: &TrainArgs) -> Result<(Run, GpuOptions, Option<Vec<u8>>)> {
-    let resumed = args
-        .resume
-        .as_deref()
-        .map(files::read_checkpoint_bytes)
-        .transpose()?;
-    let hf = args.from_hf.as_deref().map(files::read_hf).transpose()?;
-    let (config, text) = match (&resumed, &args.resume) {
-        (Some((c, _)), Some(path)) => (
-            c.config.clone(),
-            resumed_text(args, c).map_err(|e| files::in_file(path, e))?,
-        ),
-        _ => {
-            let spec = spec(args, hf.as_ref())?;
-            let config = spec.config()?;
-            let text = new_text(args, &config, &spec, hf.as_ref())?;
-            (config, text)
-        }
+/// The run the flags describe, checked and its text read (`run::open`);
+/// a resumed run's failures name its file.
+fn opening(args: &TrainArgs) -> Result<Opening> {
+    let origin = origin(args)?;
+    let text = |origin: Origin| {
+        let corpus = corpus(args, &origin)?;
+        let tokenizer = args.tokenizer.as_deref().map(read_tokenizer).transpose()?;
+        let tokenizer = tokenizer.map(Box::new);
+        let text = match (&corpus, args.synthetic) {
+            (Some(corpus), _) => TextIn::Corpus(corpus, tokenizer),
+            (None, true) => TextIn::Synthetic,
+            (None, false) => TextIn::None,
+        };
+        run::open(origin, text)
     };
+    match &args.resume {
+        Some(path) => text(origin).map_err(|e| files::in_file(path, e)),
+        None => text(origin),
+    }
+}
+
+/// The run the flags describe on a device made as they say, and the
+/// snapshot it starts from where it was resumed.
+async fn open(args: &TrainArgs) -> Result<(Run, GpuOptions, Option<Snapshot>)> {
+    let opening = opening(args)?;
     let options = args.device.options()?;
     let gpu = Gpu::new(&options).await?;
-    let run = match (&resumed, &hf) {
-        (Some((c, _)), _) => Run::resume(&gpu, c, text, args.val_batches).await?,
-        (None, Some(m)) => {
-            let trainer = Trainer::with_weights(&gpu, config, &m.weights).await?;
-            Run::start(trainer, text, args.val_batches)
-        }
-        (None, None) => Run::start(Trainer::new(&gpu, config).await?, text, args.val_batches),
-    };
-    Ok((run, options, resumed.map(|(_, bytes)| bytes)))
+    let (run, snapshot) = opening.on(&gpu, args.val_batches).await?;
+    Ok((run, options, snapshot))
 }
 
 pub async fn run(args: TrainArgs) -> Result<()> {
@@ -415,22 +384,14 @@ pub async fn run(args: TrainArgs) -> Result<()> {
     };
     let mut session = Session::new(run, Inspector::new(false), CliDevices(options));
     session.lose_device_after(args.lose_device_at.clone());
-    if let Some(bytes) = resumed {
-        session = session.starting_from(Snapshot {
-            step: first - 1,
-            bytes,
-        });
+    if let Some(snapshot) = resumed {
+        session = session.starting_from(snapshot);
     }
     let on_disk = args.resume.clone().map(|path| (first - 1, path));
     let mut printer = Printer::new(args.out.as_deref(), on_disk, end);
     let started = std::time::Instant::now();
-    while session.run.trainer.steps() < end {
-        let events = session.advance(1, &cadence).await;
-        let events = events.inspect_err(|e| printer.resume_hint(e))?;
-        for event in events {
-            printer.print(event)?;
-        }
-    }
+    let driven = session.drive(&cadence, &mut printer).await;
+    driven.inspect_err(|e| printer.resume_hint(e))?;
     let seconds = started.elapsed().as_secs_f64();
     let summary = Summary {
         args: &args,
