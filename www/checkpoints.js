@@ -9,7 +9,7 @@
 import { $, bytes, count, attempt, intValue, showError, clearError } from './dom.js';
 import { state, subscribe, busy } from './state.js';
 import { adoptRun, every, on } from './train-panel.js';
-import { spec } from './setup.js';
+import { changes } from './setup.js';
 import { modelFolder } from './hf-folder.js';
 import { checkCheckpoint, checkModelFiles, checkZip } from './limits.js';
 import { taskLabel } from './tasks.js';
@@ -73,7 +73,8 @@ const ofTask = (info) => (info.task ? `the task ${taskLabel(info.task)}, ` : '')
 async function importHf(name, read) {
   const info = await busy('load', () => attempt($('checkpoint-error'), async () => {
     const { payload, transfer } = await read();
-    return worker.call('hf.import', { ...payload, spec: spec() }, undefined, transfer);
+    const wanted = await changes();
+    return worker.call('hf.import', { ...payload, changes: wanted }, undefined, transfer);
   }));
   if (!info) {
     $('checkpoint-status').textContent = `Did not import ${name}: the reason is above.${state.run ? ' The run from before goes on.' : ''}`;

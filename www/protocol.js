@@ -8,16 +8,22 @@
 // The worker answers one request at a time, in arrival order.
 //
 //   page → worker   {id, type, payload}              a request (REQUESTS[type])
-//   worker → page   {id, progress}                   progress before the answer (some requests)
+//   worker → page   {stream: report}                 the training loop's, unasked (STREAM)
+//                   {id, progress}                   progress before the answer (some requests)
 //                   {id, result}                     the answer
 //                   {id, error, recovered?, gone?}   a failure: its message, and where the GPU
 //                                                    device was lost, what became of the run
 //
-// `train.step` trains through a lost GPU device: the session rebuilds the
+// The worker owns the training loop: `train.start` starts it and answers
+// at once; each call of the loop streams its events, the others requests
+// are answered between calls, `train.pause` stops it before its next call,
+// and the stream's `finished` report says how it ended.
+//
+// `train.start` and `train.step` train through a lost GPU device: the session rebuilds the
 // run from its snapshot on a new device and says so in a `lost` event.
-// Any other call that fails because the device was lost has the session
-// rebuild it and fails with `recovered: {lostAt, resumedFrom, reason,
-// info}`; where the session gives up (no new device, or three losses
+// Any other call that fails because the device was lost (the device's lost
+// callback tells, in the session) has the session rebuild it and fails with
+// `recovered: {lostAt, resumedFrom, reason, info}`; where the session gives up (no new device, or three losses
 // without progress), a call fails with `gone: {lostAt, snapshotStep,
 // reason}` after the snapshot was kept in origin-private storage for a reload.
 //
@@ -33,7 +39,7 @@
 //        integer}}} and the settings run.settings lists (run::settings;
 //        RunSpec says which may be left out for their shared defaults)
 // run info: what train.create, checkpoint.load, … answer (parameters,
-//        memory, tokens, config, task, step, …: web::Trainer::info)
+//        memory, tokens, config, task, step, …: web::WorkerRun::info)
 
 /// Every request: its payload, what it resolves with, and its progress
 /// values where it sends some.
@@ -68,12 +74,16 @@ export const REQUESTS = deepFreeze({
     payload: '{spec}',
     result: 'run info; a spec with `task` trains on its examples: no text or tokenizer needed',
   },
+  'train.start': {
+    payload: '{cadence: {validateEvery, saveEvery, measureEvery, inspectEvery} (run::Cadence)}',
+    result: 'null, at once: the run trains to its end (run::Drive) or until paused, streaming its events (STREAM)',
+  },
+  'train.pause': { payload: '{}', result: 'null: the loop stops before its next call, pauses, and streams `finished`' },
   'train.step': {
     payload: '{n, cadence: {validateEvery, saveEvery, measureEvery, end?} (run::Cadence)}',
     result: '{events: [event] (steps complete two late), step: steps submitted, info: run info where a device was lost, else null}',
   },
   'train.flush': { payload: '{}', result: '[StepStats] of every submitted step' },
-  'train.pause': { payload: '{}', result: '[event]: every submitted step, and a validation unless one was made at this step' },
   'train.validate': {
     payload: '{}',
     result: '{loss, accuracy, char_accuracy, train_accuracy, weight_norm, examples: [{prompt, answer, predicted}]} (text runs: accuracies null, no examples)',
@@ -103,8 +113,9 @@ export const REQUESTS = deepFreeze({
     result: "run info (a text run's, where no text is loaded, on the built-in corpus; a task run's reads none)",
   },
   'hf.import': {
-    payload: '{files: {path: ArrayBuffer} | zip: ArrayBuffer, spec}',
-    result: "run info: a new run of a Hugging Face Llama folder, spec's batch and schedule; files (or what a zip's "
+    payload: '{files: {path: ArrayBuffer} | zip: ArrayBuffer, changes}',
+    result: "run info: a new run of a Hugging Face Llama folder, an imported model's settings (RunSpec::fine_tune) with "
+      + "changes (run::Changes: the form's differences from its preset); files (or what a zip's "
       + "entries declare) beyond www/limits.js's caps are refused before anything is unpacked or handed to the module",
   },
   memory: { payload: '{}', result: '{gpuBuffers, gpuBytes, wasmBytes, heapBytes}: what the worker holds' },
@@ -113,6 +124,13 @@ export const REQUESTS = deepFreeze({
   'kernels.get': { payload: '{}', result: '{config, pinned}: the GEMM variants chosen on this adapter' },
   'kernels.pin': { payload: '{json}', result: "{config, pinned}: use this kernel config as it is (a run's reproducible speed)" },
   'kernels.unpin': { payload: '{}', result: '{config, pinned}: tune (or reuse what was tuned) again' },
+});
+
+/// What the training loop streams, unasked: a call's report, then one
+/// `finished` report when the loop is over.
+export const STREAM = deepFreeze({
+  call: '{events: [event], step: steps submitted (null after the pause), info: run info where a device was lost, else null}',
+  finished: "{finished: {stopped: 'ended' | 'paused' | 'failed', error?, recovered?, gone?}} (a failure as Failure)",
 });
 
 /// The request types, in the order above.
@@ -158,6 +176,9 @@ export const progressMessage = (id, progress) => ({ id, progress });
 export const resultMessage = (id, result) => ({ id, result });
 /// `failure`: {error} or {error, recovered} or {error, gone}.
 export const failureMessage = (id, failure) => ({ id, ...failure });
+
+/// The training loop's `report` (STREAM), as the worker posts it.
+export const streamMessage = (report) => ({ stream: report });
 
 /// What a response is: 'progress', 'result' or 'failure'.
 export function responseKind(message) {

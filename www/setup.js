@@ -8,7 +8,7 @@ import { $, el, bytes, count, attempt, intValue, numberValue } from './dom.js';
 import { state, subscribe, update, busy } from './state.js';
 import { adoptRun } from './train-panel.js';
 import { taskLabel } from './tasks.js';
-import { settingInputs } from './defaults.js';
+import { differences, firstPreset, presetDefaults, settingInputs, settingsNow, taskDefaults } from './defaults.js';
 import { chosenRecipe } from './recipe-editor.js';
 import { recipeLabel } from './recipes.js';
 
@@ -48,6 +48,16 @@ export function spec() {
   if (preset === 'custom') s.model = customModel();
   if (state.task) s.task = state.task;
   return s;
+}
+
+/// What the form changes from its preset's (or task's) defaults, as
+/// run::Changes: an imported model starts from its own defaults
+/// (RunSpec::fine_tune) and takes only these, as the CLI takes its flags.
+export async function changes() {
+  const preset = $('preset').value;
+  const base = state.task ? await taskDefaults(state.task)
+    : await presetDefaults(preset === 'custom' ? firstPreset() : preset);
+  return Object.fromEntries(differences(spec(), base, settingsNow().map((s) => s.field)));
 }
 
 /// The form's inputs a run spec fills, each with its value in a spec: the

@@ -1,10 +1,10 @@
-// The Train panel: Start / Pause / Single step, the training loop, the
-// precision and optimizer-state switch, and the run's numbers. The loop
-// only chooses how many steps a call trains and draws what comes back: the
-// worker's session (run::Session) does the work and what falls due at the
-// steps (validations, autosaves, measurements, snapshots, a lost device),
-// and answers with its events (steps arrive two late; `train.pause` drains
-// them at a pause).
+// The Train panel: Start / Pause / Single step, the precision and
+// optimizer-state switch, and the run's numbers. The panel only sends
+// commands and draws: the worker owns the training loop (`train.start`:
+// the session trains to the run's end, run::Drive, or until `train.pause`)
+// and streams its events (steps arrive two late; the pause drains them),
+// the session does the work and what falls due at the steps (validations,
+// autosaves, measurements, snapshots, a lost device).
 
 import { $, num, count, attempt, intValue, showError, clearError } from './dom.js';
 import { state, subscribe, update, busy, runMode, phase, setProgress, startProgress } from './state.js';
@@ -15,8 +15,8 @@ import { resetExamples, showExamples } from './task-examples.js';
 import { chosenRecipe, showRecipe } from './recipe-editor.js';
 
 let worker;
-/// Seconds one step took in the last call: sizes the next call.
-let secondsPerStep = 0.1;
+/// Resolves the training loop's wait with the stream's `finished` report.
+let finishTraining = null;
 /// The session's cadence, as the panels' inputs set it: {field: getEvery}.
 const cadenceFields = {};
 /// Who draws each kind of event besides this panel: {event: [fn]}.
@@ -36,10 +36,9 @@ export function on(kind, fn) {
   (drawers[kind] ??= []).push(fn);
 }
 
-/// The cadence for the next call; the schedule's end, where training stops there.
-function cadence(stopAt) {
-  const c = Object.fromEntries(Object.entries(cadenceFields).map(([field, getEvery]) => [field, getEvery() || 0]));
-  return stopAt === null ? c : { ...c, end: stopAt };
+/// The cadence the panels' inputs set.
+function cadence() {
+  return Object.fromEntries(Object.entries(cadenceFields).map(([field, getEvery]) => [field, getEvery() || 0]));
 }
 
 /// Draws a call's events in order; `info`: the run's, where a device was lost.
@@ -188,57 +187,52 @@ function showValidation({ step, validation }) {
 
 const percent = (x) => `${(100 * x).toFixed(1)}%`;
 
-/// Steps for the next call: about a third of a second of work.
-function stepsPerCall(stopAt) {
-  const n = Math.max(1, Math.min(16, Math.round(0.3 / Math.max(secondsPerStep, 1e-3))));
-  return stopAt === null ? n : Math.max(1, Math.min(n, stopAt - submitted()));
+/// One report of the worker's training loop (protocol.js's STREAM), drawn.
+function heard(report) {
+  if (report.finished) {
+    finishTraining?.(report.finished);
+    return;
+  }
+  draw(report.events, report.info);
+  if (report.step !== null) setProgress({ submitted: report.step });
+  showStep();
+}
+
+/// Start: the worker trains until the run's end or Pause; the panel draws.
+async function loop() {
+  update({ training: true, stopping: false });
+  clearError($('train-error'));
+  $('train-status').textContent = 'Training…';
+  const finished = new Promise((resolve) => { finishTraining = resolve; });
+  worker.call('train.start', { cadence: cadence() })
+    .catch((e) => finishTraining({ stopped: 'failed', error: e.message }));
+  const { stopped, error } = await finished;
+  finishTraining = null;
+  if (error) showError($('train-error'), error);
+  update({ training: false, stopping: false });
+  $('train-status').textContent = stopped === 'ended'
+    ? `Paused at the end of the schedule (step ${count(submitted())}); Start goes on at its floor rate.`
+    : `Paused at step ${count(submitted())}.`;
+}
+
+/// Pause: the worker's loop stops before its next call and pauses.
+async function pause() {
+  update({ stopping: true });
+  $('train-status').textContent = 'Pausing: collecting the last steps…';
+  await attempt($('train-error'), () => worker.call('train.pause'));
 }
 
 /// One call of `n` steps, drawn.
-async function advance(n, stopAt) {
-  const t0 = performance.now();
-  const { events, step, info } = await worker.call('train.step', { n, cadence: cadence(stopAt) });
-  secondsPerStep = (performance.now() - t0) / 1000 / n;
+async function advance(n) {
+  const { events, step, info } = await worker.call('train.step', { n, cadence: cadence() });
   draw(events, info);
   setProgress({ submitted: step });
   showStep();
 }
 
-async function loop() {
-  const total = state.run.config.optim.schedule.total;
-  // Trains to the schedule's end; started past it, until paused.
-  const stopAt = submitted() < total ? total : null;
-  update({ training: true, stopping: false });
-  clearError($('train-error'));
-  $('train-status').textContent = 'Training…';
-  let error = null;
-  while (!state.stopping && (stopAt === null || submitted() < stopAt)) {
-    try {
-      await advance(stepsPerCall(stopAt), stopAt);
-    } catch (e) {
-      if (e.recovered) continue; // resumeAfterLoss rewound the run: train on
-      error = e;
-      break;
-    }
-  }
-  // The pause: collect every submitted step, then one validation.
-  update({ stopping: true });
-  $('train-status').textContent = 'Pausing: collecting the last steps…';
-  try {
-    draw(await worker.call('train.pause'));
-  } catch (e) {
-    error ??= e;
-  }
-  if (error) showError($('train-error'), error);
-  update({ training: false, stopping: false });
-  $('train-status').textContent = stopAt !== null && submitted() >= stopAt
-    ? `Paused at the end of the schedule (step ${count(submitted())}); Start goes on at its floor rate.`
-    : `Paused at step ${count(submitted())}.`;
-}
-
 async function singleStep() {
   await busy('step', () => attempt($('train-error'), async () => {
-    await advance(1, null);
+    await advance(1);
     record(await worker.call('train.flush'));
     $('train-status').textContent = `Stepped to ${count(submitted())}.`;
   }));
@@ -289,9 +283,10 @@ function render(s) {
 
 export function initTrainPanel(w) {
   worker = w;
+  worker.listen(heard);
   every('validateEvery', () => intValue('val-every'));
   $('start').addEventListener('click', loop);
-  $('pause').addEventListener('click', () => update({ stopping: true }));
+  $('pause').addEventListener('click', pause);
   $('single-step').addEventListener('click', singleStep);
   $('validate').addEventListener('click', validateNow);
   // "custom…" opens the editor: its Switch button converts the run

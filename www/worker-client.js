@@ -1,7 +1,8 @@
 // Request/response over the training worker (www/protocol.js):
 // call(type, payload, onProgress, transfer) -> Promise; the worker may send
-// progress values before the answer. The worker owns the wasm module and
-// the GPU device; this thread only draws.
+// progress values before the answer; listen(fn) hears the training loop's
+// stream. The worker owns the wasm module, the GPU device and the training
+// loop; this thread only draws.
 
 import { failureError, requestMessage, responseKind } from './protocol.js';
 
@@ -13,6 +14,7 @@ import { failureError, requestMessage, responseKind } from './protocol.js';
 export function startWorker({ onFail = () => {}, onRecovered = () => {}, onGone = () => {} } = {}) {
   const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
   const pending = new Map();
+  const listeners = new Set();
   let nextId = 1;
   let failure = null;
 
@@ -24,6 +26,13 @@ export function startWorker({ onFail = () => {}, onRecovered = () => {}, onGone 
   }
 
   worker.onmessage = ({ data }) => {
+    if (data.stream !== undefined) {
+      const { finished } = data.stream;
+      if (finished?.recovered) onRecovered(finished.recovered);
+      if (finished?.gone) onGone(finished.error, finished.gone);
+      for (const fn of listeners) fn(data.stream);
+      return;
+    }
     const entry = pending.get(data.id);
     if (!entry) return;
     const kind = responseKind(data);
@@ -45,6 +54,10 @@ export function startWorker({ onFail = () => {}, onRecovered = () => {}, onGone 
     onFail(error.message);
   };
   return {
+    /// `fn(report)` hears each report of the training loop (protocol.js's STREAM).
+    listen(fn) {
+      listeners.add(fn);
+    },
     call(type, payload = {}, onProgress = undefined, transfer = []) {
       if (failure) return Promise.reject(failure);
       const id = nextId++;

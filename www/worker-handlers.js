@@ -10,7 +10,8 @@ import { countGpuBuffers } from './gpu-device-patch.js';
 import { requestSubgroupMatrices } from './matrix-units-patch.js';
 import { adopt, corpus, needTrainer, ready, replaceTrainer } from './worker-run.js';
 import { giveKernels, keepKernels, pinKernels, unpinKernels, withKernels } from './worker-kernels.js';
-import { autosaveFile, autosaveInBackground, finishBackgroundWrite, storedAutosave } from './worker-storage.js';
+import { autosaveFile, storedAutosave } from './worker-storage.js';
+import { keepSaves, pause, start } from './worker-train.js';
 import { unzipModel, zipFolder } from './worker-zip.js';
 
 const gpuBuffers = countGpuBuffers();
@@ -29,19 +30,13 @@ async function createRun({ spec }) {
   return needTrainer().info();
 }
 
-/// Up to `n` steps and what falls due at them (the session's events); a
-/// save is written to storage in the background, its bytes kept here, and
-/// the last write's failure told with it.
+/// Single step: `n` steps and what falls due at them (the session's
+/// events), outside any drive.
 async function step({ n, cadence }) {
   const trainer = needTrainer();
   const { events, step } = await trainer.advance(n, cadence);
-  for (const e of events.filter((e) => e.event === 'saved')) {
-    e.writeError = await finishBackgroundWrite().then(() => null, (error) => error.message);
-    autosaveInBackground(e.bytes, e.step);
-    delete e.bytes;
-  }
   const lost = events.some((e) => e.event === 'lost');
-  return { events, step, info: lost ? trainer.info() : null };
+  return { events: await keepSaves(events), step, info: lost ? trainer.info() : null };
 }
 
 async function reconfigure({ precision, optimState }) {
@@ -63,12 +58,12 @@ async function loadCheckpoint({ bytes }) {
   }
 }
 
-async function importHf({ files, zip, spec }) {
+async function importHf({ files, zip, changes }) {
   // refused before the text is loaded or anything unpacked: the run that was there goes on
   const entries = zip ? unzipModel(zip) : Object.entries(files).map(([path, buffer]) => [path, new Uint8Array(buffer)]);
   if (!zip) checkModelFiles(entries.map(([path, bytes]) => [path, bytes.byteLength]));
   if (corpus().files().length === 0) await loadBuiltinCorpus();
-  return adopt(await withKernels(() => Trainer.importHf(modelFolder(entries), spec, corpus())));
+  return adopt(await withKernels(() => Trainer.importHf(modelFolder(entries), changes, corpus())));
 }
 
 async function restoreAutosave() {
@@ -106,9 +101,10 @@ export const handlers = registerHandlers({
   'model.plan': ({ spec }) => planModel(spec),
 
   'train.create': createRun,
+  'train.start': start,
+  'train.pause': pause,
   'train.step': step,
   'train.flush': () => needTrainer().flush(),
-  'train.pause': () => needTrainer().pause(),
   'train.validate': () => needTrainer().validate(),
   'train.inspect': () => needTrainer().inspect(),
   'train.reconfigure': reconfigure,

@@ -1,47 +1,26 @@
 // A lost GPU device, in the training worker. The session (run::Session)
-// rebuilds the run from its snapshot on a new device by itself while it
-// trains; a lost device seen by any other call is handed to it here
-// (`recover`). Where the session gives up (its error has `gone` set), the
-// run is dropped and its snapshot kept in origin-private storage for a
-// reload to restore. What the page hears is protocol.js's Failure.
+// tells a lost device one way, by the device's lost callback, and rebuilds
+// the run from its snapshot on a new device by itself: while it trains (a
+// `lost` event), and after any other call that failed on the lost device
+// (the call's error has `recovered` set). Where the session gives up (its
+// error has `gone` set), the run is dropped and its snapshot kept in
+// origin-private storage for a reload to restore. What the page hears is
+// protocol.js's Failure.
 
-import { deviceLost } from '../pkg/webtrain.js';
 import { currentTrainer, replaceTrainer } from './worker-run.js';
 import { keepForReload } from './worker-storage.js';
 
-/// The device's lost promise may settle just after the failed call.
-const LOST_SETTLE_MS = 50;
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const messageOf = (error) => (error instanceof Error ? error.message : String(error));
 
 /// The Failure a failed call answers: its message, and where the device
-/// was lost, the run rebuilt from its snapshot (`recovered`) or why it
-/// could not be (`gone`).
+/// was lost, the run rebuilt from its snapshot (`recovered`, with the run's
+/// info) or why it could not be (`gone`).
 export async function failureOf(error) {
   const trainer = currentTrainer();
   if (!trainer) return { error: messageOf(error) };
   if (error?.gone) return dropRun(trainer, error);
-  const reason = await lostReason(error);
-  if (!reason) return { error: messageOf(error) };
-  try {
-    const { at, from } = await trainer.recover(reason);
-    return {
-      error: `the GPU device was lost at step ${at}; the run resumed from its snapshot of step ${from}`,
-      recovered: { lostAt: at, resumedFrom: from, reason, info: trainer.info() },
-    };
-  } catch (e) {
-    return e?.gone ? dropRun(trainer, e) : { error: messageOf(e) };
-  }
-}
-
-/// Why the device was lost, if `error` came from a lost device.
-async function lostReason(error) {
-  await sleep(LOST_SETTLE_MS);
-  const reason = deviceLost();
-  if (reason) return reason;
-  const message = messageOf(error);
-  return /GPU device was lost/i.test(message) ? message : null;
+  if (error?.recovered) return { error: messageOf(error), recovered: { ...error.recovered, info: trainer.info() } };
+  return { error: messageOf(error) };
 }
 
 /// The session gave up on the run (`error.gone`: {lostAt, snapshotStep,

@@ -2,8 +2,32 @@
 
 use wasm_bindgen::prelude::*;
 
+use super::PageDevices;
 use super::to_js;
-use crate::run::Event;
+use crate::run::{Event, Session};
+
+/// A call's failure `error` as the worker receives it, once the session
+/// has looked for a lost device (`Session::after_failure`): the run
+/// rebuilt, with `recovered: {lostAt, resumedFrom, reason}` set; gone
+/// (`session_error`); or `error` as it was.
+pub(super) async fn failure_to_js(session: &mut Session<PageDevices>, error: JsValue) -> JsValue {
+    match session.after_failure().await {
+        Ok(Some(Event::Lost { at, reason, from })) => {
+            let message = format!(
+                "the GPU device was lost at step {at}; the run resumed from its snapshot of step {from}"
+            );
+            let failure = js_sys::Error::new(&message);
+            let recovered =
+                serde_json::json!({"lostAt": at, "resumedFrom": from, "reason": reason});
+            if let Ok(recovered) = to_js(&recovered) {
+                let _ = js_sys::Reflect::set(&failure, &"recovered".into(), &recovered);
+            }
+            failure.into()
+        }
+        Ok(_) => error,
+        Err(e) => session_error(e),
+    }
+}
 
 /// `e` as a JS Error; where the session gave up on a lost device, with
 /// `gone: {lostAt, snapshotStep, reason}` set.

@@ -1,7 +1,7 @@
 //! The JavaScript API (wasm32 only), used by the worker (www/worker*.js).
 //! Every export returns a promise or a `Result`, so a failure reaches
 //! JavaScript as a rejected promise or a thrown `Error` with the error's
-//! text; nothing here panics. Calls on one `Trainer` run one at a time: a
+//! text; nothing here panics. Calls on one `WorkerRun` (JS `Trainer`) run one at a time: a
 //! call made while another is running is refused as busy (the worker
 //! queues them).
 
@@ -9,8 +9,8 @@ mod data;
 mod events;
 mod recipes;
 mod setup;
-mod trainer;
 mod views;
+mod worker_run;
 
 use std::cell::RefCell;
 
@@ -20,7 +20,7 @@ use crate::gpu::{Gpu, GpuOptions, UnitsRequest};
 use crate::run::Devices;
 
 pub use data::Data;
-pub use trainer::Trainer;
+pub use worker_run::WorkerRun;
 
 #[wasm_bindgen(start)]
 fn start() {
@@ -83,14 +83,6 @@ impl Devices for PageDevices {
         });
         let _ = wasm_bindgen_futures::JsFuture::from(wait).await;
     }
-}
-
-/// Why the worker's device was lost, or `undefined` while it works (or
-/// before one is made): the worker asks after a failed call, to tell a lost
-/// device (rebuild the run from its snapshot) from any other failure.
-#[wasm_bindgen(js_name = deviceLost)]
-pub fn device_lost() -> Option<String> {
-    GPU.with(|g| g.borrow().as_ref().and_then(Gpu::lost_reason))
 }
 
 /// The adapter report (see `AdapterReport`) as a plain object. Rejects with

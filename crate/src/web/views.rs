@@ -1,17 +1,28 @@
 //! What the page asks of a run besides training it: a look inside the
 //! model at a text, every tensor's ranges, the HF export, and generation.
+//! Each takes the run (or its trainer), never the page's session.
 
 use std::ops::ControlFlow;
 
 use serde::{Deserialize, Serialize};
 use wasm_bindgen::prelude::*;
 
-use super::trainer::PageRun;
 use super::{js_error, to_js};
+use crate::data::{Batch, Tokenizer};
 use crate::hf::{self, HfModel};
 use crate::inspect::{Prediction, Probe, ranges};
 use crate::model::Recipe;
 use crate::model::decode::{Decoder, Generation, Sampling};
+use crate::run::Run;
+use crate::train::{StepStats, Trainer};
+
+/// The run's tokenizer: the page trains on text or a task, so it has one.
+pub(super) fn tokenizer(run: &Run) -> Result<&Tokenizer, JsError> {
+    run.text
+        .tokenizer
+        .as_ref()
+        .ok_or_else(|| JsError::new("this run has no tokenizer"))
+}
 
 /// Tokens a look reads at most: a heatmap of more is too fine to read.
 const LOOK_TOKENS: usize = 64;
@@ -37,12 +48,12 @@ struct Look<'a> {
 /// `text` (or, empty, the first held-out window) through the model's own
 /// forward in the run's precision: every layer's attention maps and each
 /// position's predictions (`inspect::Probe`).
-pub(super) async fn look(page: &PageRun, text: &str, top_k: usize) -> Result<JsValue, JsError> {
-    let (t, tokenizer) = (&page.run.trainer, page.tokenizer()?);
+pub(super) async fn look(run: &Run, text: &str, top_k: usize) -> Result<JsValue, JsError> {
+    let (t, tokenizer) = (&run.trainer, tokenizer(run)?);
     let mut ids = match text.trim().is_empty() {
         false => tokenizer.encode(text).map_err(js_error)?,
         true => {
-            let first = page.run.validation.first().ok_or_else(|| {
+            let first = run.validation.first().ok_or_else(|| {
                 JsError::new("this run holds no text out of training: type a text to look at")
             })?;
             // a window and the token after it: every position has a target
@@ -100,12 +111,13 @@ pub(super) async fn look(page: &PageRun, text: &str, top_k: usize) -> Result<JsV
     Ok(result)
 }
 
+/// Every tensor's ranges on `batch`, once the steps in flight (`steps`,
+/// handed back with them) were collected.
 pub(super) async fn measure_ranges(
-    page: &mut PageRun,
-    batch: &crate::data::Batch,
+    t: &mut Trainer,
+    batch: &Batch,
+    steps: Vec<StepStats>,
 ) -> Result<JsValue, JsError> {
-    let t = &mut page.run.trainer;
-    let steps = t.flush().await.map_err(js_error)?;
     let r = ranges::measure(t, batch, ranges::BlockFormats::Measured)
         .await
         .map_err(js_error)?;
@@ -115,13 +127,13 @@ pub(super) async fn measure_ranges(
     )
 }
 
-pub(super) async fn export_hf(page: &PageRun) -> Result<JsValue, JsError> {
-    let t = &page.run.trainer;
+pub(super) async fn export_hf(run: &Run) -> Result<JsValue, JsError> {
+    let t = &run.trainer;
     let weights = t.model.read_weights(&t.gpu).await.map_err(js_error)?;
     let model = HfModel {
         config: t.config.model.clone(),
         weights,
-        tokenizer_json: Some(page.tokenizer()?.to_json().map_err(js_error)?),
+        tokenizer_json: Some(tokenizer(run)?.to_json().map_err(js_error)?),
     };
     let files = model.export().map_err(js_error)?;
     let [safetensors] = files.weights.as_slice() else {
@@ -173,12 +185,12 @@ struct Generated {
 }
 
 pub(super) async fn generate(
-    page: &PageRun,
+    run: &Run,
     prompt: &str,
     opts: &GenerateOptions,
     on_token: &js_sys::Function,
 ) -> Result<JsValue, JsError> {
-    let (t, tokenizer) = (&page.run.trainer, page.tokenizer()?);
+    let (t, tokenizer) = (&run.trainer, tokenizer(run)?);
     let max_seq = t.config.model.max_seq;
     let length = opts.length.clamp(1, max_seq);
     let mut ids = tokenizer.encode(prompt).map_err(js_error)?;

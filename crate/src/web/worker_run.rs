@@ -1,5 +1,7 @@
-//! `Trainer`: the page's adapter over one `run::Session` in the worker —
-//! the calls the page makes on it, in its words (camelCase, JS errors).
+//! `WorkerRun` (JavaScript's `Trainer`): the page's adapter over one
+//! `run::Session` in the worker — the calls the page makes on it, in its
+//! words (camelCase, JS errors). Every run is opened by `run::open`; every
+//! call that fails on a lost device has the session rebuild the run.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -10,20 +12,20 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
 use super::PageDevices;
-use super::events::{events_to_js, session_error};
+use super::events::{events_to_js, failure_to_js, session_error};
 use super::recipes::recipe_from_js;
-use super::views::{GenerateOptions, export_hf, generate, look, measure_ranges};
+use super::views::{GenerateOptions, export_hf, generate, look, measure_ranges, tokenizer};
 use super::{Data, from_js, gpu, js_error, to_js};
 use crate::checkpoint::Checkpoint;
-use crate::data::Tokenizer;
 use crate::data::tasks::TaskSpec;
 use crate::hf::{self, HfFiles, HfModel};
 use crate::inspect::Inspector;
 use crate::optim::OptimState;
 use crate::run::{
-    Batches, Cadence, DataState, Event, Run, RunSpec, Session, Source, Text, VALIDATION_BATCHES,
+    self, Batches, Cadence, Changes, DataState, Drive, Event, Opening, Origin, RunSpec, Session,
+    Source, TextIn, VALIDATION_BATCHES,
 };
-use crate::train::{self, Memory, TrainConfig};
+use crate::train::{Memory, TrainConfig};
 
 /// A Uint8Array's length in bytes, exactly: `length()` is a u32, which
 /// JavaScript's arrays of 4 GiB and more wrap around.
@@ -36,73 +38,63 @@ fn js_length(bytes: &js_sys::Uint8Array) -> u64 {
 
 /// The page's session: its run, its loop and what the page's inspector
 /// remembers of it.
-pub(super) type PageRun = Session<PageDevices>;
+pub(super) type PageSession = Session<PageDevices>;
 
-impl PageRun {
-    /// The run's tokenizer: the page trains on text, so it has one.
-    pub(super) fn tokenizer(&self) -> Result<&Tokenizer, JsError> {
-        self.run
-            .text
-            .tokenizer
-            .as_ref()
-            .ok_or_else(|| JsError::new("this run has no tokenizer"))
-    }
-}
-
-#[wasm_bindgen]
-pub struct Trainer {
+/// The worker's run (not `train::Trainer`, which it holds deep inside).
+#[wasm_bindgen(js_name = Trainer)]
+pub struct WorkerRun {
     /// Taken out while a call runs: a second call meanwhile is refused as busy.
-    run: Rc<RefCell<Option<PageRun>>>,
+    session: Rc<RefCell<Option<PageSession>>>,
+    /// The drive under way (`start`) and its cadence; taken out while a
+    /// call of it runs.
+    drive: Rc<RefCell<Option<(Drive, Cadence)>>>,
 }
 
-/// Runs `f` on the run, then puts it back (also when `f` fails).
-fn with_run<T, E, F>(
-    cell: Rc<RefCell<Option<PageRun>>>,
-    f: impl FnOnce(PageRun) -> F + 'static,
+/// Runs `f` on the session, then puts it back (also when `f` fails). A
+/// failure on a lost device has the session rebuild the run first
+/// (`failure_to_js`: the error says so, or that the run is gone).
+fn with_session<T, E, F>(
+    cell: Rc<RefCell<Option<PageSession>>>,
+    f: impl FnOnce(PageSession) -> F + 'static,
 ) -> Promise
 where
-    F: std::future::Future<Output = (PageRun, Result<T, E>)> + 'static,
+    F: std::future::Future<Output = (PageSession, Result<T, E>)> + 'static,
     T: Into<JsValue>,
     E: Into<JsValue>,
 {
     future_to_promise(async move {
-        let run = cell
+        let session = cell
             .borrow_mut()
             .take()
             .ok_or_else(|| JsError::new("the trainer is busy with another call"))?;
-        let (run, result) = f(run).await;
-        *cell.borrow_mut() = Some(run);
-        result.map(Into::into).map_err(Into::into)
+        let (mut session, result) = f(session).await;
+        let result = match result {
+            Ok(value) => Ok(value.into()),
+            Err(e) => Err(failure_to_js(&mut session, e.into()).await),
+        };
+        *cell.borrow_mut() = Some(session);
+        result
     })
 }
 
-impl Trainer {
-    /// A new run's text: `data`'s files through its tokenizer, whose
-    /// vocabulary must be the model's.
-    fn text(spec: &RunSpec, config: &TrainConfig, data: &Data) -> Result<Text, JsError> {
-        let tokenizer = data.tokenizer()?;
-        let vocab = config.model.vocab;
-        if tokenizer.vocab_size() != vocab {
-            return Err(JsError::new(&format!(
-                "the tokenizer has {} tokens but the model's vocabulary is {vocab}: train a tokenizer of {vocab} tokens",
-                tokenizer.vocab_size(),
-            )));
-        }
-        Text::from_corpus(
-            data.corpus(),
-            tokenizer.clone(),
-            vocab,
-            config.shape.seq,
-            spec.val_fraction,
-        )
-        .map_err(js_error)
-    }
-
-    fn of(run: Run) -> Trainer {
-        let page = Session::new(run, Inspector::new(true), PageDevices);
-        Trainer {
-            run: Rc::new(RefCell::new(Some(page))),
-        }
+impl WorkerRun {
+    /// The run `opening` describes on the worker's device, as a promise of
+    /// a `WorkerRun`.
+    fn open(opening: Opening) -> Promise {
+        future_to_promise(async move {
+            let gpu = gpu().await.map_err(js_error)?;
+            let (run, snapshot) = opening
+                .on(&gpu, VALIDATION_BATCHES)
+                .await
+                .map_err(js_error)?;
+            let mut session = Session::new(run, Inspector::new(true), PageDevices);
+            if let Some(snapshot) = snapshot {
+                session = session.starting_from(snapshot);
+            }
+            let session = Rc::new(RefCell::new(Some(session)));
+            let drive = Rc::new(RefCell::new(None));
+            Ok(WorkerRun { session, drive }.into())
+        })
     }
 }
 
@@ -126,31 +118,27 @@ struct Created<'a> {
     task_prompt: Option<String>,
 }
 
-#[wasm_bindgen]
-impl Trainer {
+#[wasm_bindgen(js_class = Trainer)]
+impl WorkerRun {
     /// A new run of `spec` on its task, or else on `data`'s text and
-    /// tokenizer (whose vocabulary must be the model's).
+    /// tokenizer (`run::open`).
     pub fn create(spec: JsValue, data: &Data) -> Result<Promise, JsError> {
         let spec: RunSpec = from_js(spec)?;
-        let config = spec.config().map_err(js_error)?;
         let text = match &spec.task {
-            Some(task) => Text::task(task, config.seed, config.shape.seq).map_err(js_error)?,
-            None => Self::text(&spec, &config, data)?,
+            Some(_) => TextIn::None,
+            None => TextIn::Corpus(data.corpus(), Some(Box::new(data.tokenizer()?.clone()))),
         };
-        Ok(future_to_promise(async move {
-            let gpu = gpu().await.map_err(js_error)?;
-            let trainer = train::Trainer::new(&gpu, config).await.map_err(js_error)?;
-            Ok(Trainer::of(Run::start(trainer, text, VALIDATION_BATCHES)).into())
-        }))
+        let opening = run::open(Origin::New(spec), text).map_err(js_error)?;
+        Ok(Self::open(opening))
     }
 
     /// What the run is: `{parameters, memory, train_tokens, …, config}`.
     pub fn info(&self) -> Result<JsValue, JsError> {
-        let cell = self.run.borrow();
+        let cell = self.session.borrow();
         let page = cell
             .as_ref()
             .ok_or_else(|| JsError::new("the trainer is busy with another call"))?;
-        let (run, tokenizer) = (&page.run, page.tokenizer()?);
+        let (run, tokenizer) = (&page.run, tokenizer(&page.run)?);
         let (t, data) = (&run.trainer, &run.text.data);
         to_js(&Created {
             step: t.steps(),
@@ -183,7 +171,7 @@ impl Trainer {
     /// cannot go on, rejects with `gone` set (`session_error`).
     pub fn advance(&self, n: u32, cadence: JsValue) -> Promise {
         let cadence: Result<Cadence, JsError> = from_js(cadence);
-        with_run(self.run.clone(), move |mut page| async move {
+        with_session(self.session.clone(), move |mut page| async move {
             let result = match cadence {
                 Ok(cadence) => page.advance(n, &cadence).await.map_err(session_error),
                 Err(e) => Err(e.into()),
@@ -199,26 +187,61 @@ impl Trainer {
         })
     }
 
-    /// A pause: every submitted step collected, and a validation unless
-    /// the run was validated at this step; resolves with the events.
+    /// Starts a drive (`run::Drive`): the run trains to its end (the
+    /// schedule's, where it is before it; else until paused) in calls of
+    /// `drive`, with what falls due at each step (`cadence`, `run::Cadence`).
+    pub fn start(&self, cadence: JsValue) -> Result<(), JsError> {
+        let cadence: Cadence = from_js(cadence)?;
+        let cell = self.session.borrow();
+        let page = cell
+            .as_ref()
+            .ok_or_else(|| JsError::new("the trainer is busy with another call"))?;
+        *self.drive.borrow_mut() = Some((Drive::new(page, &cadence), cadence));
+        Ok(())
+    }
+
+    /// The drive's next call: about a third of a second of steps. Resolves
+    /// with `{events, step, ended}`: the session's events (as `advance`),
+    /// the steps submitted, and whether the run reached the drive's end
+    /// (or no drive was started), after which `pause` collects the rest.
+    pub fn drive(&self) -> Promise {
+        let drive = self.drive.clone();
+        with_session(self.session.clone(), move |mut page| async move {
+            let Some((mut d, cadence)) = drive.borrow_mut().take() else {
+                let answer = driven(&page, vec![], true);
+                return (page, answer);
+            };
+            let result = match d.call(&mut page, &cadence).await {
+                Ok(events) => {
+                    let ended = d.ended(&page);
+                    if !ended {
+                        *drive.borrow_mut() = Some((d, cadence));
+                    }
+                    driven(&page, events, ended)
+                }
+                Err(e) => Err(session_error(e)),
+            };
+            (page, result)
+        })
+    }
+
+    /// A pause: the drive stopped, every submitted step collected, and a
+    /// validation unless the run was validated at this step; resolves
+    /// with the events.
     pub fn pause(&self) -> Promise {
-        with_run(self.run.clone(), |mut page| async move {
+        self.drive.borrow_mut().take();
+        with_session(self.session.clone(), |mut page| async move {
             let events = page.pause().await.map_err(js_error);
             (page, events.and_then(events_to_js))
         })
     }
 
-    /// Waits for every submitted step; resolves with their stats.
+    /// Waits for every submitted step (`Session::flush`); resolves with
+    /// their stats.
     pub fn flush(&self) -> Promise {
-        with_run(self.run.clone(), |mut page| async move {
-            let result = page
-                .run
-                .trainer
-                .flush()
-                .await
-                .map_err(js_error)
-                .and_then(|s| to_js(&s));
-            (page, result)
+        with_session(self.session.clone(), |mut page| async move {
+            let result = page.flush().await.map_err(js_error);
+            (page, result.and_then(|events| to_js(&stats_of(events))))
         })
     }
 
@@ -226,7 +249,7 @@ impl Trainer {
     /// predicted}]}` on the held-out batches at the current weights: the
     /// accuracies and examples for a task (`run::Validation`), else null and [].
     pub fn validate(&self) -> Promise {
-        with_run(self.run.clone(), |mut page| async move {
+        with_session(self.session.clone(), |mut page| async move {
             let result = match page.validate().await {
                 Ok(Event::Validated { validation, .. }) => to_js(&validation),
                 Ok(_) => Err(JsError::new("a validation that validated nothing")),
@@ -242,21 +265,14 @@ impl Trainer {
     /// stats of the steps that were still in flight.
     pub fn reconfigure(&self, precision: JsValue, optim_state: String) -> Promise {
         let recipe = recipe_from_js(precision);
-        with_run(self.run.clone(), move |mut page| async move {
+        with_session(self.session.clone(), move |mut page| async move {
             let state = OptimState::parse(&optim_state).map_err(js_error);
             let (precision, state) = match recipe.and_then(|r| Ok((r, state?))) {
                 Ok(m) => m,
                 Err(e) => return (page, Err(e)),
             };
-            let result = page
-                .run
-                .trainer
-                .reconfigure(precision, state)
-                .await
-                .map_err(js_error)
-                .and_then(|pending| to_js(&pending));
-            page.forget_snapshot(); // the next call snapshots the converted run
-            (page, result)
+            let result = page.reconfigure(precision, state).await.map_err(js_error);
+            (page, result.and_then(|events| to_js(&stats_of(events))))
         })
     }
 
@@ -268,9 +284,9 @@ impl Trainer {
     /// `{text, tokens}`. A prompt longer than the model's context keeps its end.
     pub fn generate(&self, prompt: String, opts: JsValue, on_token: js_sys::Function) -> Promise {
         let opts: Result<GenerateOptions, JsError> = from_js(opts);
-        with_run(self.run.clone(), move |page| async move {
+        with_session(self.session.clone(), move |page| async move {
             let result = match opts {
-                Ok(opts) => generate(&page, &prompt, &opts, &on_token).await,
+                Ok(opts) => generate(&page.run, &prompt, &opts, &on_token).await,
                 Err(e) => Err(e),
             };
             (page, result)
@@ -280,7 +296,7 @@ impl Trainer {
     /// The run as a `.safetensors` checkpoint (weights, optimizer state,
     /// step, batch RNG, config, tokenizer, and which text it trains on).
     pub fn save(&self) -> Promise {
-        with_run(self.run.clone(), |page| async move {
+        with_session(self.session.clone(), |page| async move {
             let result = page
                 .run
                 .save()
@@ -291,24 +307,10 @@ impl Trainer {
         })
     }
 
-    /// After a call other than `advance` failed on a device lost for
-    /// `reason`: the run rebuilt from its snapshot on a new device, as
-    /// `advance` does itself. Resolves with the `lost` event; rejects with
-    /// `gone` set where the run cannot go on.
-    pub fn recover(&self, reason: String) -> Promise {
-        with_run(self.run.clone(), move |mut page| async move {
-            let lost = page.recover(crate::Error::DeviceLost { reason }).await;
-            let result = lost
-                .map_err(session_error)
-                .and_then(|event| Ok(to_js(&event)?));
-            (page, result)
-        })
-    }
-
     /// The run's snapshot in memory, `{step, bytes: Uint8Array}`, or
     /// undefined: what a reload can restore when no new device comes.
     pub fn snapshot(&self) -> Result<JsValue, JsError> {
-        let cell = self.run.borrow();
+        let cell = self.session.borrow();
         let page = cell
             .as_ref()
             .ok_or_else(|| JsError::new("the trainer is busy with another call"))?;
@@ -328,8 +330,8 @@ impl Trainer {
     /// model.safetensors (f32), generation_config.json and tokenizer.json.
     #[wasm_bindgen(js_name = exportHf)]
     pub fn export_hf(&self) -> Promise {
-        with_run(self.run.clone(), |page| async move {
-            let result = export_hf(&page).await;
+        with_session(self.session.clone(), |page| async move {
+            let result = export_hf(&page.run).await;
             (page, result)
         })
     }
@@ -345,7 +347,8 @@ impl Trainer {
     /// module.
     pub fn load(bytes: &js_sys::Uint8Array, data: &Data) -> Result<Promise, JsError> {
         Checkpoint::check_page_size(js_length(bytes)).map_err(js_error)?;
-        let c = Checkpoint::from_bytes(&bytes.to_vec()).map_err(js_error)?;
+        let bytes = bytes.to_vec();
+        let c = Checkpoint::from_bytes(&bytes).map_err(js_error)?;
         if DataState::parse(c.run.data.as_deref())
             .map_err(js_error)?
             .source
@@ -355,30 +358,25 @@ impl Trainer {
                 "this run trained on webtrain's synthetic tokens, not text: go on with it in the CLI (webtrain train --resume)",
             ));
         }
-        let text = Text::of_checkpoint(&c, Some(data.corpus())).map_err(|e| match e {
+        let text = TextIn::Corpus(data.corpus(), None);
+        let opening = run::open(Origin::Resume(c, bytes), text).map_err(|e| match e {
             crate::Error::DataMismatch { trained_on, given } => JsError::new(&format!(
                 "this checkpoint's run trained on {trained_on}, but the text loaded is {given}: load those files under Text, then the checkpoint again"
             )),
             e => js_error(e),
         })?;
-        Ok(future_to_promise(async move {
-            let gpu = gpu().await.map_err(js_error)?;
-            let run = Run::resume(&gpu, &c, text, VALIDATION_BATCHES)
-                .await
-                .map_err(js_error)?;
-            Ok(Trainer::of(run).into())
-        }))
+        Ok(Self::open(opening))
     }
 
     /// The run's tokenizer.json: what the page's Data reads with once a
     /// loaded or imported run is made.
     #[wasm_bindgen(js_name = tokenizerJson)]
     pub fn tokenizer_json(&self) -> Result<String, JsError> {
-        let cell = self.run.borrow();
+        let cell = self.session.borrow();
         let page = cell
             .as_ref()
             .ok_or_else(|| JsError::new("the trainer is busy with another call"))?;
-        page.tokenizer()?.to_json().map_err(js_error)
+        tokenizer(&page.run)?.to_json().map_err(js_error)
     }
 
     /// A new run from a Hugging Face Llama folder, to fine-tune or to
@@ -386,12 +384,14 @@ impl Trainer {
     /// (config.json, model.safetensors or its index and shards,
     /// tokenizer.json, …), checked as `webtrain train --from-hf` checks a
     /// folder. The model, its weights and its tokenizer are the folder's;
-    /// the batch, schedule and modes are `spec`'s (`tokenizerJson` gives
-    /// the page's Data the folder's tokenizer once the run is made).
+    /// the settings an imported model's (`RunSpec::fine_tune`) with
+    /// `changes` (`run::Changes`: what the person changed in the form), as
+    /// in the CLI (`tokenizerJson` gives the page's Data the folder's
+    /// tokenizer once the run is made).
     #[wasm_bindgen(js_name = importHf)]
     pub fn import_hf(
         files: &js_sys::Object,
-        spec: JsValue,
+        changes: JsValue,
         data: &Data,
     ) -> Result<Promise, JsError> {
         // every file's size checked before any is copied into the module
@@ -412,29 +412,13 @@ impl Trainer {
                 .dyn_ref::<js_sys::Uint8Array>()
                 .map(js_sys::Uint8Array::to_vec))
         };
-        let hf = HfFiles::read(get)
+        let model = HfFiles::read(get)
             .and_then(|f| HfModel::import(&f))
             .map_err(js_error)?;
-        let json = hf.tokenizer_json.as_deref().ok_or_else(|| {
-            JsError::new("tokenizer.json: is missing, and the page reads the text with the folder's tokenizer")
-        })?;
-        let tokenizer = Tokenizer::from_json(json).map_err(js_error)?;
-        let spec = RunSpec {
-            preset: "custom".into(),
-            model: Some(hf.config.clone()),
-            ..from_js(spec)?
-        };
-        let config = spec.config().map_err(js_error)?;
-        let (vocab, seq) = (config.model.vocab, config.shape.seq);
-        let text = Text::from_corpus(data.corpus(), tokenizer, vocab, seq, spec.val_fraction)
-            .map_err(js_error)?;
-        Ok(future_to_promise(async move {
-            let gpu = gpu().await.map_err(js_error)?;
-            let trainer = train::Trainer::with_weights(&gpu, config, &hf.weights)
-                .await
-                .map_err(js_error)?;
-            Ok(Trainer::of(Run::start(trainer, text, VALIDATION_BATCHES)).into())
-        }))
+        let changes: Changes = from_js(changes)?;
+        let text = TextIn::Corpus(data.corpus(), None);
+        let opening = run::open(Origin::HuggingFace(model, changes), text).map_err(js_error)?;
+        Ok(Self::open(opening))
     }
 
     /// `{step, precision, tokens, ids, heads, truncated, predictions:
@@ -442,8 +426,8 @@ impl Trainer {
     /// [Float32Array [heads, T, T] per layer]}` for `text` (empty: the
     /// first held-out window), up to 64 tokens. Nothing of the run changes.
     pub fn look(&self, text: String, top_k: u32) -> Promise {
-        with_run(self.run.clone(), move |page| async move {
-            let result = look(&page, &text, top_k as usize).await;
+        with_session(self.session.clone(), move |page| async move {
+            let result = look(&page.run, &text, top_k as usize).await;
             (page, result)
         })
     }
@@ -455,12 +439,18 @@ impl Trainer {
     /// subnormal}]}], formats: [{name, smallest, normal, largest}] (binades),
     /// steps}`: `steps` are the stats of the steps in flight, which it waits for.
     pub fn ranges(&self) -> Promise {
-        with_run(self.run.clone(), |mut page| async move {
+        with_session(self.session.clone(), |mut page| async move {
             let result = match page.run.validation.first().cloned() {
                 None => Err(JsError::new(
                     "this run holds no text out of training to measure on",
                 )),
-                Some(batch) => measure_ranges(&mut page, &batch).await,
+                Some(batch) => match page.flush().await {
+                    Ok(events) => {
+                        let steps = stats_of(events);
+                        measure_ranges(&mut page.run.trainer, &batch, steps).await
+                    }
+                    Err(e) => Err(js_error(e)),
+                },
             };
             (page, result)
         })
@@ -474,7 +464,7 @@ impl Trainer {
     /// in bf16 / f16 / E4M3 and v against their smallest values
     /// (`inspect::Inspection`).
     pub fn inspect(&self) -> Promise {
-        with_run(self.run.clone(), |mut page| async move {
+        with_session(self.session.clone(), |mut page| async move {
             let result = page
                 .inspector
                 .step(&mut page.run, true)
@@ -484,4 +474,26 @@ impl Trainer {
             (page, result)
         })
     }
+}
+
+/// The stats of the steps among `events`.
+fn stats_of(events: Vec<Event>) -> Vec<crate::train::StepStats> {
+    events
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Stepped(stats) => Some(stats),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A drive call's answer: `{events, step, ended}`.
+fn driven(page: &PageSession, events: Vec<Event>, ended: bool) -> Result<JsValue, JsValue> {
+    let answer = js_sys::Object::new();
+    let events = events_to_js(events)?;
+    let step = page.run.trainer.steps();
+    js_sys::Reflect::set(&answer, &"events".into(), &events)?;
+    js_sys::Reflect::set(&answer, &"step".into(), &step.into())?;
+    js_sys::Reflect::set(&answer, &"ended".into(), &ended.into())?;
+    Ok(answer.into())
 }
