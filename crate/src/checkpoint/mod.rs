@@ -95,7 +95,7 @@ impl Checkpoint {
             run,
             tokenizer_fingerprint,
             weights: trainer.model.read_weights(&trainer.gpu).await?,
-            state: trainer.adam.read_state(&trainer.gpu).await?,
+            state: trainer.optimizer.read_state(&trainer.gpu).await?,
             loss_scale: trainer.loss_scale().await?,
         })
     }
@@ -114,7 +114,7 @@ impl Checkpoint {
                 )),
                 e => e,
             })?;
-        trainer.adam.write_state(gpu, &self.state)?;
+        trainer.optimizer.write_state(gpu, &self.state)?;
         if let Some(s) = self.loss_scale {
             trainer.restore_loss_scale(s);
         }

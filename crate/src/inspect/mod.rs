@@ -101,7 +101,11 @@ impl Inspector {
         };
         let step = t.steps();
         let after = t.model.read_weights(&t.gpu).await?;
-        let HostState::Fp32 { v, .. } = t.adam.read_state(&t.gpu).await?.convert(OptimState::Fp32)
+        let HostState::Fp32 { v, .. } = t
+            .optimizer
+            .read_state(&t.gpu)
+            .await?
+            .convert(OptimState::Fp32)
         else {
             return Err(Error::Unsupported(
                 "inspect: the optimizer state did not convert to f32".into(),

@@ -251,7 +251,7 @@ async fn int8_moments_as_f32(t: &Trainer) -> Result<Option<(wgpu::Buffer, wgpu::
     let gpu = &t.gpu;
     Ok(match t.config.optim.state {
         OptimState::Fp32 => None,
-        OptimState::Int8 => match t.adam.read_state(gpu).await?.convert(OptimState::Fp32) {
+        OptimState::Int8 => match t.optimizer.read_state(gpu).await?.convert(OptimState::Fp32) {
             HostState::Fp32 { m, v } => Some((
                 gpu.upload("adam_m (f32)", &m)?,
                 gpu.upload("adam_v (f32)", &v)?,
@@ -478,7 +478,7 @@ pub async fn measure(t: &mut Trainer, batch: &Batch, blocks: BlockFormats) -> Re
     let (gpu, m) = (&t.gpu, &t.model);
     let hist = Histogram::new(gpu).await?;
     let int8_moments = int8_moments_as_f32(t).await?;
-    let (adam_m, adam_v) = moment_buffers(&t.adam.state, &int8_moments);
+    let (adam_m, adam_v) = moment_buffers(&t.optimizer.state, &int8_moments);
     let params = |kind, buffer| param_sources(m, kind, buffer);
     let before = [
         params(Kind::Weight, &m.params.weights),

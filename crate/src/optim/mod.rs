@@ -191,9 +191,10 @@ pub enum HostState {
     },
 }
 
-/// The optimizer of one model: state, the step's uniforms, and the
-/// dispatches (AdamW's, and Muon's where it takes the hidden matrices).
-pub struct Adam {
+/// The optimizer of one model (AdamW, and Muon where the config says):
+/// state, the step's uniforms, and the dispatches (AdamW's, and Muon's
+/// where it takes the hidden matrices).
+pub struct Optimizer {
     pub config: OptimConfig,
     pub state: StateBuffers,
     /// Every gradient, in binding-sized chunks: the norm reads them all.
@@ -208,7 +209,7 @@ pub struct Adam {
     pub dispatches: Vec<Dispatch>,
 }
 
-impl Adam {
+impl Optimizer {
     /// With `scaler`, the gradients carry its scale (`Model::scale_loss`).
     pub fn new(
         gpu: &Gpu,
@@ -216,7 +217,7 @@ impl Adam {
         model: &Model,
         config: OptimConfig,
         scaler: Option<&LossScaler>,
-    ) -> Result<Adam> {
+    ) -> Result<Optimizer> {
         let chunks = model
             .layout
             .chunks(gpu.limits.max_storage_buffer_binding_size)?;
@@ -246,7 +247,7 @@ impl Adam {
                 (Some(muon), rest)
             }
         };
-        let mut adam = Adam {
+        let mut optimizer = Optimizer {
             config,
             state,
             chunks,
@@ -257,8 +258,8 @@ impl Adam {
             step,
             dispatches: vec![],
         };
-        adam.dispatches = adam.build(gpu, k, model, count as u32, scaler)?;
-        Ok(adam)
+        optimizer.dispatches = optimizer.build(gpu, k, model, count as u32, scaler)?;
+        Ok(optimizer)
     }
 
     fn build(

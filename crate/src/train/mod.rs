@@ -24,7 +24,7 @@ use crate::kernels::boundary::{self, Clamped};
 use crate::kernels::optimizer::partials_for;
 use crate::model::{BatchShape, Config, Model, ParamLayout, Pass, Recipe};
 use crate::ops::products::OperandCounts;
-use crate::optim::{Adam, LossScale, LossScaler, OptimConfig, OptimState, sum_squares};
+use crate::optim::{LossScale, LossScaler, OptimConfig, OptimState, Optimizer, sum_squares};
 use readback::Readback;
 
 /// Steps the reported tokens/s is averaged over.
@@ -85,7 +85,7 @@ pub struct Trainer {
     pub gpu: Gpu,
     pub k: Kernels,
     pub model: Model,
-    pub adam: Adam,
+    pub optimizer: Optimizer,
     pub config: TrainConfig,
     /// The loss scale's state, where the recipe scales the loss.
     scaler: Option<LossScaler>,
@@ -137,12 +137,12 @@ impl Trainer {
         if let Some(s) = &scaler {
             model.scale_loss(gpu, &k, &s.state)?;
         }
-        let adam = Adam::new(gpu, &k, &model, config.optim, scaler.as_ref())?;
+        let optimizer = Optimizer::new(gpu, &k, &model, config.optim, scaler.as_ref())?;
         Ok(Trainer {
             gpu: gpu.clone(),
             k,
             model,
-            adam,
+            optimizer,
             config,
             scaler,
             readback: Readback::default(),
@@ -185,7 +185,7 @@ impl Trainer {
     ) -> Result<Vec<StepStats>> {
         let done = self.flush().await?;
         let weights = self.model.read_weights(&self.gpu).await?;
-        let moments = self.adam.read_state(&self.gpu).await?.convert(state);
+        let moments = self.optimizer.read_state(&self.gpu).await?.convert(state);
         let scale = self.loss_scale().await?;
         let config = TrainConfig {
             precision,
@@ -196,7 +196,7 @@ impl Trainer {
             ..self.config.clone()
         };
         let mut next = Trainer::with_weights(&self.gpu, config, &weights).await?;
-        next.adam.write_state(&self.gpu, &moments)?;
+        next.optimizer.write_state(&self.gpu, &moments)?;
         if let Some(s) = scale {
             next.restore_loss_scale(s);
         }
@@ -233,7 +233,7 @@ impl Trainer {
     /// after the steps submitted so far: what grokking studies watch.
     /// Σw² per chunk on the GPU, the partials summed here.
     pub async fn weight_norm(&self) -> Result<f64> {
-        let chunks: Vec<_> = self.adam.chunks.iter().filter(|c| c.decays).collect();
+        let chunks: Vec<_> = self.optimizer.chunks.iter().filter(|c| c.decays).collect();
         let count: u64 = chunks.iter().map(|c| partials_for(c.span.len)).sum();
         let partials = self.gpu.storage_buffer("weight_norm", 8 * count)?;
         let weights = &self.model.params.weights;
@@ -245,7 +245,7 @@ impl Trainer {
 
     /// Optimizer dispatches per step: depends on the model's size, not its tensor count.
     pub fn optimizer_dispatches(&self) -> usize {
-        self.adam.dispatches.len()
+        self.optimizer.dispatches.len()
     }
 
     pub fn memory(&self) -> Result<Memory> {
@@ -275,7 +275,7 @@ impl Trainer {
         let m = &self.model;
         [
             m.pass(Pass::Train),
-            self.adam.dispatches.iter().collect(),
+            self.optimizer.dispatches.iter().collect(),
             m.pass(Pass::AfterUpdate),
         ]
         .concat()
@@ -288,7 +288,7 @@ impl Trainer {
         let t = self.step + 1;
         self.model
             .write_batch(&self.gpu, &batch.inputs, &batch.targets)?;
-        self.adam.write_step(&self.gpu, &self.k, t)?;
+        self.optimizer.write_step(&self.gpu, &self.k, t)?;
         self.k.write_step(&self.gpu, t);
         let record = self.readback.target(&self.gpu);
         let mut encoder = self
@@ -340,7 +340,7 @@ impl Trainer {
         let operands = std::mem::offset_of!(Record, operands) as u64;
         self.k.linear.copy_counts(&mut encoder, &record, operands);
         encoder.copy_buffer_to_buffer(&m.acts.loss, 0, &record, 0, 16);
-        encoder.copy_buffer_to_buffer(&self.adam.stats, 0, &record, 16, 16);
+        encoder.copy_buffer_to_buffer(&self.optimizer.stats, 0, &record, 16, 16);
         encoder.copy_buffer_to_buffer(&m.inputs.bad_tokens, 0, &record, 32, 4);
         let submission = self.gpu.queue.submit([encoder.finish()]);
         self.readback.submitted(t, record, submission);

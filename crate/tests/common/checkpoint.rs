@@ -101,7 +101,7 @@ async fn resumes_exactly(
     let mut want = train(&mut whole, &data, &mut rng, STEPS).await?;
     want.extend(whole.flush().await?);
     let want_weights = whole.model.read_weights(gpu).await?;
-    let want_state = whole.adam.read_state(gpu).await?;
+    let want_state = whole.optimizer.read_state(gpu).await?;
     drop(whole);
 
     // saved with steps still in flight: their stats stay the caller's to collect
@@ -153,7 +153,7 @@ async fn resumes_exactly(
         "{what}: final weights, to the bit"
     );
     assert!(
-        state_bits(&resumed.adam.read_state(gpu).await?) == state_bits(&want_state),
+        state_bits(&resumed.optimizer.read_state(gpu).await?) == state_bits(&want_state),
         "{what}: final optimizer state, to the bit"
     );
     Ok(())

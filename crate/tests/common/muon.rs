@@ -144,7 +144,11 @@ pub async fn muon_steps_match_reference(gpu: &Gpu) -> Result<()> {
     let c = muon_config(OptimState::Fp32)?;
     let t = Trainer::new(gpu, c.clone()).await?;
     let layout = &t.model.layout;
-    let muon = t.adam.muon.as_ref().expect("a Muon config builds Muon");
+    let muon = t
+        .optimizer
+        .muon
+        .as_ref()
+        .expect("a Muon config builds Muon");
     let w0 = t.model.read_weights(gpu).await?;
     let total = w0.len();
     let (mut w, mut m, mut v) = (f64s(&w0), vec![0.0; total], vec![0.0; total]);
@@ -163,8 +167,8 @@ pub async fn muon_steps_match_reference(gpu: &Gpu) -> Result<()> {
         let g = uniform(&mut rng(910 + step as u64), total, -0.01, 0.01);
         gpu.queue
             .write_buffer(&t.model.params.grads, 0, bytemuck::cast_slice(&g));
-        t.adam.write_step(gpu, &t.k, step)?;
-        gpu.run(&t.adam.dispatches.iter().collect::<Vec<_>>())
+        t.optimizer.write_step(gpu, &t.k, step)?;
+        gpu.run(&t.optimizer.dispatches.iter().collect::<Vec<_>>())
             .await?;
         let (_, clip, _) = grad_stats(&g, o.max_grad_norm as f64);
         assert!(clip < 1.0, "the gradients are clipped");
@@ -190,7 +194,7 @@ pub async fn muon_steps_match_reference(gpu: &Gpu) -> Result<()> {
             adamw(&adam, step, tensor.decays, clip, w, &g[r], m, v);
         }
         let got = t.model.read_weights(gpu).await?;
-        let HostState::Fp32 { m: got_m, .. } = t.adam.read_state(gpu).await? else {
+        let HostState::Fp32 { m: got_m, .. } = t.optimizer.read_state(gpu).await? else {
             unreachable!("fp32 state")
         };
         for tensor in &layout.tensors {
@@ -231,8 +235,8 @@ pub async fn muon_8bit_momentum_tracks_fp32(gpu: &Gpu) -> Result<()> {
         for t in [&fp32, &int8] {
             gpu.queue
                 .write_buffer(&t.model.params.grads, 0, bytemuck::cast_slice(&g));
-            t.adam.write_step(gpu, &t.k, step)?;
-            gpu.run(&t.adam.dispatches.iter().collect::<Vec<_>>())
+            t.optimizer.write_step(gpu, &t.k, step)?;
+            gpu.run(&t.optimizer.dispatches.iter().collect::<Vec<_>>())
                 .await?;
         }
     }

@@ -223,7 +223,7 @@ async fn matches_pytorch(gpu: &Gpu, f: &Fixture, precision: Recipe, bounds: &Bou
     // the clipped gradient, so they have the gradients' relative error
     // (v twice it). Measured: m 1.6e-6 (fp32), 3.2e-3 (f16); v 2.4e-6,
     // 3.5e-3.
-    let HostState::Fp32 { m, v } = trainer.adam.read_state(gpu).await? else {
+    let HostState::Fp32 { m, v } = trainer.optimizer.read_state(gpu).await? else {
         unreachable!("f32 state")
     };
     for p in parts(&hf.config, &layout) {

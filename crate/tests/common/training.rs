@@ -457,7 +457,7 @@ pub async fn reconfigure_keeps_weights_and_converts_state(gpu: &Gpu) -> Result<(
     }
     let (w, m) = (
         t.model.read_weights(gpu).await?,
-        t.adam.read_state(gpu).await?,
+        t.optimizer.read_state(gpu).await?,
     );
     let pending = t.reconfigure(Recipe::f16(), OptimState::Int8).await?;
     before.extend(pending);
@@ -476,7 +476,7 @@ pub async fn reconfigure_keeps_weights_and_converts_state(gpu: &Gpu) -> Result<(
             .all(|(a, b)| a.to_bits() == b.to_bits()),
         "weights kept"
     );
-    let int8 = t.adam.read_state(gpu).await?;
+    let int8 = t.optimizer.read_state(gpu).await?;
     assert_eq!(
         int8,
         m.convert(OptimState::Int8),
@@ -489,9 +489,9 @@ pub async fn reconfigure_keeps_weights_and_converts_state(gpu: &Gpu) -> Result<(
     after.extend(t.flush().await?);
     assert_eq!(after.iter().map(|s| s.step).collect::<Vec<_>>(), [4, 5, 6]);
     assert!(after.iter().all(|s| s.loss.is_finite() && !s.skipped));
-    let int8 = t.adam.read_state(gpu).await?;
+    let int8 = t.optimizer.read_state(gpu).await?;
     t.reconfigure(Recipe::fp32(), OptimState::Fp32).await?;
-    let back = t.adam.read_state(gpu).await?;
+    let back = t.optimizer.read_state(gpu).await?;
     assert!(matches!(back, HostState::Fp32 { .. }));
     assert_eq!(
         back,

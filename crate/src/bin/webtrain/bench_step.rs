@@ -122,7 +122,7 @@ pub async fn run(gpu: &Gpu, runs: &Runs<'_>, reps: u32, copy_bw: f64) -> Result<
             trainer.config.precision.clone(),
             trainer.config.optim.state,
         );
-        trainer.adam.write_step(gpu, &trainer.k, 1)?;
+        trainer.optimizer.write_step(gpu, &trainer.k, 1)?;
         let m = &trainer.model;
         let step: Vec<&Dispatch> = trainer.step_dispatches();
         gpu.warm_up(&step, 0.5).await?;
@@ -148,7 +148,7 @@ pub async fn run(gpu: &Gpu, runs: &Runs<'_>, reps: u32, copy_bw: f64) -> Result<
             adamw_bytes_per_param: bytes,
             adamw_gb_s: gb_s,
             adamw_of_copy_bandwidth: gb_s.map(|g| g * 1e9 / copy_bw),
-            optimizer_dispatches: trainer.adam.dispatches.len(),
+            optimizer_dispatches: trainer.optimizer.dispatches.len(),
             dispatches_per_step: step.len(),
             memory,
         };
@@ -200,7 +200,7 @@ pub async fn profile(gpu: &Gpu, runs: &Runs<'_>, reps: u32) -> Result<()> {
             inputs: tokens[..shape.rows() as usize].to_vec(),
             targets: tokens[1..].to_vec(),
         };
-        trainer.adam.write_step(gpu, &trainer.k, 1)?; // warm up on a real update
+        trainer.optimizer.write_step(gpu, &trainer.k, 1)?; // warm up on a real update
         gpu.warm_up(&trainer.step_dispatches(), 0.5).await?;
         let mut best = trainer.profiled_step(&batch).await?.1;
         for _ in 1..reps {
@@ -257,7 +257,7 @@ async fn adamw_seconds(gpu: &Gpu, trainer: &Trainer, reps: u32) -> Result<f64> {
         size: 4 * span.len,
     };
     let restore = trainer
-        .adam
+        .optimizer
         .chunks
         .iter()
         .map(|c| {
@@ -270,12 +270,16 @@ async fn adamw_seconds(gpu: &Gpu, trainer: &Trainer, reps: u32) -> Result<f64> {
         })
         .collect::<Result<Vec<Dispatch>>>()?;
     let restore: Vec<&Dispatch> = restore.iter().collect();
-    let adam: Vec<&Dispatch> = trainer.adam.dispatches.iter().collect();
+    let adam: Vec<&Dispatch> = trainer.optimizer.dispatches.iter().collect();
     gpu.warm_up(&[&restore[..], &adam[..]].concat(), 0.05)
         .await?;
     let seconds = gpu.time_after(&restore, &adam, reps).await?;
     // GradStats {norm, clip_scale, nonfinite, skip}: a skipped step only zeroes gradients
-    if gpu.read_back::<u32>((&trainer.adam.stats).into()).await?[3] != 0 {
+    if gpu
+        .read_back::<u32>((&trainer.optimizer.stats).into())
+        .await?[3]
+        != 0
+    {
         return Err(webtrain::Error::Unsupported("bench: the optimizer skipped its step (non-finite loss or gradients), so its time is not AdamW's".into()));
     }
     Ok(seconds)
