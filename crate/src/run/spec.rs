@@ -386,6 +386,18 @@ mod tests {
         assert_eq!((s.warmup, s.precision), (3, Recipe::fp8()));
     }
 
+    /// The page sends what its form changed, setting by setting: each is a field of `Changes`.
+    #[test]
+    fn every_setting_is_a_change() {
+        let spec = serde_json::to_value(RunSpec::preset("tiny").unwrap()).unwrap();
+        for s in crate::run::settings::SETTINGS {
+            let one = serde_json::json!({ s.field: spec[s.field] });
+            let c: Changes =
+                serde_json::from_value(one).unwrap_or_else(|e| panic!("{}: {e}", s.field));
+            assert_ne!(c, Changes::default(), "{}", s.field);
+        }
+    }
+
     #[test]
     fn an_imported_model_fine_tunes_on_at_most_512_tokens() {
         let model = Config {
