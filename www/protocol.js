@@ -15,7 +15,7 @@
 //                                                    device was lost, what became of the run
 //
 // The worker owns the training loop: `train.start` starts it and answers
-// at once; each call of the loop streams its events, the others requests
+// at once; each call of the loop streams its events, the other requests
 // are answered between calls, `train.pause` stops it before its next call,
 // and the stream's `finished` report says how it ended.
 //
