@@ -274,18 +274,24 @@ impl RunSpec {
             (None, None) => s.warmup,
         };
         s.precision = c.precision.clone().unwrap_or(s.precision);
-        s.optim_state = c.optim_state.unwrap_or(s.optim_state);
-        s.seed = c.seed.unwrap_or(s.seed);
-        s.batch = c.batch.unwrap_or(s.batch);
-        s.seq = c.seq.unwrap_or(s.seq);
-        s.lr = c.lr.unwrap_or(s.lr);
-        s.min_lr_ratio = c.min_lr_ratio.unwrap_or(s.min_lr_ratio);
-        s.weight_decay = c.weight_decay.unwrap_or(s.weight_decay);
-        s.clip = c.clip.unwrap_or(s.clip);
-        s.beta1 = c.beta1.unwrap_or(s.beta1);
-        s.beta2 = c.beta2.unwrap_or(s.beta2);
-        s.eps = c.eps.unwrap_or(s.eps);
-        s.val_fraction = c.val_fraction.unwrap_or(s.val_fraction);
+        // each setting the person changed replaces the spec's
+        macro_rules! changed {
+            ($($field:ident),*) => { $( if let Some(v) = c.$field { s.$field = v; } )* };
+        }
+        changed!(
+            optim_state,
+            seed,
+            batch,
+            seq,
+            lr,
+            min_lr_ratio,
+            weight_decay,
+            clip,
+            beta1,
+            beta2,
+            eps,
+            val_fraction
+        );
         s
     }
 
