@@ -73,11 +73,11 @@ fn workgroup_max(v: f32, lidx: u32) -> f32 {
     return total;
 }
 
-// The research modes' quantizers (reference/quantize.rs holds their twins).
-// Every step is exact in f32 — products by powers of two and `round`, which
-// WGSL defines as ties-to-even — so the GPU and the CPU agree bit for bit.
-// Q115_LIMIT (the SF16 document's overflow threshold) and E4M3_MAX come
-// from ops::formats, composed after this file.
+// sf16's quantizers (reference/quantize.rs holds their twins). Every step
+// is exact in f32 — products by powers of two and `round`, which WGSL
+// defines as ties-to-even — so the GPU and the CPU agree bit for bit.
+// Q115_LIMIT (the SF16 document's overflow threshold) comes from
+// ops::formats, composed after this file.
 
 // Q1.15 round trip: clamp to ±0.999, nearest multiple of 2^-15. NaN stays.
 fn q115(x: f32) -> f32 {
@@ -92,25 +92,12 @@ fn q131(x: f32) -> f32 {
     return round(clamp(x, -1.0, 0.99999994) * 2147483648.0) * (1.0 / 2147483648.0);
 }
 
-// E4M3 round trip: nearest value, ties to even mantissa, subnormals to
-// 2^-9, beyond ±448 (±Inf too) saturated; NaN stays; the sign is kept.
-fn e4m3(x: f32) -> f32 {
-    if (is_nan(x)) { return x; }
-    let a = select(E4M3_MAX, min(abs(x), E4M3_MAX), is_finite(x));
-    let e = max(i32((bitcast<u32>(a) >> 23u) & 0xffu) - 127, -6);  // binade, ≥ the subnormals'
-    let ulp = bitcast<f32>(u32(e - 3 + 127) << 23u);
-    let inv_ulp = bitcast<f32>(u32(127 - (e - 3)) << 23u);
-    let q = min(round(a * inv_ulp) * ulp, E4M3_MAX);
-    return bitcast<f32>(bitcast<u32>(q) | (bitcast<u32>(x) & 0x80000000u));
-}
-
 // The pipeline's numeric mode: NUMERICS is declared ahead of this file by
 // compose (shaders.rs), so a mode is a build of the same kernels.
 const EXACT: u32 = 0u;
 const SF16: u32 = 1u;   // Q1.15 round trips at the forward boundaries
 
-// Forward boundaries, one clamp counter each, and fp8's two counters
-// (kernels/boundary.rs `Clamped`).
+// Forward boundaries, one clamp counter each (kernels/boundary.rs `Clamped`).
 const SITE_EMBEDDING: u32 = 0u;
 const SITE_NORM: u32 = 1u;
 const SITE_PROJECTION: u32 = 2u;  // linear outputs: q|k|v, gate|up, logits
@@ -118,8 +105,6 @@ const SITE_RESIDUAL: u32 = 3u;    // residual stream after o and down
 const SITE_SOFTMAX: u32 = 4u;     // attention probabilities
 const SITE_ATTENTION: u32 = 5u;   // attention output P·V
 const SITE_ACTIVATION: u32 = 6u;  // SwiGLU output
-const SITE_FP8_SATURATED: u32 = 7u;  // fp8: GEMM inputs beyond ±448 after scaling
-const SITE_FP8_FLUSHED: u32 = 8u;    // fp8: nonzero GEMM inputs rounded to 0
 const SITE_NONE: u32 = 0xffffffffu;  // not a boundary (backward products)
 
 // Values each boundary clamped, since the host last cleared them.

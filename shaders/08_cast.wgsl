@@ -63,39 +63,3 @@ fn narrow_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
     let hi = select(0u, exact_f16_bits(src_f32[min(i + 1u, params.n - 1u)]), i + 1u < params.n);
     narrow_dst[w] = exact_f16_bits(src_f32[i]) | (hi << 16u);
 }
-
-// simulate_precision: dst = the research modes' round trip of src, and how
-// many values it clamped or saturated (counts[0]) and flushed to zero
-// (counts[1]). Modes: 0 Q1.15, 1 a matmul output's Q1.31 then Q1.15,
-// 2 E4M3. For the quantizers' tests against reference/quantize.rs.
-struct SimulateParams {
-    n: u32,
-    mode: u32,
-}
-
-@group(0) @binding(0) var<uniform> sim: SimulateParams;
-@group(0) @binding(1) var<storage, read> sim_src: array<f32>;            // [n]
-@group(0) @binding(2) var<storage, read_write> sim_dst: array<f32>;      // [n]
-@group(0) @binding(3) var<storage, read_write> sim_counts: array<atomic<u32>, 2>;
-
-@compute @workgroup_size(WG)
-fn simulate_precision(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                      @builtin(local_invocation_index) lidx: u32) {
-    let i = flat_id(wid, nwg, lidx);
-    if (i >= sim.n) { return; }
-    let x = sim_src[i];
-    var y: f32;
-    var clipped: bool;
-    if (sim.mode == 2u) {
-        y = e4m3(x);
-        clipped = !is_finite(x) || abs(x) > E4M3_MAX;
-    } else {
-        y = select(q115(x), q115(q131(x)), sim.mode == 1u);
-        clipped = !is_finite(x) || abs(x) > Q115_LIMIT;
-    }
-    clipped = clipped && !is_nan(x);
-    sim_dst[i] = y;
-    if (clipped) { atomicAdd(&sim_counts[0], 1u); }
-    let nonzero = (bitcast<u32>(x) & 0x7fffffffu) != 0u;  // on the bits: f32 subnormals may be flushed
-    if (y == 0.0 && nonzero && !is_nan(x)) { atomicAdd(&sim_counts[1], 1u); }
-}

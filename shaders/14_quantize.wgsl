@@ -1,6 +1,7 @@
 // A tensor through a format and back (`webtrain quantize`, the formats'
 // tests, the GEMM operands of a precision recipe): plain casts, per-tensor
-// scaling, OCP MX blocks, NVFP4; the random Hadamard transform. Twins in
+// scaling, OCP MX blocks, NVFP4, the blockwise FP8; the random Hadamard
+// transform. Twins in
 // reference/formats.rs. Legend: n elements, a [rows, cols] matrix (cols
 // the last dimension), B a block's values, along a row or down a column,
 // cut at `parts` (block_at).
@@ -27,8 +28,6 @@ struct QuantizeParams {
     count: u32,       // blocks (ops::formats::Blocks::count)
 }
 
-const NVFP4_B: u32 = 16u;
-const NVFP4_RANGE: f32 = 2688.0;  // E4M3's max × E2M1's: 448 · 6
 
 @group(0) @binding(0) var<uniform> qp: QuantizeParams;
 @group(0) @binding(1) var<uniform> qstep: vec4<u32>;                        // x: the step the draws use
@@ -116,41 +115,47 @@ fn line_blocks(parts: vec2<u32>, len: u32, side: u32) -> u32 {
         + (len - parts.y + side - 1u) / side;
 }
 
-// A block: its first value's flat index, and how many values it has.
+// A block: its first value's flat index, how many values it has, and how
+// many of them lie along a row (a square block's width).
 struct Block {
     first: u32,
     len: u32,
+    width: u32,
 }
 
 // Block b of a [rows, cols] matrix in `blocks` (BLOCKS_*), as
 // ops::formats::Blocks::block: along a row, numbered row by row; down a
 // column, numbered across the columns first (block b is column b % cols),
 // so that neighbouring invocations read neighbouring words; or a side ×
-// side tile. Cut at `parts` along the blocks (square: whole tiles).
+// side tile, numbered row by row, cut short at the right and bottom edges.
+// Cut at `parts` along the blocks (square: down the rows).
 fn block_at(blocks: u32, side: u32, b: u32, rows: u32, cols: u32, parts: vec2<u32>) -> Block {
     switch blocks {
         case BLOCKS_COLUMNS: {
             let p = part_block(b / cols, parts, rows, side);
-            return Block(p.x * cols + b % cols, p.y);
+            return Block(p.x * cols + b % cols, p.y, 1u);
         }
         case BLOCKS_SQUARE: {
-            let across = cols / side;
-            return Block((b / across) * side * cols + (b % across) * side, side * side);
+            let across = (cols + side - 1u) / side;
+            let p = part_block(b / across, parts, rows, side);
+            let left = (b % across) * side;
+            let width = min(side, cols - left);
+            return Block(p.x * cols + left, p.y * width, width);
         }
         default: {
             let across = line_blocks(parts, cols, side);
             let p = part_block(b % across, parts, cols, side);
-            return Block((b / across) * cols + p.x, p.y);
+            return Block((b / across) * cols + p.x, p.y, p.y);
         }
     }
 }
 
 // Value j of block `block` of a [_, cols] matrix (square: j row-major in
 // the tile), as ops::formats::Blocks::index.
-fn block_index(blocks: u32, cols: u32, side: u32, block: Block, j: u32) -> u32 {
+fn block_index(blocks: u32, cols: u32, block: Block, j: u32) -> u32 {
     switch blocks {
         case BLOCKS_COLUMNS: { return block.first + j * cols; }
-        case BLOCKS_SQUARE: { return block.first + (j / side) * cols + j % side; }
+        case BLOCKS_SQUARE: { return block.first + (j / block.width) * cols + j % block.width; }
         default: { return block.first + j; }
     }
 }
@@ -178,9 +183,9 @@ fn unscale(x: f32, j: i32) -> f32 {
 
 // quantize_blocks: one invocation per block: its scale, then its values.
 // Blocks along a row, down a column or square (block_at), a part's last
-// block shorter (its scale from the values it has). MX (B = 32):
-// X = 2^k from the block's amax (mx_scale_exp), each value
-// round(x / X)·X. NVFP4 (B = 16, or 16×16): d_b = E4M3((amax_b / 6)·S),
+// block shorter (its scale from the values it has). MX (B = 32) and the
+// blockwise FP8 (B = 128): X = 2^k from the block's amax (mx_scale_exp,
+// rounded up for MX ceil and blockwise), each value round(x / X)·X. NVFP4 (B = 16, or 16×16): d_b = E4M3((amax_b / 6)·S),
 // q = E2M1(x·(S / d_b)), value q·(d_b / S), S / d_b and d_b / S once per
 // block, every product and quotient correctly rounded in f32, the value's
 // product exact and rounded once.
@@ -190,7 +195,12 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     let b = flat_id(wid, nwg, lidx);
     let f = element_format(qp.element);
     let nvfp4 = qp.scaling == SCALING_NVFP4;
-    let side = select(32u, NVFP4_B, nvfp4);
+    var side = MX_BLOCK;
+    switch qp.scaling {
+        case SCALING_NVFP4: { side = NVFP4_BLOCK; }
+        case SCALING_BLOCKWISE: { side = BLOCKWISE_BLOCK; }
+        default: {}
+    }
     let sr = qp.stochastic == 1u;
     var c = vec4<u32>(0u);
     if (b < qp.count) {
@@ -198,7 +208,7 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
         var amax = 0u;
         var finite = true;
         for (var j = 0u; j < block.len; j++) {
-            let x = qx[block_index(qp.blocks, qp.cols, side, block, j)];
+            let x = qx[block_index(qp.blocks, qp.cols, block, j)];
             finite = finite && is_finite(x);
             amax = max(amax, bitcast<u32>(x) & 0x7fffffffu);
         }
@@ -206,23 +216,24 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
         if (!finite) {
             c[2] = 1u;
             for (var j = 0u; j < block.len; j++) {
-                let i = block_index(qp.blocks, qp.cols, side, block, j);
+                let i = block_index(qp.blocks, qp.cols, block, j);
                 let x = qx[i];
                 c[0] += select(0u, 1u, !is_finite(x) && !is_nan(x));
                 qy[i] = bitcast<f32>(0x7fc00000u | (bitcast<u32>(x) & SIGN_BIT));
             }
         } else if (amax == 0u || (nvfp4 && amax_t == 0u)) {
             for (var j = 0u; j < block.len; j++) {
-                let i = block_index(qp.blocks, qp.cols, side, block, j);
+                let i = block_index(qp.blocks, qp.cols, block, j);
                 qy[i] = qx[i];  // ±0
             }
         } else if (!nvfp4) {
-            let raw = mx_scale_exp(bitcast<f32>(amax), f, qp.scaling == SCALING_MX_CEIL);
+            let ceil = qp.scaling == SCALING_MX_CEIL || qp.scaling == SCALING_BLOCKWISE;
+            let raw = mx_scale_exp(bitcast<f32>(amax), f, ceil);
             c[3] = select(0u, 1u, raw < -127);
             c[2] = select(0u, 1u, raw > 127);
             let k = clamp(raw, -127, 127);
             for (var j = 0u; j < block.len; j++) {
-                let i = block_index(qp.blocks, qp.cols, side, block, j);
+                let i = block_index(qp.blocks, qp.cols, block, j);
                 let x = qx[i];
                 let q = quantize_scaled(x, f, k, sr, element_random(i));
                 qy[i] = q.value;
@@ -239,7 +250,7 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
             if (d == 0.0) {
                 c[3] = 1u;
                 for (var j = 0u; j < block.len; j++) {
-                    let i = block_index(qp.blocks, qp.cols, side, block, j);
+                    let i = block_index(qp.blocks, qp.cols, block, j);
                     let x = qx[i];
                     qy[i] = bitcast<f32>(bitcast<u32>(x) & SIGN_BIT);
                     c[1] += select(0u, 1u, flushed_to_zero(x, 0.0));
@@ -248,7 +259,7 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
                 let up = div_rne(ts.s_n, d);    // S / d_b, times 2^j
                 let down = split(div_rne(d, ts.s_n));  // d_b / S, over 2^j
                 for (var j = 0u; j < block.len; j++) {
-                    let i = block_index(qp.blocks, qp.cols, side, block, j);
+                    let i = block_index(qp.blocks, qp.cols, block, j);
                     let x = qx[i];
                     let xn = unscale(x, ts.j);
                     let q = quantize_scaled(xn * up, f, 0, sr, element_random(i));
@@ -310,7 +321,7 @@ fn hadamard16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
     let block = block_at(hp.blocks, 16u, b, hp.n / hp.cols, hp.cols, vec2<u32>(0u));
     var v: array<f32, 16>;
     for (var j = 0u; j < 16u; j++) {
-        let x = hx[block_index(hp.blocks, hp.cols, 16u, block, j)];
+        let x = hx[block_index(hp.blocks, hp.cols, block, j)];
         v[j] = select(flip(x, hadamard_sign(j)), x, hp.inverse == 1u);
     }
     for (var h = 1u; h < 16u; h <<= 1u) {
@@ -325,6 +336,6 @@ fn hadamard16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
     }
     for (var j = 0u; j < 16u; j++) {
         let y = v[j] * 0.25;
-        hy[block_index(hp.blocks, hp.cols, 16u, block, j)] = select(y, flip(y, hadamard_sign(j)), hp.inverse == 1u);
+        hy[block_index(hp.blocks, hp.cols, block, j)] = select(y, flip(y, hadamard_sign(j)), hp.inverse == 1u);
     }
 }

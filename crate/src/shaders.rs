@@ -37,7 +37,6 @@ pub const NORM: ShaderFile = shader_file!("02_norm");
 pub const LINEAR_B32: ShaderFile = shader_file!("03_linear_b32");
 pub const LINEAR_B16: ShaderFile = shader_file!("03_linear_b16");
 pub const LINEAR: ShaderFile = shader_file!("03_linear");
-pub const LINEAR_FP8: ShaderFile = shader_file!("03_linear_fp8");
 /// The GEMMs on matrix units: composed by `kernels::units`, not by `compose`.
 pub const LINEAR_COOP_COMMON: ShaderFile = shader_file!("03_linear_coop_common");
 pub const LINEAR_COOP_GLOBAL: ShaderFile = shader_file!("03_linear_coop_global");

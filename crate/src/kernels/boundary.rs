@@ -1,7 +1,7 @@
-//! What the research modes count, in `Gpu::boundary_counts` (indices as
-//! 00_common.wgsl's `SITE_*`): per forward boundary of `sf16`, where its
-//! `boundary` rounds a stored value to Q1.15, the values clamped; for
-//! `fp8`, the linear layers' inputs that E4M3 saturated or flushed to 0.
+//! What sf16 counts, in `Gpu::boundary_counts` (indices as 00_common.wgsl's
+//! `SITE_*`): per forward boundary, where its `boundary` rounds a stored
+//! value to Q1.15, the values clamped. (A recipe's quantized operands
+//! count in `ops::products::OperandCounts`.)
 
 use crate::error::Result;
 use crate::gpu::{BOUNDARY_COUNTERS, Gpu};
@@ -26,14 +26,10 @@ pub struct Clamped {
     pub attention: u32,
     /// SwiGLU outputs
     pub activation: u32,
-    /// fp8: linear-layer inputs beyond ±448 after scaling, saturated
-    pub e4m3_saturated: u32,
-    /// fp8: nonzero linear-layer inputs that E4M3 rounded to 0
-    pub e4m3_flushed: u32,
 }
 
 /// Counters the kernels use: `Clamped`'s fields.
-pub const SITES: u64 = 9;
+pub const SITES: u64 = 7;
 const _: () = assert!(SITES <= BOUNDARY_COUNTERS);
 
 impl Clamped {
@@ -47,8 +43,6 @@ impl Clamped {
             softmax: c[4],
             attention: c[5],
             activation: c[6],
-            e4m3_saturated: c[7],
-            e4m3_flushed: c[8],
         }
     }
 
@@ -61,8 +55,6 @@ impl Clamped {
             self.softmax,
             self.attention,
             self.activation,
-            self.e4m3_saturated,
-            self.e4m3_flushed,
         ];
         all.iter().map(|&c| c as u64).sum()
     }

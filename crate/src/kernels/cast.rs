@@ -1,5 +1,4 @@
-//! Launchers for 08_cast.wgsl: f32 <-> f16 in either f16 storage mode, and
-//! the research modes' quantizers applied to a buffer (for their tests).
+//! Launchers for 08_cast.wgsl: f32 <-> f16 in either f16 storage mode.
 //!
 //! f32 -> f16 saturates to ±65504 (±Inf included), rounds to nearest even,
 //! and keeps NaN as NaN. f16 -> f32 is exact. `narrow_f16` takes values f16
@@ -45,51 +44,20 @@ const NARROW: KernelDesc = KernelDesc {
     ],
 };
 
-const SIMULATE: KernelDesc = KernelDesc {
-    entry: "simulate_precision",
-    slots: &[
-        Slot::Uniform(0),             // sim: n, mode
-        Slot::Read(1, "src"),         // sim_src: [n] f32
-        Slot::ReadWrite(2, "dst"),    // sim_dst: [n] f32
-        Slot::ReadWrite(3, "counts"), // sim_counts: [2] u32 (clamped or saturated, flushed to zero)
-    ],
-};
-
-/// A research mode's round trip (00_common.wgsl, twins in `reference::quantize`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Quantizer {
-    /// Q1.15, clamp ±0.999: sf16's storage boundary.
-    Q115,
-    /// Q1.31 then Q1.15: sf16's matmul output.
-    Sf16Matmul,
-    /// FP8 E4M3, saturating at ±448.
-    E4m3,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct SimulateParams {
-    n: u32,
-    mode: u32,
-    _pad: [u32; 2],
-}
-
 pub struct Cast {
     f32_to_f16: Kernel,
     f16_to_f32: Kernel,
     narrow: Kernel,
-    simulate: Kernel,
 }
 
 impl Cast {
     pub async fn new(gpu: &Gpu) -> Result<Self> {
-        let [f32_to_f16, f16_to_f32, narrow, simulate] =
-            build_kernels(gpu, CAST, [F32_TO_F16, F16_TO_F32, NARROW, SIMULATE]).await?;
+        let [f32_to_f16, f16_to_f32, narrow] =
+            build_kernels(gpu, CAST, [F32_TO_F16, F16_TO_F32, NARROW]).await?;
         Ok(Cast {
             f32_to_f16,
             f16_to_f32,
             narrow,
-            simulate,
         })
     }
 
@@ -132,41 +100,6 @@ impl Cast {
             dst.needs(4 * n as u64),
         ];
         self.f16_to_f32
-            .dispatch(gpu, op, &binds, gpu.grid_1d(op, n as u64)?)
-    }
-
-    /// `dst[..n] = q(src[..n])`; adds to `counts` (2 u32, zeroed by the
-    /// caller) the values clamped or saturated and the nonzero ones flushed to 0.
-    pub fn simulate(
-        &self,
-        gpu: &Gpu,
-        q: Quantizer,
-        src: BufferRange,
-        dst: BufferRange,
-        counts: BufferRange,
-        n: u32,
-    ) -> Result<Dispatch> {
-        let op = "simulate_precision";
-        let mode = match q {
-            Quantizer::Q115 => 0,
-            Quantizer::Sf16Matmul => 1,
-            Quantizer::E4m3 => 2,
-        };
-        let params = gpu.uniform(
-            op,
-            &SimulateParams {
-                n,
-                mode,
-                _pad: [0; 2],
-            },
-        );
-        let binds = [
-            (&params).into(),
-            src.needs(4 * n as u64),
-            dst.needs(4 * n as u64),
-            counts.needs(8),
-        ];
-        self.simulate
             .dispatch(gpu, op, &binds, gpu.grid_1d(op, n as u64)?)
     }
 }

@@ -24,7 +24,7 @@ pub use activation::Activation;
 pub use attention::{
     Attention, AttentionBackward, AttentionShape, DecodeShape, Heads, KvGrads, Qkv,
 };
-pub use cast::{Cast, Quantizer};
+pub use cast::Cast;
 pub use embedding::{Embedding, EmbeddingShape};
 pub use infrastructure::Infrastructure;
 pub use linear::{Linear, LinearShape, Output};
@@ -145,20 +145,20 @@ impl Kernels {
 
 /// Weights a forward kernel reads: the f32 master, the f16 mirror of
 /// mixed precision (the kernel's `_w16` variant, either storage mode), or
-/// fp8's mirror: f32 values already through E4M3 in their 128×128 blocks
-/// (`Linear::quantize_weights`), which fp8's products read instead of the
-/// master.
+/// the master already through the recipe's weight format, once per
+/// optimizer step (`Linear::quantize_weights`): f32 values the forward and
+/// dX products read as they are.
 #[derive(Clone, Copy, Debug)]
 pub enum Weights<'a> {
     F32(BufferRange<'a>),
     F16(BufferRange<'a>),
-    E4m3(BufferRange<'a>),
+    Quantized(BufferRange<'a>),
 }
 
 impl<'a> Weights<'a> {
     pub fn range(&self) -> BufferRange<'a> {
         match *self {
-            Weights::F32(r) | Weights::F16(r) | Weights::E4m3(r) => r,
+            Weights::F32(r) | Weights::F16(r) | Weights::Quantized(r) => r,
         }
     }
 

@@ -36,7 +36,7 @@ use crate::kernels::{Kernels, Linear, LinearShape, Weights};
 pub struct Params {
     pub weights: wgpu::Buffer, // [total] f32 master
     pub grads: wgpu::Buffer,   // [total] f32, zeroed by each AdamW update
-    /// The forward's copy of the weights, in f16 and fp8 precision.
+    /// The products' copy of the weights: f16, or quantized once per step.
     pub mirror: Option<Mirror>,
 }
 
@@ -45,12 +45,13 @@ pub struct Params {
 pub enum Mirror {
     /// f16: `[total]` f16, every tensor, written by the fused AdamW update.
     F16(wgpu::Buffer),
-    /// fp8: the layers' linear weights (`ParamLayout::layer_linears`) through
-    /// E4M3 in their 128×128 blocks, as f32 (`[layers.len]`, element
-    /// `layers.start` first), rewritten after every update by
-    /// `Model::mirror_update`: each weight is quantized once per optimizer
-    /// step, not once per product.
-    E4m3 { buffer: wgpu::Buffer, layers: Span },
+    /// The layers' linear weights (`ParamLayout::layer_linears`) through the
+    /// recipe's weight format, as f32 (`[layers.len]`, element
+    /// `layers.start` first), where one quantization serves the forward and
+    /// dX products (`Recipe::quantized_weight_copy`). Rewritten after every
+    /// update by `Model::mirror_update`: each weight is quantized once per
+    /// optimizer step, not once per product. Layers kept wide read the master.
+    Quantized { buffer: wgpu::Buffer, layers: Span },
 }
 
 impl Mirror {
@@ -58,7 +59,7 @@ impl Mirror {
     pub fn bytes(layout: &ParamLayout, precision: &Recipe) -> u64 {
         if precision.f16_weights() {
             f16_bytes(layout.total)
-        } else if precision.e4m3_mirror() {
+        } else if precision.quantized_weight_copy() {
             4 * layout.layer_linears().len
         } else {
             0
@@ -79,9 +80,9 @@ impl Params {
         let bytes = Mirror::bytes(layout, precision);
         let mirror = if precision.f16_weights() {
             Some(Mirror::F16(gpu.storage_buffer("mirror", bytes)?))
-        } else if precision.e4m3_mirror() {
-            Some(Mirror::E4m3 {
-                buffer: gpu.storage_buffer("e4m3_mirror", bytes)?,
+        } else if precision.quantized_weight_copy() {
+            Some(Mirror::Quantized {
+                buffer: gpu.storage_buffer("quantized_weights", bytes)?,
                 layers: layout.layer_linears(),
             })
         } else {
@@ -126,8 +127,8 @@ pub struct Model {
     head_eval: Vec<Dispatch>,
     /// final norm ← layers ← embed, accumulating into `params.grads`
     backward: Vec<Dispatch>,
-    /// After the optimizer: fp8's E4M3 mirror from the updated master
-    /// weights (empty in other precisions; AdamW writes the f16 mirror).
+    /// After the optimizer: the quantized weights from the updated master
+    /// (empty without them; AdamW writes the f16 mirror).
     mirror_update: Vec<Dispatch>,
     /// Zeros into `params.grads`, chunk by chunk as the optimizer binds them.
     zero_grads: Vec<Dispatch>,
@@ -145,8 +146,8 @@ pub enum Pass {
     Train,
     /// `Forward`, then the head's loss without gradients.
     Evaluate,
-    /// After the optimizer's update: fp8's E4M3 mirror from the new master
-    /// weights (nothing in other precisions: AdamW writes the f16 mirror).
+    /// After the optimizer's update: the quantized weights from the new
+    /// master (nothing without them: AdamW writes the f16 mirror).
     AfterUpdate,
     /// Zeroes the gradients: AdamW does as it updates, so a `Backward` not
     /// followed by an update must, for the run to go on as it was.
@@ -205,7 +206,7 @@ impl Model {
             net.head(true)?,
             net.head(false)?,
             net.backward()?,
-            net.e4m3_mirror()?,
+            net.quantized_weights()?,
             net.zero_grads()?,
         );
         (
@@ -340,11 +341,11 @@ impl Model {
 
     /// Fills the mirror from the master weights: at creation, before the
     /// first forward (then AdamW keeps the f16 mirror, `Pass::AfterUpdate`
-    /// the E4M3 one).
+    /// the quantized one).
     fn sync_mirror(&self, gpu: &Gpu, k: &Kernels) -> Result<Vec<Dispatch>> {
         let mirror = match &self.params.mirror {
             None => return Ok(vec![]),
-            Some(Mirror::E4m3 { .. }) => return self.net(gpu, k).e4m3_mirror(),
+            Some(Mirror::Quantized { .. }) => return self.net(gpu, k).quantized_weights(),
             Some(Mirror::F16(mirror)) => mirror,
         };
         let mut d = Vec::new();
@@ -362,17 +363,17 @@ impl Model {
     }
 
     /// The weights of `role` that the forward and the dX products read:
-    /// the master, its f16 mirror, or (e4m3-tiles, the linear weights of
-    /// layers not kept wide) their E4M3 mirror.
+    /// the master, its f16 mirror, or (the linear weights of layers not
+    /// kept wide) their quantized copy.
     pub fn forward_weights(&self, role: Role) -> Weights<'_> {
         let t = self.layout.get(role);
         let narrow = |l| !self.precision.wide().keeps_layer(l, self.config.n_layers);
         match &self.params.mirror {
             Some(Mirror::F16(mirror)) => Weights::F16(f16_range(mirror, t.offset, t.len())),
-            Some(Mirror::E4m3 { buffer, layers })
+            Some(Mirror::Quantized { buffer, layers })
                 if role.is_layer_linear() && role.layer().is_some_and(narrow) =>
             {
-                Weights::E4m3(f32_range(buffer, t.offset - layers.start, t.len()))
+                Weights::Quantized(f32_range(buffer, t.offset - layers.start, t.len()))
             }
             _ => Weights::F32(f32_range(&self.params.weights, t.offset, t.len())),
         }
@@ -462,21 +463,18 @@ impl<'a> Net<'a> {
             .collect()
     }
 
-    /// fp8: every layer's linear weight through E4M3 into the mirror (one
-    /// dispatch each); nothing in other precisions.
-    fn e4m3_mirror(&self) -> Result<Vec<Dispatch>> {
-        let Some(Mirror::E4m3 { buffer, layers }) = &self.m.params.mirror else {
+    /// Every linear weight of the layers not kept wide through the
+    /// recipe's weight format into the quantized copy; nothing without one.
+    fn quantized_weights(&self) -> Result<Vec<Dispatch>> {
+        let Some(Mirror::Quantized { buffer, layers }) = &self.m.params.mirror else {
             return Ok(vec![]);
         };
+        let (wide, n) = (self.m.precision.wide(), self.m.config.n_layers);
         let mut d = Vec::new();
-        for t in self
-            .m
-            .layout
-            .tensors
-            .iter()
-            .filter(|t| t.role.is_layer_linear())
-        {
-            d.push(self.k.linear.quantize_weights(
+        for t in self.m.layout.tensors.iter().filter(|t| {
+            t.role.is_layer_linear() && t.role.layer().is_some_and(|l| !wide.keeps_layer(l, n))
+        }) {
+            d.extend(self.k.linear.quantize_weights(
                 self.gpu,
                 self.linear(t.role, 1)?,
                 f32_range(&self.m.params.weights, t.offset, t.len()),

@@ -16,7 +16,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::kernels::Kernels;
-use crate::ops::formats::{HADAMARD_BLOCK, Scaling};
+use crate::ops::formats::HADAMARD_BLOCK;
 use crate::ops::loss_scale::LossScaling;
 use crate::ops::products::{
     AttentionOperands, BlockShape, Operand, OperandFormat, Products, Rounding, Wide,
@@ -150,10 +150,6 @@ impl Recipe {
         if spec.weights == WeightCopy::F16 && quantized {
             return bad("f16 weights are a recipe of their own: its products read the f16 mirror, not quantized operands".into());
         }
-        let tiles = |o: &Operand| o.format == OperandFormat::E4m3Tiles;
-        if tiles(&spec.forward.w) != tiles(&spec.dgrad.w) {
-            return bad("e4m3-tiles weights are read from one E4M3 mirror: give forward.w and dgrad.w both, or neither".into());
-        }
         let products = spec.products();
         for (pass, [a, b]) in products.passes() {
             if a.hadamard != b.hadamard {
@@ -164,15 +160,14 @@ impl Recipe {
             for o in [a, b] {
                 let f = o.format;
                 if o.blocks == BlockShape::Square
-                    && !matches!(f, OperandFormat::Format(f) if f.scaling == Scaling::Nvfp4)
+                    && !matches!(f, OperandFormat::Format(f) if f.has_square_blocks())
                 {
                     return bad(format!(
-                        "{pass}: 2-D blocks are NVFP4's, not {}'s",
+                        "{pass}: 2-D blocks are NVFP4's and e4m3-blockwise's, not {}'s",
                         f.name()
                     ));
                 }
-                let scaled = !matches!(f, OperandFormat::F32 | OperandFormat::E4m3Tiles);
-                if o.rounding == Rounding::Stochastic && !scaled {
+                if o.rounding == Rounding::Stochastic && f == OperandFormat::F32 {
                     return bad(format!(
                         "{pass}: stochastic rounding needs a format to round into, not {}",
                         f.name()
@@ -229,12 +224,12 @@ impl Recipe {
             "f16" => plain(WeightCopy::F16, F32, Wide::default()),
             "sf16" => plain(WeightCopy::F32, Q115, Wide::default()),
             "sf16-wide-head" => plain(WeightCopy::F32, Q115, head),
-            "fp8" => spec(
-                WeightCopy::F32,
-                F32,
-                all(Operand::of(OperandFormat::E4m3Tiles)),
-                head,
-            ),
+            // DeepSeek-V3's: 1×128 blocks along K, the weights' 128×128
+            "fp8" => {
+                let b = Operand::format("e4m3-blockwise");
+                let ops = [b, b.square(), b, b.square(), b, b];
+                spec(WeightCopy::F32, F32, ops, head)
+            }
             "bf16" => spec(
                 WeightCopy::F32,
                 F32,
@@ -362,9 +357,10 @@ impl Recipe {
         self.0.weights == WeightCopy::F16
     }
 
-    /// Whether the layers' weights have an E4M3 mirror (e4m3-tiles weights).
-    pub fn e4m3_mirror(&self) -> bool {
-        self.0.forward.w.format == OperandFormat::E4m3Tiles
+    /// Whether the layers' weights are quantized once per optimizer step
+    /// into a copy both products read (`Products::shares_quantized_weights`).
+    pub fn quantized_weight_copy(&self) -> bool {
+        self.products().shares_quantized_weights()
     }
 
     /// Which layers and whether the head stay wide.
@@ -391,11 +387,10 @@ impl Recipe {
         self.0.products()
     }
 
-    /// Whether boundaries round (sf16) or products read e4m3-tiles (fp8):
-    /// the run then reports the boundary counters (`Clamped`).
+    /// Whether boundaries round (sf16): the run then reports the boundary
+    /// counters (`Clamped`).
     pub fn counts(&self) -> bool {
-        let tiles = |o: &Operand| o.format == OperandFormat::E4m3Tiles;
-        self.numerics() != Numerics::Exact || self.products().all().iter().any(tiles)
+        self.numerics() != Numerics::Exact
     }
 
     /// Refuses a model this recipe cannot run, with the reason: a Hadamard
@@ -460,7 +455,8 @@ impl Serialize for Recipe {
 impl<'de> Deserialize<'de> for Recipe {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         use serde::de::Error as _;
-        let value = serde_json::Value::deserialize(d)?;
+        let mut value = serde_json::Value::deserialize(d)?;
+        rewrite_e4m3_tiles(&mut value);
         let recipe = match value {
             serde_json::Value::String(name) => Recipe::named(&name),
             v => serde_json::from_value::<RecipeSpec>(v)
@@ -468,6 +464,30 @@ impl<'de> Deserialize<'de> for Recipe {
                 .and_then(Recipe::new),
         };
         recipe.map_err(D::Error::custom)
+    }
+}
+
+/// Rewrites a recipe file's `e4m3-tiles` operands (before 2026-11-28: the
+/// fp8 recipe's own quantizer) as what they were: `e4m3-blockwise`, 2-D
+/// for the weights.
+fn rewrite_e4m3_tiles(recipe: &mut serde_json::Value) {
+    for (product, operand) in [
+        ("forward", "x"),
+        ("forward", "w"),
+        ("dgrad", "dy"),
+        ("dgrad", "w"),
+        ("wgrad", "dy"),
+        ("wgrad", "x"),
+    ] {
+        let Some(o) = recipe.pointer_mut(&format!("/{product}/{operand}")) else {
+            continue;
+        };
+        if o.get("format").and_then(|f| f.as_str()) == Some("e4m3-tiles") {
+            o["format"] = "e4m3-blockwise".into();
+            if operand == "w" {
+                o["blocks"] = "2d".into();
+            }
+        }
     }
 }
 
@@ -527,11 +547,38 @@ mod tests {
     #[test]
     fn todays_modes_keep_their_meaning() {
         let fp8 = Recipe::fp8();
-        assert!(fp8.e4m3_mirror() && fp8.wide().head && !fp8.f16_weights());
+        assert!(fp8.quantized_weight_copy() && fp8.wide().head && !fp8.f16_weights());
         assert!(Recipe::f16().f16_weights() && Recipe::f16().products().is_exact());
         assert_eq!(Recipe::sf16().numerics(), Numerics::Sf16);
         assert!(!Recipe::sf16().wide().head && Recipe::sf16_wide_head().wide().head);
-        assert!(!Recipe::fp32().counts() && Recipe::sf16().counts() && fp8.counts());
+        assert!(!Recipe::fp32().counts() && Recipe::sf16().counts() && !fp8.counts());
+        // one copy serves both products where W and Wᵀ quantize alike
+        let copied: Vec<&str> = RECIPE_NAMES
+            .into_iter()
+            .filter(|n| Recipe::named(n).unwrap().quantized_weight_copy())
+            .collect();
+        assert_eq!(copied, ["fp8", "bf16", "amp-f16", "fp8-hybrid", "nvfp4"]);
+    }
+
+    /// A recipe file of fp8's former `e4m3-tiles` reads as the blockwise
+    /// format it was: the named fp8, its weights in 128×128 blocks.
+    #[test]
+    fn e4m3_tiles_read_as_e4m3_blockwise() {
+        let all = ["x", "w", "dy", "w", "dy", "x"]
+            .chunks(2)
+            .zip(["forward", "dgrad", "wgrad"])
+            .map(|(ops, p)| {
+                format!(
+                    r#""{p}": {{"{}": {{"format": "e4m3-tiles"}}, "{}": {{"format": "e4m3-tiles"}}}}"#,
+                    ops[0], ops[1]
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let old = format!(r#"{{"name": "fp8", "wide": {{"head": true}}, {all}}}"#);
+        let r = Recipe::from_json(&old).unwrap();
+        assert_eq!(r, Recipe::fp8());
+        assert!(r.is_named());
     }
 
     /// A file written by the first version of recipes (the fixture is
@@ -562,7 +609,7 @@ mod tests {
             ),
             (
                 r#"{"name": "x", "forward": {"w": {"format": "mxfp4", "blocks": "2d"}}}"#,
-                "2-D blocks are NVFP4's",
+                "2-D blocks are NVFP4's and e4m3-blockwise's",
             ),
             (
                 r#"{"name": "x", "forward": {"x": {"format": "nvfp4", "blocks": "2d"}}}"#,
@@ -575,10 +622,6 @@ mod tests {
             (
                 r#"{"name": "x", "weights": "f16", "forward": {"x": {"format": "bf16"}}}"#,
                 "f16 weights are a recipe of their own",
-            ),
-            (
-                r#"{"name": "x", "forward": {"w": {"format": "e4m3-tiles"}}}"#,
-                "one E4M3 mirror",
             ),
             (r#"{"name": "x", "version": 2}"#, "newer than this build's"),
             (r#"{"name": "x", "speed": "fast"}"#, "unknown field `speed`"),

@@ -7,7 +7,8 @@
 //! E2M1, E8M0, 32-element blocks); IEEE 754 binary16; bfloat16 (f32's top
 //! 16 bits); NVIDIA's NVFP4 (E2M1 in 16-element blocks with an E4M3 scale
 //! and an f32 tensor scale: "Pretraining Large Language Models with NVFP4",
-//! 2025).
+//! 2025); DeepSeek-V3's blockwise FP8 (E4M3 in 1×128 and 128×128 blocks
+//! with power-of-two scales: DeepSeek-V3 Technical Report, 2024, §3.3).
 
 use crate::error::{Error, Result};
 
@@ -154,16 +155,25 @@ impl Element {
 
 /// The `FMT_*` constants and `element_format(code)` composed ahead of
 /// 00_formats.wgsl, which declares `struct Minifloat`; the scalings' and
-/// blocks' codes (14_quantize.wgsl's params); Q1.15's clamp and E4M3's
-/// largest value (00_common.wgsl's research-mode quantizers).
+/// blocks' codes and sides (14_quantize.wgsl's params); Q1.15's clamp
+/// (00_common.wgsl's sf16 boundaries) and NVFP4's tensor-scale numerator.
 pub fn wgsl_constants() -> String {
-    let mut s =
-        format!("const Q115_LIMIT: f32 = {Q115_LIMIT:?};\nconst E4M3_MAX: f32 = {E4M3_MAX:?};\n");
+    let mut s = format!(
+        "const Q115_LIMIT: f32 = {Q115_LIMIT:?};\nconst NVFP4_RANGE: f32 = {NVFP4_RANGE:?};\n"
+    );
+    for (name, side) in [
+        ("MX_BLOCK", MX_BLOCK),
+        ("NVFP4_BLOCK", NVFP4_BLOCK),
+        ("BLOCKWISE_BLOCK", BLOCKWISE_BLOCK),
+    ] {
+        s += &format!("const {name}: u32 = {side}u;\n");
+    }
     for (name, code) in [
         ("SCALING_MX", Scaling::Mx.code()),
         ("SCALING_MX_CEIL", Scaling::MxCeil.code()),
         ("SCALING_NVFP4", Scaling::Nvfp4.code()),
         ("SCALING_TENSOR", Scaling::Tensor.code()),
+        ("SCALING_BLOCKWISE", Scaling::Blockwise.code()),
         ("BLOCKS_COLUMNS", Blocks::Columns.code()),
         ("BLOCKS_SQUARE", Blocks::Square.code()),
     ] {
@@ -213,12 +223,21 @@ pub enum Scaling {
     /// 2^k for the whole tensor, k the smallest with amax ≤ max·2^k (MxCeil's
     /// rounding of the tensor's finite amax), clamped to [-127, 127].
     Tensor,
+    /// DeepSeek-V3's FP8: 128 values along K (or 128×128 of a weight)
+    /// share a power-of-two scale, MxCeil's rounding and clamp.
+    Blockwise,
 }
 
 impl Scaling {
     /// The WGSL code (`SCALING_*`, composed by `wgsl_constants`).
     pub fn code(self) -> u32 {
         self as u32
+    }
+
+    /// Whether its power-of-two scale is rounded up, so that the block's
+    /// amax never saturates (`mx_scale_exp`'s ceil).
+    pub fn rounds_up(self) -> bool {
+        matches!(self, Scaling::MxCeil | Scaling::Tensor | Scaling::Blockwise)
     }
 }
 
@@ -231,7 +250,7 @@ pub struct Format {
 }
 
 impl Format {
-    pub const ALL: [Format; 13] = [
+    pub const ALL: [Format; 14] = [
         Format::new("bf16", Element::Bf16, Scaling::None),
         Format::new("f16", Element::F16, Scaling::None),
         Format::new("e4m3", Element::E4m3, Scaling::None),
@@ -245,6 +264,7 @@ impl Format {
         Format::new("mxfp6-e3m2", Element::E3m2, Scaling::Mx),
         Format::new("mxfp4", Element::E2m1, Scaling::Mx),
         Format::new("nvfp4", Element::E2m1, Scaling::Nvfp4),
+        Format::new("e4m3-blockwise", Element::E4m3, Scaling::Blockwise),
     ];
 
     const fn new(name: &'static str, element: Element, scaling: Scaling) -> Format {
@@ -275,7 +295,14 @@ impl Format {
             Scaling::None | Scaling::Tensor => 1,
             Scaling::Mx | Scaling::MxCeil => MX_BLOCK,
             Scaling::Nvfp4 => NVFP4_BLOCK,
+            Scaling::Blockwise => BLOCKWISE_BLOCK,
         }
+    }
+
+    /// Whether its blocks may be square (`Blocks::Square`): NVFP4's
+    /// 16×16 and the blockwise FP8's 128×128.
+    pub fn has_square_blocks(&self) -> bool {
+        matches!(self.scaling, Scaling::Nvfp4 | Scaling::Blockwise)
     }
 }
 
@@ -283,6 +310,8 @@ impl Format {
 pub const MX_BLOCK: usize = 32;
 /// NVFP4's block: 16 values, or 16 × 16.
 pub const NVFP4_BLOCK: usize = 16;
+/// The blockwise FP8's block: 128 values, or 128 × 128.
+pub const BLOCKWISE_BLOCK: usize = 128;
 /// NVFP4's tensor scale numerator: E4M3's max × E2M1's max.
 pub const NVFP4_RANGE: f32 = 448.0 * 6.0;
 /// The random Hadamard transform's block.
@@ -290,8 +319,9 @@ pub const HADAMARD_BLOCK: usize = 16;
 
 /// How the values of a [rows, cols] matrix are grouped into blocks: along
 /// a row (the last dimension), down a column (a GEMM operand whose K is
-/// its rows), or in square tiles (NVFP4's 2-D weight blocks, so that W and
-/// Wᵀ quantize alike).
+/// its rows), or in square tiles (weights' 2-D blocks, so that W and Wᵀ
+/// quantize alike; those at the right and bottom edges, and at the end of
+/// a part down the rows, are cut short).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Blocks {
     Rows,
@@ -311,7 +341,7 @@ impl Blocks {
         match self {
             Blocks::Rows => rows * line_blocks(parts, cols, side),
             Blocks::Columns => cols * line_blocks(parts, rows, side),
-            Blocks::Square => (rows / side) * (cols / side),
+            Blocks::Square => line_blocks(parts, rows, side) * cols.div_ceil(side),
         }
     }
 
@@ -319,8 +349,8 @@ impl Blocks {
     /// along a row, numbered row by row; down a column, numbered across
     /// the columns first (block b is column b mod cols), so that
     /// neighbouring blocks (the kernels' neighbouring invocations) read
-    /// neighbouring words; or a side × side tile. Cut at `parts` along the
-    /// blocks (square: whole tiles, the cuts checked to fall between them).
+    /// neighbouring words; or a side × side tile, numbered row by row. Cut
+    /// at `parts` along the blocks (square: down the rows).
     pub fn block(
         self,
         side: usize,
@@ -335,6 +365,7 @@ impl Blocks {
                 Block {
                     first: (b / across) * cols + start,
                     len,
+                    width: len,
                 }
             }
             Blocks::Columns => {
@@ -342,13 +373,18 @@ impl Blocks {
                 Block {
                     first: start * cols + b % cols,
                     len,
+                    width: 1,
                 }
             }
             Blocks::Square => {
-                let across = cols / side;
+                let across = cols.div_ceil(side);
+                let (top, height) = part_block(b / across, parts, rows, side);
+                let left = (b % across) * side;
+                let width = side.min(cols - left);
                 Block {
-                    first: (b / across) * side * cols + (b % across) * side,
-                    len: side * side,
+                    first: top * cols + left,
+                    len: height * width,
+                    width,
                 }
             }
         }
@@ -356,20 +392,22 @@ impl Blocks {
 
     /// The flat index of value j of a block of a [_, cols] matrix (square:
     /// j row-major in the tile), as `block_index`.
-    pub fn index(self, side: usize, block: Block, j: usize, cols: usize) -> usize {
+    pub fn index(self, block: Block, j: usize, cols: usize) -> usize {
         match self {
             Blocks::Rows => block.first + j,
             Blocks::Columns => block.first + j * cols,
-            Blocks::Square => block.first + (j / side) * cols + j % side,
+            Blocks::Square => block.first + (j / block.width) * cols + j % block.width,
         }
     }
 }
 
-/// A block: the flat index of its first value, and how many values it has.
+/// A block: the flat index of its first value, how many values it has,
+/// and how many of them lie along a row (a square block's width).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Block {
     pub first: usize,
     pub len: usize,
+    pub width: usize,
 }
 
 /// Block b of a line `len` long cut at `parts` (p1 ≤ p2 ≤ len): its start
@@ -444,25 +482,26 @@ impl Quantization {
     }
 
     /// A [rows, cols] tensor's layout in the blocks, checked: `parts` cut
-    /// points of its length along them; square blocks NVFP4's, rows, cols
-    /// and parts multiples of 16 (a 1-D block's last may be shorter).
-    /// `what` names the tensor in the error.
+    /// points of its length along them; square blocks NVFP4's (rows, cols
+    /// and parts multiples of 16) or the blockwise FP8's (edges cut
+    /// short). `what` names the tensor in the error.
     pub fn check(&self, [rows, cols]: [usize; 2], what: &str) -> Result<()> {
         let (b, name) = (self.format.block(), self.format.name);
         let square = self.blocks == Blocks::Square;
-        if square && self.format.scaling != Scaling::Nvfp4 {
+        if square && !self.format.has_square_blocks() {
             return Err(Error::Unsupported(format!(
-                "2-D blocks are NVFP4's ({0}×{0}); {name} has 1-D blocks",
-                NVFP4_BLOCK
+                "2-D blocks are NVFP4's ({NVFP4_BLOCK}×{NVFP4_BLOCK}) and e4m3-blockwise's ({BLOCKWISE_BLOCK}×{BLOCKWISE_BLOCK}); {name} has 1-D blocks"
             )));
         }
         let block = format!("{name}'s 2-D block of {b}×{b}");
-        if square && !cols.is_multiple_of(b) {
+        // NVFP4's tiles are whole (its tensor cores' 16×16)
+        let whole = square && self.format.scaling == Scaling::Nvfp4;
+        if whole && !cols.is_multiple_of(b) {
             return Err(Error::Unsupported(format!(
                 "{what}: its last dimension, {cols}, is not a multiple of {block}"
             )));
         }
-        if square && !rows.is_multiple_of(b) {
+        if whole && !rows.is_multiple_of(b) {
             return Err(Error::Unsupported(format!(
                 "{what}: its {rows} rows are not a multiple of {block}"
             )));
@@ -478,7 +517,7 @@ impl Quantization {
                 self.parts
             )));
         }
-        if square && !(p1.is_multiple_of(b) && p2.is_multiple_of(b)) {
+        if whole && !(p1.is_multiple_of(b) && p2.is_multiple_of(b)) {
             return Err(Error::Unsupported(format!(
                 "{what}: its parts {:?} down the rows are not multiples of {block}",
                 self.parts
@@ -498,7 +537,7 @@ impl Quantization {
         let side = self.format.block();
         let block = self.blocks.block(side, b, shape, self.parts());
         let blocks = self.blocks;
-        (0..block.len).map(move |j| blocks.index(side, block, j, shape[1]))
+        (0..block.len).map(move |j| blocks.index(block, j, shape[1]))
     }
 
     fn parts(&self) -> [usize; 2] {
@@ -555,13 +594,20 @@ mod tests {
         // block 1 of a [_, 3] matrix in columns of 16: column 1, rows 0..16
         let want: Vec<usize> = (0..16).map(|r| r * 3 + 1).collect();
         let block = Blocks::Columns.block(16, 1, shape, [0, 0]);
-        assert_eq!(block, Block { first: 1, len: 16 });
+        assert_eq!(
+            block,
+            Block {
+                first: 1,
+                len: 16,
+                width: 1
+            }
+        );
         let got: Vec<usize> = (0..16)
-            .map(|j| Blocks::Columns.index(16, block, j, 3))
+            .map(|j| Blocks::Columns.index(block, j, 3))
             .collect();
         assert_eq!(got, want);
         let block = Blocks::Columns.block(16, 4, shape, [0, 0]);
-        assert_eq!(Blocks::Columns.index(16, block, 2, 3), (16 + 2) * 3 + 1);
+        assert_eq!(Blocks::Columns.index(block, 2, 3), (16 + 2) * 3 + 1);
         assert_eq!(Blocks::Columns.count(16, shape, [0, 0]), 9);
     }
 
@@ -582,7 +628,8 @@ mod tests {
             block,
             Block {
                 first: 128 * 3 + 2,
-                len: 2
+                len: 2,
+                width: 1
             }
         );
         // a row of 40 in NVFP4's 16: 16, 16, 8
@@ -592,7 +639,8 @@ mod tests {
             block,
             Block {
                 first: 40 + 32,
-                len: 8
+                len: 8,
+                width: 8
             }
         );
         // cut points checked: in order, within the length, square ones in 16s
@@ -639,6 +687,36 @@ mod tests {
             e.to_string().contains("parts [24, 48] down the rows"),
             "{e}"
         );
+    }
+
+    /// The blockwise FP8's 128×128 weight blocks: cut short at the right
+    /// and bottom edges and where a stacked weight's part ends.
+    #[test]
+    fn square_blocks_cut_short_at_edges_and_parts() {
+        // [W_gate; W_up] of the tiny preset's shape: 2 × 176 rows, 128 columns
+        let (shape, parts) = ([352, 200], [176, 352]);
+        let q = Quantization {
+            parts: [176, 352],
+            ..Quantization::new(Format::parse("e4m3-blockwise").unwrap(), Blocks::Square, None)
+        };
+        assert!(q.check(shape, "w").is_ok());
+        // down the rows [0, 128) [128, 176) [176, 304) [304, 352); across [0, 128) [128, 200)
+        assert_eq!(q.block_count(shape), 4 * 2);
+        let b = |i| Blocks::Square.block(128, i, shape, parts);
+        assert_eq!(b(1), Block { first: 128, len: 128 * 72, width: 72 });
+        assert_eq!(b(3), Block { first: 128 * 200 + 128, len: 48 * 72, width: 72 });
+        assert_eq!(b(4), Block { first: 176 * 200, len: 128 * 128, width: 128 });
+        assert_eq!(Blocks::Square.index(b(3), 72, 200), 129 * 200 + 128);
+        // every value in exactly one block
+        let mut seen = vec![0; 352 * 200];
+        for i in 0..q.block_count(shape) {
+            q.block_values(i, shape).for_each(|v| seen[v] += 1);
+        }
+        assert!(seen.iter().all(|&n| n == 1));
+        // NVFP4's stay whole 16×16 tiles, as before
+        let nv = Quantization::new(Format::parse("nvfp4").unwrap(), Blocks::Square, None);
+        assert_eq!(nv.block_count([32, 48]), 6);
+        assert_eq!(Blocks::Square.block(16, 4, [32, 48], [32, 32]).first, 16 * 48 + 16);
     }
 
     #[test]

@@ -12,11 +12,7 @@ use crate::ops::formats::{Counts, Format};
 pub enum OperandFormat {
     /// Untouched f32.
     F32,
-    /// DeepSeek-V3's FP8: E4M3 with a power-of-two scale per 1×128 tile
-    /// along K (activations and gradients) or per 128×128 block (weights,
-    /// read from an E4M3 mirror written once per optimizer step).
-    E4m3Tiles,
-    /// One of `ops::formats`' formats, its blocks along K.
+    /// One of `ops::formats`' formats, its blocks along K (or square).
     Format(Format),
 }
 
@@ -24,7 +20,6 @@ impl OperandFormat {
     pub fn name(&self) -> &'static str {
         match self {
             OperandFormat::F32 => "f32",
-            OperandFormat::E4m3Tiles => "e4m3-tiles",
             OperandFormat::Format(f) => f.name,
         }
     }
@@ -32,7 +27,6 @@ impl OperandFormat {
     pub fn parse(name: &str) -> Result<OperandFormat> {
         match name {
             "f32" => Ok(OperandFormat::F32),
-            "e4m3-tiles" => Ok(OperandFormat::E4m3Tiles),
             _ => Format::parse(name).map(OperandFormat::Format).map_err(|_| {
                 Error::Unsupported(format!(
                     "unknown format {name:?}: an operand takes {}",
@@ -46,7 +40,7 @@ impl OperandFormat {
     /// offers them).
     pub fn names() -> Vec<&'static str> {
         let formats = Format::ALL.iter().map(|f| f.name);
-        ["f32", "e4m3-tiles"].into_iter().chain(formats).collect()
+        ["f32"].into_iter().chain(formats).collect()
     }
 }
 
@@ -82,7 +76,8 @@ pub enum BlockShape {
     #[default]
     #[serde(rename = "1d")]
     Line,
-    /// NVFP4's 16×16 tiles, for weights: W and Wᵀ quantize alike.
+    /// Square tiles, for weights (NVFP4's 16×16, the blockwise FP8's
+    /// 128×128): W and Wᵀ quantize alike.
     #[serde(rename = "2d")]
     Square,
 }
@@ -214,8 +209,24 @@ impl Products {
         self.all().iter().all(Operand::is_identity)
     }
 
+    /// Whether the forward and dX products read the same quantized weights,
+    /// so that the weights are quantized once per optimizer step
+    /// (`model::Mirror::Quantized`) instead of once per product: the same
+    /// operand for both, rounded to nearest with no Hadamard transform,
+    /// and W and Wᵀ quantized alike (unscaled, one scale per tensor, or
+    /// square blocks). 1-D blocks run along each product's K, which
+    /// differs between the two, so those weights are quantized per product.
+    pub fn shares_quantized_weights(&self) -> bool {
+        let [w, dgrad_w] = [self.forward[1], self.dgrad[1]];
+        let OperandFormat::Format(f) = w.format else {
+            return false;
+        };
+        let alike = f.block() == 1 || w.blocks == BlockShape::Square;
+        w == dgrad_w && alike && w.rounding == Rounding::Nearest && !w.hadamard
+    }
+
     /// Whether any operand goes through `ops::formats`' quantizers (whose
-    /// counts are `OperandCounts`; e4m3-tiles count as fp8 always has).
+    /// counts are `OperandCounts`).
     pub fn counts_operands(&self) -> bool {
         let quantizer = |o: &Operand| o.hadamard || matches!(o.format, OperandFormat::Format(_));
         self.all().iter().any(quantizer)
@@ -223,7 +234,9 @@ impl Products {
 }
 
 /// What each operand's quantization counted over a step: forward `[X, W]`,
-/// dgrad `[dY, W]`, wgrad `[dY, X]`, as `Products` orders them.
+/// dgrad `[dY, W]`, wgrad `[dY, X]`, as `Products` orders them. Weights
+/// quantized once per optimizer step (`Products::shares_quantized_weights`)
+/// count once, in forward's W, when the update writes them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct OperandCounts {
     pub forward: [Counts; 2],

@@ -499,11 +499,11 @@ impl Int8Window {
 }
 
 /// The f16 forward mirror's elements `start..start + len`, which the update
-/// writes in the same pass; None without one, or for E4M3's
+/// writes in the same pass; None without one, or for the quantized copy
 /// (`Model::mirror_update` writes it).
 fn f16_mirror(p: &Params, start: u64, len: u64) -> Option<BufferRange<'_>> {
     match &p.mirror {
         Some(Mirror::F16(m)) => Some(f16_range(m, start, len)),
-        Some(Mirror::E4m3 { .. }) | None => None,
+        Some(Mirror::Quantized { .. }) | None => None,
     }
 }

@@ -230,11 +230,7 @@ pub fn quantize(q: &Quantization, x: &[f32], cols: usize) -> (Vec<f32>, Counts) 
                 y[i] = x[i];
             }
         } else if !nvfp4 {
-            let raw = mx_scale_exp(
-                f32::from_bits(amax),
-                &f,
-                q.format.scaling == Scaling::MxCeil,
-            );
+            let raw = mx_scale_exp(f32::from_bits(amax), &f, q.format.scaling.rounds_up());
             c.blocks_scale_underflowed += (raw < -127) as u32;
             c.blocks_scale_saturated += (raw > 127) as u32;
             let k = raw.clamp(-127, 127);
@@ -339,7 +335,7 @@ pub fn hadamard16(x: &[f32], s: Stream, inverse: bool, cols: usize, blocks: Bloc
     for b in 0..x.len() / HADAMARD_BLOCK {
         let block = blocks.block(HADAMARD_BLOCK, b, shape, [0, 0]);
         let idx: Vec<usize> = (0..HADAMARD_BLOCK)
-            .map(|j| blocks.index(HADAMARD_BLOCK, block, j, cols))
+            .map(|j| blocks.index(block, j, cols))
             .collect();
         let mut v: Vec<f32> = idx
             .iter()

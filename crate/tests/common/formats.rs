@@ -319,7 +319,8 @@ pub async fn quantize_columns_match_reference(gpu: &Gpu) -> Result<()> {
 /// each shorter) and stacked parts (blocks starting afresh at each), along
 /// the rows and down the columns, MX and NVFP4, nearest and stochastic, on
 /// the model's shapes and seeded random ones; 16×16 tiles with parts in
-/// 16s; square blocks of 40 rows, or cut elsewhere, refused.
+/// 16s; square blocks of 40 rows, or cut elsewhere, refused; the blockwise
+/// FP8's 128×128 blocks cut short at edges and parts.
 pub async fn quantize_partial_blocks_and_parts_match_reference(gpu: &Gpu) -> Result<()> {
     let k = Quantize::new(gpu).await?;
     let mut r = rng(91);
@@ -377,6 +378,18 @@ pub async fn quantize_partial_blocks_and_parts_match_reference(gpu: &Gpu) -> Res
     };
     let e = k.run(gpu, &cut, &x, 32).await.unwrap_err();
     assert!(e.to_string().contains("parts [24, 48]"), "{e}");
+    // the blockwise FP8's 128×128 weight blocks, cut short at the right
+    // and bottom edges and at [W_q; W_k; W_v]-like parts off the 128s
+    for (rows, cols, parts) in [(300, 200, [90, 127]), (352, 176, [176, 352])] {
+        let x = awkward_matrix(rows, cols, 93);
+        let q = Quantization {
+            parts,
+            ..quantization("e4m3-blockwise", Blocks::Square, None)
+        };
+        let what = format!("e4m3-blockwise square [{rows}, {cols}] {parts:?}");
+        let want = twin::quantize(&q, &x, cols);
+        assert_same(&what, &x, k.run(gpu, &q, &x, cols).await?, want);
+    }
     Ok(())
 }
 

@@ -507,201 +507,20 @@ fn transpose(x: &[f32], cols: usize) -> Vec<f32> {
         .collect()
 }
 
-/// fp8: each product reads its inputs as `reference::quantize::fp8_tiles`
-/// makes them — activations and gradients in tiles of 128 along the shared
-/// dimension, weights in 128×128 blocks (their E4M3 mirror, made before
-/// the products), both starting afresh where each of stacked weights
-/// begins — and counts the values E4M3 flushed to zero once each. Rows span 5 decades and stacked parts 4.5, so each tile's
-/// scale matters; shapes straddle the 128-blocks, and the parts (90, 37,
-/// 73) put three blocks in one 64-column output tile and begin off the
-/// 16-value K slices.
-/// The products are compared at f32 accumulation's bound: the quantized
-/// inputs must be the same bits.
-pub async fn linear_fp8_reads_e4m3_inputs(gpu: &Gpu) -> Result<()> {
-    let fp8 = webtrain::model::Recipe::fp8().products();
-    let k = Linear::with_products(gpu, fp8, 0).await?;
-    check_fp8_products(gpu, &k, LinearShape::new(67, 300, 200), 130).await?;
-    check_fp8_products(gpu, &k, LinearShape::stacked(67, 300, &[90, 37, 73])?, 131).await
-}
-
-async fn check_fp8_products(gpu: &Gpu, k: &Linear, s: LinearShape, seed: u64) -> Result<()> {
-    use webtrain::kernels::boundary;
-    use webtrain::reference::quantize::{fp8_blocks, fp8_tiles};
-    let (rows, d_in, d_out) = (s.rows as usize, s.d_in as usize, s.d_out as usize);
-    let parts = s.parts.map(|p| p as usize);
-    let mut r = rng(seed);
-    // rows of 5 decades, and every 97th value a millionth of its row's: below E4M3's reach beside the others
-    let decades = |v: Vec<f32>, cols: usize| -> Vec<f32> {
-        v.iter()
-            .enumerate()
-            .map(|(i, x)| {
-                x * 10f32.powi((i / cols % 5) as i32 - 3) * if i % 97 == 0 { 1e-6 } else { 1.0 }
-            })
-            .collect()
-    };
-    // stacked parts of their own size (as q, k and v differ): a scale spanning two would flush the smaller
-    let part_size = |j: usize| [1.0, 1e-3, 30.0][parts.iter().filter(|&&p| j >= p).count()];
-    let x = decades(uniform(&mut r, rows * d_in, -1.0, 1.0), d_in);
-    let w: Vec<f32> = decades(uniform(&mut r, d_out * d_in, -0.1, 0.1), d_in)
-        .iter()
-        .enumerate()
-        .map(|(i, v)| v * part_size(i / d_in))
-        .collect();
-    let dy: Vec<f32> = decades(uniform(&mut r, rows * d_out, -1.0, 1.0), d_out)
-        .iter()
-        .enumerate()
-        .map(|(i, v)| v * part_size(i % d_out))
-        .collect();
-    let (xb, wb, dyb) = (
-        gpu.upload("x", &x)?,
-        gpu.upload("w", &w)?,
-        gpu.upload("dy", &dy)?,
-    );
-    let (y, dx) = (
-        gpu.storage_buffer("y", 4 * (rows * d_out) as u64)?,
-        gpu.storage_buffer("dx", 4 * (rows * d_in) as u64)?,
-    );
-    let dw = gpu.upload("dw", &vec![0f32; d_out * d_in])?;
-    let reset = || {
-        gpu.queue.write_buffer(
-            &gpu.boundary_counts,
-            0,
-            &[0; 4 * webtrain::gpu::BOUNDARY_COUNTERS as usize],
-        )
-    };
-    let what = |product: &str| format!("fp8 {product} of {s:?}");
-    // tiles of 1 row or column, of 128 along d_in, of 128 along d_out cut at the parts
-    let (rows_1, rows_128) = (fp8_blocks(rows, 1, &[]), fp8_blocks(rows, 128, &[]));
-    let (in_1, in_128) = (fp8_blocks(d_in, 1, &[]), fp8_blocks(d_in, 128, &[]));
-    let (out_1, out_128) = (fp8_blocks(d_out, 1, &[]), fp8_blocks(d_out, 128, &parts));
-
-    // the weights' E4M3 mirror, made once (per optimizer step in a run): the twin's bits
-    let (wq, w_flushed) = fp8_tiles(&w, d_in, &out_128, &in_128);
-    let mirror = gpu.storage_buffer("e4m3_mirror", 4 * (d_out * d_in) as u64)?;
-    reset();
-    gpu.run(&[&k.quantize_weights(gpu, s, (&wb).into(), (&mirror).into())?])
-        .await?;
-    let got = gpu.read_back::<f32>((&mirror).into()).await?;
-    if let Some(i) = (0..wq.len()).find(|&i| got[i].to_bits() != wq[i].to_bits()) {
-        panic!(
-            "{}: weight {i} is {} where the twin has {}",
-            what("E4M3 mirror"),
-            got[i],
-            wq[i]
-        );
-    }
-    assert!(
-        w_flushed > 0,
-        "the weights flush nothing: their count is not tested"
-    );
-    assert_eq!(
-        boundary::read(gpu).await?.e4m3_flushed,
-        w_flushed,
-        "{}: flushes",
-        what("E4M3 mirror")
-    );
-    let master_refused = k.forward(
-        gpu,
-        s,
-        (&xb).into(),
-        Weights::F32((&wb).into()),
-        Output::Store((&y).into()),
-    );
-    assert!(
-        master_refused.is_err(),
-        "fp8 products read the E4M3 mirror, never the master"
-    );
-
-    let (xq, x_flushed) = fp8_tiles(&x, d_in, &rows_1, &in_128);
-    reset();
-    gpu.run(&refs(&k.forward(
-        gpu,
-        s,
-        (&xb).into(),
-        Weights::E4m3((&mirror).into()),
-        Output::Store((&y).into()),
-    )?))
-    .await?;
-    assert_product(
-        &what("forward"),
-        &gpu.read_back::<f32>((&y).into()).await?,
-        &xq,
-        &wq,
-        d_in,
-    );
-    let counted = boundary::read(gpu).await?;
-    assert!(
-        x_flushed > 0,
-        "the inputs flush nothing: the count is not tested"
-    );
-    assert_eq!(
-        (counted.e4m3_flushed, counted.e4m3_saturated),
-        (x_flushed, 0),
-        "{}: flushes",
-        what("forward")
-    );
-
-    // dX = dY·W: dY in tiles along d_out, W in the same blocks
-    let (dyq, dy_flushed) = fp8_tiles(&dy, d_out, &rows_1, &out_128);
-    reset();
-    gpu.run(&refs(&k.backward_input(
-        gpu,
-        s,
-        (&dyb).into(),
-        Weights::E4m3((&mirror).into()),
-        Output::Store((&dx).into()),
-    )?))
-    .await?;
-    assert_product(
-        &what("dX"),
-        &gpu.read_back::<f32>((&dx).into()).await?,
-        &dyq,
-        &transpose(&wq, d_in),
-        d_out,
-    );
-    assert_eq!(
-        boundary::read(gpu).await?.e4m3_flushed,
-        dy_flushed,
-        "{}: flushes",
-        what("dX")
-    );
-
-    // dW = dYᵀ·X: both along the batch's rows, 128 rows by 1 column
-    let (dyq_t, dyt_flushed) = fp8_tiles(&dy, d_out, &rows_128, &out_1);
-    let (xq_t, xt_flushed) = fp8_tiles(&x, d_in, &rows_128, &in_1);
-    reset();
-    gpu.run(&refs(&k.backward_weight(
-        gpu,
-        s,
-        (&dyb).into(),
-        (&xb).into(),
-        (&dw).into(),
-    )?))
-    .await?;
-    assert_product(
-        &what("dW"),
-        &gpu.read_back::<f32>((&dw).into()).await?,
-        &transpose(&dyq_t, d_out),
-        &transpose(&xq_t, d_in),
-        rows,
-    );
-    assert_eq!(
-        boundary::read(gpu).await?.e4m3_flushed,
-        dyt_flushed + xt_flushed,
-        "{}: flushes",
-        what("dW")
-    );
-    Ok(())
-}
-
 /// A recipe's products read their operands as the CPU twins quantize them
 /// (`reference::formats`): blocks along each product's K — along the row
 /// for the forward's X and W and dX's dY, down the column for dX's W and
 /// dW's dY and X — starting afresh at the stacked parts, the last of each
-/// short (d_in 80 = 2·32 + 16); NVFP4's 16×16 weight blocks; stochastic
-/// draws for the step the host wrote; dW's inputs through the Hadamard
-/// transform. Quantized tensors are numbered in record order (forward X,
-/// W; dX's dY, W; dW's dY, X), which the twins follow.
+/// short (d_in 80 = 2·32 + 16); NVFP4's 16×16 weight blocks; fp8's
+/// 128-value blocks and 128×128 weight blocks, cut short at the edges and
+/// the parts (90, 37, 73: three blocks in one 64-column output tile, off
+/// the 16-value K slices); stochastic draws for the step the host wrote;
+/// dW's inputs through the Hadamard transform. Rows span 4 decades, so
+/// each block's scale matters. Quantized tensors are numbered in record
+/// order (forward X, W; dX's dY, W; dW's dY, X), which the twins follow.
+/// Where one quantized copy of the weights serves both products
+/// (`Linear::quantize_weights`), it is the twin's, and the products read
+/// it as they read their own quantization, bit for bit.
 pub async fn linear_recipe_reads_its_formats(gpu: &Gpu) -> Result<()> {
     use webtrain::model::Recipe;
     use webtrain::ops::products::{Operand, OperandFormat, Products};
@@ -723,9 +542,11 @@ pub async fn linear_recipe_reads_its_formats(gpu: &Gpu) -> Result<()> {
         ],
     };
     let s = LinearShape::stacked(48, 80, &[48, 32, 16])?;
-    for (name, products) in [
-        ("nvfp4", Recipe::named("nvfp4")?.products()),
-        ("mixed", mixed),
+    let fp8 = LinearShape::stacked(67, 300, &[90, 37, 73])?;
+    for (name, products, s) in [
+        ("nvfp4", Recipe::named("nvfp4")?.products(), s),
+        ("mixed", mixed, s),
+        ("fp8", Recipe::fp8().products(), fp8),
     ] {
         check_recipe_products(gpu, name, products, s, 150, None).await?;
     }
@@ -760,9 +581,14 @@ async fn check_recipe_products(
     assert_eq!(k.matrix_units(), units, "{name}: the units asked for serve");
     k.write_step(gpu, step);
     let mut r = rng(seed);
-    let x = uniform(&mut r, rows * d_in, -1.0, 1.0);
-    let w = uniform(&mut r, d_out * d_in, -0.1, 0.1);
-    let dy = uniform(&mut r, rows * d_out, -1e-3, 1e-3);
+    // row i scaled by 2^(i mod 13 − 6): its blocks' scales differ
+    let spread = |v: Vec<f32>, cols: usize| -> Vec<f32> {
+        let scale = |i: usize| 2f32.powi((i / cols % 13) as i32 - 6);
+        v.iter().enumerate().map(|(i, x)| x * scale(i)).collect()
+    };
+    let x = spread(uniform(&mut r, rows * d_in, -1.0, 1.0), d_in);
+    let w = spread(uniform(&mut r, d_out * d_in, -0.1, 0.1), d_in);
+    let dy = spread(uniform(&mut r, rows * d_out, -1e-3, 1e-3), d_out);
     // the twin of operand `o`, the `tensor`-th quantized: `v` [r, c] with K
     // down the rows (`k_down`) or along them, stacked parts beginning at
     // rows `row_parts` (blocks along a row see none)
@@ -842,6 +668,7 @@ async fn check_recipe_products(
     let wq = twin(p.forward[1], 1, &w, d_in, false, s.parts);
     let got = gpu.read_back::<f32>((&y).into()).await?;
     assert_product(&what("forward"), &got, &xq, &wq, d_in);
+    let y_master = got.clone();
     if units.is_some() {
         // joining the residual stream: Y = R + X·Wᵀ with R = the product itself
         let y2 = gpu.storage_buffer("y2", 4 * (rows * d_out) as u64)?;
@@ -876,6 +703,26 @@ async fn check_recipe_products(
     let wq = twin(p.dgrad[1], 3, &w, d_in, true, s.parts);
     let got = gpu.read_back::<f32>((&dx).into()).await?;
     assert_product(&what("dX"), &got, &dyq, &transpose(&wq, d_in), d_out);
+
+    if p.shares_quantized_weights() {
+        let copy = gpu.storage_buffer("w_copy", 4 * (d_out * d_in) as u64)?;
+        let d = k.quantize_weights(gpu, s, (&wb).into(), (&copy).into())?;
+        gpu.run(&refs(&d)).await?;
+        let want = twin(p.forward[1], 1, &w, d_in, false, s.parts);
+        let copied = gpu.read_back::<f32>((&copy).into()).await?;
+        assert_identical(&what("the weights' copy"), &copied, &want);
+        let copy = Weights::Quantized((&copy).into());
+        let out = Output::Store((&y).into());
+        gpu.run(&refs(&k.forward(gpu, s, (&xb).into(), copy, out)?))
+            .await?;
+        let y_copy = gpu.read_back::<f32>((&y).into()).await?;
+        assert_identical(&what("forward from the copy"), &y_copy, &y_master);
+        let out = Output::Store((&dx).into());
+        gpu.run(&refs(&k.backward_input(gpu, s, (&dyb).into(), copy, out)?))
+            .await?;
+        let dx_copy = gpu.read_back::<f32>((&dx).into()).await?;
+        assert_identical(&what("dX from the copy"), &dx_copy, &got);
+    }
 
     let d = k.backward_weight(gpu, s, (&dyb).into(), (&xb).into(), (&dw).into())?;
     gpu.run(&refs(&d)).await?;

@@ -19,12 +19,13 @@ use webtrain::kernels::{
     LinearShape, NormShape, Output, Qkv, RmsNorm, Weights,
 };
 use webtrain::model::Recipe;
+use rand::Rng;
 use webtrain::reference::quantize::{q115, q131, sf16_matmul};
 use webtrain::reference::{activation, attention, embedding, linear, norm};
 use webtrain::shaders::Numerics;
 use webtrain::{Gpu, Result};
 
-use super::check::{assert_close, refs, rng, uniform};
+use super::check::{F32_SPECIALS, assert_close, refs, rng, uniform};
 
 const Q115_LIMIT: f64 = 0.999;
 
@@ -186,6 +187,83 @@ pub async fn sf16_embedding_rounds_and_counts(gpu: &Gpu) -> Result<()> {
         |_, v| v,
     );
     assert_count("embedding clamps", counted(gpu).await?.embedding, clamps);
+    Ok(())
+}
+
+/// sf16's quantizers bit for bit against reference/quantize.rs, through
+/// the kernels that apply them: the embedding's boundary (Q1.15) on every
+/// Q1.15 code, the ties between codes, the clamp's edges, specials and
+/// random values over 60 binades; a projection's (Q1.31, then Q1.15) on
+/// the finite ones, as X·I (exact in f32). Each clamp counted once.
+pub async fn sf16_boundaries_round_as_their_twins(gpu: &Gpu) -> Result<()> {
+    use webtrain::reference::quantize::q115_clamps;
+    let gpu = &gpu.with_numerics(Numerics::Sf16);
+    let around = |x: f32| [x, x.next_down(), x.next_up(), -x];
+    let mut r = rng(11);
+    let random = (0..20_000)
+        .map(|_| r.random_range(-1.0f32..1.0) * 2f32.powi(r.random_range(-40..20)));
+    let mut xs: Vec<f32> = (-32768..32768i32)
+        .flat_map(|c| [c as f32 / 32768.0, (c as f32 + 0.5) / 32768.0])
+        .chain(
+            [Q115_LIMIT as f32, 2.0f32.powi(-16) + 2.0f32.powi(-33)]
+                .into_iter()
+                .flat_map(around),
+        )
+        .chain(F32_SPECIALS.iter().copied().chain([1.0, -1.0]))
+        .chain(random)
+        .collect();
+    let d = 64;
+    xs.resize(xs.len().next_multiple_of(d), 0.0);
+    let rows = xs.len() / d;
+    // `zeros`: ±0 alike (a product's sum starts at +0, and a GPU may
+    // flush an f32 subnormal to either zero)
+    let same = |what: &str, got: &[f32], xs: &[f32], twin: fn(f32) -> f32, zeros: bool| {
+        let differ: Vec<String> = (0..xs.len())
+            .filter(|&i| {
+                let (g, want) = (got[i], twin(xs[i]));
+                let equal = g.to_bits() == want.to_bits() || zeros && g == 0.0 && want == 0.0;
+                !(equal || g.is_nan() && want.is_nan())
+            })
+            .take(5)
+            .map(|i| format!("{:e} -> {:e}, want {:e}", xs[i], got[i], twin(xs[i])))
+            .collect();
+        assert!(differ.is_empty(), "{what}: {differ:?}");
+    };
+    let clamps = |xs: &[f32]| xs.iter().filter(|&&x| q115_clamps(x)).count() as u32;
+
+    // the embedding: row t of the table is token t's, stored through Q1.15
+    let shape = EmbeddingShape {
+        tokens: rows as u32,
+        d: d as u32,
+        vocab: rows as u32,
+    };
+    let tokens: Vec<u32> = (0..rows as u32).collect();
+    let (tb, tok) = (gpu.upload("table", &xs)?, gpu.upload("tokens", &tokens)?);
+    let (out, bad) = (
+        gpu.storage_buffer("out", 4 * xs.len() as u64)?,
+        gpu.storage_buffer("bad", 4)?,
+    );
+    reset(gpu);
+    let k = Embedding::new(gpu).await?;
+    let table = Weights::F32((&tb).into());
+    let lookup = k.lookup(gpu, shape, (&tok).into(), table, (&out).into(), (&bad).into())?;
+    gpu.run(&[&lookup]).await?;
+    same("Q1.15", &gpu.read_back::<f32>((&out).into()).await?, &xs, q115, false);
+    assert_eq!(counted(gpu).await?.embedding, clamps(&xs), "Q1.15 clamps");
+
+    // a projection X·I: y = x exactly, then the matmul's boundary
+    let finite: Vec<f32> = xs.iter().map(|&x| if x.is_finite() { x } else { 0.0 }).collect();
+    let eye: Vec<f32> = (0..d * d).map(|i| (i / d == i % d) as u32 as f32).collect();
+    let (xb, wb) = (gpu.upload("x", &finite)?, gpu.upload("eye", &eye)?);
+    reset(gpu);
+    let k = Linear::new(gpu).await?;
+    let s = LinearShape::new(rows as u32, d as u32, d as u32);
+    let w = Weights::F32((&wb).into());
+    gpu.run(&refs(&k.forward(gpu, s, (&xb).into(), w, Output::Store((&out).into()))?))
+        .await?;
+    let got = gpu.read_back::<f32>((&out).into()).await?;
+    same("Q1.31 then Q1.15", &got, &finite, sf16_matmul, true);
+    assert_eq!(counted(gpu).await?.projection, clamps(&finite), "matmul clamps");
     Ok(())
 }
 

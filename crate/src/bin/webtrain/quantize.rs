@@ -222,7 +222,7 @@ fn check_against_twin(
 fn describe(format: &Format, blocks: Blocks, stochastic: Option<u32>) -> String {
     let mut s = format.name.to_string();
     if blocks == Blocks::Square {
-        s += ", 16×16 blocks";
+        s += &format!(", {0}×{0} blocks", format.block());
     }
     if let Some(seed) = stochastic {
         s += &format!(", stochastic rounding (seed {seed})");

@@ -2,11 +2,10 @@
 //! fused epilogues) and both backward products, each one GEMM in its own
 //! compiled layout (`gemm`), in the tile variant chosen for its shape on
 //! this adapter (`tune`). Under a precision recipe each operand goes
-//! through its format first, once per product (`operands`); fp8's
-//! e4m3-tiles weights are read from their E4M3 mirror, which
-//! `quantize_weights` writes once per optimizer step.
+//! through its format first, once per product (`operands`); weights that
+//! both products read alike are quantized once per optimizer step instead
+//! (`quantize_weights`) and read as they are.
 
-mod fp8;
 mod gemm;
 mod operands;
 pub mod tune;
@@ -21,8 +20,7 @@ use super::Weights;
 use super::boundary::{SITE_NONE, SITE_PROJECTION};
 use crate::error::{Error, Result};
 use crate::gpu::{Bind, BufferRange, Dispatch, Gpu};
-use crate::ops::products::{OperandFormat, Products};
-use fp8::{Operand as Fp8Operand, Tiles};
+use crate::ops::products::Products;
 use gemm::{Epilogue, GemmModule, Params};
 use operands::{Operands, Product, Shape, Side};
 use units::Units;
@@ -35,7 +33,7 @@ pub struct LinearShape {
     pub d_out: u32,
     /// Where the second and third of weights stacked along d_out begin
     /// (`[W_q; W_k; W_v]`, `[W_gate; W_up]`), d_out where there are none:
-    /// fp8's weight blocks and gradient tiles start afresh at each.
+    /// the operands' blocks start afresh at each.
     pub parts: [u32; 2],
 }
 
@@ -327,11 +325,11 @@ impl Linear {
             ),
         )?;
         let key = GemmKey::new(Layout::Forward, BStorage::F32, s.rows, s.d_out, s.d_in);
-        if let (Some(u), Some(xq), Some(wq)) = (self.units_for(key), &xq, &wq) {
+        if let (Some(u), Some(xq), Some(wq)) = (self.units_for(key), &xq, quantized(&w, &wq)) {
             u.forward(
                 gpu,
                 &mut d,
-                (xq.into(), wq.into()),
+                (xq.into(), wq),
                 out,
                 (s.rows, s.d_out, s.d_in),
             )?;
@@ -401,12 +399,12 @@ impl Linear {
             ),
         )?;
         let key = GemmKey::new(Layout::Dx, BStorage::F32, s.rows, s.d_in, s.d_out);
-        if let (Some(u), Some(dyq), Some(wq)) = (self.units_for(key), &dyq, &wq) {
+        if let (Some(u), Some(dyq), Some(wq)) = (self.units_for(key), &dyq, quantized(&w, &wq)) {
             let accumulate = epilogue == Epilogue::Accumulate;
             u.backward_input(
                 gpu,
                 &mut d,
-                (dyq.into(), wq.into()),
+                (dyq.into(), wq),
                 (dx, accumulate),
                 (s.rows, s.d_in, s.d_out),
             )?;
@@ -442,16 +440,9 @@ impl Linear {
         if let Some(o) = &self.operands {
             let [a, b] = o.products.wgrad;
             let dy_shape = Shape::plain(s.rows, s.d_out, true);
-            dyq = o.prepare(
-                gpu,
-                &mut d,
-                (Product::Wgrad, Side::A, a),
-                dy,
-                dy_shape,
-                false,
-            )?;
+            dyq = o.prepare(gpu, &mut d, (Product::Wgrad, Side::A, a), dy, dy_shape)?;
             let x_shape = Shape::plain(s.rows, s.d_in, true);
-            xq = o.prepare(gpu, &mut d, (Product::Wgrad, Side::B, b), x, x_shape, false)?;
+            xq = o.prepare(gpu, &mut d, (Product::Wgrad, Side::B, b), x, x_shape)?;
         }
         let key = GemmKey::new(Layout::Dw, BStorage::F32, s.d_out, s.d_in, s.rows);
         if let (Some(u), Some(dyq), Some(xq)) = (self.units_for(key), &dyq, &xq) {
@@ -477,36 +468,44 @@ impl Linear {
         Ok(d)
     }
 
-    /// fp8's weight mirror: `w` through E4M3 in 128×128 blocks (starting
-    /// afresh at each stacked part) into `e4m3`, saturations and flushes
-    /// counted. Only under a recipe with e4m3-tiles weights; its products
-    /// read the result as `Weights::E4m3`.
+    /// The weights `w` through the recipe's weight format (blocks starting
+    /// afresh at each stacked part) into `y`, counted in the forward's W
+    /// slot: once per optimizer step, where both products read them alike
+    /// (`Products::shares_quantized_weights`). Its products read the
+    /// result as `Weights::Quantized`.
     pub fn quantize_weights(
         &self,
         gpu: &Gpu,
         s: LinearShape,
         w: BufferRange,
-        e4m3: BufferRange,
-    ) -> Result<Dispatch> {
-        s.check_parts("fp8_quantize")?;
-        let Some(f) = self.operands.as_ref().and_then(Operands::fp8) else {
+        y: BufferRange,
+    ) -> Result<Vec<Dispatch>> {
+        s.check_parts("quantize_weights")?;
+        let Some(o) = self
+            .operands
+            .as_ref()
+            .filter(|o| o.products.shares_quantized_weights())
+        else {
             return Err(Error::Unsupported(
-                "E4M3 weights are fp8's: this Linear was built for a recipe without e4m3-tiles"
+                "linear: this recipe's products do not read one quantized copy of the weights"
                     .into(),
             ));
         };
-        let blocks = Fp8Operand {
+        let shape = Shape {
             row_parts: s.parts,
-            ..Fp8Operand::plain(s.d_out, s.d_in)
+            ..Shape::plain(s.d_out, s.d_in, false)
         };
-        f.quantize(gpu, Tiles::Blocks, blocks, w, e4m3)
+        let mut d = Vec::new();
+        let operand = (Product::Forward, Side::B, o.products.forward[1]);
+        o.quantize_into(gpu, &mut d, operand, w, y, shape)?;
+        Ok(d)
     }
 
     /// The forward's or dX's operands on their way in: the activation or
     /// gradient `a` and the weights `w` (of shape `w_shape`), each through
     /// the recipe's pre-pass for `product` (onto `d`) into its scratch, or
-    /// `None` where the product reads it as it is. e4m3-tiles weights
-    /// must be the E4M3 mirror.
+    /// `None` where the product reads it as it is (f32 operands, and
+    /// weights quantized once per step).
     fn prepare(
         &self,
         gpu: &Gpu,
@@ -522,12 +521,10 @@ impl Linear {
             Product::Forward => o.products.forward,
             Product::Dgrad | Product::Wgrad => o.products.dgrad,
         };
-        let mirror = matches!(w, Weights::E4m3(_));
-        let tiles = w_op.format == OperandFormat::E4m3Tiles;
-        if tiles != mirror {
+        let copy = matches!(w, Weights::Quantized(_));
+        if copy && !o.products.shares_quantized_weights() {
             return Err(Error::Unsupported(format!(
-                "linear: e4m3-tiles weights are read from the E4M3 mirror (Linear::quantize_weights), and only they are; got {} weights for {} operands",
-                if mirror { "E4M3" } else { "master or f16" },
+                "linear: quantized weights are read by recipes whose products share them; this one's {} weights are quantized per product",
                 w_op.format.name()
             )));
         }
@@ -536,8 +533,11 @@ impl Linear {
                 "linear: the f16 mirror is read as it is; a recipe that quantizes weights reads the f32 master".into(),
             ));
         }
-        let aq = o.prepare(gpu, d, (product, Side::A, a_op), a, a_shape, false)?;
-        let wq = o.prepare(gpu, d, (product, Side::B, w_op), w.range(), w_shape, true)?;
+        let aq = o.prepare(gpu, d, (product, Side::A, a_op), a, a_shape)?;
+        let wq = match copy {
+            true => None,
+            false => o.prepare(gpu, d, (product, Side::B, w_op), w.range(), w_shape)?,
+        };
         Ok([aq, wq])
     }
 }
@@ -547,6 +547,16 @@ fn weights_or<'a>(w: &Weights<'a>, scratch: &'a Option<wgpu::Buffer>) -> Weights
     match scratch {
         Some(b) => Weights::F32(b.into()),
         None => *w,
+    }
+}
+
+/// The weights through the recipe's format, where they are: the pre-pass's
+/// scratch or the copy quantized once per step (what matrix units read).
+fn quantized<'a>(w: &Weights<'a>, scratch: &'a Option<wgpu::Buffer>) -> Option<BufferRange<'a>> {
+    match (scratch, w) {
+        (Some(b), _) => Some(b.into()),
+        (None, Weights::Quantized(r)) => Some(*r),
+        _ => None,
     }
 }
 

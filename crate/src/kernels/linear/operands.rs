@@ -1,14 +1,14 @@
 //! A recipe's operands on their way into a product: each through its
 //! format (and a Hadamard transform first where the recipe says), once per
-//! product, into a scratch buffer the GEMM then reads as f32. e4m3-tiles
-//! operands take fp8's pre-pass (`fp8`), the formats of `ops::formats`
-//! the quantizers of 14_quantize.wgsl (`kernels::quantize`), blocks along
-//! each operand's K.
+//! product, into a scratch buffer the GEMM then reads as f32: the formats
+//! of `ops::formats` through the quantizers of 14_quantize.wgsl
+//! (`kernels::quantize`), blocks along each operand's K or square. Weights
+//! that both products read alike are quantized once per optimizer step
+//! instead (`quantize_into`, `model::Mirror::Quantized`).
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::fp8::{Fp8, Operand as Fp8Operand, Tiles};
 use crate::error::{Error, Result};
 use crate::gpu::{BufferRange, Dispatch, Gpu};
 use crate::kernels::quantize::{Quantize, STATS_WORDS};
@@ -67,8 +67,7 @@ impl Shape {
 /// The recipe's operands, the kernels they need and their scratch.
 pub struct Operands {
     pub products: Products,
-    fp8: Option<Fp8>,
-    quantize: Option<Quantize>,
+    quantize: Quantize,
     /// Seeds stochastic rounding and the Hadamard signs.
     seed: u32,
     /// The step stochastic rounding draws for: 16 bytes the host rewrites
@@ -87,20 +86,9 @@ impl Operands {
         if products.is_exact() {
             return Ok(None);
         }
-        let formats = |f: fn(&OperandFormat) -> bool| products.all().iter().any(|o| f(&o.format));
-        let fp8 = match formats(|f| *f == OperandFormat::E4m3Tiles) {
-            true => Some(Fp8::new(gpu).await?),
-            false => None,
-        };
-        let hadamard = products.all().iter().any(|o| o.hadamard);
-        let quantize = match hadamard || formats(|f| matches!(f, OperandFormat::Format(_))) {
-            true => Some(Quantize::new(gpu).await?),
-            false => None,
-        };
         Ok(Some(Operands {
             products,
-            fp8,
-            quantize,
+            quantize: Quantize::new(gpu).await?,
             seed,
             step: Quantize::step_buffer(gpu, 0),
             stats: gpu.storage_buffer("quantize.stats", 6 * STATS_STRIDE)?,
@@ -133,15 +121,9 @@ impl Operands {
         }
     }
 
-    /// fp8's pre-pass kernel (its weight mirror), if the recipe has e4m3-tiles.
-    pub fn fp8(&self) -> Option<&Fp8> {
-        self.fp8.as_ref()
-    }
-
     /// `x` as `o` says it reaches `product`, as operand `side`: the
     /// dispatches onto `d` and the scratch that holds it, or `None` where
-    /// the product reads `x` itself (f32, or e4m3-tiles weights, which
-    /// come from their mirror).
+    /// the product reads `x` itself (f32).
     pub fn prepare(
         &self,
         gpu: &Gpu,
@@ -149,33 +131,31 @@ impl Operands {
         (product, side, o): (Product, Side, Operand),
         x: BufferRange,
         shape: Shape,
-        weight: bool,
     ) -> Result<Option<wgpu::Buffer>> {
         if o.is_identity() {
             return Ok(None);
         }
         let out = self.scratch(gpu, side, shape.bytes())?;
+        self.quantize_into(gpu, d, (product, side, o), x, (&out).into(), shape)?;
+        Ok(Some(out))
+    }
+
+    /// `x` as `o` says it reaches `product`, as operand `side`, into `y`
+    /// (dispatches onto `d`); counted in that (product, operand)'s slot.
+    pub fn quantize_into(
+        &self,
+        gpu: &Gpu,
+        d: &mut Vec<Dispatch>,
+        (product, side, o): (Product, Side, Operand),
+        x: BufferRange,
+        y: BufferRange,
+        shape: Shape,
+    ) -> Result<()> {
         match o.format {
             OperandFormat::F32 => {
-                d.push(self.hadamard(gpu, x, (&out).into(), shape)?);
-            }
-            OperandFormat::E4m3Tiles if weight => return Ok(None),
-            OperandFormat::E4m3Tiles => {
-                let fp8 = self.fp8.as_ref().expect("built for e4m3-tiles");
-                let tiles = match shape.k_down {
-                    true => Tiles::Columns,
-                    false => Tiles::Rows,
-                };
-                let operand = Fp8Operand {
-                    rows: shape.rows,
-                    cols: shape.cols,
-                    row_parts: shape.row_parts,
-                    col_parts: shape.col_parts,
-                };
-                d.push(fp8.quantize(gpu, tiles, operand, x, (&out).into())?);
+                d.push(self.hadamard(gpu, x, y, shape)?);
             }
             OperandFormat::Format(format) => {
-                let q = self.quantize.as_ref().expect("built for formats");
                 let rotated = match o.hadamard {
                     true => {
                         let h = self.scratch(gpu, Side::H, shape.bytes())?;
@@ -212,18 +192,18 @@ impl Operands {
                     size: 4 * STATS_WORDS,
                 };
                 let [rows, cols] = [shape.rows as u64, shape.cols as u64];
-                d.extend(q.encode_stepped(
+                d.extend(self.quantize.encode_stepped(
                     gpu,
                     &quantization,
                     src,
-                    (&out).into(),
+                    y,
                     stats,
                     [rows, cols],
                     (&self.step).into(),
                 )?);
             }
         }
-        Ok(Some(out))
+        Ok(())
     }
 
     /// The random Hadamard transform along `shape`'s K, signs from the seed.
@@ -234,10 +214,6 @@ impl Operands {
         y: BufferRange,
         shape: Shape,
     ) -> Result<Dispatch> {
-        let q = self
-            .quantize
-            .as_ref()
-            .expect("built for Hadamard transforms");
         let blocks = match shape.k_down {
             true => Blocks::Columns,
             false => Blocks::Rows,
@@ -248,7 +224,7 @@ impl Operands {
             tensor: 0,
         };
         let shape = [shape.rows as u64, shape.cols as u64];
-        q.hadamard(gpu, s, false, x, y, shape, blocks)
+        self.quantize.hadamard(gpu, s, false, x, y, shape, blocks)
     }
 
     /// A scratch buffer for `side` of at least `bytes`, never grown past

@@ -47,13 +47,15 @@ fn codes_decode_to_the_published_values() {
     assert!((0x7d..=0x7f).all(|c| decode(Element::E5m2, c).is_nan()));
     assert_eq!(decode(Element::E5m2, 0x80).to_bits(), (-0.0f32).to_bits());
     assert_eq!(decode(Element::E2m1, 0xf), -6.0);
+    // OFP8 E4M3: subnormals from 2^-9, normals from 2^-6, S.1111.111 NaN
     let e4m3 = values(Element::E4m3);
-    assert_eq!(e4m3.len(), 127);
-    assert!(
-        e4m3.iter()
-            .enumerate()
-            .all(|(c, &v)| v == crate::reference::quantize::e4m3_decode(c as u8))
+    assert_eq!(e4m3.len(), 127, "0x00..=0x7e finite");
+    assert_eq!(
+        (e4m3[1], e4m3[7], e4m3[8], e4m3[9], e4m3[126]),
+        (2f32.powi(-9), 7.0 / 512.0, 2f32.powi(-6), 1.125 / 64.0, 448.0)
     );
+    assert!(decode(Element::E4m3, 0x7f).is_nan() && decode(Element::E4m3, 0xff).is_nan());
+    assert_eq!(decode(Element::E4m3, 0xfe), -448.0);
     // f16 and bf16 against the half crate, every code
     for c in 0..=0xffffu32 {
         let (h, b) = (
@@ -188,37 +190,36 @@ fn bf16_and_f16_round_as_the_half_crate_casts() {
     assert_eq!(round_format(65519.0, Element::F16), 65504.0);
 }
 
-/// Today's `e4m3` (its own f32 formula) is the general round trip's E4M3:
-/// every exponent, with mantissas at and around every bit position's tie.
+/// The blockwise FP8 (DeepSeek-V3's): each 128 values share the smallest
+/// power of two that keeps their amax within E4M3's 448, so nothing
+/// saturates; a block's values are its own E4M3 round trips under it.
 #[test]
-fn e4m3_is_the_general_round_trip() {
-    let mut r = crate::rng::SplitMix64(4);
-    let check = |b: u32| {
-        let x = f32::from_bits(b);
-        let (a, g) = (
-            crate::reference::quantize::e4m3(x),
-            round_format(x, Element::E4m3),
-        );
-        assert!(
-            a.to_bits() == g.to_bits() || a.is_nan() && g.is_nan(),
-            "{x:e} ({b:#x}): {a} vs {g}"
-        );
-    };
-    for exp in 0..256u32 {
-        for p in 0..23 {
-            for top in 0..8u32 {
-                let m = ((top << (p + 1)) | (1 << p)) & 0x7f_ffff;
-                for d in [0, 1, u32::MAX] {
-                    let b = (exp << 23) | (m.wrapping_add(d) & 0x7f_ffff);
-                    check(b);
-                    check(b | SIGN);
-                }
-            }
-        }
+fn blockwise_scale_is_the_smallest_power_of_two_that_fits() {
+    let q = Quantization::new(Format::parse("e4m3-blockwise").unwrap(), Blocks::Rows, None);
+    for (amax, k) in [
+        (448.0f32, 0),
+        (448.0f32.next_up(), 1),
+        (1.0, -8),
+        (1.75, -8),
+        (1.75f32.next_up(), -7),
+        (3.0e-3, -17),
+        (1.0e-38, -127), // clamped at E8M0's 2^-127: counted
+    ] {
+        let mut x = vec![amax / 3.0; 128];
+        x[5] = -amax;
+        let (y, c) = quantize(&q, &x, 128);
+        assert_eq!(y[5], -round_format(amax * pow2(-k), Element::E4m3) * pow2(k), "{amax}");
+        assert_eq!(c.saturated, 0, "{amax}");
+        assert_eq!(c.blocks_scale_underflowed, (k == -127) as u32, "{amax}");
+        let third = round_format(amax / 3.0 * pow2(-k), Element::E4m3) * pow2(k);
+        assert_eq!(y[0], third, "{amax}: the block's other values");
     }
-    for _ in 0..1_000_000 {
-        check(r.next_u64() as u32);
-    }
+    // 300 values: blocks of 128, 128 and 44, each its own scale
+    let x: Vec<f32> = (0..300).map(|i| [1.0, 96.0, 1e-4][i / 128]).collect();
+    let (y, _) = quantize(&q, &x, 300);
+    let small = round_format(1e-4 * pow2(22), Element::E4m3) * pow2(-22);
+    assert_eq!((y[0], y[128], y[299]), (1.0, 96.0, small));
+    assert_ne!(small, 1e-4, "1e-4 is no E4M3 value times a power of two");
 }
 
 #[test]
