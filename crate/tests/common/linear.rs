@@ -516,8 +516,9 @@ fn transpose(x: &[f32], cols: usize) -> Vec<f32> {
 /// the parts (90, 37, 73: three blocks in one 64-column output tile, off
 /// the 16-value K slices); stochastic draws for the step the host wrote;
 /// dW's inputs through the Hadamard transform. Rows span 4 decades, so
-/// each block's scale matters. Quantized tensors are numbered in record
-/// order (forward X, W; dX's dY, W; dW's dY, X), which the twins follow.
+/// each block's scale matters. Stochastically rounded tensors are numbered
+/// in record order (forward X, W; dX's dY, W; dW's dY, X), which the twins
+/// follow.
 /// Where one quantized copy of the weights serves both products
 /// (`Linear::quantize_weights`), it is the twin's, and the products read
 /// it as they read their own quantization, bit for bit.
@@ -664,8 +665,10 @@ async fn check_recipe_products(
     let out = Output::Store((&y).into());
     gpu.run(&refs(&k.forward(gpu, s, (&xb).into(), master, out)?))
         .await?;
-    let xq = twin(p.forward[0], 0, &x, d_in, false, none);
-    let wq = twin(p.forward[1], 1, &w, d_in, false, s.parts);
+    // each operand's number among the stochastically rounded, in record order
+    let id = |i: usize| p.all()[..i].iter().filter(|o| o.rounding == Rounding::Stochastic).count() as u32;
+    let xq = twin(p.forward[0], id(0), &x, d_in, false, none);
+    let wq = twin(p.forward[1], id(1), &w, d_in, false, s.parts);
     let got = gpu.read_back::<f32>((&y).into()).await?;
     assert_product(&what("forward"), &got, &xq, &wq, d_in);
     let y_master = got.clone();
@@ -699,16 +702,19 @@ async fn check_recipe_products(
         out,
     )?))
     .await?;
-    let dyq = twin_along(p.dgrad[0], 2, &dy, d_out, s.parts);
-    let wq = twin(p.dgrad[1], 3, &w, d_in, true, s.parts);
+    let dyq = twin_along(p.dgrad[0], id(2), &dy, d_out, s.parts);
+    let wq = twin(p.dgrad[1], id(3), &w, d_in, true, s.parts);
     let got = gpu.read_back::<f32>((&dx).into()).await?;
     assert_product(&what("dX"), &got, &dyq, &transpose(&wq, d_in), d_out);
 
     if p.shares_quantized_weights() {
+        // a Linear of its own, so that its stochastic draws are numbered as the first's
+        let k = Linear::with_units(gpu, p, run_seed, units).await?;
+        k.write_step(gpu, step);
         let copy = gpu.storage_buffer("w_copy", 4 * (d_out * d_in) as u64)?;
         let d = k.quantize_weights(gpu, s, (&wb).into(), (&copy).into())?;
         gpu.run(&refs(&d)).await?;
-        let want = twin(p.forward[1], 1, &w, d_in, false, s.parts);
+        let want = twin(p.forward[1], id(1), &w, d_in, false, s.parts);
         let copied = gpu.read_back::<f32>((&copy).into()).await?;
         assert_identical(&what("the weights' copy"), &copied, &want);
         let copy = Weights::Quantized((&copy).into());
@@ -726,8 +732,8 @@ async fn check_recipe_products(
 
     let d = k.backward_weight(gpu, s, (&dyb).into(), (&xb).into(), (&dw).into())?;
     gpu.run(&refs(&d)).await?;
-    let dyq = twin(p.wgrad[0], 4, &dy, d_out, true, none);
-    let xq = twin(p.wgrad[1], 5, &x, d_in, true, none);
+    let dyq = twin(p.wgrad[0], id(4), &dy, d_out, true, none);
+    let xq = twin(p.wgrad[1], id(5), &x, d_in, true, none);
     let got = gpu.read_back::<f32>((&dw).into()).await?;
     assert_product(
         &what("dW"),

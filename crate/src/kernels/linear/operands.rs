@@ -76,7 +76,9 @@ pub struct Operands {
     /// Each (product, operand)'s counters, `STATS_STRIDE` apart.
     stats: wgpu::Buffer,
     scratch: [Mutex<Option<wgpu::Buffer>>; 3],
-    /// Numbers each quantized tensor for its random draws, in record order.
+    /// Numbers each stochastically rounded tensor for its random draws, in
+    /// record order (nearest rounding draws nothing, so weights quantized
+    /// once per step or per product leave the numbering alike).
     tensors: AtomicU32,
 }
 
@@ -170,15 +172,15 @@ impl Operands {
                     (BlockShape::Line, false) => Blocks::Rows,
                     (BlockShape::Line, true) => Blocks::Columns,
                 };
-                let stream = Stream {
+                let stochastic = (o.rounding == Rounding::Stochastic).then(|| Stream {
                     seed: self.seed,
                     step: 0,
                     tensor: self.tensors.fetch_add(1, Ordering::Relaxed),
-                };
+                });
                 let quantization = Quantization {
                     format,
                     blocks,
-                    stochastic: (o.rounding == Rounding::Stochastic).then_some(stream),
+                    stochastic,
                     // blocks start afresh where a stacked weight's part does
                     parts: match blocks {
                         Blocks::Rows => shape.col_parts,
