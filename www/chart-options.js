@@ -77,14 +77,15 @@ export const CHARTS = {
 };
 
 /// A step's counts by site, where `precision` makes them: Q1.15 clamps per
-/// boundary and E4M3 tiles' saturations and flushes (its `clamped`), and
-/// each quantized operand's saturated and flushed values (its `operands`:
-/// "forward.x.saturated").
+/// boundary (its `clamped`), and each quantized operand's saturated and
+/// flushed values (its `operands`: "forward.x.saturated"). Runs saved
+/// before 2026-11-28 may hold fp8's own counters, `clamped.e4m3_*`: they
+/// are shown as they were recorded.
 export function countsIn(precision, step) {
   const counts = countsOf(precision);
   const out = {};
   for (const [site, n] of Object.entries(step.clamped ?? {})) {
-    if (site.startsWith('e4m3_') ? counts.e4m3 : counts.boundaries) out[site] = n;
+    if (counts.boundaries || site.startsWith('e4m3_')) out[site] = n;
   }
   OPERANDS.forEach(([pass, op], i) => {
     const c = step.operands?.[pass][i % 2];

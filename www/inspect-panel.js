@@ -13,7 +13,7 @@ const MEMORY_KINDS = [
   ['master', 'f32 master weights'],
   ['grads', 'f32 gradients'],
   ['moments', 'AdamW moments (m, v)'],
-  ['mirror', 'forward mirror (f16 weights, or fp8 E4M3 ones)'],
+  ['mirror', 'weights copy (f16, or quantized once per step)'],
   ['activations', 'activations and scratch'],
   ['total', 'total'],
 ];

@@ -20,15 +20,14 @@ export const partsOf = (recipe) => (typeof recipe === 'string' ? book?.recipes[r
 /// The six operands of a recipe's products: [pass, operand].
 export const OPERANDS = [['forward', 'x'], ['forward', 'w'], ['dgrad', 'dy'], ['dgrad', 'w'], ['wgrad', 'dy'], ['wgrad', 'x']];
 
-/// The counters a run of `recipe` makes: Q1.15 boundaries' clamps, E4M3
-/// tiles' saturations and flushes, and per operand of `OPERANDS` whether
-/// it goes through a quantizer (a format, or a Hadamard transform).
+/// The counters a run of `recipe` makes: Q1.15 boundaries' clamps, and per
+/// operand of `OPERANDS` whether it goes through a quantizer (a format, or
+/// a Hadamard transform).
 export function countsOf(recipe) {
   const p = partsOf(recipe);
   const operand = ([pass, op]) => p?.[pass][op];
   return {
     boundaries: p?.boundaries === 'q1.15',
-    e4m3: OPERANDS.some((o) => operand(o)?.format === 'e4m3-tiles'),
-    operands: OPERANDS.map((o) => Boolean(operand(o) && (operand(o).hadamard || !['f32', 'e4m3-tiles'].includes(operand(o).format)))),
+    operands: OPERANDS.map((o) => Boolean(operand(o) && (operand(o).hadamard || operand(o).format !== 'f32'))),
   };
 }

@@ -152,14 +152,14 @@ function showStep() {
 }
 
 /// The step's counts (Q1.15 boundaries' clamps to ±0.999 per boundary,
-/// E4M3 tiles' and quantized operands' saturations and flushes to 0),
-/// where the recipe makes any.
+/// quantized operands' saturations and flushes to 0), where the recipe
+/// makes any.
 function showCounts(step, precision) {
   const counts = charts.countsIn(precision, step);
   const sites = Object.keys(counts);
   $('stat-clamped-row').hidden = sites.length === 0;
   if (sites.length === 0) return;
-  $('stat-clamped').textContent = sites.map((site) => `${site.replace('e4m3_', '')} ${count(counts[site])}`).join(' · ');
+  $('stat-clamped').textContent = sites.map((site) => `${site} ${count(counts[site])}`).join(' · ');
 }
 
 function showTotals() {

@@ -3,7 +3,7 @@
 //! attention`) and the next-token predictions at every position (`webtrain
 //! predict`). The forward is the training forward, built for one sequence
 //! of the text's length, in the precision's numeric mode and weights (f16
-//! mirror, E4M3 mirror): what the run computes is what is shown.
+//! mirror, quantized copy): what the run computes is what is shown.
 
 use serde::Serialize;
 

@@ -46,7 +46,7 @@ pub enum Role {
 }
 
 impl Role {
-    /// A layer's linear weight: what fp8's products read through E4M3.
+    /// A layer's linear weight: what a recipe's products read quantized.
     pub fn is_layer_linear(self) -> bool {
         matches!(
             self,
@@ -199,7 +199,7 @@ impl ParamLayout {
     }
 
     /// The layers' linear weights, contiguous between the embedding and
-    /// lm_head: what fp8's E4M3 mirror holds.
+    /// lm_head: what the quantized copy of the weights holds.
     pub fn layer_linears(&self) -> Span {
         let linear: Vec<&Tensor> = self
             .tensors

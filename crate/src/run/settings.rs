@@ -127,7 +127,7 @@ pub const SETTINGS: &[Setting] = &[
             "products read an f16 mirror of the f32 master weights",
             "Q1.15 forward boundaries (research)",
             "sf16 with an f32 output head",
-            "DeepSeek-V3's E4M3 tiles, f32 head",
+            "DeepSeek-V3's E4M3 blocks, f32 head",
             "bf16 products",
             "f16 products, dynamic loss scaling",
             "E4M3 forward, E5M2 gradients, per tensor",

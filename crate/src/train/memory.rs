@@ -20,7 +20,8 @@ pub struct Memory {
     pub moments: u64,
     /// Muon's Newton–Schulz buffers (0 with AdamW)
     pub optimizer_scratch: u64,
-    /// the forward's mirror: f16 (f16 precision) or the layers' E4M3 (fp8)
+    /// the products' copy of the weights: f16 (f16 precision) or the
+    /// layers' quantized once per step (`Recipe::quantized_weight_copy`)
     pub mirror: u64,
     /// saved activations, the loss head and the gradient scratch
     pub activations: u64,

@@ -66,8 +66,7 @@ pub struct StepStats {
     pub out_of_range_targets: u32,
     pub bad_tokens: u32,
     pub tokens_per_s: f64,
-    /// sf16 and fp8: this step's counts (sf16's clamps per boundary, fp8's
-    /// E4M3 saturations and flushes).
+    /// sf16: this step's clamps per boundary.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clamped: Option<Clamped>,
     /// Recipes whose operands go through the formats' quantizers: this
@@ -270,7 +269,7 @@ impl Trainer {
     }
 
     /// Every dispatch of a step, in order: the model's training pass, the
-    /// optimizer, and fp8's E4M3 mirror of the updated weights.
+    /// optimizer, and the quantized copy of the updated weights.
     pub fn step_dispatches(&self) -> Vec<&Dispatch> {
         let m = &self.model;
         [
