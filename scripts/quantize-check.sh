@@ -4,8 +4,8 @@
 # binades, zero blocks, one outlier per block, all-equal, a 2-D weight,
 # ±0/±Inf/NaN, f32 subnormals, a tensor below NVFP4's f32 scale range, an
 # F16 tensor) and runs `BINARY quantize --check` on it in every format
-# (nvfp4 also in 16×16 blocks; stochastic rounding for e4m3-tensor, mxfp4
-# and nvfp4).
+# (nvfp4 and e4m3-blockwise also in 2-D blocks; stochastic rounding for
+# e4m3-tensor, mxfp4 and nvfp4).
 # One line per run; exit status 1 if any run differs or fails.
 #
 #   scripts/quantize-check.sh target/release/webtrain
@@ -101,7 +101,7 @@ PY
 runs=(
     "bf16" "f16" "e4m3" "e5m2" "e4m3-tensor" "e5m2-tensor" "e4m3-tensor --stochastic 7"
     "mxfp8-e4m3" "mxfp8-e4m3-ceil" "mxfp8-e5m2" "mxfp6-e2m3" "mxfp6-e3m2" "mxfp4"
-    "nvfp4" "nvfp4 --block 2d"
+    "nvfp4" "nvfp4 --block 2d" "e4m3-blockwise" "e4m3-blockwise --block 2d"
     "mxfp4 --stochastic 7" "nvfp4 --stochastic 7" "nvfp4 --block 2d --stochastic 7"
 )
 failed=0

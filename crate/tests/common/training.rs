@@ -563,10 +563,10 @@ pub async fn format_recipes_train_and_count(gpu: &Gpu) -> Result<()> {
     let weights = ParamLayout::new(&c.model).initial_weights(c.seed);
     let (exact, _) = train(gpu, c.clone(), &weights, SHORT).await?;
     // bounds on the gap to fp32's loss over the SHORT steps, 5–10× the
-    // largest measured on lavapipe (bf16 1.7e-4, amp-f16 4e-5, fp8 2.6e-3
-    // over 20 steps, fp8-hybrid 2.3e-3, mxfp8 1.0e-3, mxfp4 8.0e-3, nvfp4
-    // 4.9e-3, nvfp4-naive 6.3e-3): a recipe that lost its scales or blocks
-    // is far beyond them
+    // largest measured on lavapipe (bf16 1.7e-4, amp-f16 4e-5, fp8 1.0e-3,
+    // fp8-hybrid 2.3e-3, mxfp8 1.0e-3, mxfp4 8.0e-3, nvfp4 4.9e-3,
+    // nvfp4-naive 6.3e-3): a recipe that lost its scales or blocks is far
+    // beyond them
     let recipes = [
         ("bf16", 2e-3),
         ("fp8", 2e-2),

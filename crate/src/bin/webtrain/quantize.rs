@@ -25,11 +25,13 @@ pub struct QuantizeArgs {
     device: crate::cli::DeviceArgs,
     /// bf16, f16, e4m3, e5m2, e4m3-tensor, e5m2-tensor (one power-of-two
     /// scale per tensor), mxfp8-e4m3, mxfp8-e5m2, mxfp8-e4m3-ceil (the
-    /// scale rounded up: nothing saturates), mxfp6-e2m3, mxfp6-e3m2, mxfp4
-    /// or nvfp4 (docs/PRECISION.md, "Formats").
+    /// scale rounded up: nothing saturates), mxfp6-e2m3, mxfp6-e3m2, mxfp4,
+    /// nvfp4 or e4m3-blockwise (DeepSeek-V3's FP8: 128 values per
+    /// power-of-two scale) (docs/PRECISION.md, "Formats").
     #[arg(long)]
     format: String,
-    /// `2d`: NVFP4's 16×16 blocks (weights), instead of 16 along the last dimension.
+    /// `2d`: square blocks (weights), NVFP4's 16×16 or e4m3-blockwise's
+    /// 128×128, instead of lines along the last dimension.
     #[arg(long, value_parser = ["2d"])]
     block: Option<String>,
     /// Round the elements stochastically, drawing from this seed (tensor i
