@@ -697,15 +697,40 @@ mod tests {
         let (shape, parts) = ([352, 200], [176, 352]);
         let q = Quantization {
             parts: [176, 352],
-            ..Quantization::new(Format::parse("e4m3-blockwise").unwrap(), Blocks::Square, None)
+            ..Quantization::new(
+                Format::parse("e4m3-blockwise").unwrap(),
+                Blocks::Square,
+                None,
+            )
         };
         assert!(q.check(shape, "w").is_ok());
         // down the rows [0, 128) [128, 176) [176, 304) [304, 352); across [0, 128) [128, 200)
         assert_eq!(q.block_count(shape), 4 * 2);
         let b = |i| Blocks::Square.block(128, i, shape, parts);
-        assert_eq!(b(1), Block { first: 128, len: 128 * 72, width: 72 });
-        assert_eq!(b(3), Block { first: 128 * 200 + 128, len: 48 * 72, width: 72 });
-        assert_eq!(b(4), Block { first: 176 * 200, len: 128 * 128, width: 128 });
+        assert_eq!(
+            b(1),
+            Block {
+                first: 128,
+                len: 128 * 72,
+                width: 72
+            }
+        );
+        assert_eq!(
+            b(3),
+            Block {
+                first: 128 * 200 + 128,
+                len: 48 * 72,
+                width: 72
+            }
+        );
+        assert_eq!(
+            b(4),
+            Block {
+                first: 176 * 200,
+                len: 128 * 128,
+                width: 128
+            }
+        );
         assert_eq!(Blocks::Square.index(b(3), 72, 200), 129 * 200 + 128);
         // every value in exactly one block
         let mut seen = vec![0; 352 * 200];
@@ -716,7 +741,10 @@ mod tests {
         // NVFP4's stay whole 16×16 tiles, as before
         let nv = Quantization::new(Format::parse("nvfp4").unwrap(), Blocks::Square, None);
         assert_eq!(nv.block_count([32, 48]), 6);
-        assert_eq!(Blocks::Square.block(16, 4, [32, 48], [32, 32]).first, 16 * 48 + 16);
+        assert_eq!(
+            Blocks::Square.block(16, 4, [32, 48], [32, 32]).first,
+            16 * 48 + 16
+        );
     }
 
     #[test]

@@ -666,7 +666,12 @@ async fn check_recipe_products(
     gpu.run(&refs(&k.forward(gpu, s, (&xb).into(), master, out)?))
         .await?;
     // each operand's number among the stochastically rounded, in record order
-    let id = |i: usize| p.all()[..i].iter().filter(|o| o.rounding == Rounding::Stochastic).count() as u32;
+    let id = |i: usize| {
+        p.all()[..i]
+            .iter()
+            .filter(|o| o.rounding == Rounding::Stochastic)
+            .count() as u32
+    };
     let xq = twin(p.forward[0], id(0), &x, d_in, false, none);
     let wq = twin(p.forward[1], id(1), &w, d_in, false, s.parts);
     let got = gpu.read_back::<f32>((&y).into()).await?;
@@ -724,8 +729,14 @@ async fn check_recipe_products(
         let y_copy = gpu.read_back::<f32>((&y).into()).await?;
         assert_identical(&what("forward from the copy"), &y_copy, &y_master);
         let out = Output::Store((&dx).into());
-        gpu.run(&refs(&k.backward_input(gpu, s, (&dyb).into(), copy, out)?))
-            .await?;
+        gpu.run(&refs(&k.backward_input(
+            gpu,
+            s,
+            (&dyb).into(),
+            copy,
+            out,
+        )?))
+        .await?;
         let dx_copy = gpu.read_back::<f32>((&dx).into()).await?;
         assert_identical(&what("dX from the copy"), &dx_copy, &got);
     }

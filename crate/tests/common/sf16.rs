@@ -12,6 +12,7 @@
 //! One file, over 500 lines: every sf16 boundary's test shares this
 //! tolerance argument.
 
+use rand::Rng;
 use webtrain::kernels::attention::AttentionShape;
 use webtrain::kernels::boundary::{self, Clamped};
 use webtrain::kernels::{
@@ -19,7 +20,6 @@ use webtrain::kernels::{
     LinearShape, NormShape, Output, Qkv, RmsNorm, Weights,
 };
 use webtrain::model::Recipe;
-use rand::Rng;
 use webtrain::reference::quantize::{q115, q131, sf16_matmul};
 use webtrain::reference::{activation, attention, embedding, linear, norm};
 use webtrain::shaders::Numerics;
@@ -200,8 +200,8 @@ pub async fn sf16_boundaries_round_as_their_twins(gpu: &Gpu) -> Result<()> {
     let gpu = &gpu.with_numerics(Numerics::Sf16);
     let around = |x: f32| [x, x.next_down(), x.next_up(), -x];
     let mut r = rng(11);
-    let random = (0..20_000)
-        .map(|_| r.random_range(-1.0f32..1.0) * 2f32.powi(r.random_range(-40..20)));
+    let random =
+        (0..20_000).map(|_| r.random_range(-1.0f32..1.0) * 2f32.powi(r.random_range(-40..20)));
     let mut xs: Vec<f32> = (-32768..32768i32)
         .flat_map(|c| [c as f32 / 32768.0, (c as f32 + 0.5) / 32768.0])
         .chain(
@@ -246,24 +246,50 @@ pub async fn sf16_boundaries_round_as_their_twins(gpu: &Gpu) -> Result<()> {
     reset(gpu);
     let k = Embedding::new(gpu).await?;
     let table = Weights::F32((&tb).into());
-    let lookup = k.lookup(gpu, shape, (&tok).into(), table, (&out).into(), (&bad).into())?;
+    let lookup = k.lookup(
+        gpu,
+        shape,
+        (&tok).into(),
+        table,
+        (&out).into(),
+        (&bad).into(),
+    )?;
     gpu.run(&[&lookup]).await?;
-    same("Q1.15", &gpu.read_back::<f32>((&out).into()).await?, &xs, q115, false);
+    same(
+        "Q1.15",
+        &gpu.read_back::<f32>((&out).into()).await?,
+        &xs,
+        q115,
+        false,
+    );
     assert_eq!(counted(gpu).await?.embedding, clamps(&xs), "Q1.15 clamps");
 
     // a projection X·I: y = x exactly, then the matmul's boundary
-    let finite: Vec<f32> = xs.iter().map(|&x| if x.is_finite() { x } else { 0.0 }).collect();
+    let finite: Vec<f32> = xs
+        .iter()
+        .map(|&x| if x.is_finite() { x } else { 0.0 })
+        .collect();
     let eye: Vec<f32> = (0..d * d).map(|i| (i / d == i % d) as u32 as f32).collect();
     let (xb, wb) = (gpu.upload("x", &finite)?, gpu.upload("eye", &eye)?);
     reset(gpu);
     let k = Linear::new(gpu).await?;
     let s = LinearShape::new(rows as u32, d as u32, d as u32);
     let w = Weights::F32((&wb).into());
-    gpu.run(&refs(&k.forward(gpu, s, (&xb).into(), w, Output::Store((&out).into()))?))
-        .await?;
+    gpu.run(&refs(&k.forward(
+        gpu,
+        s,
+        (&xb).into(),
+        w,
+        Output::Store((&out).into()),
+    )?))
+    .await?;
     let got = gpu.read_back::<f32>((&out).into()).await?;
     same("Q1.31 then Q1.15", &got, &finite, sf16_matmul, true);
-    assert_eq!(counted(gpu).await?.projection, clamps(&finite), "matmul clamps");
+    assert_eq!(
+        counted(gpu).await?.projection,
+        clamps(&finite),
+        "matmul clamps"
+    );
     Ok(())
 }
 

@@ -326,13 +326,7 @@ impl Linear {
         )?;
         let key = GemmKey::new(Layout::Forward, BStorage::F32, s.rows, s.d_out, s.d_in);
         if let (Some(u), Some(xq), Some(wq)) = (self.units_for(key), &xq, quantized(&w, &wq)) {
-            u.forward(
-                gpu,
-                &mut d,
-                (xq.into(), wq),
-                out,
-                (s.rows, s.d_out, s.d_in),
-            )?;
+            u.forward(gpu, &mut d, (xq.into(), wq), out, (s.rows, s.d_out, s.d_in))?;
             return Ok(d);
         }
         let x = xq

@@ -52,7 +52,13 @@ fn codes_decode_to_the_published_values() {
     assert_eq!(e4m3.len(), 127, "0x00..=0x7e finite");
     assert_eq!(
         (e4m3[1], e4m3[7], e4m3[8], e4m3[9], e4m3[126]),
-        (2f32.powi(-9), 7.0 / 512.0, 2f32.powi(-6), 1.125 / 64.0, 448.0)
+        (
+            2f32.powi(-9),
+            7.0 / 512.0,
+            2f32.powi(-6),
+            1.125 / 64.0,
+            448.0
+        )
     );
     assert!(decode(Element::E4m3, 0x7f).is_nan() && decode(Element::E4m3, 0xff).is_nan());
     assert_eq!(decode(Element::E4m3, 0xfe), -448.0);
@@ -208,7 +214,11 @@ fn blockwise_scale_is_the_smallest_power_of_two_that_fits() {
         let mut x = vec![amax / 3.0; 128];
         x[5] = -amax;
         let (y, c) = quantize(&q, &x, 128);
-        assert_eq!(y[5], -round_format(amax * pow2(-k), Element::E4m3) * pow2(k), "{amax}");
+        assert_eq!(
+            y[5],
+            -round_format(amax * pow2(-k), Element::E4m3) * pow2(k),
+            "{amax}"
+        );
         assert_eq!(c.saturated, 0, "{amax}");
         assert_eq!(c.blocks_scale_underflowed, (k == -127) as u32, "{amax}");
         let third = round_format(amax / 3.0 * pow2(-k), Element::E4m3) * pow2(k);
