@@ -77,7 +77,7 @@ describe('runs: runs and links', () => {
     assert.equal(await page.locator('#custom-fields [data-field="hidden_size"]').inputValue(), '48');
     assert.equal(await page.locator('#custom-fields [data-field="num_hidden_layers"]').inputValue(), '3');
     assert.match(await page.locator('#url-notice').textContent(), /num_attention_heads=0 \(below 1\)/);
-    assert.match(await page.locator('#url-notice').textContent(), /precision=.*\(recipe "x": forward: 2-D blocks are NVFP4's, not mxfp4's\)/);
+    assert.match(await page.locator('#url-notice').textContent(), /precision=.*\(recipe "x": forward: 2-D blocks are NVFP4's and e4m3-blockwise's, not mxfp4's\)/);
     assert.equal(await value('precision'), 'fp32', 'a refused recipe leaves the default');
     assert.deepEqual(query(), { preset: 'custom', hidden_size: '48', num_hidden_layers: '3' });
     await page.close();
