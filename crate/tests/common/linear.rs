@@ -516,9 +516,8 @@ fn transpose(x: &[f32], cols: usize) -> Vec<f32> {
 /// the parts (90, 37, 73: three blocks in one 64-column output tile, off
 /// the 16-value K slices); stochastic draws for the step the host wrote;
 /// dW's inputs through the Hadamard transform. Rows span 4 decades, so
-/// each block's scale matters. Stochastically rounded tensors are numbered
-/// in record order (forward X, W; dX's dY, W; dW's dY, X), which the twins
-/// follow.
+/// each block's scale matters. Quantized tensors are numbered in record
+/// order (forward X, W; dX's dY, W; dW's dY, X), which the twins follow.
 /// Where one quantized copy of the weights serves both products
 /// (`Linear::quantize_weights`), it is the twin's, and the products read
 /// it as they read their own quantization, bit for bit.
@@ -665,11 +664,11 @@ async fn check_recipe_products(
     let out = Output::Store((&y).into());
     gpu.run(&refs(&k.forward(gpu, s, (&xb).into(), master, out)?))
         .await?;
-    // each operand's number among the stochastically rounded, in record order
+    // each operand's number among those put through a format, in record order
     let id = |i: usize| {
         p.all()[..i]
             .iter()
-            .filter(|o| o.rounding == Rounding::Stochastic)
+            .filter(|o| matches!(o.format, OperandFormat::Format(_)))
             .count() as u32
     };
     let xq = twin(p.forward[0], id(0), &x, d_in, false, none);
@@ -713,30 +712,24 @@ async fn check_recipe_products(
     assert_product(&what("dX"), &got, &dyq, &transpose(&wq, d_in), d_out);
 
     if p.shares_quantized_weights() {
-        // a Linear of its own, so that its stochastic draws are numbered as the first's
+        // a Linear of its own, its products recorded before the copy as a
+        // model records them, so that their draws are numbered as the first's
         let k = Linear::with_units(gpu, p, run_seed, units).await?;
         k.write_step(gpu, step);
-        let copy = gpu.storage_buffer("w_copy", 4 * (d_out * d_in) as u64)?;
-        let d = k.quantize_weights(gpu, s, (&wb).into(), (&copy).into())?;
+        let buffer = gpu.storage_buffer("w_copy", 4 * (d_out * d_in) as u64)?;
+        let copy = Weights::Quantized((&buffer).into());
+        let forward = k.forward(gpu, s, (&xb).into(), copy, Output::Store((&y).into()))?;
+        let out = Output::Store((&dx).into());
+        let dgrad = k.backward_input(gpu, s, (&dyb).into(), copy, out)?;
+        let d = k.quantize_weights(gpu, s, (&wb).into(), (&buffer).into())?;
         gpu.run(&refs(&d)).await?;
         let want = twin(p.forward[1], id(1), &w, d_in, false, s.parts);
-        let copied = gpu.read_back::<f32>((&copy).into()).await?;
+        let copied = gpu.read_back::<f32>((&buffer).into()).await?;
         assert_identical(&what("the weights' copy"), &copied, &want);
-        let copy = Weights::Quantized((&copy).into());
-        let out = Output::Store((&y).into());
-        gpu.run(&refs(&k.forward(gpu, s, (&xb).into(), copy, out)?))
-            .await?;
+        gpu.run(&refs(&forward)).await?;
         let y_copy = gpu.read_back::<f32>((&y).into()).await?;
         assert_identical(&what("forward from the copy"), &y_copy, &y_master);
-        let out = Output::Store((&dx).into());
-        gpu.run(&refs(&k.backward_input(
-            gpu,
-            s,
-            (&dyb).into(),
-            copy,
-            out,
-        )?))
-        .await?;
+        gpu.run(&refs(&dgrad)).await?;
         let dx_copy = gpu.read_back::<f32>((&dx).into()).await?;
         assert_identical(&what("dX from the copy"), &dx_copy, &got);
     }

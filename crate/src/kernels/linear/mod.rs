@@ -529,7 +529,10 @@ impl Linear {
         }
         let aq = o.prepare(gpu, d, (product, Side::A, a_op), a, a_shape)?;
         let wq = match copy {
-            true => None,
+            true => {
+                o.skip_number();
+                None
+            }
             false => o.prepare(gpu, d, (product, Side::B, w_op), w.range(), w_shape)?,
         };
         Ok([aq, wq])

@@ -76,9 +76,10 @@ pub struct Operands {
     /// Each (product, operand)'s counters, `STATS_STRIDE` apart.
     stats: wgpu::Buffer,
     scratch: [Mutex<Option<wgpu::Buffer>>; 3],
-    /// Numbers each stochastically rounded tensor for its random draws, in
-    /// record order (nearest rounding draws nothing, so weights quantized
-    /// once per step or per product leave the numbering alike).
+    /// Numbers each operand put through a format, for its random draws, in
+    /// record order; a weight read from the copy quantized once per step
+    /// keeps its number (`skip_number`), so that every product draws as it
+    /// would were the weights quantized there.
     tensors: AtomicU32,
 }
 
@@ -172,11 +173,12 @@ impl Operands {
                     (BlockShape::Line, false) => Blocks::Rows,
                     (BlockShape::Line, true) => Blocks::Columns,
                 };
-                let stochastic = (o.rounding == Rounding::Stochastic).then(|| Stream {
+                let stream = Stream {
                     seed: self.seed,
                     step: 0,
                     tensor: self.tensors.fetch_add(1, Ordering::Relaxed),
-                });
+                };
+                let stochastic = (o.rounding == Rounding::Stochastic).then_some(stream);
                 let quantization = Quantization {
                     format,
                     blocks,
@@ -206,6 +208,12 @@ impl Operands {
             }
         }
         Ok(())
+    }
+
+    /// Passes over the number of an operand the product reads as it is: a
+    /// weight from the copy quantized once per step.
+    pub fn skip_number(&self) {
+        self.tensors.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The random Hadamard transform along `shape`'s K, signs from the seed.
