@@ -6,7 +6,7 @@
 // checkpoint to the origin-private storage every N steps, and a page that
 // finds one there offers to restore it.
 
-import { $, bytes, count, attempt, intValue, showError, clearError } from './dom.js';
+import { $, bytes, count, attempt, showError, clearError } from './dom.js';
 import { state, subscribe, busy } from './state.js';
 import { adoptRun, every, on } from './train-panel.js';
 import { changes } from './setup.js';
@@ -203,7 +203,7 @@ export function initCheckpoints(w) {
   panel.addEventListener('dragover', (e) => e.preventDefault());
   panel.addEventListener('drop', dropped);
   $('restore').addEventListener('click', restore);
-  every('saveEvery', () => intValue('autosave-every'));
+  every('saveEvery', 'autosave-every');
   on('saved', autosaved);
   subscribe((s) => {
     const loading = s.busy.has('load') || s.busy.has('create');

@@ -9,7 +9,7 @@
 // computes; this only draws, and nothing runs until asked.
 
 import uPlot from 'uplot';
-import { $, el, num, count, pct, formatLabel, attempt, intValue } from './dom.js';
+import { $, el, num, count, pct, formatLabel, attempt } from './dom.js';
 import { subscribe, busy } from './state.js';
 import { recipeLabel } from './recipes.js';
 import { record, every, on } from './train-panel.js';
@@ -333,7 +333,7 @@ export function initInside(w) {
   $('inside-format').addEventListener('change', renderRangesTable);
   $('inside-block-format').addEventListener('change', renderRangesTable);
   // live: a measurement at every N-th step while training, a point on the RMS lines each
-  every('measureEvery', () => intValue('inside-every'));
+  every('measureEvery', 'inside-every');
   on('measured', showRanges);
   subscribe((s) => {
     const idle = s.run && !s.busy.has('look') && !s.busy.has('ranges') && !s.busy.has('load');

@@ -79,6 +79,10 @@ export const REQUESTS = deepFreeze({
     result: 'null, at once: the run trains to its end (run::Drive) or until paused, streaming its events (STREAM)',
   },
   'train.pause': { payload: '{}', result: 'null: the loop stops before its next call, pauses, and streams `finished`' },
+  'train.cadence': {
+    payload: '{cadence} (as train.start)',
+    result: "null: the drive under way follows it from its next call (its end stays); nothing without one",
+  },
   'train.step': {
     payload: '{n, cadence: {validateEvery, saveEvery, measureEvery, end?} (run::Cadence)}',
     result: '{events: [event] (steps complete two late), step: steps submitted, info: run info where a device was lost, else null}',

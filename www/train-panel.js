@@ -26,9 +26,15 @@ const drawers = {};
 const submitted = () => state.progress.submitted;
 
 /// The session does `field` (run::Cadence's validateEvery, saveEvery,
-/// measureEvery) at every `getEvery()`th step while training (0: never).
-export function every(field, getEvery) {
-  cadenceFields[field] = getEvery;
+/// measureEvery) at every nth step while training, n the number input
+/// `inputId` holds (0 or empty: never); a change while the worker trains
+/// applies from its next call.
+export function every(field, inputId) {
+  cadenceFields[field] = () => intValue(inputId);
+  $(inputId).addEventListener('input', () => {
+    if (!finishTraining) return;
+    worker.call('train.cadence', { cadence: cadence() }).catch((e) => showError($('train-error'), e.message));
+  });
 }
 
 /// `fn(event)` draws each event of `kind` (run::Event's tag) too.
@@ -284,7 +290,7 @@ function render(s) {
 export function initTrainPanel(w) {
   worker = w;
   worker.listen(heard);
-  every('validateEvery', () => intValue('val-every'));
+  every('validateEvery', 'val-every');
   $('start').addEventListener('click', loop);
   $('pause').addEventListener('click', pause);
   $('single-step').addEventListener('click', singleStep);

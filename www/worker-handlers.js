@@ -11,7 +11,7 @@ import { requestSubgroupMatrices } from './matrix-units-patch.js';
 import { adopt, corpus, needTrainer, ready, replaceTrainer } from './worker-run.js';
 import { giveKernels, keepKernels, pinKernels, unpinKernels, withKernels } from './worker-kernels.js';
 import { autosaveFile, storedAutosave } from './worker-storage.js';
-import { keepSaves, pause, start } from './worker-train.js';
+import { keepSaves, pause, setCadence, start } from './worker-train.js';
 import { unzipModel, zipFolder } from './worker-zip.js';
 
 const gpuBuffers = countGpuBuffers();
@@ -103,6 +103,7 @@ export const handlers = registerHandlers({
   'train.create': createRun,
   'train.start': start,
   'train.pause': pause,
+  'train.cadence': setCadence,
   'train.step': step,
   'train.flush': () => needTrainer().flush(),
   'train.validate': () => needTrainer().validate(),

@@ -38,6 +38,12 @@ export function start({ cadence }) {
   return null;
 }
 
+/// `train.cadence`: the drive's cadence from its next call on.
+export function setCadence({ cadence }) {
+  currentTrainer()?.set_cadence(cadence);
+  return null;
+}
+
 /// `train.pause`: the drive stops before its next call.
 export function pause() {
   if (drive) drive.pauseAsked = true;

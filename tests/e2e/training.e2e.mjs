@@ -9,7 +9,7 @@
 import { describe, test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
-import { sharedApp, openPage, noErrors, createModel, trainUntil, singleSteps, stepCount, waitOrError, errorText } from './browser.mjs';
+import { sharedApp, openPage, noErrors, createModel, trainUntil, singleSteps, stepCount, waitOrError, waitPhase, errorText } from './browser.mjs';
 
 describe('training: a training session', () => {
   let page;
@@ -190,10 +190,21 @@ describe('training: a training session', () => {
   test('the session autosaves and measures while training; an autosaved run is offered on the next visit and restores', async () => {
     if ((await page.locator('#train').getAttribute('data-phase')) === 'none') await createModel(page, { batch: 4, seq: 32 });
     await page.fill('#autosave-every', '2');
+    const measurements = async () => Number((await page.locator('#inside-ranges-result').getAttribute('data-measurements')) ?? 0);
+    // a cadence set while the worker trains applies from its next call:
+    // started measuring never, then at every step
+    await page.fill('#inside-every', '0');
+    const [started, measuredAtStart] = [await stepCount(page), await measurements()];
+    await page.click('#start');
+    await page.waitForFunction((n) => Number(document.querySelector('#stat-step').dataset.step) > n, started, { polling: 200 });
+    await page.fill('#inside-every', '1');
+    const measuring = (m) => Number(document.querySelector('#inside-ranges-result')?.dataset.measurements ?? 0) > m;
+    await page.waitForFunction(measuring, measuredAtStart, { timeout: 300_000, polling: 200 });
+    await page.click('#pause');
+    await waitPhase(page, 'idle');
     // a measurement at every step that is a multiple of 4 (run::Cadence):
     // one in any 4 steps, each costing seconds on SwiftShader
     await page.fill('#inside-every', '4');
-    const measurements = async () => Number((await page.locator('#inside-ranges-result').getAttribute('data-measurements')) ?? 0);
     const [before, measuredBefore] = [await stepCount(page), await measurements()];
     await trainUntil(page, before + 4);
     await page.fill('#inside-every', '0');

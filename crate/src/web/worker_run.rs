@@ -200,6 +200,20 @@ impl WorkerRun {
         Ok(())
     }
 
+    /// The drive's cadence from its next call on (a panel's input changed
+    /// while it trains; its end stays the drive's); nothing without a drive.
+    pub fn set_cadence(&self, cadence: JsValue) -> Result<(), JsError> {
+        let cadence: Cadence = from_js(cadence)?;
+        if let Some((_, current)) = self.drive.borrow_mut().as_mut() {
+            *current = Cadence {
+                end: current.end,
+                save_at_end: current.save_at_end,
+                ..cadence
+            };
+        }
+        Ok(())
+    }
+
     /// The drive's next call: about a third of a second of steps. Resolves
     /// with `{events, step, ended}`: the session's events (as `advance`),
     /// the steps submitted, and whether the run reached the drive's end
