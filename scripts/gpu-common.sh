@@ -1,5 +1,5 @@
-# Sourced by the scripts that run on the lent GPU machine (gpu-bench.sh,
-# gpu-recipes.sh, gpu-check.sh), from the repository root: everything they
+# Sourced by the scripts that run on the lent GPU machine (gpu-part*.sh,
+# gpu-bench.sh, gpu-recipes.sh), from the repository root: everything they
 # print goes to "$OUT"/gpu.log too; the Vulkan loader finds the NVIDIA ICD
 # (nvidia-icd.sh); `step SECONDS TITLE COMMAND...` runs one measurement
 # under its own timeout, logs its status and time, and never stops the
@@ -24,4 +24,17 @@ step() { # step SECONDS TITLE COMMAND...
     local t0=$SECONDS
     timeout "$secs" "$@"
     echo "== $title: rc=$? in $((SECONDS - t0)) s" >&2
+}
+
+# The release binary carried in .gpubin/, copied where it may run: $BIN.
+gpu_binary() {
+    BIN=/tmp/webtrain-gpu-bin
+    cp .gpubin/webtrain "$BIN" && chmod +x "$BIN" || { echo "no binary at .gpubin/webtrain"; exit 1; }
+}
+
+# One line per figure of the JSON files given as LABEL=FILE.
+summary() {
+    echo
+    echo "== summary"
+    python3 "$(dirname "${BASH_SOURCE[0]}")/gpu-summary.py" "$@"
 }
