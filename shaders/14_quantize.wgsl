@@ -1,8 +1,8 @@
 // A tensor through a format and back (`webtrain quantize`, the formats'
 // tests, the GEMM operands of a precision recipe): plain casts, per-tensor
 // scaling, OCP MX blocks, NVFP4, the blockwise FP8; the random Hadamard
-// transform. Twins in
-// reference/formats.rs. Legend: n elements, a [rows, cols] matrix (cols
+// transform. Twins in reference/formats.rs; the block sides and NVFP4's
+// range come from ops::formats. Legend: n elements, a [rows, cols] matrix (cols
 // the last dimension), B a block's values, along a row or down a column,
 // cut at `parts` (block_at).
 //
@@ -27,7 +27,6 @@ struct QuantizeParams {
     parts: vec2<u32>, // where blocks start afresh along them (part_block)
     count: u32,       // blocks (ops::formats::Blocks::count)
 }
-
 
 @group(0) @binding(0) var<uniform> qp: QuantizeParams;
 @group(0) @binding(1) var<uniform> qstep: vec4<u32>;                        // x: the step the draws use
@@ -184,8 +183,9 @@ fn unscale(x: f32, j: i32) -> f32 {
 // quantize_blocks: one invocation per block: its scale, then its values.
 // Blocks along a row, down a column or square (block_at), a part's last
 // block shorter (its scale from the values it has). MX (B = 32) and the
-// blockwise FP8 (B = 128): X = 2^k from the block's amax (mx_scale_exp,
-// rounded up for MX ceil and blockwise), each value round(x / X)·X. NVFP4 (B = 16, or 16×16): d_b = E4M3((amax_b / 6)·S),
+// blockwise FP8 (B = 128, or 128×128): X = 2^k from the block's amax
+// (mx_scale_exp, rounded up for MX ceil and blockwise), each value
+// round(x / X)·X. NVFP4 (B = 16, or 16×16): d_b = E4M3((amax_b / 6)·S),
 // q = E2M1(x·(S / d_b)), value q·(d_b / S), S / d_b and d_b / S once per
 // block, every product and quotient correctly rounded in f32, the value's
 // product exact and rounded once.
