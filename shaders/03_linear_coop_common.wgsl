@@ -15,6 +15,10 @@ struct Params {
 @group(0) @binding(1) var<storage, read> a: array<Src>;
 @group(0) @binding(2) var<storage, read> b: array<Src>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
+// The epilogue's scale s and 1 / s: out = s·(A·B) (+ out, accumulating),
+// where a quantized recipe's operands reach the units multiplied by
+// powers of two or tensor scales (16_units_operands.wgsl); 1 elsewhere.
+@group(0) @binding(4) var<storage, read> scale: array<f32, 2>;
 
 // Workgroup `wg`'s BM × BN block of out, seen by subgroup `sg`.
 struct Tile {

@@ -62,6 +62,7 @@ pub const OPTIMIZER: ShaderFile = shader_file!("12_optimizer");
 pub const HISTOGRAM: ShaderFile = shader_file!("13_histogram");
 pub const QUANTIZE: ShaderFile = shader_file!("14_quantize");
 pub const MUON: ShaderFile = shader_file!("15_muon");
+pub const UNITS_OPERANDS: ShaderFile = shader_file!("16_units_operands");
 
 /// How f16 tensors are stored in WGSL. Chosen when a pipeline is built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

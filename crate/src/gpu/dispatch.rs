@@ -102,13 +102,28 @@ pub struct Dispatch {
     pub(super) pipeline: wgpu::ComputePipeline,
     pub(super) bind_group: wgpu::BindGroup,
     pub grid: Grid,
+    /// Where a kernel recorded before writes the workgroup counts this one
+    /// runs with (`grid` or none at all: `units_gate`'s choice), if so.
+    pub(super) indirect: Option<(wgpu::Buffer, u64)>,
 }
 
 impl Dispatch {
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
         pass.set_pipeline(&self.pipeline);
         pass.set_bind_group(0, &self.bind_group, &[]);
-        pass.dispatch_workgroups(self.grid.x, self.grid.y, self.grid.z);
+        match &self.indirect {
+            Some((buffer, offset)) => pass.dispatch_workgroups_indirect(buffer, *offset),
+            None => pass.dispatch_workgroups(self.grid.x, self.grid.y, self.grid.z),
+        }
+    }
+
+    /// Run with the workgroup counts found at `offset` of `buffer` when it
+    /// runs (three u32: x, y, z; a buffer made with `INDIRECT` usage).
+    pub fn indirect(self, buffer: &wgpu::Buffer, offset: u64) -> Dispatch {
+        Dispatch {
+            indirect: Some((buffer.clone(), offset)),
+            ..self
+        }
     }
 }
 

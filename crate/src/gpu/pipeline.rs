@@ -313,6 +313,7 @@ impl Kernel {
             pipeline: built.pipeline.clone(),
             bind_group,
             grid,
+            indirect: None,
         })
     }
 }

@@ -106,8 +106,8 @@ impl Kernels {
         })
     }
 
-    /// Where the f16 products run, for reports, where matrix units were
-    /// asked for: the units, or why none.
+    /// Where the products run, for reports, where matrix units were asked
+    /// for: the units, or why none.
     pub fn matrix_units_report(&self, gpu: &Gpu) -> Option<String> {
         Some(
             match (self.linear.matrix_units(), gpu.matrix_units.as_ref()?) {
@@ -115,7 +115,9 @@ impl Kernels {
                     format!("{}; attention's products too", u.describe())
                 }
                 (Some(u), _) => u.describe(),
-                (None, Ok(_)) => "not used: the recipe's products are not all f16".into(),
+                (None, Ok(_)) => {
+                    "not used: every product has an f32 operand (no f16 values times a scale)".into()
+                }
                 (None, Err(why)) => format!("none: {why}"),
             },
         )

@@ -20,6 +20,7 @@ use crate::data::Batch;
 use crate::error::{Error, Result};
 use crate::gpu::{BOUNDARY_COUNTERS, Dispatch, Gpu};
 use crate::kernels::Kernels;
+use crate::kernels::linear::units::UnitCounts;
 use crate::kernels::boundary::{self, Clamped};
 use crate::kernels::optimizer::partials_for;
 use crate::model::{BatchShape, Config, Model, ParamLayout, Pass, Recipe};
@@ -73,6 +74,10 @@ pub struct StepStats {
     /// step's counts per product and operand.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub operands: Option<OperandCounts>,
+    /// With matrix units: this step's products on them, and those the
+    /// gate sent to the scalar GEMMs because a value was not exact.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub products_on_units: Option<UnitCounts>,
 }
 
 /// The run seed's 32 bits that seed a recipe's random draws.
@@ -338,6 +343,8 @@ impl Trainer {
         );
         let operands = std::mem::offset_of!(Record, operands) as u64;
         self.k.linear.copy_counts(&mut encoder, &record, operands);
+        let units = std::mem::offset_of!(Record, units) as u64;
+        self.k.linear.copy_unit_counts(&mut encoder, &record, units);
         encoder.copy_buffer_to_buffer(&m.acts.loss, 0, &record, 0, 16);
         encoder.copy_buffer_to_buffer(&self.optimizer.stats, 0, &record, 16, 16);
         encoder.copy_buffer_to_buffer(&m.inputs.bad_tokens, 0, &record, 32, 4);
@@ -396,6 +403,8 @@ impl Trainer {
                 .then(|| Clamped::from_counters(&r.clamped)),
             operands: (self.config.precision.products().counts_operands())
                 .then(|| OperandCounts::from_words(&r.operands)),
+            products_on_units: (self.k.linear.matrix_units().is_some())
+                .then(|| UnitCounts::from_words(&r.units)),
             tokens_per_s: if since > 0.0 {
                 steps as f64 * tokens / since
             } else {

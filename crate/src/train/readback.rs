@@ -18,7 +18,7 @@ use crate::optim::LossScale;
 /// Steps in flight before the oldest one's stats are collected.
 pub const LAG: usize = 2;
 
-/// What one step leaves for the host, 224 bytes.
+/// What one step leaves for the host, 240 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct Record {
@@ -33,6 +33,8 @@ pub struct Record {
     pub clamped: [u32; BOUNDARY_COUNTERS as usize],
     /// The step's operand counts (`Linear::copy_counts`).
     pub operands: [[u32; 4]; 6],
+    /// The step's products on matrix units (`Linear::copy_unit_counts`).
+    pub units: [u32; 4],
 }
 
 struct Pending {

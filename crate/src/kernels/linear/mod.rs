@@ -86,6 +86,7 @@ impl LinearShape {
 }
 
 /// Where the forward's product goes.
+#[derive(Clone, Copy)]
 pub enum Output<'a> {
     /// `Y = X·Wᵀ`; gate and up together as one `[rows, 2·ffn]` `[gate | up]`
     /// from the stacked `[W_gate; W_up]`, which `swiglu_*_gu` read.
@@ -126,8 +127,9 @@ pub struct Linear {
     fallback: TileVariant,
     /// The recipe's operand pre-passes; `None` where every operand is f32.
     operands: Option<Operands>,
-    /// Matrix units for a recipe of f16 products, where asked and offered,
-    /// and whether they serve each shape the tuner timed them for.
+    /// Matrix units for the recipe's products, where asked and offered and
+    /// some product's operands are f16 values times a scale, and whether
+    /// they serve each shape the tuner timed them for.
     units: Option<Units>,
     unit_picks: HashMap<GemmKey, bool>,
 }
@@ -153,8 +155,8 @@ impl Linear {
         Self::with_units(gpu, products, seed, None).await
     }
 
-    /// As `with_products`, with f16 products on `units` where the recipe's
-    /// are all f16 (`units::serve`) and a product's shape fits.
+    /// As `with_products`, with products on `units` where their operands
+    /// are f16 values times a scale (`units::serve`) and their shape fits.
     pub async fn with_units(
         gpu: &Gpu,
         products: Products,
@@ -164,25 +166,26 @@ impl Linear {
         let mut linear = Self::with_picks(gpu, tune::rule(gpu), tune::picks(gpu)).await?;
         linear.operands = Operands::new(gpu, products, seed).await?;
         linear.units = match units.filter(|_| units::serve(&products)) {
-            Some(u) => Some(Units::new(gpu, u).await?),
+            Some(u) => Some(Units::new(gpu, u, &products).await?),
             None => None,
         };
         linear.unit_picks = tune::unit_picks(gpu);
         Ok(linear)
     }
 
-    /// The matrix units the f16 products run on, if any.
+    /// The matrix units the products run on, if any.
     pub fn matrix_units(&self) -> Option<MatrixUnits> {
         self.units.as_ref().map(|u| u.units)
     }
 
-    /// The units where they serve product `key`: its shape fits their
-    /// tiles, and the tuner timed them faster than the tile variants (or
-    /// did not time it: software adapters, no timestamps, emulated units).
-    fn units_for(&self, key: GemmKey) -> Option<&Units> {
+    /// The units where they serve `product` of shape `key`: its operands
+    /// are f16 values times a scale, its shape fits their tiles, and the
+    /// tuner timed them faster than the tile variants (or did not time it:
+    /// software adapters, no timestamps, emulated units).
+    fn units_for(&self, key: GemmKey, product: Product) -> Option<&Units> {
         let u = self.units.as_ref()?;
         let faster = self.unit_picks.get(&key).copied().unwrap_or(true);
-        (u.fits(key.m, key.n, key.k) && faster).then_some(u)
+        (u.serves(product, (key.m, key.n, key.k)) && faster).then_some(u)
     }
 
     /// Every product in `variant`, f32 operands (tests pin their variant this way).
@@ -225,10 +228,13 @@ impl Linear {
         }
     }
 
-    /// Zeroes the operands' counters, if any are quantized.
+    /// Zeroes the operands' counters, if any are quantized, and the units'.
     pub fn clear_counts(&self, encoder: &mut wgpu::CommandEncoder) {
         if let Some(o) = &self.operands {
             o.clear_counts(encoder);
+        }
+        if let Some(u) = &self.units {
+            u.clear_counts(encoder);
         }
     }
 
@@ -236,6 +242,18 @@ impl Linear {
     pub fn copy_counts(&self, encoder: &mut wgpu::CommandEncoder, dst: &wgpu::Buffer, offset: u64) {
         if let Some(o) = &self.operands {
             o.copy_counts(encoder, dst, offset);
+        }
+    }
+
+    /// The units' `UnitCounts` words into `dst` at `offset`, if units serve.
+    pub fn copy_unit_counts(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        dst: &wgpu::Buffer,
+        offset: u64,
+    ) {
+        if let Some(u) = &self.units {
+            u.copy_counts(encoder, dst, offset);
         }
     }
 
@@ -324,11 +342,8 @@ impl Linear {
                 },
             ),
         )?;
-        let key = GemmKey::new(Layout::Forward, BStorage::F32, s.rows, s.d_out, s.d_in);
-        if let (Some(u), Some(xq), Some(wq)) = (self.units_for(key), &xq, quantized(&w, &wq)) {
-            u.forward(gpu, &mut d, (xq.into(), wq), out, (s.rows, s.d_out, s.d_in))?;
-            return Ok(d);
-        }
+        // what the units would read: both operands through the recipe's format
+        let unit_operands = xq.as_ref().map(BufferRange::from).zip(quantized(&w, &wq));
         let x = xq
             .as_ref()
             .map_or(x, BufferRange::from)
@@ -350,7 +365,13 @@ impl Linear {
             ),
             Output::Accumulate(y) => (Epilogue::Accumulate, vec![x, w, y.needs(y_bytes)]),
         };
-        d.push(self.module(key)?.launch(gpu, op, epilogue, p, &binds)?);
+        let scalar = self.module(key)?.launch(gpu, op, epilogue, p, &binds)?;
+        let mnk = (s.rows, s.d_out, s.d_in);
+        let unit_key = GemmKey::new(Layout::Forward, BStorage::F32, s.rows, s.d_out, s.d_in);
+        match (self.units_for(unit_key, Product::Forward), unit_operands) {
+            (Some(u), Some(xw)) => u.forward(gpu, &mut d, xw, (out, Some(scalar)), mnk)?,
+            _ => d.push(scalar),
+        }
         Ok(d)
     }
 
@@ -392,18 +413,7 @@ impl Linear {
                 },
             ),
         )?;
-        let key = GemmKey::new(Layout::Dx, BStorage::F32, s.rows, s.d_in, s.d_out);
-        if let (Some(u), Some(dyq), Some(wq)) = (self.units_for(key), &dyq, quantized(&w, &wq)) {
-            let accumulate = epilogue == Epilogue::Accumulate;
-            u.backward_input(
-                gpu,
-                &mut d,
-                (dyq.into(), wq),
-                (dx, accumulate),
-                (s.rows, s.d_in, s.d_out),
-            )?;
-            return Ok(d);
-        }
+        let unit_operands = dyq.as_ref().map(BufferRange::from).zip(quantized(&w, &wq));
         let dy = dyq.as_ref().map_or(dy, BufferRange::from);
         let w = weights_or(&w, &wq);
         let key = GemmKey::new(Layout::Dx, storage(&w), s.rows, s.d_in, s.d_out);
@@ -413,7 +423,16 @@ impl Linear {
             w.range().needs(w.bytes(d_out * d_in)),
             dx.needs(4 * rows * d_in),
         ];
-        d.push(self.module(key)?.launch(gpu, op, epilogue, p, &binds)?);
+        let scalar = self.module(key)?.launch(gpu, op, epilogue, p, &binds)?;
+        let mnk = (s.rows, s.d_in, s.d_out);
+        let unit_key = GemmKey::new(Layout::Dx, BStorage::F32, s.rows, s.d_in, s.d_out);
+        match (self.units_for(unit_key, Product::Dgrad), unit_operands) {
+            (Some(u), Some(dyw)) => {
+                let accumulate = epilogue == Epilogue::Accumulate;
+                u.backward_input(gpu, &mut d, dyw, (dx, accumulate, Some(scalar)), mnk)?
+            }
+            _ => d.push(scalar),
+        }
         Ok(d)
     }
 
@@ -439,16 +458,7 @@ impl Linear {
             xq = o.prepare(gpu, &mut d, (Product::Wgrad, Side::B, b), x, x_shape)?;
         }
         let key = GemmKey::new(Layout::Dw, BStorage::F32, s.d_out, s.d_in, s.rows);
-        if let (Some(u), Some(dyq), Some(xq)) = (self.units_for(key), &dyq, &xq) {
-            u.backward_weight(
-                gpu,
-                &mut d,
-                (dyq.into(), xq.into()),
-                dw,
-                (s.d_out, s.d_in, s.rows),
-            )?;
-            return Ok(d);
-        }
+        let unit_operands = dyq.as_ref().map(BufferRange::from).zip(xq.as_ref().map(BufferRange::from));
         let dy = dyq.as_ref().map_or(dy, BufferRange::from);
         let x = xq.as_ref().map_or(x, BufferRange::from);
         let p = Params::of(&key, SITE_NONE);
@@ -457,8 +467,12 @@ impl Linear {
             x.needs(4 * rows * d_in),
             dw.needs(4 * d_out * d_in),
         ];
-        let module = self.module(key)?;
-        d.push(module.launch(gpu, op, Epilogue::Accumulate, p, &binds)?);
+        let scalar = self.module(key)?.launch(gpu, op, Epilogue::Accumulate, p, &binds)?;
+        let mnk = (s.d_out, s.d_in, s.rows);
+        match (self.units_for(key, Product::Wgrad), unit_operands) {
+            (Some(u), Some(dyx)) => u.backward_weight(gpu, &mut d, dyx, (dw, Some(scalar)), mnk)?,
+            _ => d.push(scalar),
+        }
         Ok(d)
     }
 

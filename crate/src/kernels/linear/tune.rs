@@ -226,9 +226,9 @@ async fn time_all(gpu: &Gpu, keys: &[GemmKey]) -> Result<Vec<(GemmKey, TileVaria
     Ok(chosen)
 }
 
-/// Each key the device's matrix units serve (`units::serve`'s f16
-/// products: B in f32, the shape a multiple of the tiles) timed there, its
-/// operands' narrowing included: none where the device has none.
+/// Each key the device's matrix units serve (B in f32, the shape a
+/// multiple of the tiles) timed there, its operands' narrowing and gate
+/// included: none where the device has none.
 async fn time_units(gpu: &Gpu, keys: &[GemmKey]) -> Result<Vec<(GemmKey, f64)>> {
     let Some(u) = timed_units(gpu) else {
         return Ok(Vec::new());
@@ -241,7 +241,7 @@ async fn time_units(gpu: &Gpu, keys: &[GemmKey]) -> Result<Vec<(GemmKey, f64)>> 
     if keys.is_empty() {
         return Ok(Vec::new());
     }
-    let units = Units::new(gpu, u).await?;
+    let units = Units::new(gpu, u, &units::f16_products()).await?;
     let mut times = Vec::new();
     for key in keys {
         let ops = TimedOperands::new(gpu, key)?;
@@ -249,9 +249,11 @@ async fn time_units(gpu: &Gpu, keys: &[GemmKey]) -> Result<Vec<(GemmKey, f64)>> 
         let mut d = Vec::new();
         let shape = (key.m, key.n, key.k);
         match key.layout {
-            Layout::Forward => units.forward(gpu, &mut d, (a, b), Output::Accumulate(c), shape)?,
-            Layout::Dx => units.backward_input(gpu, &mut d, (a, b), (c, true), shape)?,
-            Layout::Dw => units.backward_weight(gpu, &mut d, (a, b), c, shape)?,
+            Layout::Forward => {
+                units.forward(gpu, &mut d, (a, b), (Output::Accumulate(c), None), shape)?
+            }
+            Layout::Dx => units.backward_input(gpu, &mut d, (a, b), (c, true, None), shape)?,
+            Layout::Dw => units.backward_weight(gpu, &mut d, (a, b), (c, None), shape)?,
         }
         let d: Vec<&Dispatch> = d.iter().collect();
         gpu.warm_up(&d, WARM_UP / 4.0).await?;

@@ -28,6 +28,7 @@ const GEMM: KernelDesc = KernelDesc {
         Slot::Read(1, "a"),        // a: op(A) [M, K], f16, in the layout
         Slot::Read(2, "b"),        // b: op(B) [K, N], f16, in the layout
         Slot::ReadWrite(3, "out"), // out: [M, N] f32
+        Slot::Read(4, "scale"),    // scale: the epilogue's s and 1 / s
     ],
 };
 
@@ -35,6 +36,8 @@ const GEMM: KernelDesc = KernelDesc {
 pub struct UnitGemm {
     pub variant: GemmVariant,
     kernel: Kernel,
+    /// s = 1: the plain product.
+    unscaled: wgpu::Buffer,
 }
 
 impl UnitGemm {
@@ -50,7 +53,12 @@ impl UnitGemm {
         let file = (variant.file(), F16Storage::Native);
         let [kernel] =
             build_composed_kernels(gpu, file, Composed::standalone(source), [GEMM]).await?;
-        Ok(UnitGemm { variant, kernel })
+        let unscaled = gpu.upload("unit_gemm.unscaled", &[1.0f32, 1.0])?;
+        Ok(UnitGemm {
+            variant,
+            kernel,
+            unscaled,
+        })
     }
 
     /// The pipeline created now, its refusal an error (see `Kernel::prepare`).
@@ -93,6 +101,19 @@ impl UnitGemm {
         a: BufferRange,
         b: BufferRange,
         out: BufferRange,
+        mnk: (u32, u32, u32),
+    ) -> Result<Dispatch> {
+        self.dispatch_scaled(gpu, (a, b), out, (&self.unscaled).into(), mnk)
+    }
+
+    /// `out[m, n] = s·(op(a) · op(b))` (`+ out`, accumulating), s and 1 / s
+    /// the two f32 of `scale`.
+    pub fn dispatch_scaled(
+        &self,
+        gpu: &Gpu,
+        (a, b): (BufferRange, BufferRange),
+        out: BufferRange,
+        scale: BufferRange,
         (m, n, k): (u32, u32, u32),
     ) -> Result<Dispatch> {
         let op = "unit_gemm";
@@ -116,6 +137,7 @@ impl UnitGemm {
             a.needs(2 * m * k),
             b.needs(2 * k * n),
             out.needs(4 * m * n),
+            scale.needs(8),
         ];
         self.kernel
             .dispatch(gpu, op, &binds, Grid { x: gx, y: gy, z: 1 })

@@ -139,8 +139,9 @@ impl GemmVariant {
 
     fn init(&self, s: &mut String) {
         for (i, j) in self.frags() {
+            // out over the epilogue's scale, so that scaling the sum adds it back
             let start = match self.accumulate {
-                true => format!("FRAG_C(out, {}, p.n)", self.index(i, j)),
+                true => format!("SCALE_C(FRAG_C(out, {}, p.n), scale[1])", self.index(i, j)),
                 false => "MatC()".to_string(),
             };
             let _ = writeln!(s, "    var c_{i}_{j} = {start};");
@@ -174,7 +175,11 @@ impl GemmVariant {
     fn store(&self, s: &mut String) {
         let _ = writeln!(s, "    let ldc = p.n;");
         for (i, j) in self.frags() {
-            let _ = writeln!(s, "    STORE_C(out, {}, c_{i}_{j}, ldc);", self.index(i, j));
+            let _ = writeln!(
+                s,
+                "    STORE_C(out, {}, SCALE_C(c_{i}_{j}, scale[0]), ldc);",
+                self.index(i, j)
+            );
         }
     }
 

@@ -12,6 +12,7 @@
 //!   FRAG_C(block, at, stride)   an f32 accumulator, row-major
 //!   STORE_C(block, at, c, stride)
 //!   MMA(a, b, c)                a·b + c
+//!   SCALE_C(c, s)               an accumulator times the f32 scalar s
 //! and two marker lines: `//#SUBGROUP_ID` (the entry's `subgroup_id`
 //! parameter, absent emulated) and `//#SUBGROUP` (where an emulated
 //! subgroup finds itself from `li`). `MatA`, `MatB` and `MatC` are the
@@ -97,8 +98,8 @@ impl Syntax {
 }
 
 /// The neutral operations, longest first where one name begins another.
-const OPERATIONS: [&str; 7] = [
-    "FRAG_AT", "FRAG_BT", "FRAG_A", "FRAG_B", "FRAG_C", "STORE_C", "MMA",
+const OPERATIONS: [&str; 8] = [
+    "FRAG_AT", "FRAG_BT", "FRAG_A", "FRAG_B", "FRAG_C", "STORE_C", "SCALE_C", "MMA",
 ];
 
 /// `source` (kernel `kernel`'s) with every neutral operation and marker
@@ -200,7 +201,11 @@ fn spell_call(
     syntax: Syntax,
     blocks: &Blocks,
 ) -> std::result::Result<String, String> {
-    let want = if name == "STORE_C" { 4 } else { 3 };
+    let want = match name {
+        "STORE_C" => 4,
+        "SCALE_C" => 2,
+        _ => 3,
+    };
     if args.len() != want {
         return Err(format!(
             "{name} takes {want} arguments, given {}: {args:?}",
@@ -218,6 +223,13 @@ fn spell_call(
                 a(2)
             ),
             Syntax::Emulated => format!("mma_emulated({}, {}, {})", a(0), a(1), a(2)),
+        });
+    }
+    if name == "SCALE_C" {
+        return Ok(match syntax {
+            Syntax::Wgpu => format!("({} * {})", a(1), a(0)),
+            Syntax::Dawn => format!("subgroupMatrixScalarMultiply({}, {})", a(0), a(1)),
+            Syntax::Emulated => format!("scale_emulated({}, {})", a(0), a(1)),
         });
     }
     let (block, at) = (a(0), a(1));
@@ -325,6 +337,10 @@ fn emulation(blocks: &Blocks) -> String {
             half(block, per, "frag_at(b, k, j)")
         )
     });
+    s.push_str(
+        "fn scale_emulated(c: MatC, s: f32) -> MatC {\n    var m = c;\n    \
+         for (var j = 0u; j < T; j++) { m[j] *= s; }\n    return m;\n}\n",
+    );
     let _ = write!(
         s,
         "fn mma_emulated(a: MatA, b: MatB, c: MatC) -> MatC {{\n    \
