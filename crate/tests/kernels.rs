@@ -31,6 +31,7 @@ gpu_tests! {
         linear::linear_variants_match_reference_and_each_other,
         linear::linear_uses_the_pinned_variant,
         linear::linear_recipe_reads_its_formats,
+        linear::units_fall_back_where_a_value_is_not_exact,
         rope::rope_matches_reference,
         rope::rope_rotates_q_and_k_of_a_fused_row,
         rope::rope_is_accurate_at_far_positions_and_invertible,

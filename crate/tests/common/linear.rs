@@ -5,6 +5,7 @@
 
 use half::f16;
 use rand::Rng;
+use webtrain::kernels::linear::units::UnitCounts;
 use webtrain::kernels::linear::{Layout, MatrixUnits, TileVariant};
 use webtrain::kernels::{Linear, LinearShape, Output, Weights};
 use webtrain::reference::linear as reference;
@@ -550,16 +551,98 @@ pub async fn linear_recipe_reads_its_formats(gpu: &Gpu) -> Result<()> {
     ] {
         check_recipe_products(gpu, name, products, s, 150, None).await?;
     }
-    // amp-f16's products on (emulated) matrix units: the same f16 operands,
-    // every product's shape a multiple of the 16×16×16 tiles; and one that
-    // is not (rows 40), on the scalar GEMMs
+    // the products on (emulated) matrix units: the same operands, every
+    // product's shape a multiple of the tiles, all three on the units; and
+    // one that is not (rows 40), on the scalar GEMMs
     if gpu.caps.shader_f16 {
-        let amp = Recipe::named("amp-f16")?.products();
-        for rows in [48, 40] {
-            let s = LinearShape::stacked(rows, 80, &[48, 32, 16])?;
-            let units = Some(MatrixUnits::Emulated);
-            check_recipe_products(gpu, "amp-f16 on matrix units", amp, s, 151, units).await?;
+        let units = Some(MatrixUnits::Emulated);
+        for (name, products) in [
+            ("amp-f16", Recipe::named("amp-f16")?.products()),
+            ("nvfp4", Recipe::named("nvfp4")?.products()),
+            ("mixed", mixed),
+            ("fp8", Recipe::fp8().products()),
+        ] {
+            let name = format!("{name} on matrix units");
+            check_recipe_products(gpu, &name, products, s, 151, units).await?;
         }
+        let s = LinearShape::stacked(40, 80, &[48, 32, 16])?;
+        let amp = Recipe::named("amp-f16")?.products();
+        check_recipe_products(gpu, "amp-f16, rows 40", amp, s, 151, units).await?;
+    }
+    Ok(())
+}
+
+/// A linear's products on matrix units so far (`UnitCounts`), read back.
+async fn unit_counts(gpu: &Gpu, k: &Linear) -> Result<UnitCounts> {
+    let buffer = gpu.storage_buffer("unit counts", 16)?;
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    k.copy_unit_counts(&mut encoder, &buffer, 0);
+    gpu.queue.submit([encoder.finish()]);
+    let words = gpu.read_back::<u32>((&buffer).into()).await?;
+    Ok(UnitCounts::from_words(&words.try_into().expect("four words")))
+}
+
+/// mxfp8's products on matrix units where one row of X lies 2^-60 below
+/// the rest: its MX blocks keep it, but times the tensor's multiplier it
+/// is below f16's subnormals, so the gate sends the forward to the scalar
+/// GEMM (bit for bit the product without units) and counts it and its
+/// values; the backward products, whose operands stay within f16's
+/// reach, run on the units.
+pub async fn units_fall_back_where_a_value_is_not_exact(gpu: &Gpu) -> Result<()> {
+    use webtrain::model::Recipe;
+    if !gpu.caps.shader_f16 {
+        return Ok(());
+    }
+    let p = Recipe::named("mxfp8")?.products();
+    let s = LinearShape::new(32, 64, 48);
+    let (rows, d_in, d_out) = (32, 64, 48);
+    let mut r = rng(152);
+    let mut x = uniform(&mut r, rows * d_in, 0.5, 1.0);
+    x[5 * d_in..6 * d_in].iter_mut().for_each(|v| *v *= 2f32.powi(-60));
+    let w = uniform(&mut r, d_out * d_in, -0.1, 0.1);
+    let dy = uniform(&mut r, rows * d_out, -1e-3, 1e-3);
+    let (xb, wb, dyb) = (
+        gpu.upload("x", &x)?,
+        gpu.upload("w", &w)?,
+        gpu.upload("dy", &dy)?,
+    );
+    let master = Weights::F32((&wb).into());
+    let mut results = Vec::new();
+    for units in [None, Some(MatrixUnits::Emulated)] {
+        let k = Linear::with_units(gpu, p, 1, units).await?;
+        let y = gpu.storage_buffer("y", 4 * (rows * d_out) as u64)?;
+        let dx = gpu.storage_buffer("dx", 4 * (rows * d_in) as u64)?;
+        let dw = gpu.upload("dw", &vec![0f32; d_out * d_in])?;
+        let mut d = k.forward(gpu, s, (&xb).into(), master, Output::Store((&y).into()))?;
+        let out = Output::Store((&dx).into());
+        d.extend(k.backward_input(gpu, s, (&dyb).into(), master, out)?);
+        d.extend(k.backward_weight(gpu, s, (&dyb).into(), (&xb).into(), (&dw).into())?);
+        gpu.run(&refs(&d)).await?;
+        let mut got = Vec::new();
+        for b in [&y, &dx, &dw] {
+            got.push(gpu.read_back::<f32>(b.into()).await?);
+        }
+        if units.is_some() {
+            let c = unit_counts(gpu, &k).await?;
+            let want = UnitCounts {
+                on_units: 2,
+                not_exact: 1,
+                values_not_exact: d_in as u32,
+            };
+            assert_eq!(c, want, "the forward falls back, its row counted");
+        }
+        results.push(got);
+    }
+    assert_identical("the forward, fallen back", &results[1][0], &results[0][0]);
+    for (i, what) in [(1, "dX"), (2, "dW")] {
+        // the same sums in another order: apart by f32 roundings alone
+        let (units, scalar) = (&results[1][i], &results[0][i]);
+        let largest = scalar.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let gap = units
+            .iter()
+            .zip(scalar)
+            .fold(0f32, |m, (u, s)| m.max((u - s).abs()));
+        assert!(gap <= 1e-6 * largest, "{what} on the units: gap {gap}, largest {largest}");
     }
     Ok(())
 }
@@ -677,12 +760,15 @@ async fn check_recipe_products(
     assert_product(&what("forward"), &got, &xq, &wq, d_in);
     let y_master = got.clone();
     if units.is_some() {
-        // joining the residual stream: Y = R + X·Wᵀ with R = the product itself
+        // joining the residual stream: Y = R + X·Wᵀ with R = the product
+        // itself (a Linear of its own: its operands draw as the first's)
         let y2 = gpu.storage_buffer("y2", 4 * (rows * d_out) as u64)?;
         let out = Output::AddTo {
             residual: (&y).into(),
             y: (&y2).into(),
         };
+        let k = Linear::with_units(gpu, p, run_seed, units).await?;
+        k.write_step(gpu, step);
         gpu.run(&refs(&k.forward(gpu, s, (&xb).into(), master, out)?))
             .await?;
         let (a64, b64) = (f64s(&xq), f64s(&wq));
@@ -746,5 +832,12 @@ async fn check_recipe_products(
         &transpose(&xq, d_in),
         rows,
     );
+    if units.is_some() {
+        // forward, dX and dW: all on the units where the shape fits
+        let c = unit_counts(gpu, &k).await?;
+        let fits = s.rows.is_multiple_of(16);
+        let want = [0, 3][fits as usize];
+        assert_eq!((c.on_units, c.not_exact), (want, 0), "{name}: {c:?}");
+    }
     Ok(())
 }

@@ -8,6 +8,7 @@ use webtrain::data::Batch;
 use webtrain::gpu::coop::MatrixUnits;
 use webtrain::kernels::AdamHyper;
 use webtrain::model::{BatchShape, ParamLayout, Recipe};
+use webtrain::ops::products::OperandCounts;
 use webtrain::optim::{LossScaling, OptimState};
 use webtrain::reference::model as reference_model;
 use webtrain::reference::optimizer::{self as reference_adam, Adam8bitState, Int8Maps};
@@ -631,45 +632,62 @@ pub async fn format_recipes_train_and_count(gpu: &Gpu) -> Result<()> {
             }
             assert_eq!(s.loss_scale.is_some(), name == "amp-f16", "{name}");
         }
-        if name == "amp-f16" && gpu.caps.shader_f16 {
-            amp_f16_on_matrix_units(gpu, &c, &weights, &stats).await?;
+        if gpu.caps.shader_f16 {
+            on_matrix_units(gpu, name, &c, &weights, &stats).await?;
         }
     }
     Ok(())
 }
 
-/// amp-f16 with its products on (emulated) matrix units, against the same
-/// run on the scalar GEMMs (`scalar`): the first step's operands are the
-/// same values (the same counts), its losses differ by the order of the
-/// f32 sums alone.
-async fn amp_f16_on_matrix_units(
+/// A recipe with its products on (emulated) matrix units, against the
+/// same run on the scalar GEMMs (`scalar`): every product of every step
+/// on the units (their operands exact in f16 after the multipliers), the
+/// first step's operands the same values (the same counts), its loss
+/// apart by the order of the f32 sums (and NVFP4's tensor-scale roundings)
+/// alone.
+async fn on_matrix_units(
     gpu: &Gpu,
+    name: &str,
     c: &TrainConfig,
     weights: &[f32],
     scalar: &[StepStats],
 ) -> Result<()> {
     let mut units = gpu.clone();
     units.matrix_units = Some(Ok(MatrixUnits::Emulated));
-    let c = TrainConfig {
-        precision: Recipe::named("amp-f16")?,
-        ..c.clone()
-    };
-    let (stats, _) = train(&units, c, weights, SHORT).await?;
-    assert_eq!(
-        stats[0].operands, scalar[0].operands,
-        "the first step's counts"
-    );
+    let (stats, _) = train(&units, c.clone(), weights, SHORT).await?;
+    let (u, s) = (stats[0].operands.unwrap(), scalar[0].operands.unwrap());
+    if name.starts_with("nvfp4") {
+        // NVFP4's product is apart by its tensor scale's f32 roundings, so
+        // a later operand's value may round the other way (measured on
+        // lavapipe: 1 to 3 of about 5 000 flushed at the first step)
+        let near = |a: u32, b: u32| a.abs_diff(b) <= 1 + a.max(b) / 1000;
+        let all = |c: OperandCounts| [c.forward, c.dgrad, c.wgrad].concat();
+        let near_all = all(u).iter().zip(all(s)).all(|(a, b)| {
+            near(a.saturated, b.saturated) && near(a.flushed, b.flushed)
+        });
+        assert!(near_all, "{name}: the first step's counts {u:?}, scalar {s:?}");
+    } else {
+        assert_eq!(u, s, "{name}: the first step's counts");
+    }
+    for s in &stats {
+        let u = s.products_on_units.expect("a run on units counts them");
+        assert!(u.on_units > 0 && u.not_exact == 0, "{name} step {}: {u:?}", s.step);
+    }
     let gaps: Vec<f32> = stats
         .iter()
         .zip(scalar)
         .map(|(u, s)| ((u.loss - s.loss) / s.loss).abs())
         .collect();
-    eprintln!("amp-f16 on matrix units: relative loss gaps to the scalar GEMMs {gaps:?}");
-    // measured on lavapipe: 1.7e-7 at the first step, 1.5e-5 at most by the
-    // sixth (AdamW's first steps move every weight by about lr whatever
-    // the gradient's size, so sums in another order part the runs)
-    assert!(gaps[0] < 1e-6, "the first step's loss: gap {}", gaps[0]);
+    eprintln!("{name} on matrix units: relative loss gaps to the scalar GEMMs {gaps:?}");
+    assert!(gaps[0] < 1e-6, "{name}: the first step's loss: gap {}", gaps[0]);
+    // measured on lavapipe over 10 tiny steps: 1.4e-5 (amp-f16) to 2.2e-5
+    // (mxfp8) at most. AdamW's first steps move every weight by about lr
+    // whatever the gradient's size, so sums in another order part the
+    // runs; FP4's steps are coarse enough that a value rounding the other
+    // way moves the loss further (nvfp4 1.3e-4, nvfp4-naive 3.4e-4 by the
+    // tenth step, both apart by 2e-6 and 3e-5 over the first three)
+    let bound = if name.starts_with("nvfp4") { 1e-3 } else { 1e-4 };
     let gap = gaps.iter().copied().fold(0f32, f32::max);
-    assert!(gap < 1e-4, "amp-f16 on matrix units: loss gap {gap}");
+    assert!(gap < bound, "{name} on matrix units: loss gap {gap}");
     Ok(())
 }

@@ -13,7 +13,7 @@ use crate::gpu::{Dispatch, GemmPick, Gpu, KernelConfig};
 use crate::kernels::boundary::SITE_NONE;
 use crate::kernels::units::{GemmLayout, GemmVariant};
 use crate::rng::{SplitMix64, uniform};
-use crate::shaders::{CAST, COMMON, LINEAR, LINEAR_B16, LINEAR_B32};
+use crate::shaders::{COMMON, LINEAR, LINEAR_B16, LINEAR_B32, UNITS_OPERANDS};
 
 /// SwiftShader's variant: it JIT-compiles every pipeline module for
 /// seconds, and 8×8 micro-tiles' unrolled code made a mode's kernels take
@@ -42,7 +42,7 @@ pub fn shader_hash() -> String {
         LINEAR_B32.source,
         LINEAR_B16.source,
         LINEAR.source,
-        CAST.source,
+        UNITS_OPERANDS.source,
     ];
     let units = MatrixUnits::Cooperative { edge: 16 };
     let unit_gemm = GemmVariant::for_units(units, GemmLayout::Nt, false)
