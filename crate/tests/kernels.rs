@@ -32,6 +32,7 @@ gpu_tests! {
         linear::linear_uses_the_pinned_variant,
         linear::linear_recipe_reads_its_formats,
         linear::units_fall_back_where_a_value_is_not_exact,
+        linear::units_carry_every_f16_value,
         rope::rope_matches_reference,
         rope::rope_rotates_q_and_k_of_a_fused_row,
         rope::rope_is_accurate_at_far_positions_and_invertible,

@@ -1,9 +1,7 @@
 //! Launchers for 08_cast.wgsl: f32 <-> f16 in either f16 storage mode.
 //!
 //! f32 -> f16 saturates to ±65504 (±Inf included), rounds to nearest even,
-//! and keeps NaN as NaN. f16 -> f32 is exact. `narrow_f16` takes values f16
-//! holds (a recipe's f16 operands) to their bits, ±Inf kept, for the
-//! matrix units' products.
+//! and keeps NaN as NaN. f16 -> f32 is exact.
 
 use bytemuck::{Pod, Zeroable};
 
@@ -35,29 +33,17 @@ const F16_TO_F32: KernelDesc = KernelDesc {
     ],
 };
 
-const NARROW: KernelDesc = KernelDesc {
-    entry: "narrow_f16",
-    slots: &[
-        Slot::Uniform(0),          // params
-        Slot::Read(1, "src"),      // src_f32: [n] f32, values f16 holds
-        Slot::ReadWrite(2, "dst"), // narrow_dst: [ceil(n/2)] u32, f16 pairs
-    ],
-};
-
 pub struct Cast {
     f32_to_f16: Kernel,
     f16_to_f32: Kernel,
-    narrow: Kernel,
 }
 
 impl Cast {
     pub async fn new(gpu: &Gpu) -> Result<Self> {
-        let [f32_to_f16, f16_to_f32, narrow] =
-            build_kernels(gpu, CAST, [F32_TO_F16, F16_TO_F32, NARROW]).await?;
+        let [f32_to_f16, f16_to_f32] = build_kernels(gpu, CAST, [F32_TO_F16, F16_TO_F32]).await?;
         Ok(Cast {
             f32_to_f16,
             f16_to_f32,
-            narrow,
         })
     }
 
@@ -70,18 +56,6 @@ impl Cast {
         n: u32,
     ) -> Result<Dispatch> {
         halves(gpu, (&self.f32_to_f16, "cast_f32_to_f16"), src, dst, n)
-    }
-
-    /// `dst[..n]` = the f16 bits of `src[..n]`, values f16 holds exactly
-    /// (or ±Inf, NaN), nothing saturated; one invocation per output word.
-    pub fn narrow_f16(
-        &self,
-        gpu: &Gpu,
-        src: BufferRange,
-        dst: BufferRange,
-        n: u32,
-    ) -> Result<Dispatch> {
-        halves(gpu, (&self.narrow, "narrow_f16"), src, dst, n)
     }
 
     /// `dst[..n] = f32(src[..n])`, one invocation per element.

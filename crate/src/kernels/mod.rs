@@ -116,7 +116,8 @@ impl Kernels {
                 }
                 (Some(u), _) => u.describe(),
                 (None, Ok(_)) => {
-                    "not used: every product has an f32 operand (no f16 values times a scale)".into()
+                    "not used: every product has an f32 operand (no f16 values times a scale)"
+                        .into()
                 }
                 (None, Err(why)) => format!("none: {why}"),
             },

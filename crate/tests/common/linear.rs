@@ -579,7 +579,43 @@ async fn unit_counts(gpu: &Gpu, k: &Linear) -> Result<UnitCounts> {
     k.copy_unit_counts(&mut encoder, &buffer, 0);
     gpu.queue.submit([encoder.finish()]);
     let words = gpu.read_back::<u32>((&buffer).into()).await?;
-    Ok(UnitCounts::from_words(&words.try_into().expect("four words")))
+    Ok(UnitCounts::from_words(
+        &words.try_into().expect("four words"),
+    ))
+}
+
+/// Every finite f16 value reaches the (emulated) units as itself: amp-f16's
+/// forward of X [4096, 16] holding all 63 488 of them (zeros after) times
+/// W = I gives X back, each output one exact product plus zeros.
+pub async fn units_carry_every_f16_value(gpu: &Gpu) -> Result<()> {
+    use webtrain::model::Recipe;
+    if !gpu.caps.shader_f16 {
+        return Ok(());
+    }
+    let (rows, d) = (4096, 16);
+    let mut x: Vec<f32> = (0..=u16::MAX)
+        .map(f16::from_bits)
+        .filter(|h| h.is_finite())
+        .map(f32::from)
+        .collect();
+    x.resize(rows * d, 0.0);
+    let w: Vec<f32> = (0..d * d).map(|i| (i / d == i % d) as u32 as f32).collect();
+    let p = Recipe::named("amp-f16")?.products();
+    let k = Linear::with_units(gpu, p, 1, Some(MatrixUnits::Emulated)).await?;
+    let (xb, wb) = (gpu.upload("x", &x)?, gpu.upload("w", &w)?);
+    let y = gpu.storage_buffer("y", 4 * x.len() as u64)?;
+    let s = LinearShape::new(rows as u32, d as u32, d as u32);
+    let master = Weights::F32((&wb).into());
+    let out = Output::Store((&y).into());
+    gpu.run(&refs(&k.forward(gpu, s, (&xb).into(), master, out)?))
+        .await?;
+    let got = gpu.read_back::<f32>((&y).into()).await?;
+    // −0 comes back +0: a sum of products with +0 terms
+    let wrong = x.iter().zip(&got).position(|(a, b)| a != b);
+    assert_eq!(wrong, None, "every f16 value through the units");
+    let c = unit_counts(gpu, &k).await?;
+    assert_eq!((c.on_units, c.not_exact), (1, 0), "{c:?}");
+    Ok(())
 }
 
 /// mxfp8's products on matrix units where one row of X lies 2^-60 below
@@ -598,7 +634,9 @@ pub async fn units_fall_back_where_a_value_is_not_exact(gpu: &Gpu) -> Result<()>
     let (rows, d_in, d_out) = (32, 64, 48);
     let mut r = rng(152);
     let mut x = uniform(&mut r, rows * d_in, 0.5, 1.0);
-    x[5 * d_in..6 * d_in].iter_mut().for_each(|v| *v *= 2f32.powi(-60));
+    x[5 * d_in..6 * d_in]
+        .iter_mut()
+        .for_each(|v| *v *= 2f32.powi(-60));
     let w = uniform(&mut r, d_out * d_in, -0.1, 0.1);
     let dy = uniform(&mut r, rows * d_out, -1e-3, 1e-3);
     let (xb, wb, dyb) = (
@@ -642,7 +680,10 @@ pub async fn units_fall_back_where_a_value_is_not_exact(gpu: &Gpu) -> Result<()>
             .iter()
             .zip(scalar)
             .fold(0f32, |m, (u, s)| m.max((u - s).abs()));
-        assert!(gap <= 1e-6 * largest, "{what} on the units: gap {gap}, largest {largest}");
+        assert!(
+            gap <= 1e-6 * largest,
+            "{what} on the units: gap {gap}, largest {largest}"
+        );
     }
     Ok(())
 }

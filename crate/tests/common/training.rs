@@ -662,16 +662,24 @@ async fn on_matrix_units(
         // lavapipe: 1 to 3 of about 5 000 flushed at the first step)
         let near = |a: u32, b: u32| a.abs_diff(b) <= 1 + a.max(b) / 1000;
         let all = |c: OperandCounts| [c.forward, c.dgrad, c.wgrad].concat();
-        let near_all = all(u).iter().zip(all(s)).all(|(a, b)| {
-            near(a.saturated, b.saturated) && near(a.flushed, b.flushed)
-        });
-        assert!(near_all, "{name}: the first step's counts {u:?}, scalar {s:?}");
+        let near_all = all(u)
+            .iter()
+            .zip(all(s))
+            .all(|(a, b)| near(a.saturated, b.saturated) && near(a.flushed, b.flushed));
+        assert!(
+            near_all,
+            "{name}: the first step's counts {u:?}, scalar {s:?}"
+        );
     } else {
         assert_eq!(u, s, "{name}: the first step's counts");
     }
     for s in &stats {
         let u = s.products_on_units.expect("a run on units counts them");
-        assert!(u.on_units > 0 && u.not_exact == 0, "{name} step {}: {u:?}", s.step);
+        assert!(
+            u.on_units > 0 && u.not_exact == 0,
+            "{name} step {}: {u:?}",
+            s.step
+        );
     }
     let gaps: Vec<f32> = stats
         .iter()
@@ -679,14 +687,22 @@ async fn on_matrix_units(
         .map(|(u, s)| ((u.loss - s.loss) / s.loss).abs())
         .collect();
     eprintln!("{name} on matrix units: relative loss gaps to the scalar GEMMs {gaps:?}");
-    assert!(gaps[0] < 1e-6, "{name}: the first step's loss: gap {}", gaps[0]);
+    assert!(
+        gaps[0] < 1e-6,
+        "{name}: the first step's loss: gap {}",
+        gaps[0]
+    );
     // measured on lavapipe over 10 tiny steps: 1.4e-5 (amp-f16) to 2.2e-5
     // (mxfp8) at most. AdamW's first steps move every weight by about lr
     // whatever the gradient's size, so sums in another order part the
     // runs; FP4's steps are coarse enough that a value rounding the other
     // way moves the loss further (nvfp4 1.3e-4, nvfp4-naive 3.4e-4 by the
     // tenth step, both apart by 2e-6 and 3e-5 over the first three)
-    let bound = if name.starts_with("nvfp4") { 1e-3 } else { 1e-4 };
+    let bound = if name.starts_with("nvfp4") {
+        1e-3
+    } else {
+        1e-4
+    };
     let gap = gaps.iter().copied().fold(0f32, f32::max);
     assert!(gap < bound, "{name} on matrix units: loss gap {gap}");
     Ok(())

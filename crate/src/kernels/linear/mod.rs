@@ -458,7 +458,10 @@ impl Linear {
             xq = o.prepare(gpu, &mut d, (Product::Wgrad, Side::B, b), x, x_shape)?;
         }
         let key = GemmKey::new(Layout::Dw, BStorage::F32, s.d_out, s.d_in, s.rows);
-        let unit_operands = dyq.as_ref().map(BufferRange::from).zip(xq.as_ref().map(BufferRange::from));
+        let unit_operands = dyq
+            .as_ref()
+            .map(BufferRange::from)
+            .zip(xq.as_ref().map(BufferRange::from));
         let dy = dyq.as_ref().map_or(dy, BufferRange::from);
         let x = xq.as_ref().map_or(x, BufferRange::from);
         let p = Params::of(&key, SITE_NONE);
@@ -467,7 +470,9 @@ impl Linear {
             x.needs(4 * rows * d_in),
             dw.needs(4 * d_out * d_in),
         ];
-        let scalar = self.module(key)?.launch(gpu, op, Epilogue::Accumulate, p, &binds)?;
+        let scalar = self
+            .module(key)?
+            .launch(gpu, op, Epilogue::Accumulate, p, &binds)?;
         let mnk = (s.d_out, s.d_in, s.rows);
         match (self.units_for(key, Product::Wgrad), unit_operands) {
             (Some(u), Some(dyx)) => u.backward_weight(gpu, &mut d, dyx, (dw, Some(scalar)), mnk)?,

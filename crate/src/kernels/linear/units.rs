@@ -76,10 +76,14 @@ impl Multiplier {
     }
 
     fn wgsl_constants() -> String {
-        [("PLAIN", Self::Plain), ("POW2", Self::Pow2), ("NVFP4", Self::Nvfp4)]
-            .iter()
-            .map(|(name, m)| format!("const UNITS_{name}: u32 = {}u;\n", *m as u32))
-            .collect()
+        [
+            ("PLAIN", Self::Plain),
+            ("POW2", Self::Pow2),
+            ("NVFP4", Self::Nvfp4),
+        ]
+        .iter()
+        .map(|(name, m)| format!("const UNITS_{name}: u32 = {}u;\n", *m as u32))
+        .collect()
     }
 }
 
@@ -400,12 +404,18 @@ impl Units {
             let op = "units_amax";
             let p = params(op);
             let binds = [(&p).into(), x, (&self.gate_words).into()];
-            d.push(self.amax.dispatch(gpu, op, &binds, gpu.grid_1d(op, len as u64)?)?);
+            d.push(
+                self.amax
+                    .dispatch(gpu, op, &binds, gpu.grid_1d(op, len as u64)?)?,
+            );
             let op = "units_narrow";
             let p = params(op);
             let binds = [(&p).into(), x, (&h).into(), (&self.gate_words).into()];
             let words = (len as u64).div_ceil(2);
-            d.push(self.narrow.dispatch(gpu, op, &binds, gpu.grid_1d(op, words)?)?);
+            d.push(
+                self.narrow
+                    .dispatch(gpu, op, &binds, gpu.grid_1d(op, words)?)?,
+            );
             out.push(h);
         }
         Ok(out.try_into().expect("one per side"))

@@ -207,11 +207,12 @@ fn dawn_sources_spell_every_variant() {
     assert!(source.contains(
         "subgroupMatrixLoad<MatA, col_major>(&sa, s * A_LEN + (kk * SA + r) / SV, SA / SV)"
     ));
+    // the epilogue's scale: out over it as the accumulator starts, times it stored
     assert!(source.contains(
-        "subgroupMatrixLoad<MatC, row_major>(&out, (tile.r0 + 0u) * p.n + tile.c0 + 16u, p.n)"
+        "subgroupMatrixScalarMultiply(subgroupMatrixLoad<MatC, row_major>(&out, (tile.r0 + 0u) * p.n + tile.c0 + 16u, p.n), scale[1])"
     ));
     assert!(source.contains(
-        "subgroupMatrixStore<row_major>(&out, (tile.r0 + 16u) * p.n + tile.c0 + 48u, c_1_3, ldc);"
+        "subgroupMatrixStore<row_major>(&out, (tile.r0 + 16u) * p.n + tile.c0 + 48u, subgroupMatrixScalarMultiply(c_1_3, scale[0]), ldc);"
     ));
 }
 
