@@ -180,19 +180,28 @@ fn unscale(x: f32, j: i32) -> f32 {
     return bitcast<f32>(f32_bits(s.sig, s.e - j - 23));
 }
 
-// quantize_blocks: one invocation per block: its scale, then its values.
-// Blocks along a row, down a column or square (block_at), a part's last
-// block shorter (its scale from the values it has). MX (B = 32) and the
-// blockwise FP8 (B = 128, or 128×128): X = 2^k from the block's amax
-// (mx_scale_exp, rounded up for MX ceil and blockwise), each value
-// round(x / X)·X. NVFP4 (B = 16, or 16×16): d_b = E4M3((amax_b / 6)·S),
-// q = E2M1(x·(S / d_b)), value q·(d_b / S), S / d_b and d_b / S once per
-// block, every product and quotient correctly rounded in f32, the value's
-// product exact and rounded once.
+// quantize_blocks: a block's values spread over invocations, its amax by a
+// workgroup reduction: `groups` blocks per workgroup (WG / the block's
+// values, at least 1: 16 of NVFP4's, 8 of MX's, 2 of the blockwise FP8's
+// 1-D blocks, one 16×16 or 128×128 tile), `lanes` invocations each,
+// invocation `lane` taking values lane, lane + lanes, …: along a row and in
+// a tile neighbouring lanes read neighbouring words; down a column the
+// blocks are the neighbours (block_at numbers them across the columns), so
+// there the block varies fastest. Blocks along a row, down a column or
+// square (block_at), a part's last block shorter (its scale from the values
+// it has). MX (B = 32) and the blockwise FP8 (B = 128, or 128×128): X = 2^k
+// from the block's amax (mx_scale_exp, rounded up for MX ceil and
+// blockwise), each value round(x / X)·X. NVFP4 (B = 16, or 16×16): d_b =
+// E4M3((amax_b / 6)·S), q = E2M1(x·(S / d_b)), value q·(d_b / S), S / d_b and
+// d_b / S once per block, every product and quotient correctly rounded in
+// f32, the value's product exact and rounded once. Each block's own counts
+// (scales saturated or underflowed) are its first lane's.
+var<workgroup> qb_amax: array<atomic<u32>, 16>;      // WG / the smallest block
+var<workgroup> qb_nonfinite: array<atomic<u32>, 16>;
+
 @compute @workgroup_size(WG)
 fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                    @builtin(local_invocation_index) lidx: u32) {
-    let b = flat_id(wid, nwg, lidx);
     let f = element_format(qp.element);
     let nvfp4 = qp.scaling == SCALING_NVFP4;
     var side = MX_BLOCK;
@@ -201,38 +210,60 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
         case SCALING_BLOCKWISE: { side = BLOCKWISE_BLOCK; }
         default: {}
     }
+    let values = select(side, side * side, qp.blocks == BLOCKS_SQUARE);
+    let groups = max(1u, WG / values);
+    let lanes = WG / groups;
+    let down = qp.blocks == BLOCKS_COLUMNS;
+    let g = select(lidx / lanes, lidx % groups, down);
+    let lane = select(lidx % lanes, lidx / groups, down);
+    let b = flat_group(wid, nwg) * groups + g;
+    let live = b < qp.count;
     let sr = qp.stochastic == 1u;
-    var c = vec4<u32>(0u);
-    if (b < qp.count) {
-        let block = block_at(qp.blocks, side, b, qp.n / qp.cols, qp.cols, qp.parts);
+    if (lidx < groups) {
+        atomicStore(&qb_amax[lidx], 0u);
+        atomicStore(&qb_nonfinite[lidx], 0u);
+    }
+    workgroupBarrier();
+    var block = Block(0u, 0u, 1u);
+    if (live) {
+        block = block_at(qp.blocks, side, b, qp.n / qp.cols, qp.cols, qp.parts);
         var amax = 0u;
         var finite = true;
-        for (var j = 0u; j < block.len; j++) {
+        for (var j = lane; j < block.len; j += lanes) {
             let x = qx[block_index(qp.blocks, qp.cols, block, j)];
             finite = finite && is_finite(x);
             amax = max(amax, bitcast<u32>(x) & 0x7fffffffu);
         }
+        atomicMax(&qb_amax[g], amax);
+        if (!finite) { atomicStore(&qb_nonfinite[g], 1u); }
+    }
+    workgroupBarrier();
+    var c = vec4<u32>(0u);
+    if (live) {
+        let amax = atomicLoad(&qb_amax[g]);
+        let finite = atomicLoad(&qb_nonfinite[g]) == 0u;
+        let first = select(0u, 1u, lane == 0u);
         let amax_t = atomicLoad(&stats[4]);
         if (!finite) {
-            c[2] = 1u;
-            for (var j = 0u; j < block.len; j++) {
+            c[2] = first;
+            for (var j = lane; j < block.len; j += lanes) {
                 let i = block_index(qp.blocks, qp.cols, block, j);
                 let x = qx[i];
                 c[0] += select(0u, 1u, !is_finite(x) && !is_nan(x));
                 qy[i] = bitcast<f32>(0x7fc00000u | (bitcast<u32>(x) & SIGN_BIT));
             }
         } else if (amax == 0u || (nvfp4 && amax_t == 0u)) {
-            for (var j = 0u; j < block.len; j++) {
+            for (var j = lane; j < block.len; j += lanes) {
                 let i = block_index(qp.blocks, qp.cols, block, j);
                 qy[i] = qx[i];  // ±0
             }
         } else if (!nvfp4) {
             let ceil = qp.scaling == SCALING_MX_CEIL || qp.scaling == SCALING_BLOCKWISE;
             let raw = mx_scale_exp(bitcast<f32>(amax), f, ceil);
-            c[3] = select(0u, 1u, raw < -127);
-            c[2] = select(0u, 1u, raw > 127);
+            c[3] = select(0u, first, raw < -127);
+            c[2] = select(0u, first, raw > 127);
             let k = clamp(raw, -127, 127);
-            for (var j = 0u; j < block.len; j++) {
+            for (var j = lane; j < block.len; j += lanes) {
                 let i = block_index(qp.blocks, qp.cols, block, j);
                 let x = qx[i];
                 let q = quantize_scaled(x, f, k, sr, element_random(i));
@@ -248,8 +279,8 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
                 d = round_format(div_rne(u, 6.0) * ts.s_n, FMT_E4M3);
             }
             if (d == 0.0) {
-                c[3] = 1u;
-                for (var j = 0u; j < block.len; j++) {
+                c[3] = first;
+                for (var j = lane; j < block.len; j += lanes) {
                     let i = block_index(qp.blocks, qp.cols, block, j);
                     let x = qx[i];
                     qy[i] = bitcast<f32>(bitcast<u32>(x) & SIGN_BIT);
@@ -257,8 +288,8 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
                 }
             } else {
                 let up = div_rne(ts.s_n, d);    // S / d_b, times 2^j
-                let down = split(div_rne(d, ts.s_n));  // d_b / S, over 2^j
-                for (var j = 0u; j < block.len; j++) {
+                let down_scale = split(div_rne(d, ts.s_n));  // d_b / S, over 2^j
+                for (var j = lane; j < block.len; j += lanes) {
                     let i = block_index(qp.blocks, qp.cols, block, j);
                     let x = qx[i];
                     let xn = unscale(x, ts.j);
@@ -268,8 +299,8 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
                         // q·(d_b / S): q has man + 1 significant bits, the product
                         // man + 25 at most: exact, then rounded once to f32
                         let sq = split(q.value);
-                        let prod = (sq.sig >> (23u - f.man)) * down.sig;
-                        let e0 = sq.e - i32(f.man) + down.e - 23 + ts.j;
+                        let prod = (sq.sig >> (23u - f.man)) * down_scale.sig;
+                        let e0 = sq.e - i32(f.man) + down_scale.e - 23 + ts.j;
                         bits = round_magnitude(prod, e0, FMT_F32, 0, false, 0u).bits;
                     }
                     let y = bitcast<f32>(bits | (bitcast<u32>(x) & SIGN_BIT));

@@ -1,7 +1,8 @@
 // The adapter card: the adapter, its features and limits, and what they
-// mean — and whether amp-f16's products run on the browser's matrix units
-// (the worker's device asks for Dawn's subgroup matrices where Chrome
-// offers them: www/matrix-units-patch.js), or how to turn them on.
+// mean — and whether the recipe's products run on the browser's matrix
+// units (the worker's device asks for Dawn's subgroup matrices where Chrome
+// offers them: www/matrix-units-patch.js), or how to turn them on, and
+// where the last step's products ran.
 
 import { $, bytes } from './dom.js';
 
@@ -37,6 +38,20 @@ function showMatrixUnits(units) {
     : `not in use (${units ?? 'not asked for'}). Chrome offers them to pages behind --enable-unsafe-webgpu `
       + '(Dawn\'s chromium-experimental-subgroup-matrix); on NVIDIA under Linux also '
       + '--enable-dawn-features=vulkan_enable_f16_on_nvidia, since Dawn turns shader-f16 off there';
+}
+
+/// Where the last step's products ran (a step's `products_on_units`, with
+/// matrix units): on the units, or on the scalar GEMMs because a value
+/// was not exact in f16; the rest never reach the units.
+export function showProductsOnUnits(counts) {
+  const dd = $('adapter-products-on-units');
+  dd.hidden = dd.previousElementSibling.hidden = false;
+  dd.dataset.onUnits = String(counts.on_units);
+  const back = counts.not_exact === 0
+    ? 'none sent back'
+    : `${counts.not_exact} sent to the scalar GEMMs (${counts.values_not_exact} values f16 cannot hold)`;
+  dd.textContent = `${counts.on_units} of the last step's products on the units, ${back}; `
+    + 'shapes off the tiles, products with an f32 operand and layers kept wide run on the scalar GEMMs';
 }
 
 export function renderAdapterError(error) {

@@ -9,6 +9,7 @@
 import { $, num, count, attempt, intValue, showError, clearError } from './dom.js';
 import { state, subscribe, update, busy, runMode, phase, setProgress, startProgress } from './state.js';
 import * as charts from './charts.js';
+import { showProductsOnUnits } from './adapter-card.js';
 import * as runs from './runs.js';
 import { taskLabel } from './tasks.js';
 import { resetExamples, showExamples } from './task-examples.js';
@@ -135,6 +136,7 @@ export function record(stats, submittedNow = null) {
     $('stat-lr').textContent = num(last.lr);
     $('stat-tps').textContent = count(last.tokens_per_s);
     showCounts(last, state.run?.config.precision);
+    if (last.products_on_units) showProductsOnUnits(last.products_on_units);
     runs.progress(last.step, last.loss);
   }
   showStep();

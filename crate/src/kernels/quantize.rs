@@ -7,7 +7,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::error::{Error, Result};
-use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_kernels};
+use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, WG, build_kernels};
 use crate::ops::formats::{Blocks, Counts, HADAMARD_BLOCK, Quantization, Scaling, Stream};
 use crate::shaders::QUANTIZE;
 
@@ -169,8 +169,8 @@ impl Quantize {
                 self.cast.dispatch(gpu, op, &binds, gpu.grid_1d(op, n)?)?
             }
             _ => {
-                let blocks = gpu.grid_1d(op, count)?;
-                self.blocks.dispatch(gpu, op, &binds, blocks)?
+                let groups = gpu.grid_groups(op, count.div_ceil(blocks_per_workgroup(q)))?;
+                self.blocks.dispatch(gpu, op, &binds, groups)?
             }
         });
         Ok(d)
@@ -301,4 +301,15 @@ pub fn quantization_error(x: &[f32], y: &[f32]) -> QuantError {
             (diff2 / norm2).sqrt()
         },
     }
+}
+
+/// Blocks `quantize_blocks` gives one workgroup: WG over a block's values,
+/// at least one (as 14_quantize.wgsl computes it).
+fn blocks_per_workgroup(q: &Quantization) -> u64 {
+    let side = q.format.block() as u64;
+    let values = match q.blocks {
+        Blocks::Square => side * side,
+        Blocks::Rows | Blocks::Columns => side,
+    };
+    (WG as u64 / values).max(1)
 }

@@ -166,12 +166,12 @@ pub mod cli {
         /// The recipe's products on matrix units, wherever their operands
         /// are f16 values times a scale (every recipe but fp32, f16 and the
         /// sf16s; a product with a value f16 cannot hold runs on the scalar
-        /// GEMM, counted in `products_on_units`): `auto` on the adapter's
-        /// cooperative matrices where it offers them (wgpu's experimental
-        /// feature), `emulated` in plain code on any adapter with
-        /// shader-f16 (to check the path), `off` (default) on the scalar
-        /// GEMMs.
-        #[arg(long, value_parser = ["off", "auto", "emulated"], default_value = "off")]
+        /// GEMM, counted in `products_on_units`): `auto` (default) on the
+        /// adapter's cooperative matrices where it offers them (wgpu's
+        /// experimental feature) and the tuner timed them faster, `emulated`
+        /// in plain code on any adapter with shader-f16 (to check the path),
+        /// `off` on the scalar GEMMs.
+        #[arg(long, value_parser = ["off", "auto", "emulated"], default_value = "auto")]
         matrix_units: String,
     }
 
