@@ -10,7 +10,7 @@
 # at the seed's shapes beside the tuned fp32 GEMM (bench --what coop); then
 # amp-f16, mxfp8 and nvfp4 trained 30 tiny steps with the units off and
 # on: the summary's loss gap says whether the units compute the scalar
-# path's products.
+# path's products, its products_on_units how many ran there.
 
 source "$(dirname "$0")/gpu-common.sh"
 gpu_binary
@@ -41,6 +41,9 @@ for p in ("amp-f16", "mxfp8", "nvfp4"):
     if runs["off"] and runs["auto"]:
         gaps = [abs(a - b) / b for a, b in zip(runs["auto"], runs["off"])]
         print(f"{p} tiny: relative loss gap, units against scalar: first step {gaps[0]:.2e}, largest {max(gaps):.2e}")
+        lines = [json.loads(l) for l in open(f"{sys.argv[1]}/units-tiny-{p}-auto.jsonl") if l.startswith("{")]
+        where = [l["summary"].get("products_on_units") for l in lines if "summary" in l]
+        print(f"{p} tiny: the last step's products on the units: {where[0] if where else None}")
     else:
         print(f"{p} tiny: no loss gap (a run is missing)")
 PY

@@ -26,6 +26,7 @@ struct QuantizeParams {
     tensor: u32,
     parts: vec2<u32>, // where blocks start afresh along them (part_block)
     count: u32,       // blocks (ops::formats::Blocks::count)
+    lanes: u32,       // quantize_blocks' invocations per block (kernels::quantize::Spread)
 }
 
 @group(0) @binding(0) var<uniform> qp: QuantizeParams;
@@ -180,11 +181,13 @@ fn unscale(x: f32, j: i32) -> f32 {
     return bitcast<f32>(f32_bits(s.sig, s.e - j - 23));
 }
 
-// quantize_blocks: a block's values spread over invocations, its amax by a
-// workgroup reduction: `groups` blocks per workgroup (WG / the block's
-// values, at least 1: 16 of NVFP4's, 8 of MX's, 2 of the blockwise FP8's
-// 1-D blocks, one 16×16 or 128×128 tile), `lanes` invocations each,
-// invocation `lane` taking values lane, lane + lanes, …: along a row and in
+// quantize_blocks: a block's values spread over `lanes` invocations, its
+// amax by a workgroup reduction, WG / lanes blocks per workgroup. On a GPU
+// a lane per value (at most WG: 16 of NVFP4's 1-D blocks to a workgroup,
+// 8 of MX's, 2 of the blockwise FP8's, one 16×16 or 128×128 tile); on a
+// CPU adapter one lane per block, where an invocation's loop is cheap and
+// a workgroup's barriers and atomics are not (kernels::quantize::Spread).
+// Invocation `lane` takes values lane, lane + lanes, …: along a row and in
 // a tile neighbouring lanes read neighbouring words; down a column the
 // blocks are the neighbours (block_at numbers them across the columns), so
 // there the block varies fastest. Blocks along a row, down a column or
@@ -196,8 +199,8 @@ fn unscale(x: f32, j: i32) -> f32 {
 // d_b / S once per block, every product and quotient correctly rounded in
 // f32, the value's product exact and rounded once. Each block's own counts
 // (scales saturated or underflowed) are its first lane's.
-var<workgroup> qb_amax: array<atomic<u32>, 16>;      // WG / the smallest block
-var<workgroup> qb_nonfinite: array<atomic<u32>, 16>;
+var<workgroup> qb_amax: array<atomic<u32>, WG>;  // per block of the workgroup
+var<workgroup> qb_nonfinite: array<atomic<u32>, WG>;
 
 @compute @workgroup_size(WG)
 fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -210,9 +213,8 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
         case SCALING_BLOCKWISE: { side = BLOCKWISE_BLOCK; }
         default: {}
     }
-    let values = select(side, side * side, qp.blocks == BLOCKS_SQUARE);
-    let groups = max(1u, WG / values);
-    let lanes = WG / groups;
+    let lanes = qp.lanes;
+    let groups = WG / lanes;
     let down = qp.blocks == BLOCKS_COLUMNS;
     let g = select(lidx / lanes, lidx % groups, down);
     let lane = select(lidx % lanes, lidx / groups, down);

@@ -29,7 +29,7 @@ struct Params {
     tensor: u32,
     parts: [u32; 2],
     count: u32,
-    _pad: u32,
+    lanes: u32,
 }
 
 const SLOTS: &[Slot] = &[
@@ -72,6 +72,7 @@ pub struct Quantize {
     amax: Kernel,
     blocks: Kernel,
     hadamard: Kernel,
+    spread: Spread,
 }
 
 impl Quantize {
@@ -84,7 +85,14 @@ impl Quantize {
             amax,
             blocks,
             hadamard,
+            spread: Spread::for_adapter(gpu),
         })
+    }
+
+    /// Blocks spread as `spread` says, not as the adapter's kind chose
+    /// (the tests run both on every adapter).
+    pub fn with_spread(self, spread: Spread) -> Self {
+        Quantize { spread, ..self }
     }
 
     /// `y = q(x)` for a `[rows, cols]` tensor, its blocks cut at
@@ -146,7 +154,7 @@ impl Quantize {
                 tensor: s.map_or(0, |s| s.tensor),
                 parts: q.parts,
                 count: count as u32,
-                _pad: 0,
+                lanes: self.spread.lanes(q),
             },
         );
         let binds = [
@@ -169,7 +177,8 @@ impl Quantize {
                 self.cast.dispatch(gpu, op, &binds, gpu.grid_1d(op, n)?)?
             }
             _ => {
-                let groups = gpu.grid_groups(op, count.div_ceil(blocks_per_workgroup(q)))?;
+                let per_workgroup = (WG / self.spread.lanes(q)) as u64;
+                let groups = gpu.grid_groups(op, count.div_ceil(per_workgroup))?;
                 self.blocks.dispatch(gpu, op, &binds, groups)?
             }
         });
@@ -303,13 +312,38 @@ pub fn quantization_error(x: &[f32], y: &[f32]) -> QuantError {
     }
 }
 
-/// Blocks `quantize_blocks` gives one workgroup: WG over a block's values,
-/// at least one (as 14_quantize.wgsl computes it).
-fn blocks_per_workgroup(q: &Quantization) -> u64 {
-    let side = q.format.block() as u64;
-    let values = match q.blocks {
-        Blocks::Square => side * side,
-        Blocks::Rows | Blocks::Columns => side,
-    };
-    (WG as u64 / values).max(1)
+/// How `quantize_blocks` spreads a block over invocations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spread {
+    /// One invocation per block, looping over its values: on CPU adapters
+    /// (lavapipe, SwiftShader), where a workgroup's barriers and atomics
+    /// cost more than the loop (5× on lavapipe's tiny steps).
+    Block,
+    /// An invocation per value (up to WG per block), the block's amax a
+    /// workgroup reduction: on GPUs, which read a block's words together.
+    Values,
+}
+
+impl Spread {
+    pub const ALL: [Spread; 2] = [Spread::Block, Spread::Values];
+
+    pub fn for_adapter(gpu: &Gpu) -> Spread {
+        match gpu.is_software() {
+            true => Spread::Block,
+            false => Spread::Values,
+        }
+    }
+
+    /// Invocations per block of `q` (dividing WG).
+    fn lanes(self, q: &Quantization) -> u32 {
+        let side = q.format.block() as u32;
+        let values = match q.blocks {
+            Blocks::Square => side * side,
+            Blocks::Rows | Blocks::Columns => side,
+        };
+        match self {
+            Spread::Block => 1,
+            Spread::Values => values.min(WG),
+        }
+    }
 }

@@ -6,6 +6,7 @@ use rand::Rng;
 use webtrain::gpu::BufferRange;
 use webtrain::kernels::Quantize;
 use webtrain::kernels::quantize::STATS_WORDS;
+use webtrain::kernels::quantize::Spread;
 use webtrain::ops::formats::{Blocks, Counts, Element, Format, Quantization, Scaling, Stream};
 use webtrain::reference::formats as twin;
 use webtrain::{Gpu, Result};
@@ -85,7 +86,14 @@ pub async fn formats_match_reference(gpu: &Gpu) -> Result<()> {
 /// with ±Inf or NaN, below E8M0's range, of f32 subnormals, and random
 /// over many binades; NVFP4 in 1×16 and 16×16 blocks, and a zero tensor.
 pub async fn blocks_match_reference(gpu: &Gpu) -> Result<()> {
-    let k = Quantize::new(gpu).await?;
+    // both ways of spreading a block over invocations, whichever the adapter takes
+    for spread in Spread::ALL {
+        blocks_match_reference_spread(gpu, Quantize::new(gpu).await?.with_spread(spread)).await?;
+    }
+    Ok(())
+}
+
+async fn blocks_match_reference_spread(gpu: &Gpu, k: Quantize) -> Result<()> {
     let mut r = rng(31);
     let cols = 64;
     let mut rows: Vec<Vec<f32>> = vec![
@@ -158,7 +166,21 @@ pub async fn blocks_match_reference(gpu: &Gpu) -> Result<()> {
 /// standard deviation step·√(p(1−p)) ≤ step / 2, so the mean of n
 /// independent draws is within 5·step / (2√n) but for a 6·10^-7 chance.
 pub async fn stochastic_rounding_matches_reference_and_is_unbiased(gpu: &Gpu) -> Result<()> {
-    let k = Quantize::new(gpu).await?;
+    // both ways of spreading a block over invocations, whichever the adapter takes
+    for spread in Spread::ALL {
+        stochastic_rounding_matches_reference_and_is_unbiased_spread(
+            gpu,
+            Quantize::new(gpu).await?.with_spread(spread),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+async fn stochastic_rounding_matches_reference_and_is_unbiased_spread(
+    gpu: &Gpu,
+    k: Quantize,
+) -> Result<()> {
     let n = 4096;
     let values = [2.3f32, -0.7, 5.9, 0.1, 1.0 / 3.0, 200.0, 1e-3];
     let x: Vec<f32> = values.iter().flat_map(|&v| vec![v; n]).collect();
@@ -293,7 +315,15 @@ fn awkward_matrix(rows: usize, cols: usize, seed: u64) -> Vec<f32> {
 /// stochastic, on a matrix of awkward width (invocations across
 /// workgroups).
 pub async fn quantize_columns_match_reference(gpu: &Gpu) -> Result<()> {
-    let k = Quantize::new(gpu).await?;
+    // both ways of spreading a block over invocations, whichever the adapter takes
+    for spread in Spread::ALL {
+        quantize_columns_match_reference_spread(gpu, Quantize::new(gpu).await?.with_spread(spread))
+            .await?;
+    }
+    Ok(())
+}
+
+async fn quantize_columns_match_reference_spread(gpu: &Gpu, k: Quantize) -> Result<()> {
     let (rows, cols) = (96, 301);
     let x = awkward_matrix(rows, cols, 51);
     let stream = Stream {
@@ -322,7 +352,21 @@ pub async fn quantize_columns_match_reference(gpu: &Gpu) -> Result<()> {
 /// 16s; square blocks of 40 rows, or cut elsewhere, refused; the blockwise
 /// FP8's 128×128 blocks cut short at edges and parts.
 pub async fn quantize_partial_blocks_and_parts_match_reference(gpu: &Gpu) -> Result<()> {
-    let k = Quantize::new(gpu).await?;
+    // both ways of spreading a block over invocations, whichever the adapter takes
+    for spread in Spread::ALL {
+        quantize_partial_blocks_and_parts_match_reference_spread(
+            gpu,
+            Quantize::new(gpu).await?.with_spread(spread),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+async fn quantize_partial_blocks_and_parts_match_reference_spread(
+    gpu: &Gpu,
+    k: Quantize,
+) -> Result<()> {
     let mut r = rng(91);
     let mut shapes = vec![
         (67, 352, Blocks::Rows, [176, 352]), // gate|up's dY: 176 = 5·32 + 16, twice
