@@ -221,29 +221,33 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     let b = flat_group(wid, nwg) * groups + g;
     let live = b < qp.count;
     let sr = qp.stochastic == 1u;
-    if (lidx < groups) {
-        atomicStore(&qb_amax[lidx], 0u);
-        atomicStore(&qb_nonfinite[lidx], 0u);
-    }
-    workgroupBarrier();
     var block = Block(0u, 0u, 1u);
+    var amax = 0u;
+    var finite = true;
     if (live) {
         block = block_at(qp.blocks, side, b, qp.n / qp.cols, qp.cols, qp.parts);
-        var amax = 0u;
-        var finite = true;
         for (var j = lane; j < block.len; j += lanes) {
             let x = qx[block_index(qp.blocks, qp.cols, block, j)];
             finite = finite && is_finite(x);
             amax = max(amax, bitcast<u32>(x) & 0x7fffffffu);
         }
-        atomicMax(&qb_amax[g], amax);
-        if (!finite) { atomicStore(&qb_nonfinite[g], 1u); }
     }
-    workgroupBarrier();
+    if (lanes > 1u) {  // uniform: the block's amax over its lanes
+        if (lidx < groups) {
+            atomicStore(&qb_amax[lidx], 0u);
+            atomicStore(&qb_nonfinite[lidx], 0u);
+        }
+        workgroupBarrier();
+        if (live) {
+            atomicMax(&qb_amax[g], amax);
+            if (!finite) { atomicStore(&qb_nonfinite[g], 1u); }
+        }
+        workgroupBarrier();
+        amax = atomicLoad(&qb_amax[g]);
+        finite = atomicLoad(&qb_nonfinite[g]) == 0u;
+    }
     var c = vec4<u32>(0u);
     if (live) {
-        let amax = atomicLoad(&qb_amax[g]);
-        let finite = atomicLoad(&qb_nonfinite[g]) == 0u;
         let first = select(0u, 1u, lane == 0u);
         let amax_t = atomicLoad(&stats[4]);
         if (!finite) {

@@ -244,7 +244,7 @@ async fn time_units(gpu: &Gpu, keys: &[GemmKey]) -> Result<Vec<(GemmKey, f64)>> 
     let units = Units::new(gpu, u, &units::f16_products()).await?;
     let mut times = Vec::new();
     for key in keys {
-        let ops = TimedOperands::new(gpu, key)?;
+        let ops = TimedOperands::f16_values(gpu, key)?;
         let (a, b, c) = ((&ops.a).into(), (&ops.b).into(), (&ops.c).into());
         let mut d = Vec::new();
         let shape = (key.m, key.n, key.k);
@@ -315,9 +315,22 @@ pub struct TimedOperands {
 
 impl TimedOperands {
     pub fn new(gpu: &Gpu, key: GemmKey) -> Result<TimedOperands> {
+        Self::drawn(gpu, key, |x| x)
+    }
+
+    /// The same draws rounded to f16 values (in f32): what matrix units
+    /// multiply, so that their gate runs the product there.
+    fn f16_values(gpu: &Gpu, key: GemmKey) -> Result<TimedOperands> {
+        Self::drawn(gpu, key, |x| f16::from_f32(x).to_f32())
+    }
+
+    fn drawn(gpu: &Gpu, key: GemmKey, round: fn(f32) -> f32) -> Result<TimedOperands> {
         let (m, n, k) = (key.m as u64, key.n as u64, key.k as u64);
         // random (crate::rng::uniform), in [1, 2)
-        let random = |len: u64| uniform(&mut SplitMix64(len), len as usize, 1.0, 2.0);
+        let random = |len: u64| -> Vec<f32> {
+            let v = uniform(&mut SplitMix64(len), len as usize, 1.0, 2.0);
+            v.into_iter().map(round).collect()
+        };
         let b = match key.b {
             BStorage::F32 => gpu.upload("b", &random(k * n))?,
             // the same draws as f16, two to a word
