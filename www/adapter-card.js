@@ -40,18 +40,24 @@ function showMatrixUnits(units) {
       + '--enable-dawn-features=vulkan_enable_f16_on_nvidia, since Dawn turns shader-f16 off there';
 }
 
-/// Where the last step's products ran (a step's `products_on_units`, with
-/// matrix units): on the units, or on the scalar GEMMs because a value
-/// was not exact in f16; the rest never reach the units.
+/// Where the last step's products ran (a step's `products_on_units`): on
+/// the units, sent back to the scalar GEMMs by their gate because a value
+/// was not exact in f16, or on the scalar GEMMs without reaching it, and why.
 export function showProductsOnUnits(counts) {
   const dd = $('adapter-products-on-units');
   dd.hidden = dd.previousElementSibling.hidden = false;
   dd.dataset.onUnits = String(counts.on_units);
-  const back = counts.not_exact === 0
-    ? 'none sent back'
-    : `${counts.not_exact} sent to the scalar GEMMs (${counts.values_not_exact} values f16 cannot hold)`;
-  dd.textContent = `${counts.on_units} of the last step's products on the units, ${back}; `
-    + 'shapes off the tiles, products with an f32 operand and layers kept wide run on the scalar GEMMs';
+  const scalar = [
+    [counts.not_exact, `sent back by the gate (${counts.values_not_exact} values f16 cannot hold)`],
+    [counts.operand, 'with an operand that is not f16 values times a scale (f32, a layer kept wide)'],
+    [counts.no_units, 'with no matrix units in use'],
+    [counts.shape, 'in shapes off the tiles'],
+    [counts.slower, 'timed faster on the scalar GEMMs'],
+  ].filter(([n]) => n > 0).map(([n, why]) => `${n} ${why}`);
+  const total = counts.on_units + counts.not_exact + counts.operand + counts.no_units
+    + counts.shape + counts.slower;
+  dd.textContent = `${counts.on_units} of the last step's ${total} products on the units`
+    + (scalar.length ? `; on the scalar GEMMs: ${scalar.join(', ')}` : '');
 }
 
 export function renderAdapterError(error) {

@@ -44,6 +44,9 @@ describe('training: a training session', () => {
     assert.ok(await page.locator('#chart-loss canvas').count() >= 1);
     assert.match(await page.locator('#stat-mode').textContent(), /fp32 \/ fp32 state/);
     assert.equal(await page.locator('#stat-skipped').getAttribute('data-count'), '0');
+    // fp32's products are f32 values: every one on the scalar GEMMs, and why
+    assert.match(await page.locator('#adapter-products-on-units').textContent(),
+      /^0 of the last step's (\d+) products on the units; on the scalar GEMMs: \1 with an operand that is not f16 values/);
     await shot('train');
   });
 

@@ -108,6 +108,25 @@ impl MatrixUnits {
     }
 }
 
+/// Where one of a step's matrix products runs, and why (`Dispatch::route`,
+/// set on its scalar GEMM's dispatch): counted per step beside the gate's
+/// own counts (`UnitCounts`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// Through the units' gate: on the units, or on the scalar GEMM where
+    /// a value is not exact (the gate counts which).
+    Gated,
+    /// Scalar: an operand is not f16 values times a scale (f32, a layer
+    /// kept wide, the f16 and sf16 modes' storage).
+    Operand,
+    /// Scalar: no matrix units (the adapter offers none, or they are off).
+    NoUnits,
+    /// Scalar: the shape is not a multiple of the units' tiles.
+    Shape,
+    /// Scalar: the tuner timed the scalar GEMM faster at this shape.
+    Slower,
+}
+
 /// One configuration as a line: `16x16x16 A,B f16 C f32 (saturating)`.
 pub fn describe(c: &wgpu::CooperativeMatrixProperties) -> String {
     format!(

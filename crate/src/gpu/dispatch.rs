@@ -5,6 +5,7 @@
 //! index with `flat_id` (00_common.wgsl) and bounds-check the surplus.
 
 use super::Gpu;
+use super::coop::Route;
 use crate::error::{Error, Result};
 
 /// Invocations per workgroup of the 1-D kernels: `WG` in 00_common.wgsl.
@@ -105,6 +106,8 @@ pub struct Dispatch {
     /// Where a kernel recorded before writes the workgroup counts this one
     /// runs with (`grid` or none at all: `units_gate`'s choice), if so.
     pub(super) indirect: Option<(wgpu::Buffer, u64)>,
+    /// A matrix product's route, on its scalar GEMM's dispatch.
+    pub route: Option<Route>,
 }
 
 impl Dispatch {
@@ -122,6 +125,14 @@ impl Dispatch {
     pub fn indirect(self, buffer: &wgpu::Buffer, offset: u64) -> Dispatch {
         Dispatch {
             indirect: Some((buffer.clone(), offset)),
+            ..self
+        }
+    }
+
+    /// This dispatch as the scalar GEMM of a product that takes `route`.
+    pub fn routed(self, route: Route) -> Dispatch {
+        Dispatch {
+            route: Some(route),
             ..self
         }
     }

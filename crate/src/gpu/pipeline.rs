@@ -314,6 +314,7 @@ impl Kernel {
             bind_group,
             grid,
             indirect: None,
+            route: None,
         })
     }
 }

@@ -328,7 +328,10 @@ impl Recipe {
     /// A recipe from JSON: a named recipe's name (a JSON string) or a
     /// recipe's parts (an object).
     pub fn from_json(text: &str) -> Result<Recipe> {
-        serde_json::from_str(text).map_err(|e| Error::Unsupported(format!("recipe: {e}")))
+        let value: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| Error::Unsupported(format!("recipe: not JSON: {e}")))?;
+        // its errors say "recipe" already
+        Recipe::deserialize(value).map_err(|e| Error::Unsupported(e.to_string()))
     }
 
     pub fn name(&self) -> &str {
@@ -625,10 +628,31 @@ mod tests {
             ),
             (r#"{"name": "x", "version": 2}"#, "newer than this build's"),
             (r#"{"name": "x", "speed": "fast"}"#, "unknown field `speed`"),
+            // every part refuses a field it does not know (a misspelt `init`)
+            (
+                r#"{"name": "x", "lossScaling": {"initial": 1e39}}"#,
+                "unknown field `initial`, expected one of `init`",
+            ),
+            (
+                r#"{"name": "x", "forward": {"bogus": 5}}"#,
+                "unknown field `bogus`",
+            ),
+            (r#"{"name": "x", "dgrad": {"x": {}}}"#, "unknown field `x`"),
+            (
+                r#"{"name": "x", "wgrad": {"dy": {"format": "e4m3", "bogus": 5}}}"#,
+                "unknown field `bogus`",
+            ),
+            (
+                r#"{"name": "x", "wide": {"bogus": 5}}"#,
+                "unknown field `bogus`",
+            ),
         ];
         for (json, why) in cases {
             let e = refusal(json);
-            assert!(e.contains(why), "{json}: {e}");
+            assert!(
+                e.contains(why) && !e.contains("recipe: recipe"),
+                "{json}: {e}"
+            );
         }
     }
 

@@ -18,7 +18,7 @@ pub const MAX_SCALE: f32 = 8.507059e37; // 2^126
 
 /// The settings, GradScaler's names and defaults.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct LossScaling {
     /// The first step's scale.
     pub init: f32,

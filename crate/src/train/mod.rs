@@ -74,10 +74,9 @@ pub struct StepStats {
     /// step's counts per product and operand.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub operands: Option<OperandCounts>,
-    /// With matrix units: this step's products on them, and those the
-    /// gate sent to the scalar GEMMs because a value was not exact.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub products_on_units: Option<UnitCounts>,
+    /// Where this step's products ran: on the matrix units, sent back by
+    /// their gate, or on the scalar GEMMs and why.
+    pub products_on_units: UnitCounts,
 }
 
 /// The run seed's 32 bits that seed a recipe's random draws.
@@ -101,6 +100,8 @@ pub struct Trainer {
     /// steps were collected (seconds): the tokens/s window.
     first_submitted: Option<f64>,
     collected_at: std::collections::VecDeque<f64>,
+    /// The step's products that do not reach the units' gate, by reason.
+    routes: UnitCounts,
 }
 
 impl Trainer {
@@ -142,6 +143,7 @@ impl Trainer {
             model.scale_loss(gpu, &k, &s.state)?;
         }
         let optimizer = Optimizer::new(gpu, &k, &model, config.optim, scaler.as_ref())?;
+        let routes = UnitCounts::of_routes(model.pass(Pass::Train).iter().filter_map(|d| d.route));
         Ok(Trainer {
             gpu: gpu.clone(),
             k,
@@ -154,6 +156,7 @@ impl Trainer {
             skipped: 0,
             first_submitted: None,
             collected_at: Default::default(),
+            routes,
         })
     }
 
@@ -403,8 +406,7 @@ impl Trainer {
                 .then(|| Clamped::from_counters(&r.clamped)),
             operands: (self.config.precision.products().counts_operands())
                 .then(|| OperandCounts::from_words(&r.operands)),
-            products_on_units: (self.k.linear.matrix_units().is_some())
-                .then(|| UnitCounts::from_words(&r.units)),
+            products_on_units: self.routes.with_gate(&r.units),
             tokens_per_s: if since > 0.0 {
                 steps as f64 * tokens / since
             } else {

@@ -5,6 +5,7 @@
 
 use half::f16;
 use rand::Rng;
+use webtrain::gpu::coop::Route;
 use webtrain::kernels::linear::units::UnitCounts;
 use webtrain::kernels::linear::{Layout, MatrixUnits, TileVariant};
 use webtrain::kernels::{Linear, LinearShape, Output, Weights};
@@ -666,6 +667,7 @@ pub async fn units_fall_back_where_a_value_is_not_exact(gpu: &Gpu) -> Result<()>
                 on_units: 2,
                 not_exact: 1,
                 values_not_exact: d_in as u32,
+                ..UnitCounts::default()
             };
             assert_eq!(c, want, "the forward falls back, its row counted");
         }
@@ -873,10 +875,25 @@ async fn check_recipe_products(
         &transpose(&xq, d_in),
         rows,
     );
+    // dW's route, on its scalar GEMM's dispatch
+    let fits = s.rows.is_multiple_of(16);
+    let formatted = p
+        .wgrad
+        .iter()
+        .all(|o| matches!(o.format, OperandFormat::Format(_)));
+    let route = match (units, formatted) {
+        (_, false) => Route::Operand,
+        (None, true) => Route::NoUnits,
+        (Some(_), true) => [Route::Shape, Route::Gated][fits as usize],
+    };
+    assert_eq!(
+        d.iter().find_map(|d| d.route),
+        Some(route),
+        "{name}: dW's route"
+    );
     if units.is_some() {
         // forward, dX and dW: all on the units where the shape fits
         let c = unit_counts(gpu, &k).await?;
-        let fits = s.rows.is_multiple_of(16);
         let want = [0, 3][fits as usize];
         assert_eq!((c.on_units, c.not_exact), (want, 0), "{name}: {c:?}");
     }

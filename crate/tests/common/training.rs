@@ -7,6 +7,7 @@
 use webtrain::data::Batch;
 use webtrain::gpu::coop::MatrixUnits;
 use webtrain::kernels::AdamHyper;
+use webtrain::kernels::linear::units::UnitCounts;
 use webtrain::model::{BatchShape, ParamLayout, Recipe};
 use webtrain::ops::products::OperandCounts;
 use webtrain::optim::{LossScaling, OptimState};
@@ -673,13 +674,22 @@ async fn on_matrix_units(
     } else {
         assert_eq!(u, s, "{name}: the first step's counts");
     }
+    let off = scalar[0].products_on_units;
     for s in &stats {
-        let u = s.products_on_units.expect("a run on units counts them");
+        let u = s.products_on_units;
         assert!(
             u.on_units > 0 && u.not_exact == 0,
             "{name} step {}: {u:?}",
             s.step
         );
+        // without units, every product their operands suit counts as on
+        // none (tiny's head is off the tiles), the others as before
+        let without = UnitCounts {
+            no_units: u.on_units + u.not_exact + u.shape + u.slower,
+            operand: u.operand,
+            ..UnitCounts::default()
+        };
+        assert_eq!((u.no_units, off), (0, without), "{name}");
     }
     let gaps: Vec<f32> = stats
         .iter()

@@ -426,7 +426,7 @@ impl Summary<'_> {
             "preset": self.preset,
             "precision": t.config.precision.name(),
             "matrix_units": t.k.matrix_units_report(&t.gpu),
-            "products_on_units": last.and_then(|s| s.products_on_units),
+            "products_on_units": last.map(|s| s.products_on_units),
             "optimizer": t.config.optim.optimizer.name(),
             "optim_state": t.config.optim.state.name(),
             "steps": self.end,

@@ -19,6 +19,7 @@ pub use gemm::{BStorage, GemmKey, Layout, TileVariant};
 use super::Weights;
 use super::boundary::{SITE_NONE, SITE_PROJECTION};
 use crate::error::{Error, Result};
+use crate::gpu::coop::Route;
 use crate::gpu::{Bind, BufferRange, Dispatch, Gpu};
 use crate::ops::products::Products;
 use gemm::{Epilogue, GemmModule, Params};
@@ -178,14 +179,29 @@ impl Linear {
         self.units.as_ref().map(|u| u.units)
     }
 
-    /// The units where they serve `product` of shape `key`: its operands
-    /// are f16 values times a scale, its shape fits their tiles, and the
-    /// tuner timed them faster than the tile variants (or did not time it:
-    /// software adapters, no timestamps, emulated units).
-    fn units_for(&self, key: GemmKey, product: Product) -> Option<&Units> {
-        let u = self.units.as_ref()?;
-        let faster = self.unit_picks.get(&key).copied().unwrap_or(true);
-        (u.serves(product, (key.m, key.n, key.k)) && faster).then_some(u)
+    /// The units `product` of shape `key` runs on, or why it runs on the
+    /// scalar GEMM: the units take it where its operands are f16 values
+    /// times a scale (`operands`, the pre-passes' two), its shape fits their
+    /// tiles and the tuner timed them faster than the tile variants (or did
+    /// not time it: software adapters, no timestamps, emulated units).
+    fn route<T>(
+        &self,
+        key: GemmKey,
+        product: Product,
+        operands: Option<T>,
+    ) -> std::result::Result<(&Units, T), Route> {
+        let units = self.units.as_ref();
+        let operands = operands
+            .filter(|_| units.is_none_or(|u| u.takes(product)))
+            .ok_or(Route::Operand)?;
+        let u = units.ok_or(Route::NoUnits)?;
+        if !u.fits((key.m, key.n, key.k)) {
+            Err(Route::Shape)
+        } else if !self.unit_picks.get(&key).copied().unwrap_or(true) {
+            Err(Route::Slower)
+        } else {
+            Ok((u, operands))
+        }
     }
 
     /// Every product in `variant`, f32 operands (tests pin their variant this way).
@@ -368,9 +384,12 @@ impl Linear {
         let scalar = self.module(key)?.launch(gpu, op, epilogue, p, &binds)?;
         let mnk = (s.rows, s.d_out, s.d_in);
         let unit_key = GemmKey::new(Layout::Forward, BStorage::F32, s.rows, s.d_out, s.d_in);
-        match (self.units_for(unit_key, Product::Forward), unit_operands) {
-            (Some(u), Some(xw)) => u.forward(gpu, &mut d, xw, (out, Some(scalar)), mnk)?,
-            _ => d.push(scalar),
+        match self.route(unit_key, Product::Forward, unit_operands) {
+            Ok((u, xw)) => {
+                let scalar = Some(scalar.routed(Route::Gated));
+                u.forward(gpu, &mut d, xw, (out, scalar), mnk)?
+            }
+            Err(why) => d.push(scalar.routed(why)),
         }
         Ok(d)
     }
@@ -426,12 +445,13 @@ impl Linear {
         let scalar = self.module(key)?.launch(gpu, op, epilogue, p, &binds)?;
         let mnk = (s.rows, s.d_in, s.d_out);
         let unit_key = GemmKey::new(Layout::Dx, BStorage::F32, s.rows, s.d_in, s.d_out);
-        match (self.units_for(unit_key, Product::Dgrad), unit_operands) {
-            (Some(u), Some(dyw)) => {
+        match self.route(unit_key, Product::Dgrad, unit_operands) {
+            Ok((u, dyw)) => {
                 let accumulate = epilogue == Epilogue::Accumulate;
-                u.backward_input(gpu, &mut d, dyw, (dx, accumulate, Some(scalar)), mnk)?
+                let scalar = Some(scalar.routed(Route::Gated));
+                u.backward_input(gpu, &mut d, dyw, (dx, accumulate, scalar), mnk)?
             }
-            _ => d.push(scalar),
+            Err(why) => d.push(scalar.routed(why)),
         }
         Ok(d)
     }
@@ -474,9 +494,12 @@ impl Linear {
             .module(key)?
             .launch(gpu, op, Epilogue::Accumulate, p, &binds)?;
         let mnk = (s.d_out, s.d_in, s.rows);
-        match (self.units_for(key, Product::Wgrad), unit_operands) {
-            (Some(u), Some(dyx)) => u.backward_weight(gpu, &mut d, dyx, (dw, Some(scalar)), mnk)?,
-            _ => d.push(scalar),
+        match self.route(key, Product::Wgrad, unit_operands) {
+            Ok((u, dyx)) => {
+                let scalar = Some(scalar.routed(Route::Gated));
+                u.backward_weight(gpu, &mut d, dyx, (dw, scalar), mnk)?
+            }
+            Err(why) => d.push(scalar.routed(why)),
         }
         Ok(d)
     }

@@ -25,7 +25,7 @@ use super::Output;
 use super::gemm::{BStorage, GemmKey};
 use super::operands::Product;
 use crate::error::Result;
-use crate::gpu::coop::MatrixUnits;
+use crate::gpu::coop::{MatrixUnits, Route};
 use crate::gpu::{
     BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_variant_kernels, f16_bytes,
 };
@@ -113,22 +113,53 @@ pub fn serve(products: &Products) -> bool {
     multipliers(products).iter().any(Option::is_some)
 }
 
-/// A step's products gated onto the units: on them, on the scalar GEMM
-/// because a value was not exact, and the values that were not.
+/// Where a step's products ran: through the units' gate — on them, or on
+/// the scalar GEMM because a value was not exact (and the values that were
+/// not) — or on the scalar GEMMs without reaching it, by reason (`Route`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct UnitCounts {
     pub on_units: u32,
     pub not_exact: u32,
     pub values_not_exact: u32,
+    /// An operand not f16 values times a scale (f32, a layer kept wide).
+    pub operand: u32,
+    /// No units on the adapter, or `--matrix-units off`.
+    pub no_units: u32,
+    /// Not a multiple of the units' tiles.
+    pub shape: u32,
+    /// The tuner timed the scalar GEMM faster.
+    pub slower: u32,
 }
 
 impl UnitCounts {
+    /// The gate's counts alone (`Units::copy_counts`' words).
     pub fn from_words(w: &[u32; 4]) -> UnitCounts {
+        UnitCounts::default().with_gate(w)
+    }
+
+    /// These counts with the gate's (`Units::copy_counts`' words).
+    pub fn with_gate(self, w: &[u32; 4]) -> UnitCounts {
         UnitCounts {
             on_units: w[0],
             not_exact: w[1],
             values_not_exact: w[2],
+            ..self
         }
+    }
+
+    /// The products that did not reach the gate among `routes`, counted.
+    pub fn of_routes(routes: impl IntoIterator<Item = Route>) -> UnitCounts {
+        let mut c = UnitCounts::default();
+        for r in routes {
+            match r {
+                Route::Gated => {}
+                Route::Operand => c.operand += 1,
+                Route::NoUnits => c.no_units += 1,
+                Route::Shape => c.shape += 1,
+                Route::Slower => c.slower += 1,
+            }
+        }
+        c
     }
 }
 
@@ -250,11 +281,14 @@ impl Units {
         })
     }
 
-    /// Whether `product` of an `m × n × k` shape may run on the units: its
-    /// operands' values are f16 values times a scale, and the shape fits
-    /// the tiles (every layout's are alike).
-    pub fn serves(&self, product: Product, (m, n, k): (u32, u32, u32)) -> bool {
-        self.multipliers[product as usize].is_some() && self.forward.misfit(m, n, k).is_none()
+    /// Whether `product`'s operands are f16 values times a scale.
+    pub fn takes(&self, product: Product) -> bool {
+        self.multipliers[product as usize].is_some()
+    }
+
+    /// Whether an `m × n × k` shape fits the tiles (every layout's are alike).
+    pub fn fits(&self, (m, n, k): (u32, u32, u32)) -> bool {
+        self.forward.misfit(m, n, k).is_none()
     }
 
     /// Zeroes the step's counts, in `encoder`'s order.
