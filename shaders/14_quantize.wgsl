@@ -181,6 +181,77 @@ fn unscale(x: f32, j: i32) -> f32 {
     return bitcast<f32>(f32_bits(s.sig, s.e - j - 23));
 }
 
+// Four Over Six (mit-han-lab/fouroversix's reference quantizer): NVFP4
+// under the tensor scale 1536 / amax_t, each block quantized with the E4M3
+// scale mapping its amax to 6, s6 = E4M3((amax_b / 6)·enc), and with the
+// one mapping it to 4, E4M3((amax_b / 6)·enc·1.5); each value q =
+// E2M1(x / (dec·s)) (to nearest, or stochastically: both candidates draw
+// alike), dec = 1 / enc, dequantized ((q·s)·amax_t) / 1536; the
+// candidate whose errors (squared, or absolute) sum less over the block, in
+// the values' order, kept (ties: s6). Computed on x' = x·2^-j with amax_t =
+// m·2^j: enc = 1536 / m, every quotient correctly rounded (div_rne) and
+// every product normal, so the reference's numbers wherever its own are
+// normal (and finite ones where its enc overflows, amax_t < 2^-117).
+// Twin: reference::formats::FourOverSixTensor.
+struct FourOverSix {
+    m: f32,
+    enc: f32,
+    dec: f32,
+    j: i32,
+}
+
+fn four_over_six_tensor(amax_bits: u32) -> FourOverSix {
+    let s = split(bitcast<f32>(amax_bits));
+    let m = bitcast<f32>(0x3f800000u | (s.sig & 0x7fffffu));
+    let enc = div_rne(FOUR_OVER_SIX_RANGE, m);
+    return FourOverSix(m, enc, div_rne(1.0, enc), s.e);
+}
+
+// The block's candidate scales: (to 6, to 4).
+fn four_over_six_scales(amax_b: f32, t: FourOverSix) -> vec2<f32> {
+    let u = unscale(amax_b, t.j);
+    if (u < 0x1p-100) { return vec2(0.0); }
+    let hp = div_rne(u, 6.0) * t.enc;
+    return vec2(round_format(hp, FMT_E4M3), round_format(hp * 1.5, FMT_E4M3));
+}
+
+// x·x rounded to nearest even, in integers: a GPU may fuse a float square
+// into the sum that follows, rounding once where the reference rounds twice.
+fn square_rne(x: f32) -> f32 {
+    if ((bitcast<u32>(x) & 0x7fffffffu) == 0u) { return 0.0; }
+    let s = split(x);
+    let hi = s.sig >> 12u;
+    let lo = s.sig & 0xfffu;
+    let mid = 2u * hi * lo;
+    let low = lo * lo + ((mid & 0xfffu) << 12u);
+    let high = hi * hi + (mid >> 12u) + (low >> 24u);  // sig² = high·2^24 + low mod 2^24
+    let low24 = low & 0xffffffu;
+    // the top 30 bits and a sticky bit: round_magnitude drops at least 6
+    let sig = (high << 7u) | (low24 >> 17u) | select(0u, 1u, (low24 & 0x1ffffu) != 0u);
+    return bitcast<f32>(round_magnitude(sig, 2 * s.e - 29, FMT_F32, 0, false, 0u).bits);
+}
+
+struct FourOverSixValue {
+    y: f32,           // the dequantized magnitude, times 2^-j
+    saturated: bool,  // q beyond E2M1's 6 (a subnormal scale), held at 6
+    err: f32,         // against |x'|: squared or absolute, 0 below 2^-126
+}
+
+// |x'| through block scale s, rounded to nearest or (sr) stochastically
+// with the random bits r: both candidates draw the same.
+fn four_over_six_value(xn: f32, s: f32, t: FourOverSix, mae: bool, sr: bool, r: u32) -> FourOverSixValue {
+    var y = 0.0;
+    var saturated = false;
+    if (s != 0.0) {
+        let q = quantize_scaled(xn * div_rne(1.0, t.dec * s), FMT_E2M1, 0, sr, r);
+        saturated = q.saturated;
+        if (q.value != 0.0) { y = div_rne(q.value * s * t.m, FOUR_OVER_SIX_RANGE); }
+    }
+    let d = y - xn;
+    let e = select(square_rne(d), abs(d), mae);
+    return FourOverSixValue(y, saturated, select(e, 0.0, e < 0x1p-126));
+}
+
 // quantize_blocks: a block's values spread over `lanes` invocations, its
 // amax by a workgroup reduction, WG / lanes blocks per workgroup. On a GPU
 // a lane per value (at most WG: 16 of NVFP4's 1-D blocks to a workgroup,
@@ -201,15 +272,18 @@ fn unscale(x: f32, j: i32) -> f32 {
 // (scales saturated or underflowed) are its first lane's.
 var<workgroup> qb_amax: array<atomic<u32>, WG>;  // per block of the workgroup
 var<workgroup> qb_nonfinite: array<atomic<u32>, WG>;
+var<workgroup> qb_err: array<vec2<f32>, WG>;     // Four Over Six: per lane
 
 @compute @workgroup_size(WG)
 fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                    @builtin(local_invocation_index) lidx: u32) {
     let f = element_format(qp.element);
-    let nvfp4 = qp.scaling == SCALING_NVFP4;
+    let mae = qp.scaling == SCALING_FOUR_OVER_SIX_MAE;
+    let fos = qp.scaling == SCALING_FOUR_OVER_SIX || mae;
+    let nvfp4 = qp.scaling == SCALING_NVFP4 || fos;
     var side = MX_BLOCK;
     switch qp.scaling {
-        case SCALING_NVFP4: { side = NVFP4_BLOCK; }
+        case SCALING_NVFP4, SCALING_FOUR_OVER_SIX, SCALING_FOUR_OVER_SIX_MAE: { side = NVFP4_BLOCK; }
         case SCALING_BLOCKWISE: { side = BLOCKWISE_BLOCK; }
         default: {}
     }
@@ -246,10 +320,41 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
         amax = atomicLoad(&qb_amax[g]);
         finite = atomicLoad(&qb_nonfinite[g]) == 0u;
     }
+    let amax_t = atomicLoad(&stats[4]);
+    // Four Over Six's choice: both candidates' errors summed over the
+    // block in its values' order (a lane per value, or one per block)
+    var fos_t = FourOverSix(1.0, 1.0, 1.0, 0);
+    var fos_s = 0.0;
+    if (fos) {  // uniform
+        let chooses = live && finite && amax != 0u && amax_t != 0u;
+        var s = vec2(0.0);
+        var err = vec2(0.0);
+        if (chooses) {
+            fos_t = four_over_six_tensor(amax_t);
+            s = four_over_six_scales(bitcast<f32>(amax), fos_t);
+            for (var j = lane; j < block.len; j += lanes) {
+                let i = block_index(qp.blocks, qp.cols, block, j);
+                let xn = unscale(qx[i], fos_t.j);
+                let r = element_random(i);
+                let e6 = four_over_six_value(xn, s.x, fos_t, mae, sr, r).err;
+                err += vec2(e6, four_over_six_value(xn, s.y, fos_t, mae, sr, r).err);
+            }
+        }
+        if (lanes > 1u) {  // uniform
+            qb_err[lidx] = err;
+            workgroupBarrier();
+            if (chooses) {
+                err = vec2(0.0);
+                for (var j = 0u; j < min(block.len, lanes); j++) {
+                    err += qb_err[select(g * lanes + j, j * groups + g, down)];
+                }
+            }
+        }
+        fos_s = select(s.x, s.y, err.y < err.x);
+    }
     var c = vec4<u32>(0u);
     if (live) {
         let first = select(0u, 1u, lane == 0u);
-        let amax_t = atomicLoad(&stats[4]);
         if (!finite) {
             c[2] = first;
             for (var j = lane; j < block.len; j += lanes) {
@@ -276,6 +381,22 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
                 qy[i] = q.value;
                 c[0] += select(0u, 1u, q.saturated);
                 c[1] += select(0u, 1u, flushed_to_zero(x, q.value));
+            }
+        } else if (fos) {
+            c[3] = select(0u, first, fos_s == 0.0);
+            for (var j = lane; j < block.len; j += lanes) {
+                let i = block_index(qp.blocks, qp.cols, block, j);
+                let x = qx[i];
+                let v = four_over_six_value(unscale(x, fos_t.j), fos_s, fos_t, mae, sr, element_random(i));
+                var bits = 0u;
+                if (v.y != 0.0) {  // times 2^j, rounded once where that is subnormal
+                    let sv = split(v.y);
+                    bits = round_magnitude(sv.sig, sv.e - 23 + fos_t.j, FMT_F32, 0, false, 0u).bits;
+                }
+                let y = bitcast<f32>(bits | (bitcast<u32>(x) & SIGN_BIT));
+                qy[i] = y;
+                c[0] += select(0u, 1u, v.saturated);
+                c[1] += select(0u, 1u, flushed_to_zero(x, y));
             }
         } else {
             let ts = nvfp4_tensor_scale(amax_t);

@@ -11,7 +11,7 @@
 // two that takes the operand's finite amax into [2^14, 2^15) (every scale
 // of bf16, E4M3, E5M2, MX and the blockwise FP8 is a power of two, so the
 // elements come back exact wherever their scales lie within f16's binades
-// of the largest); NVFP4 its tensor scale S = 6·448 / amax, recomputed from
+// of the largest); NVFP4 (and Four Over Six: 6·256) its tensor scale S = 6·448 / amax, recomputed from
 // the dequantized values, whose amax is the tensor's: the quantizer wrote
 // q·d_b / S, so times S each value is the f16 value q·d_b up to the f32
 // roundings of both quotients, which the comparison allows (2^-18
@@ -56,8 +56,9 @@ fn multiplier(mode: u32, amax_bits: u32) -> f32 {
     if (amax_bits == 0u) { return 1.0; }
     switch mode {
         case UNITS_POW2: { return pow2(14 - split(bitcast<f32>(amax_bits)).e); }
-        case UNITS_NVFP4: {
-            let s = NVFP4_RANGE / bitcast<f32>(amax_bits);
+        case UNITS_NVFP4, UNITS_FOUR_OVER_SIX: {
+            let range = select(NVFP4_RANGE, FOUR_OVER_SIX_RANGE, mode == UNITS_FOUR_OVER_SIX);
+            let s = range / bitcast<f32>(amax_bits);
             return select(0.0, s, is_finite(s) && s >= 0x1p-126);
         }
         default: { return 1.0; }
@@ -101,7 +102,7 @@ fn narrowed(x: f32, m: f32, mode: u32) -> vec2<u32> {
     }
     let back = unpack2x16float(h).x;
     let err = abs(back - abs(v));
-    let allowed = select(0.0, abs(v) * 0x1p-18, mode == UNITS_NVFP4);
+    let allowed = select(0.0, abs(v) * 0x1p-18, mode == UNITS_NVFP4 || mode == UNITS_FOUR_OVER_SIX);
     return vec2(sign | h, select(0u, 1u, err > allowed));
 }
 

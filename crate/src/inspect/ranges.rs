@@ -52,13 +52,14 @@ impl Kind {
 }
 
 /// The block formats weights, activations and gradients are put through.
-pub const BLOCK_FORMATS: [&str; 6] = [
+pub const BLOCK_FORMATS: [&str; 7] = [
     "mxfp8-e4m3",
     "mxfp8-e5m2",
     "mxfp6-e2m3",
     "mxfp6-e3m2",
     "mxfp4",
     "nvfp4",
+    "nvfp4-4over6",
 ];
 
 /// One block format on one tensor, blocks along its rows.

@@ -165,7 +165,7 @@ impl Quantize {
             stats.needs(4 * STATS_WORDS),
         ];
         let mut d = Vec::new();
-        if matches!(q.format.scaling, Scaling::Nvfp4 | Scaling::Tensor) {
+        if q.format.scaling.is_nvfp4() || q.format.scaling == Scaling::Tensor {
             d.push(
                 self.reset
                     .dispatch(gpu, op, &binds, gpu.grid_groups(op, 1)?)?,
@@ -334,7 +334,10 @@ impl Spread {
         }
     }
 
-    /// Invocations per block of `q` (dividing WG).
+    /// Invocations per block of `q` (dividing WG): one, or one per value
+    /// where a block holds at most WG (Four Over Six sums its errors in
+    /// the values' order, so needs one of the two: NVFP4's blocks hold 256
+    /// values at most).
     fn lanes(self, q: &Quantization) -> u32 {
         let side = q.format.block() as u32;
         let values = match q.blocks {

@@ -117,7 +117,7 @@ fn recipe_version() -> u32 {
 pub struct Recipe(RecipeSpec);
 
 /// The named recipes, in the order the selectors list them.
-pub const RECIPE_NAMES: [&str; 12] = [
+pub const RECIPE_NAMES: [&str; 13] = [
     "fp32",
     "f16",
     "sf16",
@@ -130,6 +130,7 @@ pub const RECIPE_NAMES: [&str; 12] = [
     "mxfp4",
     "nvfp4",
     "nvfp4-naive",
+    "nvfp4-4over6",
 ];
 
 impl Recipe {
@@ -255,7 +256,7 @@ impl Recipe {
             "mxfp8" => spec(
                 WeightCopy::F32,
                 F32,
-                all(Operand::format("mxfp8-e4m3-ceil")),
+                all(Operand::format("mxfp8-e4m3-rceil")),
                 head,
             ),
             "mxfp4" => spec(
@@ -264,8 +265,10 @@ impl Recipe {
                 all(Operand::format("mxfp4")),
                 Wide::default(),
             ),
-            "nvfp4" => {
-                let q = Operand::format("nvfp4");
+            // NVIDIA's recipe, and Four Over Six's (mit-han-lab/fouroversix's
+            // training configs: every operand 4/6, by the squared error)
+            "nvfp4" | "nvfp4-4over6" => {
+                let q = Operand::format(name);
                 let ops = [
                     q,
                     q.square(),
@@ -503,6 +506,17 @@ mod tests {
     }
 
     #[test]
+    fn a_renamed_format_loads_and_is_written_by_its_name() {
+        let old = r#"{"name": "x", "forward": {"x": {"format": "mxfp8-e4m3-ceil"}}}"#;
+        let r = Recipe::from_json(old).unwrap();
+        let json = serde_json::to_string(&r).unwrap();
+        assert!(
+            json.contains("\"mxfp8-e4m3-rceil\"") && !json.contains("-ceil"),
+            "{json}"
+        );
+    }
+
+    #[test]
     fn named_recipes_are_written_by_name_and_read_back() {
         for r in Recipe::all_named() {
             let json = serde_json::to_string(&r).unwrap();
@@ -560,7 +574,17 @@ mod tests {
             .into_iter()
             .filter(|n| Recipe::named(n).unwrap().quantized_weight_copy())
             .collect();
-        assert_eq!(copied, ["fp8", "bf16", "amp-f16", "fp8-hybrid", "nvfp4"]);
+        assert_eq!(
+            copied,
+            [
+                "fp8",
+                "bf16",
+                "amp-f16",
+                "fp8-hybrid",
+                "nvfp4",
+                "nvfp4-4over6"
+            ]
+        );
     }
 
     /// A recipe file of fp8's former `e4m3-tiles` reads as the blockwise

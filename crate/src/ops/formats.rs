@@ -8,7 +8,10 @@
 //! 16 bits); NVIDIA's NVFP4 (E2M1 in 16-element blocks with an E4M3 scale
 //! and an f32 tensor scale: "Pretraining Large Language Models with NVFP4",
 //! 2025); DeepSeek-V3's blockwise FP8 (E4M3 in 1×128 and 128×128 blocks
-//! with power-of-two scales: DeepSeek-V3 Technical Report, 2024, §3.3).
+//! with power-of-two scales: DeepSeek-V3 Technical Report, 2024, §3.3);
+//! Four Over Six (NVFP4 whose blocks' scales map their amax to 6 or to 4,
+//! whichever errs less: arXiv 2512.02010, mit-han-lab/fouroversix's
+//! reference quantizer; Transformer Engine's `nvfp4_4over6`).
 
 use crate::error::{Error, Result};
 
@@ -159,7 +162,7 @@ impl Element {
 /// (00_common.wgsl's sf16 boundaries) and NVFP4's tensor-scale numerator.
 pub fn wgsl_constants() -> String {
     let mut s = format!(
-        "const Q115_LIMIT: f32 = {Q115_LIMIT:?};\nconst NVFP4_RANGE: f32 = {NVFP4_RANGE:?};\n"
+        "const Q115_LIMIT: f32 = {Q115_LIMIT:?};\nconst NVFP4_RANGE: f32 = {NVFP4_RANGE:?};\nconst FOUR_OVER_SIX_RANGE: f32 = {FOUR_OVER_SIX_RANGE:?};\n"
     );
     for (name, side) in [
         ("MX_BLOCK", MX_BLOCK),
@@ -172,6 +175,8 @@ pub fn wgsl_constants() -> String {
         ("SCALING_MX", Scaling::Mx.code()),
         ("SCALING_MX_CEIL", Scaling::MxCeil.code()),
         ("SCALING_NVFP4", Scaling::Nvfp4.code()),
+        ("SCALING_FOUR_OVER_SIX", Scaling::FourOverSix.code()),
+        ("SCALING_FOUR_OVER_SIX_MAE", Scaling::FourOverSixMae.code()),
         ("SCALING_TENSOR", Scaling::Tensor.code()),
         ("SCALING_BLOCKWISE", Scaling::Blockwise.code()),
         ("BLOCKS_COLUMNS", Blocks::Columns.code()),
@@ -226,6 +231,13 @@ pub enum Scaling {
     /// DeepSeek-V3's FP8: 128 values along K (or 128×128 of a weight)
     /// share a power-of-two scale, MxCeil's rounding and clamp.
     Blockwise,
+    /// Four Over Six: NVFP4 under the tensor scale 6·256 / amax, each block
+    /// quantized with its E4M3 scale mapping the block's amax to 6 and to
+    /// 4, the one whose values' squared error sums less kept (ties: 6).
+    FourOverSix,
+    /// Four Over Six choosing by the absolute error (Transformer Engine's
+    /// default metric).
+    FourOverSixMae,
 }
 
 impl Scaling {
@@ -239,6 +251,15 @@ impl Scaling {
     pub fn rounds_up(self) -> bool {
         matches!(self, Scaling::MxCeil | Scaling::Tensor | Scaling::Blockwise)
     }
+
+    /// NVFP4's kind: E2M1 in 16-value blocks (or 16×16) with an E4M3
+    /// scale under an f32 tensor scale from the tensor's amax.
+    pub fn is_nvfp4(self) -> bool {
+        matches!(
+            self,
+            Scaling::Nvfp4 | Scaling::FourOverSix | Scaling::FourOverSixMae
+        )
+    }
 }
 
 /// A format of `webtrain quantize`: an element format and its scaling.
@@ -250,7 +271,7 @@ pub struct Format {
 }
 
 impl Format {
-    pub const ALL: [Format; 14] = [
+    pub const ALL: [Format; 16] = [
         Format::new("bf16", Element::Bf16, Scaling::None),
         Format::new("f16", Element::F16, Scaling::None),
         Format::new("e4m3", Element::E4m3, Scaling::None),
@@ -259,11 +280,13 @@ impl Format {
         Format::new("e5m2-tensor", Element::E5m2, Scaling::Tensor),
         Format::new("mxfp8-e4m3", Element::E4m3, Scaling::Mx),
         Format::new("mxfp8-e5m2", Element::E5m2, Scaling::Mx),
-        Format::new("mxfp8-e4m3-ceil", Element::E4m3, Scaling::MxCeil),
+        Format::new("mxfp8-e4m3-rceil", Element::E4m3, Scaling::MxCeil),
         Format::new("mxfp6-e2m3", Element::E2m3, Scaling::Mx),
         Format::new("mxfp6-e3m2", Element::E3m2, Scaling::Mx),
         Format::new("mxfp4", Element::E2m1, Scaling::Mx),
         Format::new("nvfp4", Element::E2m1, Scaling::Nvfp4),
+        Format::new("nvfp4-4over6", Element::E2m1, Scaling::FourOverSix),
+        Format::new("nvfp4-4over6-mae", Element::E2m1, Scaling::FourOverSixMae),
         Format::new("e4m3-blockwise", Element::E4m3, Scaling::Blockwise),
     ];
 
@@ -275,8 +298,13 @@ impl Format {
         }
     }
 
-    /// The format named `name`, or an error listing the names.
+    /// The format named `name` (or by a name it had before: `RENAMED`),
+    /// or an error listing the names.
     pub fn parse(name: &str) -> Result<Format> {
+        let name = RENAMED
+            .iter()
+            .find(|(old, _)| *old == name)
+            .map_or(name, |(_, new)| new);
         Format::ALL
             .into_iter()
             .find(|f| f.name == name)
@@ -294,7 +322,7 @@ impl Format {
         match self.scaling {
             Scaling::None | Scaling::Tensor => 1,
             Scaling::Mx | Scaling::MxCeil => MX_BLOCK,
-            Scaling::Nvfp4 => NVFP4_BLOCK,
+            Scaling::Nvfp4 | Scaling::FourOverSix | Scaling::FourOverSixMae => NVFP4_BLOCK,
             Scaling::Blockwise => BLOCKWISE_BLOCK,
         }
     }
@@ -302,9 +330,16 @@ impl Format {
     /// Whether its blocks may be square (`Blocks::Square`): NVFP4's
     /// 16×16 and the blockwise FP8's 128×128.
     pub fn has_square_blocks(&self) -> bool {
-        matches!(self.scaling, Scaling::Nvfp4 | Scaling::Blockwise)
+        self.scaling.is_nvfp4() || self.scaling == Scaling::Blockwise
     }
 }
+
+/// Formats' earlier names, and their names now: files and addresses that
+/// say the old one keep loading (and are written with the new).
+pub const RENAMED: [(&str, &str); 1] = [
+    // TorchAO's name for the same rule (its RCEIL scale mode, equal in every value)
+    ("mxfp8-e4m3-ceil", "mxfp8-e4m3-rceil"),
+];
 
 /// MX's block: 32 values.
 pub const MX_BLOCK: usize = 32;
@@ -314,6 +349,9 @@ pub const NVFP4_BLOCK: usize = 16;
 pub const BLOCKWISE_BLOCK: usize = 128;
 /// NVFP4's tensor scale numerator: E4M3's max × E2M1's max.
 pub const NVFP4_RANGE: f32 = 448.0 * 6.0;
+/// Four Over Six's: 256 × 6, so that a block's scale mapping its amax to 4
+/// (1.5 times the one mapping it to 6) stays within E4M3 (384 ≤ 448).
+pub const FOUR_OVER_SIX_RANGE: f32 = 256.0 * 6.0;
 /// The random Hadamard transform's block.
 pub const HADAMARD_BLOCK: usize = 16;
 
@@ -495,7 +533,7 @@ impl Quantization {
         }
         let block = format!("{name}'s 2-D block of {b}×{b}");
         // NVFP4's tiles are whole (its tensor cores' 16×16)
-        let whole = square && self.format.scaling == Scaling::Nvfp4;
+        let whole = square && self.format.scaling.is_nvfp4();
         if whole && !cols.is_multiple_of(b) {
             return Err(Error::Unsupported(format!(
                 "{what}: its last dimension, {cols}, is not a multiple of {block}"

@@ -5,8 +5,8 @@
 //! decoded from their bits and E8M0's scales.
 
 use crate::ops::formats::{
-    Blocks, Counts, Element, F32, HADAMARD_BLOCK, Minifloat, NVFP4_RANGE, Quantization, Scaling,
-    Stream, pow2,
+    Blocks, Counts, Element, F32, FOUR_OVER_SIX_RANGE, HADAMARD_BLOCK, Minifloat, NVFP4_RANGE,
+    Quantization, Scaling, Stream, pow2,
 };
 
 const SIGN: u32 = 0x8000_0000;
@@ -218,7 +218,7 @@ pub fn quantize(q: &Quantization, x: &[f32], cols: usize) -> (Vec<f32>, Counts) 
             .map(|&i| x[i].to_bits() & 0x7fff_ffff)
             .max()
             .unwrap_or(0);
-        let nvfp4 = q.format.scaling == Scaling::Nvfp4;
+        let nvfp4 = q.format.scaling.is_nvfp4();
         if !finite {
             c.blocks_scale_saturated += 1;
             for &i in &idx {
@@ -240,11 +240,114 @@ pub fn quantize(q: &Quantization, x: &[f32], cols: usize) -> (Vec<f32>, Counts) 
                 c.saturated += sat as u32;
                 c.flushed += flushed_to_zero(x[i], v) as u32;
             }
-        } else {
+        } else if q.format.scaling == Scaling::Nvfp4 {
             nvfp4_block(q, x, &mut y, &idx, amax, amax_t, &mut c);
+        } else {
+            four_over_six_block(q, x, &mut y, &idx, (amax, amax_t), &mut c);
         }
     }
     (y, c)
+}
+
+/// Four Over Six's tensor scale for amax_t = m·2^j (m in [1, 2)): with
+/// every value x taken as x' = x·2^-j, enc = 1536 / m and dec = 1 / enc,
+/// the reference's 1536 / amax_t and its reciprocal times 2^j and 2^-j.
+/// Scaled so, every quotient and product below is a normal f32 for any
+/// finite amax_t, and equals the reference's wherever its own are normal.
+#[derive(Clone, Copy, Debug)]
+pub struct FourOverSixTensor {
+    pub m: f32,
+    pub enc: f32,
+    pub dec: f32,
+    pub j: i32,
+}
+
+impl FourOverSixTensor {
+    pub fn new(amax_t: f32) -> Self {
+        let (sig, j) = split(amax_t);
+        let m = f32::from_bits(0x3f80_0000 | (sig & 0x7f_ffff));
+        let enc = FOUR_OVER_SIX_RANGE / m;
+        FourOverSixTensor {
+            m,
+            enc,
+            dec: 1.0 / enc,
+            j,
+        }
+    }
+
+    /// A block's two E4M3 scales, from its amax: mapping it to 6, and 1.5
+    /// times that (mapping it to 4), rounded from the same product.
+    pub fn scales(&self, amax_b: f32) -> [f32; 2] {
+        let u = unscale(amax_b, self.j);
+        if u < pow2(-100) {
+            return [0.0; 2];
+        }
+        let hp = u / 6.0 * self.enc;
+        [
+            round_format(hp, Element::E4m3),
+            round_format(hp * 1.5, Element::E4m3),
+        ]
+    }
+
+    /// |x'| (x' = x·2^-j) through block scale `s`, rounded as `rounding`
+    /// says: the dequantized magnitude (q·s·m / 1536, in the scaled
+    /// domain), whether q saturated at E2M1's 6, and its error term against
+    /// |x'|: squared, or with `mae` absolute; below 2^-126 taken as 0 (a
+    /// GPU may flush it).
+    pub fn value(&self, xn: f32, s: f32, mae: bool, rounding: Rounding) -> (f32, bool, f32) {
+        let (y, saturated) = match s == 0.0 {
+            true => (0.0, false),
+            false => {
+                let r = 1.0 / (self.dec * s);
+                let (q, sat) = quantize_scaled(xn * r, &Element::E2m1.spec(), 0, rounding);
+                let y = match q == 0.0 {
+                    true => 0.0,
+                    false => q * s * self.m / FOUR_OVER_SIX_RANGE,
+                };
+                (y, sat)
+            }
+        };
+        let d = y - xn;
+        let e = if mae { d.abs() } else { d * d };
+        (y, saturated, if e < pow2(-126) { 0.0 } else { e })
+    }
+}
+
+/// One Four Over Six block (`quantize_blocks`' Four Over Six branch):
+/// both candidates' errors summed over the block in order, the smaller
+/// kept (ties: the scale mapping to 6); a block whose kept scale is 0 is
+/// zeros.
+fn four_over_six_block(
+    q: &Quantization,
+    x: &[f32],
+    y: &mut [f32],
+    idx: &[usize],
+    (amax, amax_t): (u32, u32),
+    c: &mut Counts,
+) {
+    let mae = q.format.scaling == Scaling::FourOverSixMae;
+    let t = FourOverSixTensor::new(f32::from_bits(amax_t));
+    let scales = t.scales(f32::from_bits(amax));
+    let value = |i: usize, s: f32| t.value(unscale(x[i], t.j), s, mae, rounding(q, i));
+    let err = |s: f32| idx.iter().fold(0.0f32, |sum, &i| sum + value(i, s).2);
+    let s = match err(scales[1]) < err(scales[0]) {
+        true => scales[1],
+        false => scales[0],
+    };
+    c.blocks_scale_underflowed += (s == 0.0) as u32;
+    for &i in idx {
+        let (v, sat, _) = value(i, s);
+        let bits = match v == 0.0 {
+            true => 0,
+            false => {
+                let (sig, e) = split(v);
+                round_magnitude(sig, e - 23 + t.j, &F32, 0, Rounding::Nearest).0
+            }
+        };
+        y[i] = f32::from_bits(bits | (x[i].to_bits() & SIGN));
+        c.saturated += sat as u32;
+        c.flushed += flushed_to_zero(x[i], y[i]) as u32;
+    }
 }
 
 /// One NVFP4 block (`quantize_blocks`' last branch).
@@ -358,5 +461,7 @@ pub fn hadamard16(x: &[f32], s: Stream, inverse: bool, cols: usize, blocks: Bloc
     y
 }
 
+#[cfg(test)]
+mod four_over_six_tests;
 #[cfg(test)]
 mod tests;

@@ -135,6 +135,7 @@ pub const SETTINGS: &[Setting] = &[
             "MXFP4 products",
             "NVIDIA's recipe: 2-D weight blocks, stochastic dY, Hadamard wgrad",
             "NVFP4 everywhere, nothing else",
+            "NVIDIA's recipe, each block's scale mapping its amax to 6 or 4 (Four Over Six)",
         ],
         "The precision recipe: a named one, or a custom one (docs/PRECISION.md)",
     ),

@@ -134,8 +134,13 @@ async fn blocks_match_reference_spread(gpu: &Gpu, k: Quantize) -> Result<()> {
         .filter(|f| f.scaling != Scaling::None)
         .map(|format| Quantization::new(format, Blocks::Rows, None))
         .collect();
-    let nvfp4 = Format::parse("nvfp4")?;
-    cases.push(Quantization::new(nvfp4, Blocks::Square, None));
+    for name in ["nvfp4-4over6", "nvfp4-4over6-mae", "nvfp4"] {
+        cases.push(Quantization::new(
+            Format::parse(name)?,
+            Blocks::Square,
+            None,
+        ));
+    }
     for q in &cases {
         let what = format!("{} {:?}", q.format.name, q.blocks);
         assert_same(
@@ -219,7 +224,7 @@ async fn stochastic_rounding_matches_reference_and_is_unbiased_spread(
     let x: Vec<f32> = (0..1024)
         .map(|i| ((i * 37) % 101) as f32 * 0.013 - 0.6)
         .collect();
-    for name in ["mxfp4", "nvfp4"] {
+    for name in ["mxfp4", "nvfp4", "nvfp4-4over6"] {
         let q = Quantization::new(Format::parse(name)?, Blocks::Rows, Some(stream));
         assert_same(
             name,

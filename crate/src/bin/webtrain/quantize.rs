@@ -24,10 +24,13 @@ pub struct QuantizeArgs {
     #[command(flatten)]
     device: crate::cli::DeviceArgs,
     /// bf16, f16, e4m3, e5m2, e4m3-tensor, e5m2-tensor (one power-of-two
-    /// scale per tensor), mxfp8-e4m3, mxfp8-e5m2, mxfp8-e4m3-ceil (the
-    /// scale rounded up: nothing saturates), mxfp6-e2m3, mxfp6-e3m2, mxfp4,
-    /// nvfp4 or e4m3-blockwise (DeepSeek-V3's FP8: 128 values per
-    /// power-of-two scale) (docs/PRECISION.md, "Formats").
+    /// scale per tensor), mxfp8-e4m3, mxfp8-e5m2, mxfp8-e4m3-rceil (the
+    /// scale rounded up: nothing saturates; TorchAO's RCEIL, formerly
+    /// mxfp8-e4m3-ceil), mxfp6-e2m3, mxfp6-e3m2, mxfp4, nvfp4,
+    /// nvfp4-4over6 (Four Over Six: each block's scale maps its amax to 6
+    /// or to 4, whichever errs less), nvfp4-4over6-mae (by the absolute
+    /// error, Transformer Engine's metric) or e4m3-blockwise (DeepSeek-V3's
+    /// FP8: 128 values per power-of-two scale) (docs/PRECISION.md, "Formats").
     #[arg(long)]
     format: String,
     /// `2d`: square blocks (weights), NVFP4's 16×16 or e4m3-blockwise's

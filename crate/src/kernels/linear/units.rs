@@ -58,6 +58,8 @@ pub enum Multiplier {
     Pow2 = 1,
     /// NVFP4's tensor scale, 6·448 / amax.
     Nvfp4 = 2,
+    /// Four Over Six's, 6·256 / amax.
+    FourOverSix = 3,
 }
 
 impl Multiplier {
@@ -71,6 +73,7 @@ impl Multiplier {
         Some(match (f.element, f.scaling) {
             (Element::F16, Scaling::None) => Multiplier::Plain,
             (_, Scaling::Nvfp4) => Multiplier::Nvfp4,
+            (_, Scaling::FourOverSix | Scaling::FourOverSixMae) => Multiplier::FourOverSix,
             _ => Multiplier::Pow2,
         })
     }
@@ -80,6 +83,7 @@ impl Multiplier {
             ("PLAIN", Self::Plain),
             ("POW2", Self::Pow2),
             ("NVFP4", Self::Nvfp4),
+            ("FOUR_OVER_SIX", Self::FourOverSix),
         ]
         .iter()
         .map(|(name, m)| format!("const UNITS_{name}: u32 = {}u;\n", *m as u32))

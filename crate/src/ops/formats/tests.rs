@@ -27,6 +27,12 @@ fn formats_parse_by_name_and_refuse_others() {
     for f in Format::ALL {
         assert_eq!(Format::parse(f.name).unwrap(), f);
     }
+    // a renamed format reads by its old name
+    let rceil = Format::parse("mxfp8-e4m3-ceil").unwrap();
+    assert_eq!(
+        (rceil.name, rceil.scaling),
+        ("mxfp8-e4m3-rceil", Scaling::MxCeil)
+    );
     let e = Format::parse("fp4").unwrap_err().to_string();
     assert!(
         e.contains("unknown format \"fp4\"") && e.contains("nvfp4"),

@@ -251,7 +251,7 @@ fn mx_blocks_scale_by_the_block_amax() {
     let mut x = vec![1.0f32; 32];
     x[0] = 480.0;
     assert_eq!(quantize(&mx("mxfp8-e4m3"), &x, 32).1.saturated, 1);
-    let (y, c) = quantize(&mx("mxfp8-e4m3-ceil"), &x, 32);
+    let (y, c) = quantize(&mx("mxfp8-e4m3-rceil"), &x, 32);
     assert_eq!((y[0], y[1], c.saturated), (480.0, 1.0, 0));
     // all zero, and a block below E8M0's range
     let (y, c) = quantize(&mx("mxfp8-e5m2"), &[-0.0; 32], 32);
@@ -393,7 +393,7 @@ fn column_blocks_are_row_blocks_of_the_transpose() {
         .map(|i| (r.uniform(0.0, 1.0) - 0.5) * 2f32.powi((i % 11) as i32 - 5))
         .collect();
     let xt = transpose(&x, cols);
-    for name in ["mxfp8-e4m3", "mxfp8-e4m3-ceil", "mxfp4", "nvfp4"] {
+    for name in ["mxfp8-e4m3", "mxfp8-e4m3-rceil", "mxfp4", "nvfp4"] {
         let q = |blocks| Quantization::new(Format::parse(name).unwrap(), blocks, None);
         let (y, c) = quantize(&q(Blocks::Columns), &x, cols);
         let (yt, ct) = quantize(&q(Blocks::Rows), &xt, rows);
