@@ -148,7 +148,7 @@ async function plan() {
     if (mine !== planSeq) return;
     status.textContent = e.message;
     status.dataset.fits = 'false';
-    $('plan').querySelector('tbody').textContent = '';
+    for (const id of ['plan', 'plan-all']) $(id).querySelector('tbody').textContent = '';
     update({ fits: false });
     return;
   }
@@ -157,17 +157,23 @@ async function plan() {
   status.textContent = result.fits
     ? `${count(result.parameters)} parameters; this adapter can hold it.`
     : `${count(result.parameters)} parameters. This adapter cannot hold it: ${result.reason}`;
-  const body = $('plan').querySelector('tbody');
-  body.textContent = '';
+  // the chosen precision and state's row; every row behind the disclosure
+  const [chosenBody, allBody] = ['plan', 'plan-all'].map((id) => $(id).querySelector('tbody'));
+  chosenBody.textContent = allBody.textContent = '';
   const chosen = recipeLabel(chosenRecipe());
-  for (const m of result.modes) {
+  const row = (m, selected) => {
     const r = m.memory;
     const precision = recipeLabel(m.precision);
-    const selected = precision === chosen && m.optim_state === $('optim-state').value;
-    body.append(el('tr', { className: selected ? 'selected' : '', dataset: { precision, optimState: m.optim_state } },
+    return el('tr', { className: selected ? 'selected' : '', dataset: { precision, optimState: m.optim_state } },
       [precision, m.optim_state, r.master, r.grads, r.moments, r.mirror, r.activations, r.total].map((v, i) =>
-        el('td', { textContent: i < 2 ? v : (v === 0 ? '—' : bytes(v)) }))));
+        el('td', { textContent: i < 2 ? v : (v === 0 ? '—' : bytes(v)) })));
+  };
+  for (const m of result.modes) {
+    const selected = recipeLabel(m.precision) === chosen && m.optim_state === $('optim-state').value;
+    if (selected) chosenBody.append(row(m, false));
+    allBody.append(row(m, selected));
   }
+  $('plan-more').querySelector('summary').textContent = `Memory of every precision and optimizer state (${result.modes.length})`;
   update({ fits: result.fits });
 }
 

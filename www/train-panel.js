@@ -69,6 +69,18 @@ function draw(events, info = null) {
   drawSteps();
 }
 
+/// The settings a run takes at Create model, and where its config holds
+/// them: read-only while a run exists, showing its values (a change would
+/// not reach it), until "Change for a new model" frees them for the next.
+const AT_CREATE = [
+  ['lr', (o) => o.schedule.peak],
+  ['warmup', (o) => o.schedule.warmup],
+  ['steps', (o) => o.schedule.total],
+  ['optimizer', (o) => o.optimizer],
+  ['weight-decay', (o) => o.weight_decay],
+];
+let forNextCreate = false;
+
 /// Makes `info` (from train.create, checkpoint.load, …) the page's run. A
 /// new run starts its own row in the runs table and its own chart series,
 /// `origin` saying how it began; `continues` (a precision switch) keeps its
@@ -77,6 +89,10 @@ export function adoptRun(info, { name = state.progress.name, continues = false, 
   (continues ? setProgress : startProgress)({ name, submitted: info.step });
   showRecipe(info.config.precision);
   $('optim-state').value = info.config.optim.state;
+  if (!continues) {
+    forNextCreate = false;
+    for (const [id, of] of AT_CREATE) $(id).value = String(of(info.config.optim));
+  }
   const owner = continues ? runs.switched(info) : runs.begin(info, { name, origin });
   charts.startRun(`${name} · ${runMode(info)}`, info.config.precision, owner);
   // a task run's characters are not a tokenizer of the text
@@ -282,6 +298,11 @@ function render(s) {
   $('validate').disabled = !idle;
   $('precision').disabled = s.training || s.busy.has('reconfigure');
   $('optim-state').disabled = s.training || s.busy.has('reconfigure');
+  const locked = Boolean(s.run) && !forNextCreate;
+  for (const [id] of AT_CREATE) $(id).disabled = locked;
+  $('create-settings-change').hidden = !locked;
+  $('create-settings-note').textContent = !s.run ? 'set at Create model'
+    : locked ? 'this run\'s, set at Create model' : 'for the next Create model';
   $('train').dataset.phase = phase(s);
   if (!s.run) $('train-status').textContent = 'Create a model first.';
   else if (!s.training && $('train-status').textContent === 'Create a model first.') {
@@ -301,5 +322,10 @@ export function initTrainPanel(w) {
   $('precision').addEventListener('change', () => { if (typeof chosenRecipe() === 'string') reconfigure(); });
   $('recipe-apply').addEventListener('click', reconfigure);
   $('optim-state').addEventListener('change', reconfigure);
+  $('create-settings-change').addEventListener('click', () => {
+    forNextCreate = true;
+    render(state);
+    $('lr').focus();
+  });
   subscribe(render);
 }

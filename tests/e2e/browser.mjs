@@ -91,6 +91,13 @@ export async function waitOrError(page, fn, errorId, { timeout = 300_000, arg } 
   return Promise.race([done, failed]);
 }
 
+/// Frees the settings a run took at Create model for the next one, where
+/// a run holds them read-only.
+export async function forNextCreate(page) {
+  const change = page.locator('#create-settings-change');
+  if (await change.isVisible()) await change.click();
+}
+
 /// Setup on the built-in corpus: a tokenizer of the preset's vocabulary and
 /// a model of `batch` × `seq` (small: SwiftShader is slow).
 export async function createModel(page, { preset = 'tiny', batch = 4, seq = 32, lr = 0.003, warmup = 5, steps = 40, precision = 'fp32', optimState = 'fp32' } = {}) {
@@ -102,6 +109,7 @@ export async function createModel(page, { preset = 'tiny', batch = 4, seq = 32, 
   if (failed) throw new Error(`tokenizer: ${failed}`);
   await page.fill('#batch', String(batch));
   await page.fill('#seq', String(seq));
+  await forNextCreate(page);
   await page.fill('#lr', String(lr));
   await page.fill('#warmup', String(warmup));
   await page.fill('#steps', String(steps));

@@ -9,7 +9,7 @@
 import { describe, test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
-import { sharedApp, openPage, noErrors, createModel, trainUntil, waitOrError } from './browser.mjs';
+import { sharedApp, openPage, noErrors, createModel, forNextCreate, trainUntil, waitOrError } from './browser.mjs';
 
 describe('runs: runs and links', () => {
   let app;
@@ -131,7 +131,11 @@ describe('runs: runs and links', () => {
     await open('/');
     await createModel(page, { batch: 4, seq: 32, steps: 6, warmup: 2, lr: 0.003 });
     await trainUntil(page, 6);
-    // the second on the same tokenizer, at another rate
+    // the second on the same tokenizer, at another rate: the first run's
+    // settings from Create are read-only until freed for the next
+    assert.ok(await page.locator('#lr').isDisabled(), 'a run\'s learning rate is fixed');
+    assert.equal(await page.locator('#lr').inputValue(), '0.003');
+    await forNextCreate(page);
     await page.fill('#lr', '0.01');
     await page.waitForSelector('#create:not([disabled])', { timeout: 60_000 });
     await page.click('#create');

@@ -29,7 +29,14 @@ describe('training: a training session', () => {
     await createModel(page, { batch: 4, seq: 32, steps: 40, warmup: 5, lr: 0.003 });
     assert.match(await page.locator('#tokenizer-info').textContent(), /301 tokens/);
     assert.match(await page.locator('#plan-status').textContent(), /parameters/);
-    assert.ok(await page.locator('#plan tbody tr').count() >= 4, 'the plan has a row per mode');
+    // the chosen precision and state's memory; every other behind a disclosure
+    assert.equal(await page.locator('#plan tbody tr').count(), 1, 'the plan shows the chosen mode');
+    assert.match(await page.locator('#plan tbody tr').first().textContent(), /^fp32fp32/);
+    assert.ok(await page.locator('#plan-all tbody tr').count() >= 4, 'every mode behind the disclosure');
+    assert.equal(await page.locator('#plan-more').getAttribute('open'), null, 'closed until asked');
+    // the optimizer applies at Create: a run holds it read-only
+    assert.ok(await page.locator('#optimizer').isDisabled());
+    assert.match(await page.locator('#create-settings-note').textContent(), /this run's/);
     await shot('setup');
 
     await trainUntil(page, 40);
