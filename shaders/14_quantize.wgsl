@@ -443,7 +443,8 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
 
 // hadamard16: the random Hadamard transform of 16-value blocks of a
 // [_, cols] matrix, along its rows or down its columns (block_index): with
-// random signs s (one per position in the block, from the seed),
+// random signs s (one per position in the block, from the seed and the
+// step in hstep: fixed for a run where that stays 0, or drawn per step),
 // y = H16·(s∘x)/4 forward and x = s∘(H16·y)/4 inverse (H16 the
 // Walsh–Hadamard matrix, H16·H16 = 16·I). One invocation per block; the
 // butterflies add in a fixed order, so the GPU and the twin agree bit for
@@ -454,17 +455,18 @@ struct HadamardParams {
     blocks: u32,  // BLOCKS_*: along the rows or down the columns
     inverse: u32,
     seed: u32,
-    step: u32,
     tensor: u32,
+    _pad: vec2<u32>,
 }
 
 @group(0) @binding(0) var<uniform> hp: HadamardParams;
 @group(0) @binding(1) var<storage, read> hx: array<f32>;            // [n]
 @group(0) @binding(2) var<storage, read_write> hy: array<f32>;      // [n]
+@group(0) @binding(3) var<uniform> hstep: vec4<u32>;                // x: the step the signs are drawn at
 
 // Position j's sign, as the bit to flip: bit 0 of its random draw.
 fn hadamard_sign(j: u32) -> u32 {
-    return (random_bits(hp.seed, hp.step, hp.tensor, j) & 1u) << 31u;
+    return (random_bits(hp.seed, hstep.x, hp.tensor, j) & 1u) << 31u;
 }
 
 fn flip(x: f32, sign: u32) -> f32 {

@@ -15,7 +15,7 @@ let worker;
 /// The selector's value for the editor's recipe.
 const CUSTOM = 'custom';
 /// An operand's parts, the editor's columns, in Rust's order.
-const OPERAND_PARTS = ['format', 'blocks', 'rounding', 'hadamard'];
+const OPERAND_PARTS = ['format', 'blocks', 'rounding', 'hadamard', 'hadamardSigns'];
 /// The recipe's other parts, [path, kind, label]: a choice takes the book's
 /// values of the path's last name; an optional part is left out of the
 /// recipe while its box is clear, and starts from the book's defaults. A
@@ -59,7 +59,8 @@ function build({ parts }) {
     const check = kind === 'bool' || kind === 'optional';
     return el('label', { className: check ? 'check' : '' }, check ? [input, label] : [label, input]);
   }), el('input', { type: 'hidden', dataset: { path: 'version', kind: 'int' } }));
-  const head = el('tr', {}, ['operand', ...OPERAND_PARTS].map((c) => el('th', { textContent: c === 'hadamard' ? 'Hadamard' : c })));
+  const titles = { hadamard: 'Hadamard', hadamardSigns: 'its signs' };
+  const head = el('tr', {}, ['operand', ...OPERAND_PARTS].map((c) => el('th', { textContent: titles[c] ?? c })));
   const rows = OPERANDS.map(([pass, op]) => el('tr', { title: `${pass}: ${PRODUCTS[pass]}` }, [
     el('th', { textContent: `${pass} ${op === 'dy' ? 'dY' : op.toUpperCase()}` }),
     ...OPERAND_PARTS.map((p) => el('td', {}, control(`${pass}.${op}.${p}`, p === 'hadamard' ? 'bool' : 'choice', parts[p]))),

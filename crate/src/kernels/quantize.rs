@@ -52,9 +52,8 @@ struct HadamardParams {
     blocks: u32,
     inverse: u32,
     seed: u32,
-    step: u32,
     tensor: u32,
-    _pad: u32,
+    _pad: [u32; 2],
 }
 
 const HADAMARD: KernelDesc = KernelDesc {
@@ -63,6 +62,7 @@ const HADAMARD: KernelDesc = KernelDesc {
         Slot::Uniform(0),        // hp
         Slot::Read(1, "x"),      // hx: [n] f32
         Slot::ReadWrite(2, "y"), // hy: [n] f32
+        Slot::Uniform(3),        // hstep: the step the signs are drawn at
     ],
 };
 
@@ -208,8 +208,38 @@ impl Quantize {
         inverse: bool,
         x: BufferRange,
         y: BufferRange,
+        shape: [u64; 2],
+        blocks: Blocks,
+    ) -> Result<Dispatch> {
+        let step = Quantize::step_buffer(gpu, s.step);
+        self.hadamard_at(gpu, s, inverse, (x, y), shape, blocks, (&step).into())
+    }
+
+    /// The forward transform with the signs drawn at the step in `step`
+    /// when it runs (`STEP_BYTES`, first u32: `write_step`), `s.step`
+    /// unused: signs drawn afresh every optimizer step.
+    pub fn hadamard_stepped(
+        &self,
+        gpu: &Gpu,
+        s: Stream,
+        (x, y): (BufferRange, BufferRange),
+        shape: [u64; 2],
+        blocks: Blocks,
+        step: BufferRange,
+    ) -> Result<Dispatch> {
+        self.hadamard_at(gpu, s, false, (x, y), shape, blocks, step)
+    }
+
+    #[allow(clippy::too_many_arguments)] // the kernel's bindings, the shape and the blocks
+    fn hadamard_at(
+        &self,
+        gpu: &Gpu,
+        s: Stream,
+        inverse: bool,
+        (x, y): (BufferRange, BufferRange),
         [rows, cols]: [u64; 2],
         blocks: Blocks,
+        step: BufferRange,
     ) -> Result<Dispatch> {
         let op = "hadamard16";
         let n = rows * cols;
@@ -235,12 +265,16 @@ impl Quantize {
                 blocks: blocks.code(),
                 inverse: inverse as u32,
                 seed: s.seed,
-                step: s.step,
                 tensor: s.tensor,
-                _pad: 0,
+                _pad: [0; 2],
             },
         );
-        let binds = [(&params).into(), x.needs(4 * n), y.needs(4 * n)];
+        let binds = [
+            (&params).into(),
+            x.needs(4 * n),
+            y.needs(4 * n),
+            step.needs(STEP_BYTES),
+        ];
         self.hadamard
             .dispatch(gpu, op, &binds, gpu.grid_1d(op, n / h)?)
     }

@@ -19,7 +19,7 @@ use crate::kernels::Kernels;
 use crate::ops::formats::HADAMARD_BLOCK;
 use crate::ops::loss_scale::LossScaling;
 use crate::ops::products::{
-    AttentionOperands, BlockShape, Operand, OperandFormat, Products, Rounding, Wide,
+    AttentionOperands, BlockShape, HadamardSigns, Operand, OperandFormat, Products, Rounding, Wide,
 };
 use crate::shaders::Numerics;
 
@@ -156,6 +156,16 @@ impl Recipe {
             if a.hadamard != b.hadamard {
                 return bad(format!(
                     "{pass}: a Hadamard transform on one operand only would change the product; give it both or neither"
+                ));
+            }
+            if a.hadamard_signs != b.hadamard_signs {
+                return bad(format!(
+                    "{pass}: its operands' Hadamard signs differ, so the transforms would not cancel in the product; give both the same hadamardSigns"
+                ));
+            }
+            if !a.hadamard && a.hadamard_signs != HadamardSigns::Fixed {
+                return bad(format!(
+                    "{pass}: hadamardSigns without a Hadamard transform; set hadamard: true"
                 ));
             }
             for o in [a, b] {
@@ -652,6 +662,14 @@ mod tests {
             ),
             (r#"{"name": "x", "version": 2}"#, "newer than this build's"),
             (r#"{"name": "x", "speed": "fast"}"#, "unknown field `speed`"),
+            (
+                r#"{"name": "x", "wgrad": {"dy": {"format": "nvfp4", "hadamard": true, "hadamardSigns": "per-step"}, "x": {"format": "nvfp4", "hadamard": true}}}"#,
+                "Hadamard signs differ",
+            ),
+            (
+                r#"{"name": "x", "wgrad": {"dy": {"format": "nvfp4", "hadamardSigns": "per-step"}, "x": {"format": "nvfp4", "hadamardSigns": "per-step"}}}"#,
+                "hadamardSigns without a Hadamard transform",
+            ),
             // every part refuses a field it does not know (a misspelt `init`)
             (
                 r#"{"name": "x", "lossScaling": {"initial": 1e39}}"#,

@@ -82,6 +82,18 @@ pub enum BlockShape {
     Square,
 }
 
+/// Where a random Hadamard transform's signs come from: one draw for the
+/// whole run (Transformer Engine's fixed sign vector), or a new one every
+/// optimizer step (Quartet's). Both operands of a product draw alike, so
+/// the transform cancels in the product either way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HadamardSigns {
+    #[default]
+    Fixed,
+    PerStep,
+}
+
 /// One operand's treatment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -95,6 +107,10 @@ pub struct Operand {
     /// operands of a product, so it cancels in the product).
     #[serde(default)]
     pub hadamard: bool,
+    /// Its signs (a recipe file without them, before 2026-11-28, reads as
+    /// fixed: the only kind there was).
+    #[serde(default)]
+    pub hadamard_signs: HadamardSigns,
 }
 
 impl Default for Operand {
@@ -110,6 +126,7 @@ impl Operand {
             blocks: BlockShape::Line,
             rounding: Rounding::Nearest,
             hadamard: false,
+            hadamard_signs: HadamardSigns::Fixed,
         }
     }
 

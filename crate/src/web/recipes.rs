@@ -10,7 +10,7 @@ use super::{de_message, to_js};
 use crate::model::Recipe;
 use crate::model::recipe::{Boundaries, WeightCopy};
 use crate::ops::loss_scale::LossScaling;
-use crate::ops::products::{AttentionOperands, BlockShape, OperandFormat, Rounding};
+use crate::ops::products::{AttentionOperands, BlockShape, HadamardSigns, OperandFormat, Rounding};
 
 /// `serde_json` of `T`'s values, in the order the editor offers them.
 fn names<T: Serialize>(values: &[T]) -> Vec<Value> {
@@ -20,10 +20,11 @@ fn names<T: Serialize>(values: &[T]) -> Vec<Value> {
         .collect()
 }
 
-/// `{recipes: {name: parts}, parts: {format, blocks, rounding, weights,
-/// boundaries, attention}, defaults: {lossScaling, attention}}`: every
-/// named recipe's parts (`RecipeSpec`), the values each part takes (an
-/// operand's format, block shape and rounding; the weights the products
+/// `{recipes: {name: parts}, parts: {format, blocks, rounding,
+/// hadamardSigns, weights, boundaries, attention}, defaults: {lossScaling,
+/// attention}}`: every named recipe's parts (`RecipeSpec`), the values
+/// each part takes (an operand's format, block shape, rounding and Hadamard
+/// signs; the weights the products
 /// read; the forward's boundaries; attention's operands), and what a part
 /// starts from where a recipe leaves it out.
 #[wasm_bindgen(js_name = recipeBook)]
@@ -41,6 +42,7 @@ pub fn recipe_book() -> Result<JsValue, JsError> {
             "format": OperandFormat::names(),
             "blocks": names(&[BlockShape::Line, BlockShape::Square]),
             "rounding": names(&[Rounding::Nearest, Rounding::Stochastic]),
+            "hadamardSigns": names(&[HadamardSigns::Fixed, HadamardSigns::PerStep]),
             "weights": names(&[WeightCopy::F32, WeightCopy::F16]),
             "boundaries": names(&[Boundaries::F32, Boundaries::Q115]),
             "attention": names(&[AttentionOperands::F32, AttentionOperands::F16]),

@@ -634,5 +634,21 @@ pub async fn hadamard_columns_match_reference(gpu: &Gpu) -> Result<()> {
     assert_same("inverse", &x, (got_back, none), (want_back, none));
     let refused = k.hadamard(gpu, s, false, (&src).into(), (&y).into(), [40, 301], c);
     assert!(refused.is_err(), "40 rows are not whole blocks of 16");
+    // signs drawn at the step a step buffer holds when it runs
+    let step = Quantize::step_buffer(gpu, 0);
+    let stepped = k.hadamard_stepped(
+        gpu,
+        s,
+        ((&src).into(), (&y).into()),
+        shape,
+        c,
+        (&step).into(),
+    )?;
+    Quantize::write_step(gpu, (&step).into(), 11);
+    gpu.run(&[&stepped]).await?;
+    let at_11 = twin::hadamard16(&x, Stream { step: 11, ..s }, false, cols, c);
+    let got: Vec<f32> = gpu.read_back((&y).into()).await?;
+    assert_same("forward at step 11", &x, (got, none), (at_11.clone(), none));
+    assert_ne!(at_11, want_y, "another step draws other signs");
     Ok(())
 }

@@ -531,8 +531,10 @@ pub async fn linear_recipe_reads_its_formats(gpu: &Gpu) -> Result<()> {
         rounding: webtrain::ops::products::Rounding::Stochastic,
         ..o
     };
+    // signs drawn per step here (the test's step is 7), fixed in nvfp4's
     let hadamard = |o: Operand| Operand {
         hadamard: true,
+        hadamard_signs: webtrain::ops::products::HadamardSigns::PerStep,
         ..o
     };
     let mixed = Products {
@@ -699,7 +701,7 @@ async fn check_recipe_products(
     units: Option<MatrixUnits>,
 ) -> Result<()> {
     use webtrain::ops::formats::{Blocks, Quantization, Stream};
-    use webtrain::ops::products::{BlockShape, Operand, OperandFormat, Rounding};
+    use webtrain::ops::products::{BlockShape, HadamardSigns, Operand, OperandFormat, Rounding};
     use webtrain::reference::formats::{hadamard16, quantize};
     let (rows, d_in, d_out) = (s.rows as usize, s.d_in as usize, s.d_out as usize);
     let (run_seed, step) = (0x5eed, 7);
@@ -728,7 +730,10 @@ async fn check_recipe_products(
             true => {
                 let signs = Stream {
                     seed: run_seed,
-                    step: 0,
+                    step: match o.hadamard_signs {
+                        HadamardSigns::Fixed => 0,
+                        HadamardSigns::PerStep => step,
+                    },
                     tensor: 0,
                 };
                 hadamard16(v, signs, false, c, blocks)

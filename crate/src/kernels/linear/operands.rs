@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::gpu::{BufferRange, Dispatch, Gpu};
 use crate::kernels::quantize::{Quantize, STATS_WORDS};
 use crate::ops::formats::{Blocks, Quantization, Stream};
-use crate::ops::products::{BlockShape, Operand, OperandFormat, Products, Rounding};
+use crate::ops::products::{BlockShape, HadamardSigns, Operand, OperandFormat, Products, Rounding};
 
 /// Which scratch an operand goes to: the product's first or second
 /// operand, or the Hadamard transform's output on the way.
@@ -156,13 +156,14 @@ impl Operands {
     ) -> Result<()> {
         match o.format {
             OperandFormat::F32 => {
-                d.push(self.hadamard(gpu, x, y, shape)?);
+                d.push(self.hadamard(gpu, o.hadamard_signs, (x, y), shape)?);
             }
             OperandFormat::Format(format) => {
                 let rotated = match o.hadamard {
                     true => {
                         let h = self.scratch(gpu, Side::H, shape.bytes())?;
-                        d.push(self.hadamard(gpu, x, (&h).into(), shape)?);
+                        let xh = (x, (&h).into());
+                        d.push(self.hadamard(gpu, o.hadamard_signs, xh, shape)?);
                         Some(h)
                     }
                     false => None,
@@ -216,12 +217,14 @@ impl Operands {
         self.tensors.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The random Hadamard transform along `shape`'s K, signs from the seed.
+    /// The random Hadamard transform along `shape`'s K, signs from the
+    /// seed: drawn once for the run (at step 0), or at each step. Every
+    /// operand draws the same, so both of a product's cancel.
     fn hadamard(
         &self,
         gpu: &Gpu,
-        x: BufferRange,
-        y: BufferRange,
+        signs: HadamardSigns,
+        (x, y): (BufferRange, BufferRange),
         shape: Shape,
     ) -> Result<Dispatch> {
         let blocks = match shape.k_down {
@@ -234,7 +237,14 @@ impl Operands {
             tensor: 0,
         };
         let shape = [shape.rows as u64, shape.cols as u64];
-        self.quantize.hadamard(gpu, s, false, x, y, shape, blocks)
+        match signs {
+            HadamardSigns::Fixed => self.quantize.hadamard(gpu, s, false, x, y, shape, blocks),
+            HadamardSigns::PerStep => {
+                let step = (&self.step).into();
+                self.quantize
+                    .hadamard_stepped(gpu, s, (x, y), shape, blocks, step)
+            }
+        }
     }
 
     /// A scratch buffer for `side` of at least `bytes`, never grown past
