@@ -102,7 +102,7 @@ runs=(
     "bf16" "f16" "e4m3" "e5m2" "e4m3-tensor" "e5m2-tensor" "e4m3-tensor --stochastic 7"
     "mxfp8-e4m3" "mxfp8-e4m3-rceil" "mxfp8-e4m3-ceil" "mxfp8-e5m2" "mxfp6-e2m3" "mxfp6-e3m2" "mxfp4"
     "nvfp4" "nvfp4 --block 2d" "e4m3-blockwise" "e4m3-blockwise --block 2d"
-    "nvfp4-4over6" "nvfp4-4over6 --block 2d" "nvfp4-4over6-mae" "nvfp4-4over6 --stochastic 7"
+    "nvfp4-4over6" "nvfp4-4over6 --block 2d" "nvfp4-4over6-mae" "nvfp4-4over6 --stochastic 7" "e4m3-row"
     "mxfp4 --stochastic 7" "nvfp4 --stochastic 7" "nvfp4 --block 2d --stochastic 7"
 )
 failed=0

@@ -252,6 +252,26 @@ fn four_over_six_value(xn: f32, s: f32, t: FourOverSix, mae: bool, sr: bool, r: 
     return FourOverSixValue(y, saturated, select(e, 0.0, e < 0x1p-126));
 }
 
+// TorchAO's rowwise scale exponent (ops::formats::row_scale_exp): k of the
+// scale 2^k = 2^floor(log2(max / max(amax, EPS))), the quotient correctly
+// rounded and its log2 as f32 rounds it: e, or e + 1 where the quotient is
+// within floor(ln2·2^p) ulps below 2^(e+1), 2^p ≤ |e + 1| < 2^(p+1).
+// ROW_EPS_EXP is E4M3's (the one element scaled per row).
+fn floor_log2_rounded(sig: u32, e: i32) -> i32 {
+    let t = e + 1;
+    if (t == 0) { return e; }
+    var below = array<u32, 8>(0u, 1u, 2u, 5u, 11u, 22u, 44u, 88u);
+    let p = firstLeadingBit(u32(abs(t)));
+    return e + select(0, 1, 0x1000000u - sig <= below[min(p, 7u)]);
+}
+
+fn row_scale_exp(amax_bits: u32, f: Minifloat) -> i32 {
+    if (amax_bits < ROW_EPS_BITS) { return ROW_EPS_EXP; }
+    let max = bitcast<f32>(f32_bits(f.max_sig, f.emax - i32(f.man)));
+    let s = split(div_rne(max, bitcast<f32>(amax_bits)));
+    return floor_log2_rounded(s.sig, s.e);
+}
+
 // quantize_blocks: a block's values spread over `lanes` invocations, its
 // amax by a workgroup reduction, WG / lanes blocks per workgroup. On a GPU
 // a lane per value (at most WG: 16 of NVFP4's 1-D blocks to a workgroup,
@@ -281,15 +301,16 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     let mae = qp.scaling == SCALING_FOUR_OVER_SIX_MAE;
     let fos = qp.scaling == SCALING_FOUR_OVER_SIX || mae;
     let nvfp4 = qp.scaling == SCALING_NVFP4 || fos;
+    let down = qp.blocks == BLOCKS_COLUMNS;
     var side = MX_BLOCK;
     switch qp.scaling {
         case SCALING_NVFP4, SCALING_FOUR_OVER_SIX, SCALING_FOUR_OVER_SIX_MAE: { side = NVFP4_BLOCK; }
         case SCALING_BLOCKWISE: { side = BLOCKWISE_BLOCK; }
+        case SCALING_ROW: { side = max(select(qp.cols, qp.n / qp.cols, down), 1u); }  // the line
         default: {}
     }
     let lanes = qp.lanes;
     let groups = WG / lanes;
-    let down = qp.blocks == BLOCKS_COLUMNS;
     let g = select(lidx / lanes, lidx % groups, down);
     let lane = select(lidx % lanes, lidx / groups, down);
     let b = flat_group(wid, nwg) * groups + g;
@@ -370,7 +391,8 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
             }
         } else if (!nvfp4) {
             let ceil = qp.scaling == SCALING_MX_CEIL || qp.scaling == SCALING_BLOCKWISE;
-            let raw = mx_scale_exp(bitcast<f32>(amax), f, ceil);
+            var raw = mx_scale_exp(bitcast<f32>(amax), f, ceil);
+            if (qp.scaling == SCALING_ROW) { raw = -row_scale_exp(amax, f); }
             c[3] = select(0u, first, raw < -127);
             c[2] = select(0u, first, raw > 127);
             let k = clamp(raw, -127, 127);

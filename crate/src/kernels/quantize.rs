@@ -154,7 +154,7 @@ impl Quantize {
                 tensor: s.map_or(0, |s| s.tensor),
                 parts: q.parts,
                 count: count as u32,
-                lanes: self.spread.lanes(q),
+                lanes: self.spread.lanes(q, shape),
             },
         );
         let binds = [
@@ -177,7 +177,7 @@ impl Quantize {
                 self.cast.dispatch(gpu, op, &binds, gpu.grid_1d(op, n)?)?
             }
             _ => {
-                let per_workgroup = (WG / self.spread.lanes(q)) as u64;
+                let per_workgroup = (WG / self.spread.lanes(q, shape)) as u64;
                 let groups = gpu.grid_groups(op, count.div_ceil(per_workgroup))?;
                 self.blocks.dispatch(gpu, op, &binds, groups)?
             }
@@ -372,15 +372,17 @@ impl Spread {
     /// where a block holds at most WG (Four Over Six sums its errors in
     /// the values' order, so needs one of the two: NVFP4's blocks hold 256
     /// values at most).
-    fn lanes(self, q: &Quantization) -> u32 {
-        let side = q.format.block() as u32;
+    /// A line-scaled format's blocks are whole lines of any length: the
+    /// largest power of two up to the line's values and WG.
+    fn lanes(self, q: &Quantization, shape: [usize; 2]) -> u32 {
+        let side = q.side(shape) as u32;
         let values = match q.blocks {
             Blocks::Square => side * side,
             Blocks::Rows | Blocks::Columns => side,
         };
         match self {
             Spread::Block => 1,
-            Spread::Values => values.min(WG),
+            Spread::Values => 1 << values.min(WG).ilog2(),
         }
     }
 }

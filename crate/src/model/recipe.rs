@@ -117,7 +117,7 @@ fn recipe_version() -> u32 {
 pub struct Recipe(RecipeSpec);
 
 /// The named recipes, in the order the selectors list them.
-pub const RECIPE_NAMES: [&str; 13] = [
+pub const RECIPE_NAMES: [&str; 15] = [
     "fp32",
     "f16",
     "sf16",
@@ -131,6 +131,8 @@ pub const RECIPE_NAMES: [&str; 13] = [
     "nvfp4",
     "nvfp4-naive",
     "nvfp4-4over6",
+    "fp8-rowwise",
+    "fp8-rowwise-gw-hp",
 ];
 
 impl Recipe {
@@ -293,6 +295,20 @@ impl Recipe {
                     head: true,
                 };
                 spec(WeightCopy::F32, F32, ops, wide)
+            }
+            // TorchAO's float8 ROWWISE: E4M3 everywhere, a power-of-two
+            // scale per row along each product's K; ROWWISE_WITH_GW_HP: dX's
+            // W per tensor, dW from the f32 operands
+            "fp8-rowwise" => spec(WeightCopy::F32, F32, all(Operand::format("e4m3-row")), head),
+            "fp8-rowwise-gw-hp" => {
+                let (row, tensor) = (Operand::format("e4m3-row"), Operand::format("e4m3-tensor"));
+                let f32 = Operand::default();
+                spec(
+                    WeightCopy::F32,
+                    F32,
+                    [row, row, row, tensor, f32, f32],
+                    head,
+                )
             }
             "nvfp4-naive" => spec(
                 WeightCopy::F32,

@@ -11,7 +11,10 @@
 //! with power-of-two scales: DeepSeek-V3 Technical Report, 2024, §3.3);
 //! Four Over Six (NVFP4 whose blocks' scales map their amax to 6 or to 4,
 //! whichever errs less: arXiv 2512.02010, mit-han-lab/fouroversix's
-//! reference quantizer; Transformer Engine's `nvfp4_4over6`).
+//! reference quantizer; Transformer Engine's `nvfp4_4over6`); TorchAO's
+//! rowwise float8 (`Float8LinearRecipeName.ROWWISE`: one power-of-two
+//! scale per row along the product's K, torchao/float8/float8_utils.py
+//! `amax_to_scale` with `round_scales_to_power_of_2`).
 
 use crate::error::{Error, Result};
 
@@ -164,6 +167,11 @@ pub fn wgsl_constants() -> String {
     let mut s = format!(
         "const Q115_LIMIT: f32 = {Q115_LIMIT:?};\nconst NVFP4_RANGE: f32 = {NVFP4_RANGE:?};\nconst FOUR_OVER_SIX_RANGE: f32 = {FOUR_OVER_SIX_RANGE:?};\n"
     );
+    s += &format!(
+        "const ROW_EPS_BITS: u32 = {}u;\nconst ROW_EPS_EXP: i32 = {};\n",
+        row_eps_bits(),
+        row_scale_exp_at_eps(&Element::E4m3.spec())
+    );
     for (name, side) in [
         ("MX_BLOCK", MX_BLOCK),
         ("NVFP4_BLOCK", NVFP4_BLOCK),
@@ -177,6 +185,7 @@ pub fn wgsl_constants() -> String {
         ("SCALING_NVFP4", Scaling::Nvfp4.code()),
         ("SCALING_FOUR_OVER_SIX", Scaling::FourOverSix.code()),
         ("SCALING_FOUR_OVER_SIX_MAE", Scaling::FourOverSixMae.code()),
+        ("SCALING_ROW", Scaling::Row.code()),
         ("SCALING_TENSOR", Scaling::Tensor.code()),
         ("SCALING_BLOCKWISE", Scaling::Blockwise.code()),
         ("BLOCKS_COLUMNS", Blocks::Columns.code()),
@@ -238,6 +247,11 @@ pub enum Scaling {
     /// Four Over Six choosing by the absolute error (Transformer Engine's
     /// default metric).
     FourOverSixMae,
+    /// TorchAO's rowwise scaling: one power-of-two scale per line along K
+    /// (a row, or a column down the columns; a stacked weight's parts each
+    /// their own), 2^k with k = floor(log2(max / amax)) as torch computes
+    /// it (`row_scale_exp`), each value RNE(x·2^k)·2^-k, saturating.
+    Row,
 }
 
 impl Scaling {
@@ -271,7 +285,7 @@ pub struct Format {
 }
 
 impl Format {
-    pub const ALL: [Format; 16] = [
+    pub const ALL: [Format; 17] = [
         Format::new("bf16", Element::Bf16, Scaling::None),
         Format::new("f16", Element::F16, Scaling::None),
         Format::new("e4m3", Element::E4m3, Scaling::None),
@@ -288,6 +302,7 @@ impl Format {
         Format::new("nvfp4-4over6", Element::E2m1, Scaling::FourOverSix),
         Format::new("nvfp4-4over6-mae", Element::E2m1, Scaling::FourOverSixMae),
         Format::new("e4m3-blockwise", Element::E4m3, Scaling::Blockwise),
+        Format::new("e4m3-row", Element::E4m3, Scaling::Row),
     ];
 
     const fn new(name: &'static str, element: Element, scaling: Scaling) -> Format {
@@ -317,9 +332,11 @@ impl Format {
             })
     }
 
-    /// Values per 1-D block (1: unscaled, or one scale per tensor).
+    /// Values per 1-D block (1: unscaled, or one scale per tensor; 0: the
+    /// whole line, `Quantization::side`).
     pub fn block(&self) -> usize {
         match self.scaling {
+            Scaling::Row => 0,
             Scaling::None | Scaling::Tensor => 1,
             Scaling::Mx | Scaling::MxCeil => MX_BLOCK,
             Scaling::Nvfp4 | Scaling::FourOverSix | Scaling::FourOverSixMae => NVFP4_BLOCK,
@@ -354,6 +371,58 @@ pub const NVFP4_RANGE: f32 = 448.0 * 6.0;
 pub const FOUR_OVER_SIX_RANGE: f32 = 256.0 * 6.0;
 /// The random Hadamard transform's block.
 pub const HADAMARD_BLOCK: usize = 16;
+
+/// TorchAO's floor under a line's amax before it divides (`EPS`, an f64):
+/// lines below it all take the scale of `max / EPS`.
+pub const ROW_EPS: f64 = 1e-12;
+
+/// The smallest f32 at or above `ROW_EPS`, as bits: amax below it is
+/// amax < ROW_EPS.
+pub fn row_eps_bits() -> u32 {
+    let e = ROW_EPS as f32;
+    match (e as f64) < ROW_EPS {
+        true => e.to_bits() + 1,
+        false => e.to_bits(),
+    }
+}
+
+/// k = floor(log2(s)) of a positive normal f32 s = sig·2^(e − 23) (sig in
+/// [2^23, 2^24)) as torch computes it, log2 in f32 rounded to nearest:
+/// e, or e + 1 where s lies so few ulps below 2^(e+1) that its log2
+/// rounds to the integer e + 1 — n = 2^24 − sig ulps, with n < ln2·2^p,
+/// 2^p ≤ |e + 1| < 2^(p+1) (no log2 of an f32 is a tie).
+pub fn floor_log2_rounded(sig: u32, e: i32) -> i32 {
+    let t = e + 1;
+    if t == 0 {
+        return e; // log2 just below 0 is a small f32, never 0
+    }
+    let p = 31 - t.unsigned_abs().leading_zeros();
+    let n = (1u32 << 24) - sig;
+    // floor(ln2·2^p) for p = 0..=7 (|e + 1| ≤ 255)
+    const BELOW: [u32; 8] = [0, 1, 2, 5, 11, 22, 44, 88];
+    e + (n <= BELOW[p as usize]) as i32
+}
+
+/// TorchAO's rowwise scale exponent for a line of finite amax: k with the
+/// scale 2^k = 2^floor(log2(f32(max / max(amax, EPS)))), the quotient
+/// here correctly rounded to f32 (torch divides in f64 then rounds: the
+/// same but where the f64 quotient lands on an f32 midpoint, which no
+/// amax of these tests does).
+pub fn row_scale_exp(amax: f32, f: &Minifloat) -> i32 {
+    if amax.to_bits() < row_eps_bits() {
+        return row_scale_exp_at_eps(f);
+    }
+    let s = f.max() / amax;
+    let bits = s.to_bits();
+    floor_log2_rounded((bits & 0x7f_ffff) | 0x80_0000, (bits >> 23) as i32 - 127)
+}
+
+/// The exponent of lines whose amax is below `ROW_EPS`.
+pub fn row_scale_exp_at_eps(f: &Minifloat) -> i32 {
+    let s = (f.max() as f64 / ROW_EPS) as f32;
+    let bits = s.to_bits();
+    floor_log2_rounded((bits & 0x7f_ffff) | 0x80_0000, (bits >> 23) as i32 - 127)
+}
 
 /// How the values of a [rows, cols] matrix are grouped into blocks: along
 /// a row (the last dimension), down a column (a GEMM operand whose K is
@@ -567,12 +636,23 @@ impl Quantization {
     /// How many blocks a [rows, cols] tensor holds (a shorter last block
     /// of a part counts as one).
     pub fn block_count(&self, shape: [usize; 2]) -> usize {
-        self.blocks.count(self.format.block(), shape, self.parts())
+        self.blocks.count(self.side(shape), shape, self.parts())
+    }
+
+    /// Values per block of a [rows, cols] tensor: the format's, or for a
+    /// scale per line, the line's length (a row's, or a column's down the
+    /// columns; at least 1).
+    pub fn side(&self, [rows, cols]: [usize; 2]) -> usize {
+        match (self.format.block(), self.blocks) {
+            (0, Blocks::Columns) => rows.max(1),
+            (0, _) => cols.max(1),
+            (b, _) => b,
+        }
     }
 
     /// The flat indices of block b's values in a [rows, cols] tensor.
     pub fn block_values(&self, b: usize, shape: [usize; 2]) -> impl Iterator<Item = usize> {
-        let side = self.format.block();
+        let side = self.side(shape);
         let block = self.blocks.block(side, b, shape, self.parts());
         let blocks = self.blocks;
         (0..block.len).map(move |j| blocks.index(block, j, shape[1]))

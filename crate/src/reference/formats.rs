@@ -6,7 +6,7 @@
 
 use crate::ops::formats::{
     Blocks, Counts, Element, F32, FOUR_OVER_SIX_RANGE, HADAMARD_BLOCK, Minifloat, NVFP4_RANGE,
-    Quantization, Scaling, Stream, pow2,
+    Quantization, Scaling, Stream, pow2, row_scale_exp,
 };
 
 const SIGN: u32 = 0x8000_0000;
@@ -230,7 +230,10 @@ pub fn quantize(q: &Quantization, x: &[f32], cols: usize) -> (Vec<f32>, Counts) 
                 y[i] = x[i];
             }
         } else if !nvfp4 {
-            let raw = mx_scale_exp(f32::from_bits(amax), &f, q.format.scaling.rounds_up());
+            let raw = match q.format.scaling {
+                Scaling::Row => -row_scale_exp(f32::from_bits(amax), &f),
+                s => mx_scale_exp(f32::from_bits(amax), &f, s.rounds_up()),
+            };
             c.blocks_scale_underflowed += (raw < -127) as u32;
             c.blocks_scale_saturated += (raw > 127) as u32;
             let k = raw.clamp(-127, 127);
@@ -463,5 +466,7 @@ pub fn hadamard16(x: &[f32], s: Stream, inverse: bool, cols: usize, blocks: Bloc
 
 #[cfg(test)]
 mod four_over_six_tests;
+#[cfg(test)]
+mod row_tests;
 #[cfg(test)]
 mod tests;

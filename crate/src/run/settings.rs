@@ -136,6 +136,8 @@ pub const SETTINGS: &[Setting] = &[
             "NVIDIA's recipe: 2-D weight blocks, stochastic dY, Hadamard wgrad",
             "NVFP4 everywhere, nothing else",
             "NVIDIA's recipe, each block's scale mapping its amax to 6 or 4 (Four Over Six)",
+            "TorchAO's rowwise float8: E4M3, a power-of-two scale per row",
+            "rowwise float8, the weight gradient from f32 operands",
         ],
         "The precision recipe: a named one, or a custom one (docs/PRECISION.md)",
     ),

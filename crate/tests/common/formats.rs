@@ -316,7 +316,7 @@ fn awkward_matrix(rows: usize, cols: usize, seed: u64) -> Vec<f32> {
     x
 }
 
-/// Blocks down the columns, every MX format and NVFP4, nearest and
+/// Blocks down the columns, every MX format, NVFP4 and a scale per line, nearest and
 /// stochastic, on a matrix of awkward width (invocations across
 /// workgroups).
 pub async fn quantize_columns_match_reference(gpu: &Gpu) -> Result<()> {
@@ -338,7 +338,7 @@ async fn quantize_columns_match_reference_spread(gpu: &Gpu, k: Quantize) -> Resu
     };
     let names = Format::ALL
         .into_iter()
-        .filter(|f| f.block() > 1)
+        .filter(|f| f.block() != 1) // blocks, or a scale per line (0)
         .map(|f| (f.name, None))
         .chain([("mxfp4", Some(stream)), ("nvfp4", Some(stream))]);
     for (name, sr) in names {
@@ -392,7 +392,7 @@ async fn quantize_partial_blocks_and_parts_match_reference_spread(
     };
     for (i, &(rows, cols, blocks, parts)) in shapes.iter().enumerate() {
         let x = awkward_matrix(rows, cols, 92 + i as u64);
-        for name in ["mxfp8-e4m3", "mxfp4", "nvfp4"] {
+        for name in ["mxfp8-e4m3", "mxfp4", "nvfp4", "e4m3-row"] {
             for sr in [None, Some(stream)] {
                 let q = Quantization {
                     parts,

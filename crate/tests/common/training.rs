@@ -579,6 +579,8 @@ pub async fn format_recipes_train_and_count(gpu: &Gpu) -> Result<()> {
         ("nvfp4", 5e-2),
         ("nvfp4-naive", 5e-2),
         ("nvfp4-4over6", 5e-2),
+        ("fp8-rowwise", 2e-2),
+        ("fp8-rowwise-gw-hp", 2e-2),
     ];
     for (name, bound) in recipes {
         let recipe = Recipe::named(name)?;

@@ -29,8 +29,10 @@ pub struct QuantizeArgs {
     /// mxfp8-e4m3-ceil), mxfp6-e2m3, mxfp6-e3m2, mxfp4, nvfp4,
     /// nvfp4-4over6 (Four Over Six: each block's scale maps its amax to 6
     /// or to 4, whichever errs less), nvfp4-4over6-mae (by the absolute
-    /// error, Transformer Engine's metric) or e4m3-blockwise (DeepSeek-V3's
-    /// FP8: 128 values per power-of-two scale) (docs/PRECISION.md, "Formats").
+    /// error, Transformer Engine's metric), e4m3-blockwise (DeepSeek-V3's
+    /// FP8: 128 values per power-of-two scale) or e4m3-row (TorchAO's
+    /// rowwise float8: a power-of-two scale per row) (docs/PRECISION.md,
+    /// "Formats").
     #[arg(long)]
     format: String,
     /// `2d`: square blocks (weights), NVFP4's 16×16 or e4m3-blockwise's
