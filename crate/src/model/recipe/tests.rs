@@ -1,0 +1,202 @@
+//! Recipes' refusals, names and meanings.
+
+use super::*;
+
+fn refusal(json: &str) -> String {
+    Recipe::from_json(json).unwrap_err().to_string()
+}
+
+#[test]
+fn a_renamed_format_loads_and_is_written_by_its_name() {
+    let old = r#"{"name": "x", "forward": {"x": {"format": "mxfp8-e4m3-ceil"}}}"#;
+    let r = Recipe::from_json(old).unwrap();
+    let json = serde_json::to_string(&r).unwrap();
+    assert!(
+        json.contains("\"mxfp8-e4m3-rceil\"") && !json.contains("-ceil"),
+        "{json}"
+    );
+}
+
+#[test]
+fn named_recipes_are_written_by_name_and_read_back() {
+    for r in Recipe::all_named() {
+        let json = serde_json::to_string(&r).unwrap();
+        assert_eq!(json, format!("\"{}\"", r.name()));
+        assert_eq!(Recipe::from_json(&json).unwrap(), r);
+    }
+}
+
+#[test]
+fn a_changed_recipe_is_written_in_full() {
+    let mut spec = Recipe::named("nvfp4").unwrap().spec().clone();
+    spec.wide.last = 2;
+    let r = Recipe::new(spec).unwrap();
+    let json = serde_json::to_string(&r).unwrap();
+    assert!(
+        json.starts_with('{') && json.contains("\"last\":2"),
+        "{json}"
+    );
+    assert_eq!(Recipe::from_json(&json).unwrap(), r);
+}
+
+/// Attention's operands: read as f32 where a file has none, written
+/// in full, and handed to the kernels.
+#[test]
+fn attention_operands_round_trip() {
+    let mut spec = Recipe::named("amp-f16").unwrap().spec().clone();
+    let old = r#"{"name": "x", "forward": {"x": {"format": "f16"}}}"#;
+    assert_eq!(
+        Recipe::from_json(old).unwrap().kernel_products().2,
+        AttentionOperands::F32
+    );
+    spec.attention = AttentionOperands::F16;
+    let r = Recipe::new(spec).unwrap();
+    let json = serde_json::to_string(&r).unwrap();
+    assert!(
+        json.contains("\"attention\":\"f16\"") && !r.is_named(),
+        "{json}"
+    );
+    assert_eq!(Recipe::from_json(&json).unwrap(), r);
+    assert_eq!(r.kernel_products().2, AttentionOperands::F16);
+    let e = refusal(r#"{"name": "x", "attention": "bf16"}"#);
+    assert!(e.contains("unknown variant `bf16`"), "{e}");
+}
+
+#[test]
+fn todays_modes_keep_their_meaning() {
+    let fp8 = Recipe::fp8();
+    assert!(fp8.quantized_weight_copy() && fp8.wide().head && !fp8.f16_weights());
+    assert!(Recipe::f16().f16_weights() && Recipe::f16().products().is_exact());
+    assert_eq!(Recipe::sf16().numerics(), Numerics::Sf16);
+    assert!(!Recipe::sf16().wide().head && Recipe::sf16_wide_head().wide().head);
+    assert!(!Recipe::fp32().counts() && Recipe::sf16().counts() && !fp8.counts());
+    // one copy serves both products where W and Wᵀ quantize alike
+    let copied: Vec<&str> = RECIPE_NAMES
+        .into_iter()
+        .filter(|n| Recipe::named(n).unwrap().quantized_weight_copy())
+        .collect();
+    assert_eq!(
+        copied,
+        [
+            "fp8",
+            "bf16",
+            "amp-f16",
+            "fp8-hybrid",
+            "nvfp4",
+            "nvfp4-4over6"
+        ]
+    );
+}
+
+/// A recipe file of fp8's former `e4m3-tiles` reads as the blockwise
+/// format it was: the named fp8, its weights in 128×128 blocks.
+#[test]
+fn e4m3_tiles_read_as_e4m3_blockwise() {
+    let all = ["x", "w", "dy", "w", "dy", "x"]
+        .chunks(2)
+        .zip(["forward", "dgrad", "wgrad"])
+        .map(|(ops, p)| {
+            format!(
+                r#""{p}": {{"{}": {{"format": "e4m3-tiles"}}, "{}": {{"format": "e4m3-tiles"}}}}"#,
+                ops[0], ops[1]
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let old = format!(r#"{{"name": "fp8", "wide": {{"head": true}}, {all}}}"#);
+    let r = Recipe::from_json(&old).unwrap();
+    assert_eq!(r, Recipe::fp8());
+    assert!(r.is_named());
+}
+
+/// A file written by the first version of recipes (the fixture is
+/// never rewritten) still loads, as what it said.
+#[test]
+fn a_version_1_recipe_file_loads() {
+    let text = include_str!("../../../../tests/fixtures/recipes/fp4-wide-ends.v1.json");
+    let r = Recipe::from_json(text).unwrap();
+    let p = r.products();
+    assert_eq!(p.forward[1].blocks, BlockShape::Square);
+    assert_eq!(p.wgrad[0].rounding, Rounding::Stochastic);
+    assert!(p.wgrad[0].hadamard && p.wgrad[1].hadamard);
+    assert_eq!((r.wide().first, r.wide().last, r.wide().head), (1, 1, true));
+    assert!(!r.is_named());
+}
+
+#[test]
+fn bad_recipes_are_refused_with_the_reason() {
+    let cases = [
+        (
+            r#"{"name": "x", "forward": {"x": {"format": "fp5"}}}"#,
+            "unknown format \"fp5\"",
+        ),
+        (r#""fp7""#, "unknown precision \"fp7\""),
+        (
+            r#"{"name": "x", "wgrad": {"dy": {"format": "nvfp4", "hadamard": true}, "x": {"format": "nvfp4"}}}"#,
+            "one operand only",
+        ),
+        (
+            r#"{"name": "x", "forward": {"w": {"format": "mxfp4", "blocks": "2d"}}}"#,
+            "2-D blocks are NVFP4's and e4m3-blockwise's",
+        ),
+        (
+            r#"{"name": "x", "forward": {"x": {"format": "nvfp4", "blocks": "2d"}}}"#,
+            "2-D blocks are for weights",
+        ),
+        (
+            r#"{"name": "x", "dgrad": {"dy": {"format": "f32", "rounding": "stochastic"}}}"#,
+            "stochastic rounding needs a format",
+        ),
+        (
+            r#"{"name": "x", "weights": "f16", "forward": {"x": {"format": "bf16"}}}"#,
+            "f16 weights are a recipe of their own",
+        ),
+        (r#"{"name": "x", "version": 2}"#, "newer than this build's"),
+        (r#"{"name": "x", "speed": "fast"}"#, "unknown field `speed`"),
+        (
+            r#"{"name": "x", "wgrad": {"dy": {"format": "nvfp4", "hadamard": true, "hadamardSigns": "per-step"}, "x": {"format": "nvfp4", "hadamard": true}}}"#,
+            "Hadamard signs differ",
+        ),
+        (
+            r#"{"name": "x", "wgrad": {"dy": {"format": "nvfp4", "hadamardSigns": "per-step"}, "x": {"format": "nvfp4", "hadamardSigns": "per-step"}}}"#,
+            "hadamardSigns without a Hadamard transform",
+        ),
+        // every part refuses a field it does not know (a misspelt `init`)
+        (
+            r#"{"name": "x", "lossScaling": {"initial": 1e39}}"#,
+            "unknown field `initial`, expected one of `init`",
+        ),
+        (
+            r#"{"name": "x", "forward": {"bogus": 5}}"#,
+            "unknown field `bogus`",
+        ),
+        (r#"{"name": "x", "dgrad": {"x": {}}}"#, "unknown field `x`"),
+        (
+            r#"{"name": "x", "wgrad": {"dy": {"format": "e4m3", "bogus": 5}}}"#,
+            "unknown field `bogus`",
+        ),
+        (
+            r#"{"name": "x", "wide": {"bogus": 5}}"#,
+            "unknown field `bogus`",
+        ),
+    ];
+    for (json, why) in cases {
+        let e = refusal(json);
+        assert!(
+            e.contains(why) && !e.contains("recipe: recipe"),
+            "{json}: {e}"
+        );
+    }
+}
+
+#[test]
+fn a_hadamard_transform_needs_k_in_sixteens() {
+    let r = Recipe::named("nvfp4").unwrap();
+    let c = Config::preset("tiny").unwrap();
+    assert!(r.check(&c, BatchShape { batch: 4, seq: 32 }).is_ok());
+    let e = r
+        .check(&c, BatchShape { batch: 3, seq: 7 })
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("K = 21 is not a multiple of 16"), "{e}");
+}
