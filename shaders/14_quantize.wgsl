@@ -13,7 +13,9 @@
 // NVFP4: its E4M3 scale rounded to 0, the block to zeros), [4] the tensor
 // amax of NVFP4 and per-tensor scaling (the f32 bits of the largest finite
 // |x|: zeroed by quantize_reset, written by quantize_amax). [0..4] add up
-// over the quantizations sharing the buffer; [4] is each one's own.
+// over the quantizations sharing the buffer; [4] is each one's own. Where
+// the noise sums are taken (quantize_noise_partials): [5] Σx², [6] Σ(y − x)²
+// as f32 bits, added up likewise; [7] and on, the last one's partials.
 
 struct QuantizeParams {
     n: u32,
@@ -33,7 +35,7 @@ struct QuantizeParams {
 @group(0) @binding(1) var<uniform> qstep: vec4<u32>;                        // x: the step the draws use
 @group(0) @binding(2) var<storage, read> qx: array<f32>;                    // [n]
 @group(0) @binding(3) var<storage, read_write> qy: array<f32>;              // [n]
-@group(0) @binding(4) var<storage, read_write> stats: array<atomic<u32>, 5>;
+@group(0) @binding(4) var<storage, read_write> stats: array<atomic<u32>>;   // [5], or NOISE_STATS_WORDS
 
 var<workgroup> wg_stats: array<atomic<u32>, 4>;
 
@@ -461,6 +463,51 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
         }
     }
     add_stats(c, lidx);
+}
+
+// The noise criterion's sums (FP4 All the Way, arXiv 2505.19115: training
+// stalls once ‖g‖ falls below about √3 times the quantization noise):
+// Σx² and Σ(y − x)² over a quantization's pairs with x and y − x finite,
+// added to stats[5] and [6]. No float atomics: every sum runs in a fixed
+// order, so a step's ratio repeats bit for bit on an adapter (the twin,
+// reference::formats::noise_sums, sums in the same order; a compiler may
+// fuse x·x + s). quantize_noise_partials: G workgroups (G ≤ NOISE_GROUPS),
+// invocation i of group g summing the values g·WG + i + k·G·WG in order,
+// then its group's lanes in a tree into stats[8 + 2g] and [9 + 2g], G into
+// stats[7]; quantize_noise_total adds the G pairs in order.
+var<workgroup> qn_sums: array<vec2<f32>, WG>;
+
+@compute @workgroup_size(WG)
+fn quantize_noise_partials(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                           @builtin(local_invocation_index) lidx: u32) {
+    var s = vec2<f32>(0.0);
+    for (var i = wid.x * WG + lidx; i < qp.n; i += nwg.x * WG) {
+        let x = qx[i];
+        let d = qy[i] - x;
+        if (is_finite(x) && is_finite(d)) { s += vec2<f32>(x * x, d * d); }
+    }
+    qn_sums[lidx] = s;
+    workgroupBarrier();
+    for (var half = WG / 2u; half > 0u; half >>= 1u) {
+        if (lidx < half) { qn_sums[lidx] += qn_sums[lidx + half]; }
+        workgroupBarrier();
+    }
+    if (lidx == 0u) {
+        atomicStore(&stats[8u + 2u * wid.x], bitcast<u32>(qn_sums[0].x));
+        atomicStore(&stats[9u + 2u * wid.x], bitcast<u32>(qn_sums[0].y));
+        if (wid.x == 0u) { atomicStore(&stats[7], nwg.x); }
+    }
+}
+
+@compute @workgroup_size(1)
+fn quantize_noise_total() {
+    var s = vec2<f32>(bitcast<f32>(atomicLoad(&stats[5])), bitcast<f32>(atomicLoad(&stats[6])));
+    let groups = atomicLoad(&stats[7]);
+    for (var g = 0u; g < groups; g++) {
+        s += vec2<f32>(bitcast<f32>(atomicLoad(&stats[8u + 2u * g])), bitcast<f32>(atomicLoad(&stats[9u + 2u * g])));
+    }
+    atomicStore(&stats[5], bitcast<u32>(s.x));
+    atomicStore(&stats[6], bitcast<u32>(s.y));
 }
 
 // hadamard16: the random Hadamard transform of 16-value blocks of a

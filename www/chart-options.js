@@ -6,6 +6,10 @@ import { countsOf, OPERANDS } from './recipes.js';
 
 export const PALETTE = ['#3056d3', '#d9480f', '#2b8a3e', '#9c36b5', '#c2255c', '#1098ad', '#e67700'];
 export const HEIGHT = 210;
+/// FP4 All the Way (arXiv 2505.19115): quantized training stops making
+/// progress once the gradient's norm falls below about √3 times its
+/// quantization noise's.
+export const NOISE_FLOOR = Math.sqrt(3);
 /// Whole steps on the x axis.
 const STEP_TICKS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6];
 
@@ -66,6 +70,18 @@ export const CHARTS = {
         dash: site.endsWith('.flushed') && operand >= 0 ? [4, 3] : undefined,
       };
     }) }],
+  },
+  // recipes that quantize the gradient dY: ‖dY‖ / ‖q(dY) − dY‖ per product
+  // reading it, over every layer; log axis, the √3 line always in range
+  noise: {
+    id: 'chart-noise',
+    y: { distr: 3, log: 10, range: (u, min, max) => [Math.min(min, 1), Math.max(max, 10)] },
+    only: (run) => run.train.noise_floor?.some((v) => v !== null),
+    groups: [{ from: 'train', series: [
+      { key: 'noise_dgrad', label: 'dgrad dY' },
+      { key: 'noise_wgrad', label: 'wgrad dY', dash: [6, 3] },
+      { key: 'noise_floor', label: '√3', current: true, color: '#868e96', dash: [2, 3] },
+    ] }],
   },
   // dynamic loss scaling (amp-f16): the scale each step's gradients carried
   scale: {

@@ -1,7 +1,8 @@
 // Live charts (uPlot): loss with validation, gradient norm with the clip
 // scale, learning rate, tokens/s, the step's counts per site where the
-// recipe makes any (sf16's clamps, fp8's, each quantized operand's), and
-// the loss scale where the recipe scales the loss. Every run keeps its series, one segment per mode it trained in,
+// recipe makes any (sf16's clamps, fp8's, each quantized operand's), the
+// gradient's noise ratio where the recipe quantizes it, and the loss scale
+// where the recipe scales the loss. Every run keeps its series, one segment per mode it trained in,
 // owned by its row of the runs table (www/runs.js): the live run is always
 // drawn, its earlier modes dashed; other runs are drawn dashed and dimmed
 // behind it where the table chooses them, in their own colour and labelled
@@ -10,7 +11,7 @@
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import { $ } from './dom.js';
-import { CHARTS, HEIGHT, PALETTE, options, seriesIn, countsIn } from './chart-options.js';
+import { CHARTS, HEIGHT, NOISE_FLOOR, PALETTE, options, seriesIn, countsIn } from './chart-options.js';
 
 export { countsIn };
 
@@ -20,7 +21,20 @@ export { countsIn };
 const MAX_POINTS = 1500;
 const RECENT = 500;
 
-const KEYS = ['loss', 'grad_norm', 'clip_scale', 'lr', 'tokens_per_s', 'loss_scale'];
+/// A step's columns in a run's table, each from its `StepStats`.
+const COLUMNS = {
+  loss: (s) => s.loss,
+  grad_norm: (s) => s.grad_norm,
+  clip_scale: (s) => s.clip_scale,
+  lr: (s) => s.lr,
+  tokens_per_s: (s) => s.tokens_per_s,
+  loss_scale: (s) => s.loss_scale,
+  noise_dgrad: (s) => s.noise_ratios?.dgrad,
+  noise_wgrad: (s) => s.noise_ratios?.wgrad,
+  // FP4 All the Way's line, drawn beside the ratios
+  noise_floor: (s) => (s.noise_ratios ? NOISE_FLOOR : null),
+};
+const KEYS = Object.keys(COLUMNS);
 
 // Segments: {owner, label, color, precision, sites, train, val}, oldest first.
 const runs = [];
@@ -118,12 +132,14 @@ export function addSteps(stats) {
     build('clamped');
   }
   const scaled = CHARTS.scale.only(run);
+  const noisy = CHARTS.noise.only(run);
   stats.forEach((s, i) => {
     run.train.step.push(s.step);
-    for (const k of KEYS) run.train[k].push(finite(s[k]));
+    for (const k of KEYS) run.train[k].push(finite(COLUMNS[k](s)));
     for (const site of run.sites) run.train[`clamped.${site}`].push(counted[i][site] ?? null);
   });
   if (!scaled && CHARTS.scale.only(run)) build('scale');
+  if (!noisy && CHARTS.noise.only(run)) build('noise');
   if (run.train.step.length > MAX_POINTS) thin(run.train);
   schedule();
 }
@@ -239,6 +255,14 @@ function mark(name) {
     host.closest('figure').hidden = scales.length === 0;
     host.dataset.points = scales.length;
     host.dataset.last = scales.at(-1) ?? '';
+  }
+  if (name === 'noise') {
+    const t = run?.train;
+    const ratios = t ? t.step.map((step, i) => [step, t.noise_dgrad?.[i] ?? null, t.noise_wgrad?.[i] ?? null])
+      .filter(([, d, w]) => d !== null || w !== null) : [];
+    host.closest('figure').hidden = ratios.length === 0;
+    host.dataset.points = ratios.length;
+    host.dataset.last = JSON.stringify(ratios.at(-1) ?? null); // [step, dgrad, wgrad]
   }
   host.dataset.runs = segments.length;
   host.dataset.labels = segments.map(({ run: r }) => r.label).join(' | ');

@@ -237,7 +237,7 @@ describe('training: a training session', () => {
     assert.ok(await page.locator('#restore-offer').isHidden());
   });
 
-  test('sf16, fp8 and amp-f16 chart their counts per step, amp-f16 its loss scale; an sf16 model generates', async () => {
+  test('sf16, fp8 and amp-f16 chart their counts per step, fp8 and amp-f16 their noise ratio, amp-f16 its loss scale; an sf16 model generates', async () => {
     if ((await page.locator('#train').getAttribute('data-phase')) === 'none') await createModel(page, { batch: 4, seq: 32 });
     const clamped = (attr) => page.locator('#chart-clamped').getAttribute(`data-${attr}`);
     // every operand quantized (fp8's in E4M3 blocks, amp-f16's in f16):
@@ -260,6 +260,14 @@ describe('training: a training session', () => {
       assert.ok(Number(await clamped('points')) >= 3, `${mode}: a point per step`);
       const shown = (await page.locator('#stat-clamped').textContent()).split(' · ').map((c) => c.split(' ')[0]);
       assert.deepEqual(shown, sites.split(' '), `${mode}: the last step's counts`);
+      // ‖dY‖ / ‖q(dY) − dY‖: about 38 for fp8's E5M2 on tiny, about 4 900 for f16 (the CLI's)
+      const noise = page.locator('#chart-noise');
+      assert.equal(await noise.isVisible(), mode !== 'sf16', `${mode}: the noise ratio chart shows where dY is quantized`);
+      if (mode !== 'sf16') {
+        const [, dgrad, wgrad] = JSON.parse(await noise.getAttribute('data-last'));
+        const [low, high] = mode === 'fp8' ? [10, 200] : [1000, 20000];
+        for (const r of [dgrad, wgrad]) assert.ok(r > low && r < high, `${mode}: a noise ratio of ${r}`);
+      }
       const scale = page.locator('#chart-scale');
       assert.equal(await scale.isVisible(), mode === 'amp-f16', `${mode}: the loss scale chart shows where the loss is scaled`);
       // from GradScaler's start, 2^16: halved on overflow, grown only after 2000 clean steps

@@ -8,11 +8,18 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::error::{Error, Result};
 use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, WG, build_kernels};
-use crate::ops::formats::{Blocks, Counts, HADAMARD_BLOCK, Quantization, Scaling, Stream};
+use crate::ops::formats::{
+    Blocks, Counts, HADAMARD_BLOCK, NoiseSums, Quantization, Scaling, Stream,
+};
 use crate::shaders::QUANTIZE;
 
 /// u32 words of the stats buffer: four counters and the tensor amax.
 pub const STATS_WORDS: u64 = 5;
+/// Workgroups summing a tensor's noise (`encode_noise`), at most.
+const NOISE_GROUPS: u64 = 64;
+/// u32 words of a stats buffer `encode_noise` also writes: the counters',
+/// Σx² and Σ(y − x)² (f32 bits), the partials' count and their pairs.
+pub const NOISE_STATS_WORDS: u64 = 8 + 2 * NOISE_GROUPS;
 /// Bytes of a step uniform (`encode_stepped`): the step, then padding.
 pub const STEP_BYTES: u64 = 16;
 
@@ -43,6 +50,14 @@ const CAST: KernelDesc = KernelDesc::of("quantize_cast", SLOTS);
 const RESET: KernelDesc = KernelDesc::of("quantize_reset", SLOTS);
 const AMAX: KernelDesc = KernelDesc::of("quantize_amax", SLOTS);
 const BLOCKS: KernelDesc = KernelDesc::of("quantize_blocks", SLOTS);
+const NOISE_SLOTS: &[Slot] = &[
+    Slot::Uniform(0),            // qp: n alone
+    Slot::Read(2, "x"),          // qx: [n] f32, what was quantized
+    Slot::ReadWrite(3, "y"),     // qy: [n] f32, its quantization
+    Slot::ReadWrite(4, "stats"), // [NOISE_STATS_WORDS] u32
+];
+const NOISE_PARTIALS: KernelDesc = KernelDesc::of("quantize_noise_partials", NOISE_SLOTS);
+const NOISE_TOTAL: KernelDesc = KernelDesc::of("quantize_noise_total", NOISE_SLOTS);
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -72,19 +87,39 @@ pub struct Quantize {
     amax: Kernel,
     blocks: Kernel,
     hadamard: Kernel,
+    noise_partials: Kernel,
+    noise_total: Kernel,
     spread: Spread,
 }
 
 impl Quantize {
     pub async fn new(gpu: &Gpu) -> Result<Self> {
-        let [cast, reset, amax, blocks, hadamard] =
-            build_kernels(gpu, QUANTIZE, [CAST, RESET, AMAX, BLOCKS, HADAMARD]).await?;
+        let descs = [
+            CAST,
+            RESET,
+            AMAX,
+            BLOCKS,
+            HADAMARD,
+            NOISE_PARTIALS,
+            NOISE_TOTAL,
+        ];
+        let [
+            cast,
+            reset,
+            amax,
+            blocks,
+            hadamard,
+            noise_partials,
+            noise_total,
+        ] = build_kernels(gpu, QUANTIZE, descs).await?;
         Ok(Quantize {
             cast,
             reset,
             amax,
             blocks,
             hadamard,
+            noise_partials,
+            noise_total,
             spread: Spread::for_adapter(gpu),
         })
     }
@@ -183,6 +218,47 @@ impl Quantize {
             }
         });
         Ok(d)
+    }
+
+    /// Adds Σx² and Σ(y − x)² over the `n` pairs whose x and y − x are
+    /// finite to `stats`' words 5 and 6 (`NOISE_STATS_WORDS`;
+    /// `NoiseSums::from_words`), in a fixed order: `y` a quantization of `x`.
+    pub fn encode_noise(
+        &self,
+        gpu: &Gpu,
+        x: BufferRange,
+        y: BufferRange,
+        stats: BufferRange,
+        n: u64,
+    ) -> Result<[Dispatch; 2]> {
+        let op = "quantize noise";
+        let n32 = u32::try_from(n).map_err(|_| Error::shape(op, "n", "below 2^32", n))?;
+        let params = gpu.uniform(
+            op,
+            &Params {
+                n: n32,
+                ..Zeroable::zeroed()
+            },
+        );
+        let binds = [
+            (&params).into(),
+            x.needs(4 * n),
+            y.needs(4 * n),
+            stats.needs(4 * NOISE_STATS_WORDS),
+        ];
+        let groups = Quantize::noise_groups(n);
+        let partials =
+            self.noise_partials
+                .dispatch(gpu, op, &binds, gpu.grid_groups(op, groups)?)?;
+        let total = self
+            .noise_total
+            .dispatch(gpu, op, &binds, gpu.grid_groups(op, 1)?)?;
+        Ok([partials, total])
+    }
+
+    /// The workgroups `encode_noise` sums `n` values with.
+    pub fn noise_groups(n: u64) -> u64 {
+        n.div_ceil(WG as u64).clamp(1, NOISE_GROUPS)
     }
 
     /// A step uniform for `encode_stepped`, holding `step`.
@@ -297,6 +373,16 @@ impl Quantize {
         let y: Vec<f32> = gpu.read_back((&dst).into()).await?;
         let words: Vec<u32> = gpu.read_back((&stats).into()).await?;
         Ok((y, Counts::from_words(&words)))
+    }
+}
+
+impl NoiseSums {
+    /// Words 5 and 6 of a stats buffer (`Quantize::encode_noise`).
+    pub fn from_words(w: &[u32]) -> NoiseSums {
+        NoiseSums {
+            signal: f32::from_bits(w[5]),
+            noise: f32::from_bits(w[6]),
+        }
     }
 }
 

@@ -577,6 +577,24 @@ pub struct Counts {
     pub blocks_scale_underflowed: u32,
 }
 
+/// A quantization's noise: Σx² of what was quantized and Σ(y − x)² of
+/// what its quantization changed, over the pairs both finite.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct NoiseSums {
+    pub signal: f32,
+    pub noise: f32,
+}
+
+impl NoiseSums {
+    /// ‖x‖ / ‖y − x‖, which FP4 All the Way (arXiv 2505.19115) finds
+    /// training needs above √3 to make progress; `None` where either sum
+    /// is 0 (nothing quantized, or exactly) or not finite.
+    pub fn ratio(self) -> Option<f32> {
+        let r = (self.signal as f64 / self.noise as f64).sqrt() as f32;
+        (self.signal > 0.0 && self.noise > 0.0 && r.is_finite()).then_some(r)
+    }
+}
+
 impl Quantization {
     /// `format` in `blocks`, uncut.
     pub fn new(format: Format, blocks: Blocks, stochastic: Option<Stream>) -> Quantization {

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::{Error, Result};
-use crate::ops::formats::{Counts, Format};
+use crate::ops::formats::{Counts, Format, NoiseSums};
 
 /// What an operand goes through before a product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -242,6 +242,12 @@ impl Products {
         w == dgrad_w && alike && w.rounding == Rounding::Nearest && !w.hadamard
     }
 
+    /// Whether a gradient (dY) goes through a format (`NoiseRatios`).
+    pub fn quantizes_gradients(&self) -> bool {
+        let quantized = |o: &Operand| matches!(o.format, OperandFormat::Format(_));
+        quantized(&self.dgrad[0]) || quantized(&self.wgrad[0])
+    }
+
     /// Whether any operand goes through `ops::formats`' quantizers (whose
     /// counts are `OperandCounts`).
     pub fn counts_operands(&self) -> bool {
@@ -276,5 +282,34 @@ impl OperandCounts {
             dgrad: [c(2), c(3)],
             wgrad: [c(4), c(5)],
         }
+    }
+}
+
+/// The gradient's quantization noise over a step, per product reading a
+/// quantized dY: ‖dY‖ / ‖q(dY) − dY‖ over every layer's dY together
+/// (`NoiseSums::ratio`); `None` for a product whose dY is not quantized
+/// (or was exactly).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct NoiseRatios {
+    pub dgrad: Option<f32>,
+    pub wgrad: Option<f32>,
+}
+
+impl NoiseRatios {
+    /// From dgrad's and wgrad's dY sums [Σx², Σ(y − x)²].
+    pub fn from_sums(sums: &[[f32; 2]; 2]) -> NoiseRatios {
+        let ratio = |[signal, noise]: [f32; 2]| NoiseSums { signal, noise }.ratio();
+        NoiseRatios {
+            dgrad: ratio(sums[0]),
+            wgrad: ratio(sums[1]),
+        }
+    }
+
+    /// The smaller ratio: the operand nearest the criterion's √3.
+    pub fn min(&self) -> Option<f32> {
+        [self.dgrad, self.wgrad]
+            .into_iter()
+            .flatten()
+            .reduce(f32::min)
     }
 }

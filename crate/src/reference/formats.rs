@@ -1,9 +1,11 @@
 //! Twins of 00_formats.wgsl and 14_quantize.wgsl: the element formats'
 //! round trips (plain, scaled, stochastic), OCP MX and NVFP4 blocks, the
-//! counter-based random bits and the random Hadamard transform; and, to
+//! counter-based random bits, the random Hadamard transform and the noise
+//! criterion's sums; and, to
 //! check them against the formats' definitions, each format's codes
 //! decoded from their bits and E8M0's scales.
 
+use crate::gpu::WG;
 use crate::ops::formats::{
     Blocks, Counts, Element, F32, FOUR_OVER_SIX_RANGE, HADAMARD_BLOCK, Minifloat, NVFP4_RANGE,
     Quantization, Scaling, Stream, pow2, row_scale_exp,
@@ -462,6 +464,39 @@ pub fn hadamard16(x: &[f32], s: Stream, inverse: bool, cols: usize, blocks: Bloc
         }
     }
     y
+}
+
+/// `Quantize::encode_noise`'s sums of `y` as a quantization of `x`, added
+/// to `acc` ([Σx², Σ(y − x)²]) in its order: `groups` workgroups of WG
+/// lanes, lane l of group g summing values g·WG + l + k·groups·WG over the
+/// pairs whose x and y − x are finite, each group's lanes in a tree, the
+/// groups' sums in turn.
+pub fn noise_sums(x: &[f32], y: &[f32], groups: usize, acc: [f32; 2]) -> [f32; 2] {
+    let wg = WG as usize;
+    let mut out = acc;
+    for g in 0..groups {
+        let mut lanes = vec![[0f32; 2]; wg];
+        for (l, lane) in lanes.iter_mut().enumerate() {
+            for i in (g * wg + l..x.len()).step_by(groups * wg) {
+                let (a, d) = (x[i], y[i] - x[i]);
+                if a.is_finite() && d.is_finite() {
+                    lane[0] += a * a;
+                    lane[1] += d * d;
+                }
+            }
+        }
+        let mut half = wg / 2;
+        while half > 0 {
+            for l in 0..half {
+                lanes[l][0] += lanes[l + half][0];
+                lanes[l][1] += lanes[l + half][1];
+            }
+            half /= 2;
+        }
+        out[0] += lanes[0][0];
+        out[1] += lanes[0][1];
+    }
+    out
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ use crate::kernels::boundary::{self, Clamped};
 use crate::kernels::linear::units::UnitCounts;
 use crate::kernels::optimizer::partials_for;
 use crate::model::{BatchShape, Config, Model, ParamLayout, Pass, Recipe};
-use crate::ops::products::OperandCounts;
+use crate::ops::products::{NoiseRatios, OperandCounts};
 use crate::optim::{LossScale, LossScaler, OptimConfig, OptimState, Optimizer, sum_squares};
 use readback::Readback;
 
@@ -74,6 +74,12 @@ pub struct StepStats {
     /// step's counts per product and operand.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub operands: Option<OperandCounts>,
+    /// Recipes that quantize a gradient: the smallest of `noise_ratios`,
+    /// which FP4 All the Way finds must stay above √3.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub noise_ratio: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub noise_ratios: Option<NoiseRatios>,
     /// Where this step's products ran: on the matrix units, sent back by
     /// their gate, or on the scalar GEMMs and why.
     pub products_on_units: UnitCounts,
@@ -346,6 +352,8 @@ impl Trainer {
         );
         let operands = std::mem::offset_of!(Record, operands) as u64;
         self.k.linear.copy_counts(&mut encoder, &record, operands);
+        let noise = std::mem::offset_of!(Record, noise) as u64;
+        self.k.linear.copy_noise(&mut encoder, &record, noise);
         let units = std::mem::offset_of!(Record, units) as u64;
         self.k.linear.copy_unit_counts(&mut encoder, &record, units);
         encoder.copy_buffer_to_buffer(&m.acts.loss, 0, &record, 0, 16);
@@ -386,6 +394,10 @@ impl Trainer {
         self.skipped += skipped as u32;
         let tokens = self.config.shape.rows() as f64;
         let scale = self.scaler.is_some().then_some(r.scale);
+        let products = self.config.precision.products();
+        let noise = products
+            .quantizes_gradients()
+            .then(|| NoiseRatios::from_sums(&r.noise));
         Ok(Some(StepStats {
             step,
             loss: r.loss.mean,
@@ -404,8 +416,9 @@ impl Trainer {
                 .precision
                 .counts()
                 .then(|| Clamped::from_counters(&r.clamped)),
-            operands: (self.config.precision.products().counts_operands())
-                .then(|| OperandCounts::from_words(&r.operands)),
+            operands: (products.counts_operands()).then(|| OperandCounts::from_words(&r.operands)),
+            noise_ratio: noise.and_then(|n| n.min()),
+            noise_ratios: noise,
             products_on_units: self.routes.with_gate(&r.units),
             tokens_per_s: if since > 0.0 {
                 steps as f64 * tokens / since

@@ -18,7 +18,7 @@ use crate::optim::LossScale;
 /// Steps in flight before the oldest one's stats are collected.
 pub const LAG: usize = 2;
 
-/// What one step leaves for the host, 240 bytes.
+/// What one step leaves for the host, 256 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct Record {
@@ -35,6 +35,8 @@ pub struct Record {
     pub operands: [[u32; 4]; 6],
     /// The step's products on matrix units (`Linear::copy_unit_counts`).
     pub units: [u32; 4],
+    /// The noise sums of dgrad's and wgrad's dY (`Linear::copy_noise`).
+    pub noise: [[f32; 2]; 2],
 }
 
 struct Pending {

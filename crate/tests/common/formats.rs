@@ -5,9 +5,11 @@
 use rand::Rng;
 use webtrain::gpu::BufferRange;
 use webtrain::kernels::Quantize;
-use webtrain::kernels::quantize::STATS_WORDS;
 use webtrain::kernels::quantize::Spread;
-use webtrain::ops::formats::{Blocks, Counts, Element, Format, Quantization, Scaling, Stream};
+use webtrain::kernels::quantize::{NOISE_STATS_WORDS, STATS_WORDS};
+use webtrain::ops::formats::{
+    Blocks, Counts, Element, Format, NoiseSums, Quantization, Scaling, Stream,
+};
 use webtrain::reference::formats as twin;
 use webtrain::{Gpu, Result};
 
@@ -547,7 +549,8 @@ pub async fn quantize_stepped_draws_match_reference(gpu: &Gpu) -> Result<()> {
 /// Quantizations sharing one stats buffer (bound at an offset of a bigger
 /// one) in one submission: the counters are the sums of each tensor's,
 /// and each tensor gets its own amax (the first's, larger, must not leak
-/// into the second's scale).
+/// into the second's scale); the noise sums add up as the twin's, the
+/// last tensor's more values than the noise's workgroups cover at once.
 pub async fn quantize_shares_its_stats_buffer(gpu: &Gpu) -> Result<()> {
     let k = Quantize::new(gpu).await?;
     let (rows, cols) = (96, 80);
@@ -557,34 +560,39 @@ pub async fn quantize_shares_its_stats_buffer(gpu: &Gpu) -> Result<()> {
         .iter()
         .map(|v| v * 1e-3)
         .collect();
+    let tall = awkward_matrix(4 * rows, cols, 73);
     let cases = [
-        (quantization("nvfp4", Blocks::Columns, None), &a),
-        (quantization("e4m3-tensor", Blocks::Rows, None), &b),
-        (quantization("nvfp4", Blocks::Rows, None), &b),
-        (quantization("mxfp8-e4m3", Blocks::Columns, None), &a),
+        (quantization("nvfp4", Blocks::Columns, None), &a, rows),
+        (quantization("e4m3-tensor", Blocks::Rows, None), &b, rows),
+        (quantization("nvfp4", Blocks::Rows, None), &b, rows),
+        (quantization("mxfp8-e4m3", Blocks::Columns, None), &a, rows),
+        (quantization("mxfp4", Blocks::Rows, None), &tall, 4 * rows),
     ];
     let pool = gpu.storage_buffer("stats pool", 1024)?;
     let stats = BufferRange {
         buffer: &pool,
         offset: 256,
-        size: 4 * STATS_WORDS,
+        size: 4 * NOISE_STATS_WORDS,
     };
-    let n = (rows * cols) as u64;
     let (mut outputs, mut dispatches, mut total) = (Vec::new(), Vec::new(), Counts::default());
-    for (q, x) in &cases {
+    let mut sums = [0f32; 2];
+    for (q, x, rows) in &cases {
+        let n = (rows * cols) as u64;
         let (src, dst) = (gpu.upload("x", x)?, gpu.storage_buffer("y", 4 * n)?);
-        let shape = [rows as u64, cols as u64];
+        let shape = [*rows as u64, cols as u64];
         dispatches.extend(k.encode(gpu, q, (&src).into(), (&dst).into(), stats, shape)?);
-        let c = twin::quantize(q, x, cols).1;
+        dispatches.extend(k.encode_noise(gpu, (&src).into(), (&dst).into(), stats, n)?);
+        let (y, c) = twin::quantize(q, x, cols);
         total.saturated += c.saturated;
         total.flushed += c.flushed;
         total.blocks_scale_saturated += c.blocks_scale_saturated;
         total.blocks_scale_underflowed += c.blocks_scale_underflowed;
+        sums = twin::noise_sums(x, &y, Quantize::noise_groups(n) as usize, sums);
         outputs.push((src, dst));
     }
     gpu.run(&dispatches.iter().collect::<Vec<_>>()).await?;
     let none = Counts::default();
-    for ((q, x), (_, dst)) in cases.iter().zip(&outputs) {
+    for ((q, x, _), (_, dst)) in cases.iter().zip(&outputs) {
         let y: Vec<f32> = gpu.read_back(dst.into()).await?;
         let want = twin::quantize(q, x, cols).0;
         let what = format!("{} {:?}, sharing stats", q.format.name, q.blocks);
@@ -596,6 +604,13 @@ pub async fn quantize_shares_its_stats_buffer(gpu: &Gpu) -> Result<()> {
         "counters exercised"
     );
     assert_eq!(Counts::from_words(&words), total, "the counts add up");
+    let got = NoiseSums::from_words(&words);
+    assert_eq!(
+        [got.signal, got.noise],
+        sums,
+        "the noise sums, in the twin's order"
+    );
+    assert!(Quantize::noise_groups(cases[4].1.len() as u64) * 256 < cases[4].1.len() as u64);
     Ok(())
 }
 

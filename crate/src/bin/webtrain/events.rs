@@ -99,8 +99,13 @@ impl<'a> Printer<'a> {
         let line = serde_json::to_string(&s).map_err(|e| Error::Unsupported(e.to_string()))?;
         println!("{line}");
         if s.step.is_multiple_of(10) || s.step == 1 {
+            // FP4 All the Way's criterion: progress stalls below √3
+            let noise = s.noise_ratio.map_or(String::new(), |r| {
+                let below = if r < 3f32.sqrt() { " (below √3)" } else { "" };
+                format!("  noise ratio {r:.2}{below}")
+            });
             eprintln!(
-                "step {:>5}  loss {:.4}  grad norm {:.3}  lr {:.2e}  {:.0} tokens/s",
+                "step {:>5}  loss {:.4}  grad norm {:.3}  lr {:.2e}  {:.0} tokens/s{noise}",
                 s.step, s.loss, s.grad_norm, s.lr, s.tokens_per_s
             );
         }

@@ -261,6 +261,14 @@ impl Linear {
         }
     }
 
+    /// The gradient operands' noise sums into `dst` at `offset`
+    /// (`Operands::copy_noise`).
+    pub fn copy_noise(&self, encoder: &mut wgpu::CommandEncoder, dst: &wgpu::Buffer, offset: u64) {
+        if let Some(o) = &self.operands {
+            o.copy_noise(encoder, dst, offset);
+        }
+    }
+
     /// The units' `UnitCounts` words into `dst` at `offset`, if units serve.
     pub fn copy_unit_counts(
         &self,

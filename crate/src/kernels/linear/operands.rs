@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::error::{Error, Result};
 use crate::gpu::{BufferRange, Dispatch, Gpu};
-use crate::kernels::quantize::{Quantize, STATS_WORDS};
+use crate::kernels::quantize::{NOISE_STATS_WORDS, Quantize};
 use crate::ops::formats::{Blocks, Quantization, Stream};
 use crate::ops::products::{BlockShape, HadamardSigns, Operand, OperandFormat, Products, Rounding};
 
@@ -32,9 +32,9 @@ pub enum Product {
     Wgrad = 2,
 }
 
-/// Bytes between two operands' counters: a storage binding's offset
-/// alignment (WebGPU's is at most 256).
-const STATS_STRIDE: u64 = 256;
+/// Bytes between two operands' counters: room for the noise sums' words,
+/// at a storage binding's offset alignment (WebGPU's is at most 256).
+const STATS_STRIDE: u64 = 4 * NOISE_STATS_WORDS.next_multiple_of(64);
 
 /// An operand `[rows, cols]` (row-major) whose K runs along the rows
 /// (`k_down`: dW's operands, dX's weights) or along the columns, cut where
@@ -124,6 +124,20 @@ impl Operands {
         }
     }
 
+    /// The noise sums of the gradient operands (dY into dgrad and into
+    /// wgrad: `NoiseSums::from_words`' words 5 and 6 each) to `dst` at
+    /// `offset`, packed, in `encoder`'s order.
+    pub fn copy_noise(&self, encoder: &mut wgpu::CommandEncoder, dst: &wgpu::Buffer, offset: u64) {
+        for (i, product) in [Product::Dgrad, Product::Wgrad].into_iter().enumerate() {
+            let slot = Operands::slot(product, Side::A);
+            encoder.copy_buffer_to_buffer(&self.stats, slot + 20, dst, offset + 8 * i as u64, 8);
+        }
+    }
+
+    fn slot(product: Product, side: Side) -> u64 {
+        (product as u64 * 2 + side as u64) * STATS_STRIDE
+    }
+
     /// `x` as `o` says it reaches `product`, as operand `side`: the
     /// dispatches onto `d` and the scratch that holds it, or `None` where
     /// the product reads `x` itself (f32).
@@ -144,7 +158,8 @@ impl Operands {
     }
 
     /// `x` as `o` says it reaches `product`, as operand `side`, into `y`
-    /// (dispatches onto `d`); counted in that (product, operand)'s slot.
+    /// (dispatches onto `d`); counted in that (product, operand)'s slot,
+    /// a gradient's noise summed there too (`copy_noise`).
     pub fn quantize_into(
         &self,
         gpu: &Gpu,
@@ -190,11 +205,10 @@ impl Operands {
                         Blocks::Columns | Blocks::Square => shape.row_parts,
                     },
                 };
-                let slot = (product as u64 * 2 + side as u64) * STATS_STRIDE;
                 let stats = BufferRange {
                     buffer: &self.stats,
-                    offset: slot,
-                    size: 4 * STATS_WORDS,
+                    offset: Operands::slot(product, side),
+                    size: 4 * NOISE_STATS_WORDS,
                 };
                 let [rows, cols] = [shape.rows as u64, shape.cols as u64];
                 d.extend(self.quantize.encode_stepped(
@@ -206,6 +220,12 @@ impl Operands {
                     [rows, cols],
                     (&self.step).into(),
                 )?);
+                if product != Product::Forward && side == Side::A {
+                    d.extend(
+                        self.quantize
+                            .encode_noise(gpu, src, y, stats, rows * cols)?,
+                    );
+                }
             }
         }
         Ok(())
