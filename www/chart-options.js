@@ -73,9 +73,10 @@ export const CHARTS = {
   },
   // recipes that quantize the gradient dY: ‖dY‖ / ‖q(dY) − dY‖ per product
   // reading it, over every layer; log axis, the √3 line always in range
+  // (and a range before any point: a log axis from 0 throws)
   noise: {
     id: 'chart-noise',
-    y: { distr: 3, log: 10, range: (u, min, max) => [Math.min(min, 1), Math.max(max, 10)] },
+    y: { distr: 3, log: 10, range: (u, min, max) => (min > 0 && max > 0 ? [Math.min(min, 1), Math.max(max, 10)] : [1, 10]) },
     only: (run) => run.train.noise_floor?.some((v) => v !== null),
     groups: [{ from: 'train', series: [
       { key: 'noise_dgrad', label: 'dgrad dY' },
