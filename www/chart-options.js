@@ -76,7 +76,7 @@ export const CHARTS = {
   // (and a range before any point: a log axis from 0 throws)
   noise: {
     id: 'chart-noise',
-    y: { distr: 3, log: 10, range: (u, min, max) => (min > 0 && max > 0 ? [Math.min(min, 1), Math.max(max, 10)] : [1, 10]) },
+    y: { distr: 3, log: 10, range: (u, min, max) => (min > 0 && max > 0 ? [Math.min(min, 1), Math.max(2 * max, 10)] : [1, 10]) },
     only: (run) => run.train.noise_floor?.some((v) => v !== null),
     groups: [{ from: 'train', series: [
       { key: 'noise_dgrad', label: 'dgrad dY' },
