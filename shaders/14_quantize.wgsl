@@ -32,7 +32,7 @@ struct QuantizeParams {
 }
 
 @group(0) @binding(0) var<uniform> qp: QuantizeParams;
-@group(0) @binding(1) var<uniform> qstep: vec4<u32>;                        // x: the step the draws use
+@group(0) @binding(1) var<uniform> qstep: vec4<u32>;                        // x: the step the draws use; y: 1 to sum the noise
 @group(0) @binding(2) var<storage, read> qx: array<f32>;                    // [n]
 @group(0) @binding(3) var<storage, read_write> qy: array<f32>;              // [n]
 @group(0) @binding(4) var<storage, read_write> stats: array<atomic<u32>>;   // [5], or NOISE_STATS_WORDS
@@ -468,20 +468,36 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
 // The noise criterion's sums (FP4 All the Way, arXiv 2505.19115: training
 // stalls once ‖g‖ falls below about √3 times the quantization noise):
 // Σx² and Σ(y − x)² over a quantization's pairs with x and y − x finite,
-// added to stats[5] and [6]. No float atomics: every sum runs in a fixed
-// order, so a step's ratio repeats bit for bit on an adapter (the twin,
-// reference::formats::noise_sums, sums in the same order; a compiler may
-// fuse x·x + s). quantize_noise_partials: G workgroups (G ≤ NOISE_GROUPS),
-// invocation i of group g summing the values g·WG + i + k·G·WG in order,
-// then its group's lanes in a tree into stats[8 + 2g] and [9 + 2g], G into
-// stats[7]; quantize_noise_total adds the G pairs in order.
+// added to stats[5] and [6] where qstep.y says so (the trainer's choice of
+// steps, kernels::quantize::NOISE_EVERY; the others return at once). No
+// float atomics: every sum runs in a fixed order, so a step's ratio repeats
+// bit for bit on an adapter (the twin, reference::formats::noise_sums, sums
+// in the same order; a compiler may fuse x·x + s). quantize_noise_partials:
+// G workgroups (G ≤ NOISE_GROUPS), invocation i of group g summing the
+// values g·WG + i + k·G·WG in order, then its group's lanes in a tree into
+// stats[8 + 2g] and [9 + 2g], G into stats[7]; quantize_noise_total adds
+// the G pairs in order.
+struct NoiseParams {
+    n: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+@group(0) @binding(0) var<uniform> np: NoiseParams;
+
+fn noise_measured() -> bool {
+    return qstep.y != 0u;
+}
+
 var<workgroup> qn_sums: array<vec2<f32>, WG>;
 
 @compute @workgroup_size(WG)
 fn quantize_noise_partials(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                            @builtin(local_invocation_index) lidx: u32) {
+    if (!noise_measured()) { return; }
     var s = vec2<f32>(0.0);
-    for (var i = wid.x * WG + lidx; i < qp.n; i += nwg.x * WG) {
+    for (var i = wid.x * WG + lidx; i < np.n; i += nwg.x * WG) {
         let x = qx[i];
         let d = qy[i] - x;
         if (is_finite(x) && is_finite(d)) { s += vec2<f32>(x * x, d * d); }
@@ -501,6 +517,7 @@ fn quantize_noise_partials(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_w
 
 @compute @workgroup_size(1)
 fn quantize_noise_total() {
+    if (!noise_measured()) { return; }
     var s = vec2<f32>(bitcast<f32>(atomicLoad(&stats[5])), bitcast<f32>(atomicLoad(&stats[6])));
     let groups = atomicLoad(&stats[7]);
     for (var g = 0u; g < groups; g++) {

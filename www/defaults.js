@@ -39,7 +39,7 @@ function once(type, payload) {
 export const inputOf = (field) => $(field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`));
 
 /// Every setting of a run (Rust's run::settings): [{field, kind, group,
-/// min?, max?, choices?, notes?, help}]; the form's number inputs take
+/// min?, max?, choices?, notes?, sections?, help}]; the form's number inputs take
 /// their ranges and help from it, its selectors their options.
 export async function runSettings() {
   const settings = await once('run.settings', {});
@@ -48,7 +48,12 @@ export async function runSettings() {
   for (const s of settings) {
     const input = inputOf(s.field);
     if (input?.tagName === 'SELECT') {
-      input.replaceChildren(...s.choices.map((c, i) => el('option', { value: c, textContent: `${c} — ${s.notes[i]}` })));
+      const option = (i) => el('option', { value: s.choices[i], textContent: `${s.choices[i]} — ${s.notes[i]}` });
+      const indices = s.choices.map((_, i) => i);
+      // many choices: under their sections' headings, in order of first appearance
+      const sections = [...new Set(s.sections ?? [])];
+      input.replaceChildren(...(sections.length === 0 ? indices.map(option) : sections.map((label) =>
+        el('optgroup', { label }, indices.filter((i) => s.sections[i] === label).map(option)))));
       input.title = s.help;
     }
     if (!input || input.tagName !== 'INPUT') continue;

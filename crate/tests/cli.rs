@@ -699,3 +699,76 @@ fn quantize_writes_what_the_twin_computes_and_refuses_bad_blocks() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A study of two precisions at two seeds, bf16's runs already done (their
+/// logs kept, as after a study cut short): fp32's trained, a log per run,
+/// the table's rows with each seed's gap to fp32, the figure; run again,
+/// every run is kept.
+#[test]
+fn study_trains_what_it_lacks_and_writes_table_and_figure() {
+    let dir = scratch_dir("study");
+    let out = dir.to_str().unwrap();
+    for (seed, val) in [(1, 4.5), (2, 4.6)] {
+        let done =
+            format!("{{\"summary\":{{\"val_loss\":{val},\"skipped_steps\":0,\"seconds\":1}}}}\n");
+        std::fs::write(
+            dir.join(format!("tiny-adamw-fp32-bf16-seed{seed}.jsonl")),
+            done,
+        )
+        .unwrap();
+    }
+    let line = "study --precisions fp32,bf16 --seeds 1,2 --steps 2 --val-every 2 --out";
+    let args = [
+        &words(line)[..],
+        &[out],
+        &words("-- --synthetic --batch 2 --seq 16"),
+    ]
+    .concat();
+    let out = webtrain_output(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stderr.matches(": kept").count() == 2,
+        "{stderr}"
+    );
+    let rows = json_lines(&String::from_utf8(out.stdout).unwrap());
+    assert_eq!(rows.len(), 2, "a JSON line per row: {rows:?}");
+    assert_eq!(rows[0]["verdict"], "baseline");
+    let fp32: Vec<f64> = rows[0]["val_loss"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    let gaps = rows[1]["gap_percent"].as_array().unwrap();
+    for (i, (gap, bf16)) in gaps.iter().zip([4.5, 4.6]).enumerate() {
+        let want = 100.0 * (bf16 - fp32[i]) / fp32[i];
+        assert!(
+            (gap.as_f64().unwrap() - want).abs() < 1e-9,
+            "seed {}: {gap} against {want}",
+            i + 1
+        );
+    }
+    for seed in [1, 2] {
+        let log = dir.join(format!("tiny-adamw-fp32-fp32-seed{seed}.jsonl"));
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(
+            text.lines().last().unwrap().contains("\"summary\""),
+            "{}",
+            log.display()
+        );
+    }
+    let table = std::fs::read_to_string(dir.join("study.md")).unwrap();
+    assert!(
+        table.contains("| bf16 | fp32 | adamw |") && table.contains(" ± "),
+        "{table}"
+    );
+    let svg = std::fs::read_to_string(dir.join("study.svg")).unwrap();
+    assert_eq!(svg.matches("<circle").count(), 2, "{svg}");
+    let again = webtrain_output(&args);
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        again.status.success() && stderr.matches(": kept").count() == 4,
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -141,8 +141,8 @@ impl Kernels {
     }
 
     /// The step the next submission's stochastic rounding draws for.
-    pub fn write_step(&self, gpu: &Gpu, step: u32) {
-        self.linear.write_step(gpu, step);
+    pub fn write_step(&self, gpu: &Gpu, step: u32, measure_noise: bool) {
+        self.linear.write_step(gpu, step, measure_noise);
     }
 }
 

@@ -17,6 +17,11 @@ use crate::shaders::QUANTIZE;
 pub const STATS_WORDS: u64 = 5;
 /// Workgroups summing a tensor's noise (`encode_noise`), at most.
 const NOISE_GROUPS: u64 = 64;
+/// The trainer sums the noise at steps 1 and every `NOISE_EVERY`-th
+/// (`measures_noise`; and at a trainer's first step): at every step, its two
+/// passes over each gradient took 4 % of a tiny fp8 step on lavapipe
+/// (`bench --what profile`).
+pub const NOISE_EVERY: u32 = 10;
 /// u32 words of a stats buffer `encode_noise` also writes: the counters',
 /// Σx² and Σ(y − x)² (f32 bits), the partials' count and their pairs.
 pub const NOISE_STATS_WORDS: u64 = 8 + 2 * NOISE_GROUPS;
@@ -50,8 +55,16 @@ const CAST: KernelDesc = KernelDesc::of("quantize_cast", SLOTS);
 const RESET: KernelDesc = KernelDesc::of("quantize_reset", SLOTS);
 const AMAX: KernelDesc = KernelDesc::of("quantize_amax", SLOTS);
 const BLOCKS: KernelDesc = KernelDesc::of("quantize_blocks", SLOTS);
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct NoiseParams {
+    n: u32,
+    _pad: [u32; 3],
+}
+
 const NOISE_SLOTS: &[Slot] = &[
-    Slot::Uniform(0),            // qp: n alone
+    Slot::Uniform(0),            // np
+    Slot::Uniform(1),            // qstep: whether to sum (y)
     Slot::Read(2, "x"),          // qx: [n] f32, what was quantized
     Slot::ReadWrite(3, "y"),     // qy: [n] f32, its quantization
     Slot::ReadWrite(4, "stats"), // [NOISE_STATS_WORDS] u32
@@ -223,25 +236,28 @@ impl Quantize {
     /// Adds Σx² and Σ(y − x)² over the `n` pairs whose x and y − x are
     /// finite to `stats`' words 5 and 6 (`NOISE_STATS_WORDS`;
     /// `NoiseSums::from_words`), in a fixed order: `y` a quantization of `x`.
+    /// Only where `step`'s second word is nonzero when they run
+    /// (`write_noise`).
     pub fn encode_noise(
         &self,
         gpu: &Gpu,
-        x: BufferRange,
-        y: BufferRange,
+        (x, y): (BufferRange, BufferRange),
         stats: BufferRange,
         n: u64,
+        step: BufferRange,
     ) -> Result<[Dispatch; 2]> {
         let op = "quantize noise";
         let n32 = u32::try_from(n).map_err(|_| Error::shape(op, "n", "below 2^32", n))?;
         let params = gpu.uniform(
             op,
-            &Params {
+            &NoiseParams {
                 n: n32,
-                ..Zeroable::zeroed()
+                _pad: [0; 3],
             },
         );
         let binds = [
             (&params).into(),
+            step.needs(STEP_BYTES),
             x.needs(4 * n),
             y.needs(4 * n),
             stats.needs(4 * NOISE_STATS_WORDS),
@@ -254,6 +270,19 @@ impl Quantize {
             .noise_total
             .dispatch(gpu, op, &binds, gpu.grid_groups(op, 1)?)?;
         Ok([partials, total])
+    }
+
+    /// Whether the trainer sums the noise at `step`.
+    pub fn measures_noise(step: u32) -> bool {
+        step <= 1 || step.is_multiple_of(NOISE_EVERY)
+    }
+
+    /// Whether `encode_noise`'s dispatches reading `step` sum, from the
+    /// next submission on.
+    pub fn write_noise(gpu: &Gpu, step: BufferRange, measure: bool) {
+        let flag = measure as u32;
+        gpu.queue
+            .write_buffer(step.buffer, step.offset + 4, bytemuck::bytes_of(&flag));
     }
 
     /// The workgroups `encode_noise` sums `n` values with.

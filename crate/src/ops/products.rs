@@ -296,13 +296,15 @@ pub struct NoiseRatios {
 }
 
 impl NoiseRatios {
-    /// From dgrad's and wgrad's dY sums [Σx², Σ(y − x)²].
-    pub fn from_sums(sums: &[[f32; 2]; 2]) -> NoiseRatios {
+    /// From dgrad's and wgrad's dY sums [Σx², Σ(y − x)²]; `None` where
+    /// neither has a ratio (a step that did not sum them).
+    pub fn from_sums(sums: &[[f32; 2]; 2]) -> Option<NoiseRatios> {
         let ratio = |[signal, noise]: [f32; 2]| NoiseSums { signal, noise }.ratio();
-        NoiseRatios {
+        let r = NoiseRatios {
             dgrad: ratio(sums[0]),
             wgrad: ratio(sums[1]),
-        }
+        };
+        r.min().map(|_| r)
     }
 
     /// The smaller ratio: the operand nearest the criterion's √3.

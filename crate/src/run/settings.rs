@@ -58,7 +58,19 @@ pub struct Setting {
     /// the CLI's help say it.
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pub notes: &'static [&'static str],
+    /// The heading each choice is listed under, in `choices`' order, where
+    /// there are many (the page's selector groups them).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub sections: &'static [&'static str],
     pub help: &'static str,
+}
+
+impl Setting {
+    /// This choice setting with its choices under `sections`, one each.
+    const fn in_sections<const N: usize>(self, sections: &'static [&'static str; N]) -> Setting {
+        assert!(N == self.choices.len(), "a section per choice");
+        Setting { sections, ..self }
+    }
 }
 
 const fn number(
@@ -77,6 +89,7 @@ const fn number(
         max,
         choices: &[],
         notes: &[],
+        sections: &[],
         help,
     }
 }
@@ -96,9 +109,16 @@ const fn choice<const N: usize>(
         max: None,
         choices,
         notes,
+        sections: &[],
         help,
     }
 }
+
+// The precision recipes' sections: by the narrowest format their products read.
+const WIDE: &str = "32 and 16 bits";
+const Q115: &str = "Q1.15 boundaries (research)";
+const BITS8: &str = "8 bits";
+const BITS4: &str = "4 bits";
 
 /// Every setting, in the order the page's form and the CLI's help show them.
 pub const SETTINGS: &[Setting] = &[
@@ -140,7 +160,11 @@ pub const SETTINGS: &[Setting] = &[
             "rowwise float8, the weight gradient from f32 operands",
         ],
         "The precision recipe: a named one, or a custom one (docs/PRECISION.md)",
-    ),
+    )
+    .in_sections(&[
+        WIDE, WIDE, Q115, Q115, BITS8, WIDE, WIDE, BITS8, BITS8, BITS4, BITS4, BITS4, BITS4, BITS8,
+        BITS8,
+    ]),
     choice(
         "optimizer",
         Optimizer,

@@ -23,6 +23,7 @@ use crate::kernels::Kernels;
 use crate::kernels::boundary::{self, Clamped};
 use crate::kernels::linear::units::UnitCounts;
 use crate::kernels::optimizer::partials_for;
+use crate::kernels::quantize::Quantize;
 use crate::model::{BatchShape, Config, Model, ParamLayout, Pass, Recipe};
 use crate::ops::products::{NoiseRatios, OperandCounts};
 use crate::optim::{LossScale, LossScaler, OptimConfig, OptimState, Optimizer, sum_squares};
@@ -74,8 +75,9 @@ pub struct StepStats {
     /// step's counts per product and operand.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub operands: Option<OperandCounts>,
-    /// Recipes that quantize a gradient: the smallest of `noise_ratios`,
-    /// which FP4 All the Way finds must stay above √3.
+    /// Recipes that quantize a gradient, at steps 1 and every
+    /// `NOISE_EVERY`-th (and a trainer's first): the smallest of
+    /// `noise_ratios`, which FP4 All the Way finds must stay above √3.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub noise_ratio: Option<f32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -302,7 +304,9 @@ impl Trainer {
         self.model
             .write_batch(&self.gpu, &batch.inputs, &batch.targets)?;
         self.optimizer.write_step(&self.gpu, &self.k, t)?;
-        self.k.write_step(&self.gpu, t);
+        // a trainer's first step too: a run switched to a recipe shows it at once
+        let noise = Quantize::measures_noise(t) || self.first_submitted.is_none();
+        self.k.write_step(&self.gpu, t, noise);
         let record = self.readback.target(&self.gpu);
         let mut encoder = self
             .gpu
@@ -395,9 +399,8 @@ impl Trainer {
         let tokens = self.config.shape.rows() as f64;
         let scale = self.scaler.is_some().then_some(r.scale);
         let products = self.config.precision.products();
-        let noise = products
-            .quantizes_gradients()
-            .then(|| NoiseRatios::from_sums(&r.noise));
+        // steps that did not sum it have none
+        let noise = NoiseRatios::from_sums(&r.noise).filter(|_| products.quantizes_gradients());
         Ok(Some(StepStats {
             step,
             loss: r.loss.mean,

@@ -576,12 +576,20 @@ pub async fn quantize_shares_its_stats_buffer(gpu: &Gpu) -> Result<()> {
     };
     let (mut outputs, mut dispatches, mut total) = (Vec::new(), Vec::new(), Counts::default());
     let mut sums = [0f32; 2];
+    let (measured, between) = (
+        Quantize::step_buffer(gpu, 20),
+        Quantize::step_buffer(gpu, 21),
+    );
+    Quantize::write_noise(gpu, (&measured).into(), true);
     for (q, x, rows) in &cases {
         let n = (rows * cols) as u64;
         let (src, dst) = (gpu.upload("x", x)?, gpu.storage_buffer("y", 4 * n)?);
         let shape = [*rows as u64, cols as u64];
         dispatches.extend(k.encode(gpu, q, (&src).into(), (&dst).into(), stats, shape)?);
-        dispatches.extend(k.encode_noise(gpu, (&src).into(), (&dst).into(), stats, n)?);
+        let xy = ((&src).into(), (&dst).into());
+        dispatches.extend(k.encode_noise(gpu, xy, stats, n, (&measured).into())?);
+        // a step that does not sum adds nothing
+        dispatches.extend(k.encode_noise(gpu, xy, stats, n, (&between).into())?);
         let (y, c) = twin::quantize(q, x, cols);
         total.saturated += c.saturated;
         total.flushed += c.flushed;

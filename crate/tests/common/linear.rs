@@ -707,7 +707,7 @@ async fn check_recipe_products(
     let (run_seed, step) = (0x5eed, 7);
     let k = Linear::with_units(gpu, p, run_seed, units).await?;
     assert_eq!(k.matrix_units(), units, "{name}: the units asked for serve");
-    k.write_step(gpu, step);
+    k.write_step(gpu, step, false);
     let mut r = rng(seed);
     // row i scaled by 2^(i mod 13 − 6): its blocks' scales differ
     let spread = |v: Vec<f32>, cols: usize| -> Vec<f32> {
@@ -816,7 +816,7 @@ async fn check_recipe_products(
             y: (&y2).into(),
         };
         let k = Linear::with_units(gpu, p, run_seed, units).await?;
-        k.write_step(gpu, step);
+        k.write_step(gpu, step, false);
         gpu.run(&refs(&k.forward(gpu, s, (&xb).into(), master, out)?))
             .await?;
         let (a64, b64) = (f64s(&xq), f64s(&wq));
@@ -849,7 +849,7 @@ async fn check_recipe_products(
         // a Linear of its own, its products recorded before the copy as a
         // model records them, so that their draws are numbered as the first's
         let k = Linear::with_units(gpu, p, run_seed, units).await?;
-        k.write_step(gpu, step);
+        k.write_step(gpu, step, false);
         let buffer = gpu.storage_buffer("w_copy", 4 * (d_out * d_in) as u64)?;
         let copy = Weights::Quantized((&buffer).into());
         let forward = k.forward(gpu, s, (&xb).into(), copy, Output::Store((&y).into()))?;

@@ -15,6 +15,8 @@ mod probe;
 #[cfg(not(target_arch = "wasm32"))]
 mod quantize;
 #[cfg(not(target_arch = "wasm32"))]
+mod study;
+#[cfg(not(target_arch = "wasm32"))]
 mod train;
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -64,6 +66,10 @@ pub mod cli {
         /// Every tensor of a safetensors file through a number format on the GPU
         /// (bf16, f16, FP8, MX, NVFP4), written back as f32: counts and errors per tensor.
         Quantize(crate::quantize::QuantizeArgs),
+        /// Every precision × seed (× optimizer state × optimizer) trained as `train` trains it:
+        /// the logs, a table of the final validation loss's gap to fp32's (mean ± sd over the
+        /// seeds) and its figure, e.g. `study --precisions fp32,nvfp4 --seeds 1,2,3 --out DIR`.
+        Study(crate::study::StudyArgs),
     }
 
     #[derive(Args)]
@@ -222,6 +228,7 @@ pub mod cli {
             Command::Predict(args) => crate::probe::predict(&args).await,
             Command::Ranges(args) => crate::probe::ranges(&args).await,
             Command::Quantize(args) => crate::quantize::run(&args).await,
+            Command::Study(args) => crate::study::run(&args),
             Command::Bench(args) => {
                 if args.what == "coop" {
                     // a device of its own, with the experimental feature

@@ -238,9 +238,9 @@ impl Linear {
     }
 
     /// The step the next submission's stochastic rounding draws for.
-    pub fn write_step(&self, gpu: &Gpu, step: u32) {
+    pub fn write_step(&self, gpu: &Gpu, step: u32, measure_noise: bool) {
         if let Some(o) = &self.operands {
-            o.write_step(gpu, step);
+            o.write_step(gpu, step, measure_noise);
         }
     }
 

@@ -100,9 +100,11 @@ impl Operands {
         }))
     }
 
-    /// The step the next submission's stochastic rounding draws for.
-    pub fn write_step(&self, gpu: &Gpu, step: u32) {
+    /// The step the next submission's stochastic rounding draws for, and
+    /// whether it sums the gradients' noise.
+    pub fn write_step(&self, gpu: &Gpu, step: u32, measure_noise: bool) {
         Quantize::write_step(gpu, (&self.step).into(), step);
+        Quantize::write_noise(gpu, (&self.step).into(), measure_noise);
     }
 
     /// Zeroes every operand's counters, in `encoder`'s order.
@@ -221,10 +223,9 @@ impl Operands {
                     (&self.step).into(),
                 )?);
                 if product != Product::Forward && side == Side::A {
-                    d.extend(
-                        self.quantize
-                            .encode_noise(gpu, src, y, stats, rows * cols)?,
-                    );
+                    let step = (&self.step).into();
+                    let n = rows * cols;
+                    d.extend(self.quantize.encode_noise(gpu, (src, y), stats, n, step)?);
                 }
             }
         }
