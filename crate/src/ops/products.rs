@@ -315,3 +315,26 @@ impl NoiseRatios {
             .reduce(f32::min)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Wide;
+
+    /// Megatron's FP4 cookbook keeps the first 2 and the last 2
+    /// transformer blocks in high precision: `wide {first: 2, last: 2}`
+    /// keeps those and no other at any depth, every block of a model of
+    /// 4 or fewer.
+    #[test]
+    fn wide_two_and_two_keeps_the_cookbooks_blocks() {
+        let cookbook = Wide {
+            first: 2,
+            last: 2,
+            head: false,
+        };
+        let kept = |layers| (0..layers).filter(|&l| cookbook.keeps_layer(l, layers));
+        assert_eq!(kept(12).collect::<Vec<_>>(), [0, 1, 10, 11]);
+        assert_eq!(kept(5).collect::<Vec<_>>(), [0, 1, 3, 4]);
+        assert_eq!(kept(4).collect::<Vec<_>>(), [0, 1, 2, 3]);
+        assert_eq!(kept(3).collect::<Vec<_>>(), [0, 1, 2]);
+    }
+}
