@@ -331,7 +331,7 @@ mod tests {
             last: 2,
             head: false,
         };
-        let kept = |layers| (0..layers).filter(|&l| cookbook.keeps_layer(l, layers));
+        let kept = |layers| (0..layers).filter(move |&l| cookbook.keeps_layer(l, layers));
         assert_eq!(kept(12).collect::<Vec<_>>(), [0, 1, 10, 11]);
         assert_eq!(kept(5).collect::<Vec<_>>(), [0, 1, 3, 4]);
         assert_eq!(kept(4).collect::<Vec<_>>(), [0, 1, 2, 3]);
