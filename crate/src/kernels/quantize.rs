@@ -25,7 +25,8 @@ pub const NOISE_EVERY: u32 = 10;
 /// u32 words of a stats buffer `encode_noise` also writes: the counters',
 /// Σx² and Σ(y − x)² (f32 bits), the partials' count and their pairs.
 pub const NOISE_STATS_WORDS: u64 = 8 + 2 * NOISE_GROUPS;
-/// Bytes of a step uniform (`encode_stepped`): the step, then padding.
+/// Bytes of a step uniform (`encode_stepped`): the step, whether
+/// `encode_noise` sums (`write_noise`), then padding.
 pub const STEP_BYTES: u64 = 16;
 
 #[repr(C)]
@@ -55,6 +56,7 @@ const CAST: KernelDesc = KernelDesc::of("quantize_cast", SLOTS);
 const RESET: KernelDesc = KernelDesc::of("quantize_reset", SLOTS);
 const AMAX: KernelDesc = KernelDesc::of("quantize_amax", SLOTS);
 const BLOCKS: KernelDesc = KernelDesc::of("quantize_blocks", SLOTS);
+
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
 struct NoiseParams {
