@@ -27,8 +27,12 @@ struct QuantizeParams {
     seed: u32,
     tensor: u32,
     parts: vec2<u32>, // where blocks start afresh along them (part_block)
-    count: u32,       // blocks (ops::formats::Blocks::count)
+    count: u32,       // blocks (ops::formats::Blocks::count); quantize_eden: groups
     lanes: u32,       // quantize_blocks' invocations per block (kernels::quantize::Spread)
+    group: u32,       // quantize_eden's group along the line (Quantization::eden_group)
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> qp: QuantizeParams;
@@ -217,20 +221,27 @@ fn four_over_six_scales(amax_b: f32, t: FourOverSix) -> vec2<f32> {
     return vec2(round_format(hp, FMT_E4M3), round_format(hp * 1.5, FMT_E4M3));
 }
 
-// x·x rounded to nearest even, in integers: a GPU may fuse a float square
-// into the sum that follows, rounding once where the reference rounds twice.
-fn square_rne(x: f32) -> f32 {
-    if ((bitcast<u32>(x) & 0x7fffffffu) == 0u) { return 0.0; }
-    let s = split(x);
-    let hi = s.sig >> 12u;
-    let lo = s.sig & 0xfffu;
-    let mid = 2u * hi * lo;
-    let low = lo * lo + ((mid & 0xfffu) << 12u);
-    let high = hi * hi + (mid >> 12u) + (low >> 24u);  // sig² = high·2^24 + low mod 2^24
+// a·b (finite) rounded to nearest even, in integers, subnormal results
+// included: a GPU may fuse a float product into the sum that follows,
+// rounding once where the reference rounds twice, or flush it to zero.
+fn mul_rne(a: f32, b: f32) -> f32 {
+    let sign = (bitcast<u32>(a) ^ bitcast<u32>(b)) & SIGN_BIT;
+    if ((bitcast<u32>(a) & 0x7fffffffu) == 0u || (bitcast<u32>(b) & 0x7fffffffu) == 0u) {
+        return bitcast<f32>(sign);
+    }
+    let sa = split(a);
+    let sb = split(b);
+    let ah = sa.sig >> 12u;
+    let al = sa.sig & 0xfffu;
+    let bh = sb.sig >> 12u;
+    let bl = sb.sig & 0xfffu;
+    let mid = ah * bl + al * bh;
+    let low = al * bl + ((mid & 0xfffu) << 12u);
+    let high = ah * bh + (mid >> 12u) + (low >> 24u);  // sig_a·sig_b = high·2^24 + low mod 2^24
     let low24 = low & 0xffffffu;
     // the top 30 bits and a sticky bit: round_magnitude drops at least 6
     let sig = (high << 7u) | (low24 >> 17u) | select(0u, 1u, (low24 & 0x1ffffu) != 0u);
-    return bitcast<f32>(round_magnitude(sig, 2 * s.e - 29, FMT_F32, 0, false, 0u).bits);
+    return bitcast<f32>(round_magnitude(sig, sa.e + sb.e - 29, FMT_F32, 0, false, 0u).bits | sign);
 }
 
 struct FourOverSixValue {
@@ -250,7 +261,7 @@ fn four_over_six_value(xn: f32, s: f32, t: FourOverSix, mae: bool, sr: bool, r: 
         if (q.value != 0.0) { y = div_rne(q.value * s * t.m, FOUR_OVER_SIX_RANGE); }
     }
     let d = y - xn;
-    let e = select(square_rne(d), abs(d), mae);
+    let e = select(mul_rne(d, d), abs(d), mae);
     return FourOverSixValue(y, saturated, select(e, 0.0, e < 0x1p-126));
 }
 
@@ -465,6 +476,173 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     add_stats(c, lidx);
 }
 
+// Quartet II's MS-EDEN (IST-DASLab/Quartet-II @8776a90,
+// schemes/quartet_2.py, eden_1x16s_fp4_kernel): one invocation per group of
+// G = qp.group values along a line (a row, or down a column: numbered
+// across the columns first), its G / 16 blocks of 16 in turn. Under the
+// tensor scale g = (amax_t / 255.99) / val_max (1 where amax_t is 0),
+// val_max = 6 / (17/16 · 0.93): each block's scale s_b = E4M3(amax_b /
+// val_max / g) (1 where that is 0), v = x / (s_b·g), q = E2M1 to nearest
+// with ties away from zero (the reference's thresholds); c = Σv² / Σv·q
+// over the group's finite blocks (1 where Σv·q = 0); each block's scale
+// s_b·c rounded stochastically between its E4M3 neighbours (up with
+// probability the distance; the draw at the block's first index); the
+// value (q·scale)·g. Every product correctly rounded in integers
+// (mul_rne), every quotient by div_round, the sums in order: the twin's bits.
+// A block holding ±Inf or NaN becomes NaN and stays out of the sums.
+// Twin: reference::formats (ms_eden).
+fn e2m1_away(v: f32) -> f32 {
+    let a = abs(v);
+    var q = 0.0;
+    if (a >= 5.0) { q = 6.0; } else if (a >= 3.5) { q = 4.0; } else if (a >= 2.5) { q = 3.0; }
+    else if (a >= 1.75) { q = 2.0; } else if (a >= 1.25) { q = 1.5; } else if (a >= 0.75) { q = 1.0; }
+    else if (a >= 0.25) { q = 0.5; }
+    // the reference's sign: −0 for ±0 (by the bits: a subnormal v, which a
+    // GPU may flush in a comparison, is positive)
+    let positive = bitcast<u32>(v) != 0u && (bitcast<u32>(v) & SIGN_BIT) == 0u;
+    return select(-q, q, positive);
+}
+
+// x / d (d positive, x finite) rounded to nearest even, subnormal and
+// zero quotients included (div_rne's long division, rounded by
+// round_magnitude): MS-EDEN's quotients may be subnormal (a block far
+// below the tensor's amax), and whether a tiny v is +0 or a subnormal sets
+// its q's sign.
+fn div_round(x: f32, d: f32) -> f32 {
+    let sign = bitcast<u32>(x) & SIGN_BIT;
+    if ((bitcast<u32>(x) & 0x7fffffffu) == 0u) { return bitcast<f32>(sign); }
+    let sa = split(x);
+    let sb = split(d);
+    var rem = sa.sig;
+    var e = sa.e - sb.e;
+    if (rem < sb.sig) { rem <<= 1u; e -= 1; }  // the quotient in [1, 2)·2^e
+    var q = 0u;
+    for (var i = 0u; i < 25u; i++) {  // 24 bits and a guard bit
+        q <<= 1u;
+        if (rem >= sb.sig) { rem -= sb.sig; q |= 1u; }
+        rem <<= 1u;
+    }
+    let sig = (q << 1u) | select(0u, 1u, rem != 0u);  // and a sticky bit
+    return bitcast<f32>(round_magnitude(sig, e - 25, FMT_F32, 0, false, 0u).bits | sign);
+}
+
+// 2^e as f32 (e within the normal range).
+fn pow2(e: i32) -> f32 {
+    return bitcast<f32>(u32(e + 127) << 23u);
+}
+
+// E4M3's step at a positive value c of it (2^-9 below its normals), and
+// the one below c (half as large where c is a power of two above them).
+fn e4m3_step_up(c: f32) -> f32 {
+    if (c == 0.0) { return pow2(-9); }
+    return pow2(max(split(c).e, -6) - 3);
+}
+
+fn e4m3_step_down(c: f32) -> f32 {
+    let s = split(c);
+    let pow2_above = s.sig == 0x800000u && s.e > -6;
+    return pow2(max(s.e, -6) - 3 - select(0, 1, pow2_above));
+}
+
+struct EdenValue {
+    v: f32,
+    q: f32,
+}
+
+fn eden_value(x: f32, d: f32) -> EdenValue {
+    let v = div_round(x, d);
+    return EdenValue(v, e2m1_away(v));
+}
+
+@compute @workgroup_size(WG)
+fn quantize_eden(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                 @builtin(local_invocation_index) lidx: u32) {
+    let gi = flat_id(wid, nwg, lidx);
+    var c = vec4<u32>(0u);
+    if (gi < qp.count) {
+        let size = qp.group;
+        let down = qp.blocks == BLOCKS_COLUMNS;
+        // the group's first index and the stride between its values
+        var first = (gi / (qp.cols / size)) * qp.cols + (gi % (qp.cols / size)) * size;
+        var stride = 1u;
+        if (down) {
+            first = (gi / qp.cols) * size * qp.cols + gi % qp.cols;
+            stride = qp.cols;
+        }
+        let amax_t = atomicLoad(&stats[4]);  // bits: a subnormal amax is not 0
+        var g = 1.0;
+        if (amax_t != 0u) { g = div_round(div_round(bitcast<f32>(amax_t), EDEN_SCALES_MAX), EDEN_VAL_MAX); }
+        var scales: array<f32, 8>;  // each block's s_b, 0 for a block not finite
+        var num = 0.0;
+        var den = 0.0;
+        for (var b = 0u; b < size / 16u; b++) {
+            var amax = 0u;
+            var finite = true;
+            for (var j = 0u; j < 16u; j++) {
+                let x = qx[first + (16u * b + j) * stride];
+                finite = finite && is_finite(x);
+                amax = max(amax, bitcast<u32>(x) & 0x7fffffffu);
+            }
+            scales[b] = 0.0;
+            if (!finite) { continue; }
+            var sb = 0.0;
+            if (amax != 0u) {
+                sb = round_format(div_round(div_round(bitcast<f32>(amax), EDEN_VAL_MAX), g), FMT_E4M3);
+            }
+            if (sb == 0.0) {
+                c[3] += select(0u, 1u, amax != 0u);
+                sb = 1.0;
+            }
+            scales[b] = sb;
+            let d = mul_rne(sb, g);
+            for (var j = 0u; j < 16u; j++) {
+                let e = eden_value(qx[first + (16u * b + j) * stride], d);
+                num += mul_rne(e.v, e.v);
+                den += mul_rne(e.v, e.q);
+                c[0] += select(0u, 1u, abs(e.v) > 6.0);
+            }
+        }
+        var corr = 1.0;
+        if (den != 0.0) { corr = div_round(num, den); }
+        for (var b = 0u; b < size / 16u; b++) {
+            let at = first + 16u * b * stride;
+            let sb = scales[b];
+            if (sb == 0.0) {
+                c[2] += 1u;
+                for (var j = 0u; j < 16u; j++) {
+                    let i = at + j * stride;
+                    let x = qx[i];
+                    c[0] += select(0u, 1u, !is_finite(x) && !is_nan(x));
+                    qy[i] = bitcast<f32>(0x7fc00000u | (bitcast<u32>(x) & SIGN_BIT));
+                }
+                continue;
+            }
+            // the corrected scale, rounded stochastically between its E4M3 neighbours
+            let corrected = mul_rne(sb, corr);
+            let cur = round_format(corrected, FMT_E4M3);
+            var lo = cur;
+            var hi = cur + e4m3_step_up(cur);
+            if (cur > corrected) {
+                hi = cur;
+                lo = cur - e4m3_step_down(cur);
+            }
+            var p = 0.0;
+            if (corrected != lo) { p = div_round(corrected - lo, hi - lo); }
+            let u = f32(element_random(at) >> 8u) * 0x1p-24;
+            let scale = select(lo, hi, u < p);
+            let d = mul_rne(sb, g);
+            for (var j = 0u; j < 16u; j++) {
+                let i = at + j * stride;
+                let x = qx[i];
+                let y = mul_rne(eden_value(x, d).q * scale, g);
+                qy[i] = y;
+                c[1] += select(0u, 1u, flushed_to_zero(x, y));
+            }
+        }
+    }
+    add_stats(c, lidx);
+}
+
 // The noise criterion's sums (FP4 All the Way, arXiv 2505.19115: training
 // stalls once ‖g‖ falls below about √3 times the quantization noise):
 // Σx² and Σ(y − x)² over a quantization's pairs with x and y − x finite,
@@ -542,7 +720,8 @@ struct HadamardParams {
     inverse: u32,
     seed: u32,
     tensor: u32,
-    _pad: vec2<u32>,
+    size: u32,   // hadamard_wide's block: 32, 64 or 128
+    scale: f32,  // hadamard_wide's 1/√size (ops::formats::hadamard_scale)
 }
 
 @group(0) @binding(0) var<uniform> hp: HadamardParams;
@@ -582,6 +761,38 @@ fn hadamard16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
     }
     for (var j = 0u; j < 16u; j++) {
         let y = v[j] * 0.25;
+        hy[block_index(hp.blocks, hp.cols, block, j)] = select(y, flip(y, hadamard_sign(j)), hp.inverse == 1u);
+    }
+}
+
+// hadamard_wide: hadamard16 in blocks of hp.size (32, 64 or 128: Quartet's
+// and Quartet II's), y = H·(s∘x)·hp.scale forward and x = s∘(H·y)·hp.scale
+// inverse, hp.scale = 1/√size rounded to f32 (so the inverse of a block of
+// 32 or 128 returns x within an ulp or two, not exactly).
+@compute @workgroup_size(WG)
+fn hadamard_wide(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                 @builtin(local_invocation_index) lidx: u32) {
+    let size = hp.size;
+    let b = flat_id(wid, nwg, lidx);
+    if (b >= hp.n / size) { return; }
+    let block = block_at(hp.blocks, size, b, hp.n / hp.cols, hp.cols, vec2<u32>(0u));
+    var v: array<f32, 128>;
+    for (var j = 0u; j < size; j++) {
+        let x = hx[block_index(hp.blocks, hp.cols, block, j)];
+        v[j] = select(flip(x, hadamard_sign(j)), x, hp.inverse == 1u);
+    }
+    for (var h = 1u; h < size; h <<= 1u) {
+        for (var i = 0u; i < size; i++) {
+            if ((i & h) == 0u) {
+                let a = v[i];
+                let c = v[i + h];
+                v[i] = a + c;
+                v[i + h] = a - c;
+            }
+        }
+    }
+    for (var j = 0u; j < size; j++) {
+        let y = v[j] * hp.scale;
         hy[block_index(hp.blocks, hp.cols, block, j)] = select(y, flip(y, hadamard_sign(j)), hp.inverse == 1u);
     }
 }

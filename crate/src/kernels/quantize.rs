@@ -9,7 +9,8 @@ use bytemuck::{Pod, Zeroable};
 use crate::error::{Error, Result};
 use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, WG, build_kernels};
 use crate::ops::formats::{
-    Blocks, Counts, HADAMARD_BLOCK, NoiseSums, Quantization, Scaling, Stream,
+    Blocks, Counts, HADAMARD_BLOCK, HADAMARD_MAX, NoiseSums, Quantization, Scaling, Stream,
+    hadamard_scale,
 };
 use crate::shaders::QUANTIZE;
 
@@ -43,6 +44,8 @@ struct Params {
     parts: [u32; 2],
     count: u32,
     lanes: u32,
+    group: u32,
+    _pad: [u32; 3],
 }
 
 const SLOTS: &[Slot] = &[
@@ -56,6 +59,7 @@ const CAST: KernelDesc = KernelDesc::of("quantize_cast", SLOTS);
 const RESET: KernelDesc = KernelDesc::of("quantize_reset", SLOTS);
 const AMAX: KernelDesc = KernelDesc::of("quantize_amax", SLOTS);
 const BLOCKS: KernelDesc = KernelDesc::of("quantize_blocks", SLOTS);
+const EDEN: KernelDesc = KernelDesc::of("quantize_eden", SLOTS);
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -83,25 +87,27 @@ struct HadamardParams {
     inverse: u32,
     seed: u32,
     tensor: u32,
-    _pad: [u32; 2],
+    size: u32,
+    scale: f32,
 }
 
-const HADAMARD: KernelDesc = KernelDesc {
-    entry: "hadamard16",
-    slots: &[
-        Slot::Uniform(0),        // hp
-        Slot::Read(1, "x"),      // hx: [n] f32
-        Slot::ReadWrite(2, "y"), // hy: [n] f32
-        Slot::Uniform(3),        // hstep: the step the signs are drawn at
-    ],
-};
+const HADAMARD_SLOTS: &[Slot] = &[
+    Slot::Uniform(0),        // hp
+    Slot::Read(1, "x"),      // hx: [n] f32
+    Slot::ReadWrite(2, "y"), // hy: [n] f32
+    Slot::Uniform(3),        // hstep: the step the signs are drawn at
+];
+const HADAMARD: KernelDesc = KernelDesc::of("hadamard16", HADAMARD_SLOTS);
+const HADAMARD_WIDE: KernelDesc = KernelDesc::of("hadamard_wide", HADAMARD_SLOTS);
 
 pub struct Quantize {
     cast: Kernel,
     reset: Kernel,
     amax: Kernel,
     blocks: Kernel,
+    eden: Kernel,
     hadamard: Kernel,
+    hadamard_wide: Kernel,
     noise_partials: Kernel,
     noise_total: Kernel,
     spread: Spread,
@@ -114,7 +120,9 @@ impl Quantize {
             RESET,
             AMAX,
             BLOCKS,
+            EDEN,
             HADAMARD,
+            HADAMARD_WIDE,
             NOISE_PARTIALS,
             NOISE_TOTAL,
         ];
@@ -123,7 +131,9 @@ impl Quantize {
             reset,
             amax,
             blocks,
+            eden,
             hadamard,
+            hadamard_wide,
             noise_partials,
             noise_total,
         ] = build_kernels(gpu, QUANTIZE, descs).await?;
@@ -132,7 +142,9 @@ impl Quantize {
             reset,
             amax,
             blocks,
+            eden,
             hadamard,
+            hadamard_wide,
             noise_partials,
             noise_total,
             spread: Spread::for_adapter(gpu),
@@ -183,7 +195,11 @@ impl Quantize {
         let n32 = u32::try_from(n).map_err(|_| Error::shape(op, "n", "below 2^32", n))?;
         let shape = [rows as usize, cols as usize];
         q.check(shape, "the tensor")?;
-        let count = q.block_count(shape) as u64;
+        let group = q.eden_group(shape) as u64;
+        let count = match group {
+            0 => q.block_count(shape) as u64,
+            g => n / g,
+        };
         let align = gpu.limits.min_uniform_buffer_offset_alignment as u64;
         if step.size < STEP_BYTES || !step.offset.is_multiple_of(align) {
             let want = format!("{STEP_BYTES} bytes at an offset a multiple of {align}");
@@ -205,6 +221,8 @@ impl Quantize {
                 parts: q.parts,
                 count: count as u32,
                 lanes: self.spread.lanes(q, shape),
+                group: group as u32,
+                _pad: [0; 3],
             },
         );
         let binds = [
@@ -226,6 +244,9 @@ impl Quantize {
             Scaling::None | Scaling::Tensor => {
                 self.cast.dispatch(gpu, op, &binds, gpu.grid_1d(op, n)?)?
             }
+            Scaling::MsEden => self
+                .eden
+                .dispatch(gpu, op, &binds, gpu.grid_1d(op, count)?)?,
             _ => {
                 let per_workgroup = (WG / self.spread.lanes(q, shape)) as u64;
                 let groups = gpu.grid_groups(op, count.div_ceil(per_workgroup))?;
@@ -305,8 +326,8 @@ impl Quantize {
     }
 
     /// The random Hadamard transform of a `[rows, cols]` tensor `x` in
-    /// blocks of 16 along its rows or down its columns (or its inverse)
-    /// into `y`, signs from `s`.
+    /// blocks of `size` (16, 32, 64 or 128) along its rows or down its
+    /// columns (or its inverse) into `y`, signs from `s`.
     #[allow(clippy::too_many_arguments)] // the kernel's bindings, the shape and the blocks
     pub fn hadamard(
         &self,
@@ -316,10 +337,11 @@ impl Quantize {
         x: BufferRange,
         y: BufferRange,
         shape: [u64; 2],
-        blocks: Blocks,
+        (blocks, size): (Blocks, usize),
     ) -> Result<Dispatch> {
         let step = Quantize::step_buffer(gpu, s.step);
-        self.hadamard_at(gpu, s, inverse, (x, y), shape, blocks, (&step).into())
+        let at = (blocks, size, (&step).into());
+        self.hadamard_at(gpu, s, inverse, (x, y), shape, at)
     }
 
     /// The forward transform with the signs drawn at the step in `step`
@@ -331,13 +353,12 @@ impl Quantize {
         s: Stream,
         (x, y): (BufferRange, BufferRange),
         shape: [u64; 2],
-        blocks: Blocks,
+        (blocks, size): (Blocks, usize),
         step: BufferRange,
     ) -> Result<Dispatch> {
-        self.hadamard_at(gpu, s, false, (x, y), shape, blocks, step)
+        self.hadamard_at(gpu, s, false, (x, y), shape, (blocks, size, step))
     }
 
-    #[allow(clippy::too_many_arguments)] // the kernel's bindings, the shape and the blocks
     fn hadamard_at(
         &self,
         gpu: &Gpu,
@@ -345,19 +366,23 @@ impl Quantize {
         inverse: bool,
         (x, y): (BufferRange, BufferRange),
         [rows, cols]: [u64; 2],
-        blocks: Blocks,
-        step: BufferRange,
+        (blocks, size, step): (Blocks, usize, BufferRange),
     ) -> Result<Dispatch> {
-        let op = "hadamard16";
+        let op = "hadamard";
         let n = rows * cols;
         let n32 = u32::try_from(n).map_err(|_| Error::shape(op, "n", "below 2^32", n))?;
-        let h = HADAMARD_BLOCK as u64;
+        if !(HADAMARD_BLOCK..=HADAMARD_MAX).contains(&size) || !size.is_power_of_two() {
+            let want = format!("16, 32, 64 or {HADAMARD_MAX}");
+            return Err(Error::shape(op, "size", want, size));
+        }
+        let h = size as u64;
+        let multiple = format!("a multiple of {h}");
         match blocks {
             Blocks::Rows if !cols.is_multiple_of(h) => {
-                return Err(Error::shape(op, "cols", "a multiple of 16", cols));
+                return Err(Error::shape(op, "cols", multiple, cols));
             }
             Blocks::Columns if !rows.is_multiple_of(h) => {
-                return Err(Error::shape(op, "rows", "a multiple of 16", rows));
+                return Err(Error::shape(op, "rows", multiple, rows));
             }
             Blocks::Square => {
                 return Err(Error::shape(op, "blocks", "Rows or Columns", "Square"));
@@ -373,7 +398,8 @@ impl Quantize {
                 inverse: inverse as u32,
                 seed: s.seed,
                 tensor: s.tensor,
-                _pad: [0; 2],
+                size: size as u32,
+                scale: hadamard_scale(size),
             },
         );
         let binds = [
@@ -382,8 +408,11 @@ impl Quantize {
             y.needs(4 * n),
             step.needs(STEP_BYTES),
         ];
-        self.hadamard
-            .dispatch(gpu, op, &binds, gpu.grid_1d(op, n / h)?)
+        let kernel = match size {
+            HADAMARD_BLOCK => &self.hadamard,
+            _ => &self.hadamard_wide,
+        };
+        kernel.dispatch(gpu, op, &binds, gpu.grid_1d(op, n / h)?)
     }
 
     /// `x` ([_, cols]) through `q` on the GPU: the values back and the counts.

@@ -16,7 +16,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::kernels::Kernels;
-use crate::ops::formats::HADAMARD_BLOCK;
+use crate::ops::formats::{HADAMARD_BLOCK, HADAMARD_MAX, Scaling};
 use crate::ops::loss_scale::LossScaling;
 use crate::ops::products::{
     AttentionOperands, BlockShape, HadamardSigns, Operand, OperandFormat, Products, Rounding, Wide,
@@ -117,7 +117,7 @@ fn recipe_version() -> u32 {
 pub struct Recipe(RecipeSpec);
 
 /// The named recipes, in the order the selectors list them.
-pub const RECIPE_NAMES: [&str; 15] = [
+pub const RECIPE_NAMES: [&str; 16] = [
     "fp32",
     "f16",
     "sf16",
@@ -133,6 +133,7 @@ pub const RECIPE_NAMES: [&str; 15] = [
     "nvfp4-4over6",
     "fp8-rowwise",
     "fp8-rowwise-gw-hp",
+    "quartet-ii",
 ];
 
 impl Recipe {
@@ -170,6 +171,12 @@ impl Recipe {
                     "{pass}: hadamardSigns without a Hadamard transform; set hadamard: true"
                 ));
             }
+            if a.hadamard_size != b.hadamard_size {
+                return bad(format!(
+                    "{pass}: its operands' Hadamard blocks differ ({} and {}), so the transforms would not cancel in the product; give both the same hadamardSize",
+                    a.hadamard_size, b.hadamard_size
+                ));
+            }
             for o in [a, b] {
                 let f = o.format;
                 if o.blocks == BlockShape::Square
@@ -185,6 +192,31 @@ impl Recipe {
                         "{pass}: stochastic rounding needs a format to round into, not {}",
                         f.name()
                     ));
+                }
+                let size = o.hadamard_size as usize;
+                if !(HADAMARD_BLOCK..=HADAMARD_MAX).contains(&size) || !size.is_power_of_two() {
+                    return bad(format!(
+                        "{pass}: hadamardSize {size} is not one of 16, 32, 64 and {HADAMARD_MAX}"
+                    ));
+                }
+                if !o.hadamard && size != HADAMARD_BLOCK {
+                    return bad(format!(
+                        "{pass}: hadamardSize without a Hadamard transform; set hadamard: true"
+                    ));
+                }
+                if matches!(f, OperandFormat::Format(f) if f.scaling == Scaling::MsEden) {
+                    if o.rounding != Rounding::Nearest {
+                        return bad(format!(
+                            "{pass}: {} rounds its values to nearest and its scales stochastically; drop \"rounding\"",
+                            f.name()
+                        ));
+                    }
+                    if !o.hadamard || size != HADAMARD_MAX {
+                        return bad(format!(
+                            "{pass}: {} corrects its scales over the Hadamard transform's group, as Quartet II does; give it hadamard: true and hadamardSize: {HADAMARD_MAX}",
+                            f.name()
+                        ));
+                    }
                 }
             }
         }
@@ -309,6 +341,24 @@ impl Recipe {
                     [row, row, row, tensor, f32, f32],
                     head,
                 )
+            }
+            // Quartet II (IST-DASLab/Quartet-II, arXiv 2601.22813): the
+            // forward NVFP4 with Four Over Six (its kernels' default), the
+            // backward's four operands rotated by 128-point Hadamard
+            // transforms re-signed every step and rounded by MS-EDEN
+            "quartet-ii" => {
+                let forward = Operand::format("nvfp4-4over6");
+                let backward = Operand {
+                    hadamard_size: HADAMARD_MAX as u32,
+                    hadamard_signs: HadamardSigns::PerStep,
+                    ..Operand::format("nvfp4-ms-eden").hadamard()
+                };
+                let ops = [forward, forward, backward, backward, backward, backward];
+                let wide = Wide {
+                    head: true,
+                    ..Wide::default()
+                };
+                spec(WeightCopy::F32, F32, ops, wide)
             }
             "nvfp4-naive" => spec(
                 WeightCopy::F32,
@@ -440,10 +490,11 @@ impl Recipe {
             ("wgrad", &[shape.rows()]),
         ];
         for ((pass, [a, _]), (_, ks)) in p.passes().into_iter().zip(ks) {
-            let h = HADAMARD_BLOCK as u32;
-            if let Some(k) = ks.iter().find(|&&k| a.hadamard && k % h != 0) {
+            let whole = |k: &&u32| a.hadamard_block(**k as usize).is_some();
+            if let Some(k) = ks.iter().find(|k| a.hadamard && !whole(k)) {
+                let h = HADAMARD_BLOCK;
                 return Err(Error::Unsupported(format!(
-                    "recipe {:?}: {pass}'s Hadamard transform runs along K in blocks of {h}, and K = {k} is not a multiple of {h}",
+                    "recipe {:?}: {pass}'s Hadamard transform runs along K in blocks of {h} or more, and K = {k} is not a multiple of {h}",
                     self.name()
                 )));
             }

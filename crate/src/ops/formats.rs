@@ -165,7 +165,7 @@ impl Element {
 /// (00_common.wgsl's sf16 boundaries) and NVFP4's tensor-scale numerator.
 pub fn wgsl_constants() -> String {
     let mut s = format!(
-        "const Q115_LIMIT: f32 = {Q115_LIMIT:?};\nconst NVFP4_RANGE: f32 = {NVFP4_RANGE:?};\nconst FOUR_OVER_SIX_RANGE: f32 = {FOUR_OVER_SIX_RANGE:?};\n"
+        "const Q115_LIMIT: f32 = {Q115_LIMIT:?};\nconst NVFP4_RANGE: f32 = {NVFP4_RANGE:?};\nconst FOUR_OVER_SIX_RANGE: f32 = {FOUR_OVER_SIX_RANGE:?};\nconst EDEN_SCALES_MAX: f32 = {EDEN_SCALES_MAX:?};\nconst EDEN_VAL_MAX: f32 = {EDEN_VAL_MAX:?};\n"
     );
     s += &format!(
         "const ROW_EPS_BITS: u32 = {}u;\nconst ROW_EPS_EXP: i32 = {};\n",
@@ -186,6 +186,7 @@ pub fn wgsl_constants() -> String {
         ("SCALING_FOUR_OVER_SIX", Scaling::FourOverSix.code()),
         ("SCALING_FOUR_OVER_SIX_MAE", Scaling::FourOverSixMae.code()),
         ("SCALING_ROW", Scaling::Row.code()),
+        ("SCALING_MS_EDEN", Scaling::MsEden.code()),
         ("SCALING_TENSOR", Scaling::Tensor.code()),
         ("SCALING_BLOCKWISE", Scaling::Blockwise.code()),
         ("BLOCKS_COLUMNS", Blocks::Columns.code()),
@@ -252,6 +253,15 @@ pub enum Scaling {
     /// their own), 2^k with k = floor(log2(max / amax)) as torch computes
     /// it (`row_scale_exp`), each value RNE(x·2^k)·2^-k, saturating.
     Row,
+    /// Quartet II's MS-EDEN (IST-DASLab/Quartet-II, `eden_1x16s_fp4_kernel`):
+    /// NVFP4 blocks of 16 under the tensor scale g = (amax / 255.99) /
+    /// (6 / (17/16 · 0.93)), values rounded to nearest (ties away from
+    /// zero), then each block's E4M3 scale times EDEN's correction c =
+    /// Σv² / Σv·q over its group (`eden_group`: the Hadamard transform's
+    /// group, up to `EDEN_GROUP_MAX` values along the line) rounded
+    /// stochastically between its two E4M3 neighbours. Unbiased in the
+    /// group's direction; the elements are not rounded again.
+    MsEden,
 }
 
 impl Scaling {
@@ -271,7 +281,7 @@ impl Scaling {
     pub fn is_nvfp4(self) -> bool {
         matches!(
             self,
-            Scaling::Nvfp4 | Scaling::FourOverSix | Scaling::FourOverSixMae
+            Scaling::Nvfp4 | Scaling::FourOverSix | Scaling::FourOverSixMae | Scaling::MsEden
         )
     }
 }
@@ -285,7 +295,7 @@ pub struct Format {
 }
 
 impl Format {
-    pub const ALL: [Format; 17] = [
+    pub const ALL: [Format; 18] = [
         Format::new("bf16", Element::Bf16, Scaling::None),
         Format::new("f16", Element::F16, Scaling::None),
         Format::new("e4m3", Element::E4m3, Scaling::None),
@@ -301,6 +311,7 @@ impl Format {
         Format::new("nvfp4", Element::E2m1, Scaling::Nvfp4),
         Format::new("nvfp4-4over6", Element::E2m1, Scaling::FourOverSix),
         Format::new("nvfp4-4over6-mae", Element::E2m1, Scaling::FourOverSixMae),
+        Format::new("nvfp4-ms-eden", Element::E2m1, Scaling::MsEden),
         Format::new("e4m3-blockwise", Element::E4m3, Scaling::Blockwise),
         Format::new("e4m3-row", Element::E4m3, Scaling::Row),
     ];
@@ -339,15 +350,19 @@ impl Format {
             Scaling::Row => 0,
             Scaling::None | Scaling::Tensor => 1,
             Scaling::Mx | Scaling::MxCeil => MX_BLOCK,
-            Scaling::Nvfp4 | Scaling::FourOverSix | Scaling::FourOverSixMae => NVFP4_BLOCK,
+            Scaling::Nvfp4 | Scaling::FourOverSix | Scaling::FourOverSixMae | Scaling::MsEden => {
+                NVFP4_BLOCK
+            }
             Scaling::Blockwise => BLOCKWISE_BLOCK,
         }
     }
 
     /// Whether its blocks may be square (`Blocks::Square`): NVFP4's
-    /// 16×16 and the blockwise FP8's 128×128.
+    /// 16×16 (not MS-EDEN's, whose groups run along the line) and the
+    /// blockwise FP8's 128×128.
     pub fn has_square_blocks(&self) -> bool {
-        self.scaling.is_nvfp4() || self.scaling == Scaling::Blockwise
+        (self.scaling.is_nvfp4() && self.scaling != Scaling::MsEden)
+            || self.scaling == Scaling::Blockwise
     }
 }
 
@@ -369,8 +384,37 @@ pub const NVFP4_RANGE: f32 = 448.0 * 6.0;
 /// Four Over Six's: 256 × 6, so that a block's scale mapping its amax to 4
 /// (1.5 times the one mapping it to 6) stays within E4M3 (384 ≤ 448).
 pub const FOUR_OVER_SIX_RANGE: f32 = 256.0 * 6.0;
-/// The random Hadamard transform's block.
+/// The random Hadamard transform's block: the smallest, and the default.
 pub const HADAMARD_BLOCK: usize = 16;
+/// The Hadamard transform's largest block (Quartet II's backward).
+pub const HADAMARD_MAX: usize = 128;
+/// The largest group MS-EDEN corrects a scale over: Quartet II's Hadamard
+/// group.
+pub const EDEN_GROUP_MAX: usize = HADAMARD_MAX;
+/// MS-EDEN's tensor scale: g = (amax / EDEN_SCALES_MAX) / EDEN_VAL_MAX,
+/// the block scales kept below 256 to leave the correction room.
+pub const EDEN_SCALES_MAX: f32 = 255.99;
+/// 6 / (17/16 · 0.93), in f32 as the reference's constexpr is: its
+/// backward scale override.
+pub const EDEN_VAL_MAX: f32 = (6.0 / ((17.0 / 16.0) * 0.93)) as f32;
+
+/// A Hadamard transform's (or MS-EDEN's) group along a line of `len`
+/// values: the largest power of two up to `max` that divides `len`; `None`
+/// where that is below 16 (`len` not a multiple of 16; `max` a power of
+/// two).
+pub fn line_group(len: usize, max: usize) -> Option<usize> {
+    if len == 0 {
+        return None;
+    }
+    let g = (1usize << len.trailing_zeros()).min(max);
+    (g >= HADAMARD_BLOCK).then_some(g)
+}
+
+/// The Hadamard transform's normalization for blocks of `size`: 1/√size
+/// rounded to f32 (exact for 16 and 64).
+pub fn hadamard_scale(size: usize) -> f32 {
+    (1.0 / (size as f64).sqrt()) as f32
+}
 
 /// TorchAO's floor under a line's amax before it divides (`EPS`, an f64):
 /// lines below it all take the scale of `max / EPS`.
@@ -648,7 +692,34 @@ impl Quantization {
                 self.parts
             )));
         }
+        if self.format.scaling == Scaling::MsEden {
+            // groups of whole blocks along the line, cut where its parts are
+            if line_group(len, EDEN_GROUP_MAX).is_none() {
+                return Err(Error::Unsupported(format!(
+                    "{what}: {name} corrects its scales over groups of 16 to {EDEN_GROUP_MAX} values along the line, and the line's {len} values are not a multiple of 16"
+                )));
+            }
+            if !(p1.is_multiple_of(b) && p2.is_multiple_of(b)) {
+                return Err(Error::Unsupported(format!(
+                    "{what}: its parts {:?} are not multiples of {name}'s block of {b}",
+                    self.parts
+                )));
+            }
+        }
         Ok(())
+    }
+
+    /// MS-EDEN's group along a [rows, cols] tensor's lines (`line_group`),
+    /// for a checked quantization; 0 for the other formats.
+    pub fn eden_group(&self, [rows, cols]: [usize; 2]) -> usize {
+        let len = match self.blocks {
+            Blocks::Rows => cols,
+            Blocks::Columns | Blocks::Square => rows,
+        };
+        match self.format.scaling {
+            Scaling::MsEden => line_group(len, EDEN_GROUP_MAX).unwrap_or(0),
+            _ => 0,
+        }
     }
 
     /// How many blocks a [rows, cols] tensor holds (a shorter last block

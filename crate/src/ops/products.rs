@@ -5,7 +5,7 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::{Error, Result};
-use crate::ops::formats::{Counts, Format, NoiseSums};
+use crate::ops::formats::{Counts, Format, HADAMARD_BLOCK, NoiseSums, line_group};
 
 /// What an operand goes through before a product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -103,14 +103,32 @@ pub struct Operand {
     pub blocks: BlockShape,
     #[serde(default)]
     pub rounding: Rounding,
-    /// A random Hadamard transform along K in blocks of 16 first (on both
-    /// operands of a product, so it cancels in the product).
+    /// A random Hadamard transform along K first (on both operands of a
+    /// product, so it cancels in the product).
     #[serde(default)]
     pub hadamard: bool,
     /// Its signs (a recipe file without them, before 2026-11-28, reads as
     /// fixed: the only kind there was).
     #[serde(default)]
     pub hadamard_signs: HadamardSigns,
+    /// Its block: 16 (Transformer Engine's, and every recipe's before
+    /// 2026-11-29), 32, 64 or 128 (Quartet's and Quartet II's); where K is
+    /// no multiple of it, the largest power of two that divides K
+    /// (`Operand::hadamard_block`). Written only where not 16, so that
+    /// earlier recipes serialize as they did.
+    #[serde(
+        default = "hadamard_block_default",
+        skip_serializing_if = "is_hadamard_block_default"
+    )]
+    pub hadamard_size: u32,
+}
+
+fn hadamard_block_default() -> u32 {
+    HADAMARD_BLOCK as u32
+}
+
+fn is_hadamard_block_default(size: &u32) -> bool {
+    *size == HADAMARD_BLOCK as u32
 }
 
 impl Default for Operand {
@@ -127,6 +145,7 @@ impl Operand {
             rounding: Rounding::Nearest,
             hadamard: false,
             hadamard_signs: HadamardSigns::Fixed,
+            hadamard_size: HADAMARD_BLOCK as u32,
         }
     }
 
@@ -153,6 +172,13 @@ impl Operand {
             hadamard: true,
             ..self
         }
+    }
+
+    /// The Hadamard transform's block along a K of `k` values: the
+    /// operand's size, or the largest power of two below it that divides
+    /// `k`; `None` where `k` is not a multiple of 16.
+    pub fn hadamard_block(&self, k: usize) -> Option<usize> {
+        line_group(k, self.hadamard_size as usize)
     }
 
     /// Whether the operand reaches its product as it is.

@@ -7,8 +7,8 @@
 
 use crate::gpu::WG;
 use crate::ops::formats::{
-    Blocks, Counts, Element, F32, FOUR_OVER_SIX_RANGE, HADAMARD_BLOCK, Minifloat, NVFP4_RANGE,
-    Quantization, Scaling, Stream, pow2, row_scale_exp,
+    Blocks, Counts, Element, F32, FOUR_OVER_SIX_RANGE, Minifloat, NVFP4_RANGE, Quantization,
+    Scaling, Stream, hadamard_scale, pow2, row_scale_exp,
 };
 
 const SIGN: u32 = 0x8000_0000;
@@ -210,6 +210,9 @@ pub fn quantize(q: &Quantization, x: &[f32], cols: usize) -> (Vec<f32>, Counts) 
             c.flushed += flushed_to_zero(xi, v) as u32;
         }
         return (y, c);
+    }
+    if q.format.scaling == Scaling::MsEden {
+        return ms_eden::quantize(q, x, cols, amax_t);
     }
     let shape = [x.len() / cols.max(1), cols];
     for b in 0..q.block_count(shape) {
@@ -429,37 +432,43 @@ fn unscale(x: f32, j: i32) -> f32 {
     }
 }
 
-/// The random Hadamard transform of 16-value blocks (`hadamard16`) of a
-/// [_, cols] matrix, along its rows or down its columns: forward
-/// y = H16·(s∘x)/4, inverse x = s∘(H16·y)/4, the signs s from (seed, step,
-/// tensor), position j's from bit 0 of `random_bits` of j.
-pub fn hadamard16(x: &[f32], s: Stream, inverse: bool, cols: usize, blocks: Blocks) -> Vec<f32> {
+/// The random Hadamard transform of blocks of `size` values (`hadamard16`,
+/// `hadamard_wide`) of a [_, cols] matrix, along its rows or down its
+/// columns: forward y = H·(s∘x)·c, inverse x = s∘(H·y)·c, c =
+/// `hadamard_scale(size)`, the signs s from (seed, step, tensor), position
+/// j's from bit 0 of `random_bits` of j.
+pub fn hadamard(
+    x: &[f32],
+    s: Stream,
+    inverse: bool,
+    cols: usize,
+    (blocks, size): (Blocks, usize),
+) -> Vec<f32> {
     let flip = |v: f32, j: usize| {
         let bit = (random_bits(s.seed, s.step, s.tensor, j as u32) & 1) << 31;
         f32::from_bits(v.to_bits() ^ bit)
     };
+    let scale = hadamard_scale(size);
     let mut y = vec![0.0; x.len()];
     let shape = [x.len() / cols, cols];
-    for b in 0..x.len() / HADAMARD_BLOCK {
-        let block = blocks.block(HADAMARD_BLOCK, b, shape, [0, 0]);
-        let idx: Vec<usize> = (0..HADAMARD_BLOCK)
-            .map(|j| blocks.index(block, j, cols))
-            .collect();
+    for b in 0..x.len() / size {
+        let block = blocks.block(size, b, shape, [0, 0]);
+        let idx: Vec<usize> = (0..size).map(|j| blocks.index(block, j, cols)).collect();
         let mut v: Vec<f32> = idx
             .iter()
             .enumerate()
             .map(|(j, &i)| if inverse { x[i] } else { flip(x[i], j) })
             .collect();
         let mut h = 1;
-        while h < HADAMARD_BLOCK {
-            for i in (0..HADAMARD_BLOCK).filter(|i| i & h == 0) {
+        while h < size {
+            for i in (0..size).filter(|i| i & h == 0) {
                 let (a, c) = (v[i], v[i + h]);
                 (v[i], v[i + h]) = (a + c, a - c);
             }
             h <<= 1;
         }
         for (j, &i) in idx.iter().enumerate() {
-            let t = v[j] * 0.25;
+            let t = v[j] * scale;
             y[i] = if inverse { flip(t, j) } else { t };
         }
     }
@@ -501,6 +510,7 @@ pub fn noise_sums(x: &[f32], y: &[f32], groups: usize, acc: [f32; 2]) -> [f32; 2
 
 #[cfg(test)]
 mod four_over_six_tests;
+pub mod ms_eden;
 #[cfg(test)]
 mod row_tests;
 #[cfg(test)]

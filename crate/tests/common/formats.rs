@@ -226,7 +226,7 @@ async fn stochastic_rounding_matches_reference_and_is_unbiased_spread(
     let x: Vec<f32> = (0..1024)
         .map(|i| ((i * 37) % 101) as f32 * 0.013 - 0.6)
         .collect();
-    for name in ["mxfp4", "nvfp4", "nvfp4-4over6"] {
+    for name in ["mxfp4", "nvfp4", "nvfp4-4over6", "nvfp4-ms-eden"] {
         let q = Quantization::new(Format::parse(name)?, Blocks::Rows, Some(stream));
         assert_same(
             name,
@@ -238,13 +238,13 @@ async fn stochastic_rounding_matches_reference_and_is_unbiased_spread(
     Ok(())
 }
 
-/// The random Hadamard transform and its inverse: bit for bit the twin's
-/// (reference/formats/tests.rs bounds the twin's error against the exact
+/// The random Hadamard transform and its inverse in blocks of 16, 32, 64
+/// and 128: bit for bit the twin's (reference/formats/tests.rs bounds the twin's error against the exact
 /// transform and the round trip).
 pub async fn hadamard_matches_reference(gpu: &Gpu) -> Result<()> {
     let k = Quantize::new(gpu).await?;
     let mut r = rng(41);
-    let n = 16 * 300;
+    let n = 16 * 320;
     let x: Vec<f32> = (0..n)
         .map(|_| r.random_range(-1.0f32..1.0) * 2f32.powi(r.random_range(-20..20)))
         .collect();
@@ -259,36 +259,32 @@ pub async fn hadamard_matches_reference(gpu: &Gpu) -> Result<()> {
         gpu.storage_buffer("back", 4 * n as u64)?,
     );
     let shape = [1, n as u64];
-    let forward = k.hadamard(
+    // TE's 16, Quartet's 32 and Quartet II's 128 (`hadamard_wide`)
+    for size in [16, 32, 64, 128] {
+        let at = (Blocks::Rows, size);
+        let forward = k.hadamard(gpu, s, false, (&src).into(), (&y).into(), shape, at)?;
+        let inverse = k.hadamard(gpu, s, true, (&y).into(), (&back).into(), shape, at)?;
+        gpu.run(&[&forward, &inverse]).await?;
+        let want_y = twin::hadamard(&x, s, false, n, at);
+        let got_y: Vec<f32> = gpu.read_back((&y).into()).await?;
+        let none = Counts::default();
+        let what = format!("forward, blocks of {size}");
+        assert_same(&what, &x, (got_y, none), (want_y.clone(), none));
+        let got_back: Vec<f32> = gpu.read_back((&back).into()).await?;
+        let want_back = twin::hadamard(&want_y, s, true, n, at);
+        let what = format!("inverse, blocks of {size}");
+        assert_same(&what, &x, (got_back, none), (want_back, none));
+    }
+    let refused = k.hadamard(
         gpu,
         s,
         false,
         (&src).into(),
         (&y).into(),
         shape,
-        Blocks::Rows,
-    )?;
-    let inverse = k.hadamard(
-        gpu,
-        s,
-        true,
-        (&y).into(),
-        (&back).into(),
-        shape,
-        Blocks::Rows,
-    )?;
-    gpu.run(&[&forward, &inverse]).await?;
-    let want_y = twin::hadamard16(&x, s, false, n, Blocks::Rows);
-    let got_y: Vec<f32> = gpu.read_back((&y).into()).await?;
-    let none = Counts::default();
-    assert_same("forward", &x, (got_y, none), (want_y.clone(), none));
-    let got_back: Vec<f32> = gpu.read_back((&back).into()).await?;
-    assert_same(
-        "inverse",
-        &x,
-        (got_back, none),
-        (twin::hadamard16(&want_y, s, true, n, Blocks::Rows), none),
+        (Blocks::Rows, 48),
     );
+    assert!(refused.is_err(), "blocks of 48 are no Hadamard transform's");
     Ok(())
 }
 
@@ -622,13 +618,13 @@ pub async fn quantize_shares_its_stats_buffer(gpu: &Gpu) -> Result<()> {
     Ok(())
 }
 
-/// The Hadamard transform in blocks of 16 down the columns of a matrix of
-/// awkward width, forward and inverse: bit for bit the twin's; rows not a
-/// multiple of 16 refused.
+/// The Hadamard transform in blocks of 128 and 16 down the columns of a
+/// matrix of awkward width, forward and inverse: bit for bit the twin's;
+/// rows not a multiple of 16 refused; signs drawn at a step buffer's step.
 pub async fn hadamard_columns_match_reference(gpu: &Gpu) -> Result<()> {
     let k = Quantize::new(gpu).await?;
     let mut r = rng(81);
-    let (rows, cols) = (48, 301);
+    let (rows, cols) = (128, 301);
     let n = rows * cols;
     let x: Vec<f32> = (0..n)
         .map(|_| r.random_range(-1.0f32..1.0) * 2f32.powi(r.random_range(-20..20)))
@@ -645,16 +641,23 @@ pub async fn hadamard_columns_match_reference(gpu: &Gpu) -> Result<()> {
     );
     let shape = [rows as u64, cols as u64];
     let c = Blocks::Columns;
-    let forward = k.hadamard(gpu, s, false, (&src).into(), (&y).into(), shape, c)?;
-    let inverse = k.hadamard(gpu, s, true, (&y).into(), (&back).into(), shape, c)?;
-    gpu.run(&[&forward, &inverse]).await?;
-    let want_y = twin::hadamard16(&x, s, false, cols, c);
     let none = Counts::default();
-    let got_y: Vec<f32> = gpu.read_back((&y).into()).await?;
-    assert_same("forward", &x, (got_y, none), (want_y.clone(), none));
-    let got_back: Vec<f32> = gpu.read_back((&back).into()).await?;
-    let want_back = twin::hadamard16(&want_y, s, true, cols, c);
-    assert_same("inverse", &x, (got_back, none), (want_back, none));
+    let mut want_y = Vec::new();
+    for size in [128, 16] {
+        let at = (c, size);
+        let forward = k.hadamard(gpu, s, false, (&src).into(), (&y).into(), shape, at)?;
+        let inverse = k.hadamard(gpu, s, true, (&y).into(), (&back).into(), shape, at)?;
+        gpu.run(&[&forward, &inverse]).await?;
+        want_y = twin::hadamard(&x, s, false, cols, at);
+        let got_y: Vec<f32> = gpu.read_back((&y).into()).await?;
+        let what = format!("forward, blocks of {size}");
+        assert_same(&what, &x, (got_y, none), (want_y.clone(), none));
+        let got_back: Vec<f32> = gpu.read_back((&back).into()).await?;
+        let want_back = twin::hadamard(&want_y, s, true, cols, at);
+        let what = format!("inverse, blocks of {size}");
+        assert_same(&what, &x, (got_back, none), (want_back, none));
+    }
+    let c = (c, 16);
     let refused = k.hadamard(gpu, s, false, (&src).into(), (&y).into(), [40, 301], c);
     assert!(refused.is_err(), "40 rows are not whole blocks of 16");
     // signs drawn at the step a step buffer holds when it runs
@@ -669,7 +672,7 @@ pub async fn hadamard_columns_match_reference(gpu: &Gpu) -> Result<()> {
     )?;
     Quantize::write_step(gpu, (&step).into(), 11);
     gpu.run(&[&stepped]).await?;
-    let at_11 = twin::hadamard16(&x, Stream { step: 11, ..s }, false, cols, c);
+    let at_11 = twin::hadamard(&x, Stream { step: 11, ..s }, false, cols, c);
     let got: Vec<f32> = gpu.read_back((&y).into()).await?;
     assert_same("forward at step 11", &x, (got, none), (at_11.clone(), none));
     assert_ne!(at_11, want_y, "another step draws other signs");

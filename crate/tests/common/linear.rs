@@ -547,8 +547,15 @@ pub async fn linear_recipe_reads_its_formats(gpu: &Gpu) -> Result<()> {
     };
     let s = LinearShape::stacked(48, 80, &[48, 32, 16])?;
     let fp8 = LinearShape::stacked(67, 300, &[90, 37, 73])?;
+    // Quartet II's 128-point transforms along dX's K (128) and dW's (128)
+    let quartet = LinearShape::stacked(128, 80, &[64, 32, 32])?;
     for (name, products, s) in [
         ("nvfp4", Recipe::named("nvfp4")?.products(), s),
+        (
+            "quartet-ii",
+            Recipe::named("quartet-ii")?.products(),
+            quartet,
+        ),
         ("mixed", mixed, s),
         ("fp8", Recipe::fp8().products(), fp8),
     ] {
@@ -702,9 +709,13 @@ async fn check_recipe_products(
 ) -> Result<()> {
     use webtrain::ops::formats::{Blocks, Quantization, Stream};
     use webtrain::ops::products::{BlockShape, HadamardSigns, Operand, OperandFormat, Rounding};
-    use webtrain::reference::formats::{hadamard16, quantize};
+    use webtrain::reference::formats::{hadamard, quantize};
     let (rows, d_in, d_out) = (s.rows as usize, s.d_in as usize, s.d_out as usize);
     let (run_seed, step) = (0x5eed, 7);
+    // stochastic rounding's draws, or MS-EDEN's (its scales')
+    let draws = |o: &Operand, f: webtrain::ops::formats::Format| {
+        o.rounding == Rounding::Stochastic || f.scaling == webtrain::ops::formats::Scaling::MsEden
+    };
     let k = Linear::with_units(gpu, p, run_seed, units).await?;
     assert_eq!(k.matrix_units(), units, "{name}: the units asked for serve");
     k.write_step(gpu, step, false);
@@ -717,6 +728,27 @@ async fn check_recipe_products(
     let x = spread(uniform(&mut r, rows * d_in, -1.0, 1.0), d_in);
     let w = spread(uniform(&mut r, d_out * d_in, -0.1, 0.1), d_in);
     let dy = spread(uniform(&mut r, rows * d_out, -1e-3, 1e-3), d_out);
+    // `v` [_, c] through `o`'s Hadamard transform along K (down the rows
+    // where `k_down`), if it has one
+    let rotate = |o: &Operand, v: &[f32], c: usize, k_down: bool| {
+        if !o.hadamard {
+            return v.to_vec();
+        }
+        let signs = Stream {
+            seed: run_seed,
+            step: match o.hadamard_signs {
+                HadamardSigns::Fixed => 0,
+                HadamardSigns::PerStep => step,
+            },
+            tensor: 0,
+        };
+        let (blocks, k) = match k_down {
+            true => (Blocks::Columns, v.len() / c),
+            false => (Blocks::Rows, c),
+        };
+        let size = o.hadamard_block(k).expect("K in sixteens");
+        hadamard(v, signs, false, c, (blocks, size))
+    };
     // the twin of operand `o`, the `tensor`-th quantized: `v` [r, c] with K
     // down the rows (`k_down`) or along them, stacked parts beginning at
     // rows `row_parts` (blocks along a row see none)
@@ -726,20 +758,7 @@ async fn check_recipe_products(
             (BlockShape::Line, false) => (Blocks::Rows, [0, 0]),
             (BlockShape::Line, true) => (Blocks::Columns, row_parts),
         };
-        let v = match o.hadamard {
-            true => {
-                let signs = Stream {
-                    seed: run_seed,
-                    step: match o.hadamard_signs {
-                        HadamardSigns::Fixed => 0,
-                        HadamardSigns::PerStep => step,
-                    },
-                    tensor: 0,
-                };
-                hadamard16(v, signs, false, c, blocks)
-            }
-            false => v.to_vec(),
-        };
+        let v = rotate(&o, v, c, k_down);
         let OperandFormat::Format(format) = o.format else {
             return v;
         };
@@ -750,17 +769,14 @@ async fn check_recipe_products(
         };
         let q = Quantization {
             parts,
-            ..Quantization::new(
-                format,
-                blocks,
-                (o.rounding == Rounding::Stochastic).then_some(stream),
-            )
+            ..Quantization::new(format, blocks, draws(&o, format).then_some(stream))
         };
         quantize(&q, &v, c).0
     };
     let none = [0, 0];
     // dX's dY: blocks along its rows, cut where the stacked parts' columns begin
     let twin_along = |o: Operand, tensor: u32, v: &[f32], c: usize, col_parts: [u32; 2]| {
+        let v = &rotate(&o, v, c, false);
         let OperandFormat::Format(format) = o.format else {
             return v.to_vec();
         };
@@ -771,11 +787,7 @@ async fn check_recipe_products(
         };
         let q = Quantization {
             parts: col_parts,
-            ..Quantization::new(
-                format,
-                Blocks::Rows,
-                (o.rounding == Rounding::Stochastic).then_some(stream),
-            )
+            ..Quantization::new(format, Blocks::Rows, draws(&o, format).then_some(stream))
         };
         quantize(&q, v, c).0
     };

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use crate::error::{Error, Result};
 use crate::gpu::{BufferRange, Dispatch, Gpu};
 use crate::kernels::quantize::{NOISE_STATS_WORDS, Quantize};
-use crate::ops::formats::{Blocks, Quantization, Stream};
+use crate::ops::formats::{Blocks, Quantization, Scaling, Stream};
 use crate::ops::products::{BlockShape, HadamardSigns, Operand, OperandFormat, Products, Rounding};
 
 /// Which scratch an operand goes to: the product's first or second
@@ -173,14 +173,14 @@ impl Operands {
     ) -> Result<()> {
         match o.format {
             OperandFormat::F32 => {
-                d.push(self.hadamard(gpu, o.hadamard_signs, (x, y), shape)?);
+                d.push(self.hadamard(gpu, &o, (x, y), shape)?);
             }
             OperandFormat::Format(format) => {
                 let rotated = match o.hadamard {
                     true => {
                         let h = self.scratch(gpu, Side::H, shape.bytes())?;
                         let xh = (x, (&h).into());
-                        d.push(self.hadamard(gpu, o.hadamard_signs, xh, shape)?);
+                        d.push(self.hadamard(gpu, &o, xh, shape)?);
                         Some(h)
                     }
                     false => None,
@@ -196,7 +196,9 @@ impl Operands {
                     step: 0,
                     tensor: self.tensors.fetch_add(1, Ordering::Relaxed),
                 };
-                let stochastic = (o.rounding == Rounding::Stochastic).then_some(stream);
+                // MS-EDEN draws its scales' rounding whatever the values' is
+                let draws = o.rounding == Rounding::Stochastic || format.scaling == Scaling::MsEden;
+                let stochastic = draws.then_some(stream);
                 let quantization = Quantization {
                     format,
                     blocks,
@@ -238,32 +240,39 @@ impl Operands {
         self.tensors.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The random Hadamard transform along `shape`'s K, signs from the
-    /// seed: drawn once for the run (at step 0), or at each step. Every
-    /// operand draws the same, so both of a product's cancel.
+    /// The random Hadamard transform along `shape`'s K in `o`'s blocks
+    /// (`Operand::hadamard_block`), signs from the seed: drawn once for the
+    /// run (at step 0), or at each step. Every operand draws the same, so
+    /// both of a product's cancel.
     fn hadamard(
         &self,
         gpu: &Gpu,
-        signs: HadamardSigns,
+        o: &Operand,
         (x, y): (BufferRange, BufferRange),
         shape: Shape,
     ) -> Result<Dispatch> {
-        let blocks = match shape.k_down {
-            true => Blocks::Columns,
-            false => Blocks::Rows,
+        let (blocks, k) = match shape.k_down {
+            true => (Blocks::Columns, shape.rows),
+            false => (Blocks::Rows, shape.cols),
         };
+        let size = o.hadamard_block(k as usize).ok_or_else(|| {
+            Error::Unsupported(format!(
+                "a Hadamard transform along K = {k}, which is not a multiple of 16"
+            ))
+        })?;
         let s = Stream {
             seed: self.seed,
             step: 0,
             tensor: 0,
         };
         let shape = [shape.rows as u64, shape.cols as u64];
-        match signs {
-            HadamardSigns::Fixed => self.quantize.hadamard(gpu, s, false, x, y, shape, blocks),
+        let at = (blocks, size);
+        match o.hadamard_signs {
+            HadamardSigns::Fixed => self.quantize.hadamard(gpu, s, false, x, y, shape, at),
             HadamardSigns::PerStep => {
                 let step = (&self.step).into();
                 self.quantize
-                    .hadamard_stepped(gpu, s, (x, y), shape, blocks, step)
+                    .hadamard_stepped(gpu, s, (x, y), shape, at, step)
             }
         }
     }

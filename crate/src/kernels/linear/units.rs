@@ -73,6 +73,8 @@ impl Multiplier {
         Some(match (f.element, f.scaling) {
             (Element::F16, Scaling::None) => Multiplier::Plain,
             (_, Scaling::Nvfp4) => Multiplier::Nvfp4,
+            // (q·scale)·g, g not one of the multipliers: the product stays scalar
+            (_, Scaling::MsEden) => return None,
             (_, Scaling::FourOverSix | Scaling::FourOverSixMae) => Multiplier::FourOverSix,
             _ => Multiplier::Pow2,
         })

@@ -161,6 +161,26 @@ fn bad_recipes_are_refused_with_the_reason() {
             r#"{"name": "x", "wgrad": {"dy": {"format": "nvfp4", "hadamardSigns": "per-step"}, "x": {"format": "nvfp4", "hadamardSigns": "per-step"}}}"#,
             "hadamardSigns without a Hadamard transform",
         ),
+        (
+            r#"{"name": "x", "wgrad": {"dy": {"format": "nvfp4", "hadamard": true, "hadamardSize": 48}, "x": {"format": "nvfp4", "hadamard": true, "hadamardSize": 48}}}"#,
+            "hadamardSize 48 is not one of 16, 32, 64 and 128",
+        ),
+        (
+            r#"{"name": "x", "wgrad": {"dy": {"format": "nvfp4", "hadamard": true, "hadamardSize": 128}, "x": {"format": "nvfp4", "hadamard": true}}}"#,
+            "Hadamard blocks differ (128 and 16)",
+        ),
+        (
+            r#"{"name": "x", "wgrad": {"dy": {"format": "nvfp4", "hadamardSize": 32}, "x": {"format": "nvfp4", "hadamardSize": 32}}}"#,
+            "hadamardSize without a Hadamard transform",
+        ),
+        (
+            r#"{"name": "x", "dgrad": {"dy": {"format": "nvfp4-ms-eden", "rounding": "stochastic", "hadamard": true, "hadamardSize": 128}, "w": {"format": "nvfp4", "hadamard": true, "hadamardSize": 128}}}"#,
+            "nvfp4-ms-eden rounds its values to nearest and its scales stochastically",
+        ),
+        (
+            r#"{"name": "x", "dgrad": {"dy": {"format": "nvfp4-ms-eden"}}}"#,
+            "give it hadamard: true and hadamardSize: 128",
+        ),
         // every part refuses a field it does not know (a misspelt `init`)
         (
             r#"{"name": "x", "lossScaling": {"initial": 1e39}}"#,
@@ -199,4 +219,38 @@ fn a_hadamard_transform_needs_k_in_sixteens() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("K = 21 is not a multiple of 16"), "{e}");
+}
+
+#[test]
+fn quartet_ii_rotates_its_backward_in_128s_where_k_allows() {
+    let r = Recipe::named("quartet-ii").unwrap();
+    let p = r.products();
+    assert_eq!(p.dgrad[0].hadamard_size, 128);
+    assert_eq!(
+        p.dgrad[0].hadamard_block(1376),
+        Some(32),
+        "small's 2·ffn = 43·32"
+    );
+    assert_eq!(p.dgrad[0].hadamard_block(512), Some(128));
+    assert_eq!(p.dgrad[0].hadamard_block(64), Some(64));
+    assert_eq!(
+        p.forward[0].hadamard_block(176),
+        Some(16),
+        "tiny's ffn = 11·16"
+    );
+    assert!(p.dgrad[0].hadamard_block(100).is_none());
+    let c = Config::preset("tiny").unwrap();
+    assert!(r.check(&c, BatchShape { batch: 4, seq: 32 }).is_ok());
+    // a recipe file: the default block written as before sizes (not at all)
+    for (size, written) in [("", false), (r#", "hadamardSize": 128"#, true)] {
+        let o = format!(r#"{{"format": "nvfp4", "hadamard": true{size}}}"#);
+        let file = format!(r#"{{"name": "q", "wgrad": {{"dy": {o}, "x": {o}}}}}"#);
+        let json = serde_json::to_string(&Recipe::from_json(&file).unwrap()).unwrap();
+        assert_eq!(json.contains(r#""hadamardSize":128"#), written, "{json}");
+        assert_eq!(json.contains("hadamardSize"), written, "{json}");
+        assert_eq!(
+            Recipe::from_json(&json).unwrap(),
+            Recipe::from_json(&file).unwrap()
+        );
+    }
 }
