@@ -15,7 +15,7 @@ let worker;
 /// The selector's value for the editor's recipe.
 const CUSTOM = 'custom';
 /// An operand's parts, the editor's columns, in Rust's order.
-const OPERAND_PARTS = ['format', 'blocks', 'rounding', 'hadamard', 'hadamardSigns'];
+const OPERAND_PARTS = ['format', 'blocks', 'rounding', 'hadamard', 'hadamardSigns', 'hadamardSize'];
 /// The recipe's other parts, [path, kind, label]: a choice takes the book's
 /// values of the path's last name; an optional part is left out of the
 /// recipe while its box is clear, and starts from the book's defaults. A
@@ -59,11 +59,16 @@ function build({ parts }) {
     const check = kind === 'bool' || kind === 'optional';
     return el('label', { className: check ? 'check' : '' }, check ? [input, label] : [label, input]);
   }), el('input', { type: 'hidden', dataset: { path: 'version', kind: 'int' } }));
-  const titles = { hadamard: 'Hadamard', hadamardSigns: 'its signs' };
+  const titles = { hadamard: 'Hadamard', hadamardSigns: 'its signs', hadamardSize: 'its block' };
+  const operandControl = (path, p) => {
+    const input = control(path, p === 'hadamard' ? 'bool' : 'choice', parts[p]);
+    if (p === 'hadamardSize') input.dataset.kind = 'int';  // a number in the recipe
+    return input;
+  };
   const head = el('tr', {}, ['operand', ...OPERAND_PARTS].map((c) => el('th', { textContent: titles[c] ?? c })));
   const rows = OPERANDS.map(([pass, op]) => el('tr', { title: `${pass}: ${PRODUCTS[pass]}` }, [
     el('th', { textContent: `${pass} ${op === 'dy' ? 'dY' : op.toUpperCase()}` }),
-    ...OPERAND_PARTS.map((p) => el('td', {}, control(`${pass}.${op}.${p}`, p === 'hadamard' ? 'bool' : 'choice', parts[p]))),
+    ...OPERAND_PARTS.map((p) => el('td', {}, operandControl(`${pass}.${op}.${p}`, p))),
   ]));
   $('recipe-operands').replaceChildren(el('thead', {}, head), el('tbody', {}, rows));
 }

@@ -112,23 +112,15 @@ pub struct Operand {
     #[serde(default)]
     pub hadamard_signs: HadamardSigns,
     /// Its block: 16 (Transformer Engine's, and every recipe's before
-    /// 2026-11-29), 32, 64 or 128 (Quartet's and Quartet II's); where K is
-    /// no multiple of it, the largest power of two that divides K
-    /// (`Operand::hadamard_block`). Written only where not 16, so that
-    /// earlier recipes serialize as they did.
-    #[serde(
-        default = "hadamard_block_default",
-        skip_serializing_if = "is_hadamard_block_default"
-    )]
+    /// 2026-11-28, which a file without it reads as), 32, 64 or 128
+    /// (Quartet's and Quartet II's); where K is no multiple of it, the
+    /// largest power of two that divides K (`Operand::hadamard_block`).
+    #[serde(default = "hadamard_block_default")]
     pub hadamard_size: u32,
 }
 
 fn hadamard_block_default() -> u32 {
     HADAMARD_BLOCK as u32
-}
-
-fn is_hadamard_block_default(size: &u32) -> bool {
-    *size == HADAMARD_BLOCK as u32
 }
 
 impl Default for Operand {

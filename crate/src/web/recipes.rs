@@ -21,10 +21,10 @@ fn names<T: Serialize>(values: &[T]) -> Vec<Value> {
 }
 
 /// `{recipes: {name: parts}, parts: {format, blocks, rounding,
-/// hadamardSigns, weights, boundaries, attention}, defaults: {lossScaling,
-/// attention}}`: every named recipe's parts (`RecipeSpec`), the values
-/// each part takes (an operand's format, block shape, rounding and Hadamard
-/// signs; the weights the products
+/// hadamardSigns, hadamardSize, weights, boundaries, attention}, defaults:
+/// {lossScaling, attention}}`: every named recipe's parts (`RecipeSpec`),
+/// the values each part takes (an operand's format, block shape, rounding,
+/// Hadamard signs and block; the weights the products
 /// read; the forward's boundaries; attention's operands), and what a part
 /// starts from where a recipe leaves it out.
 #[wasm_bindgen(js_name = recipeBook)]
@@ -43,6 +43,7 @@ pub fn recipe_book() -> Result<JsValue, JsError> {
             "blocks": names(&[BlockShape::Line, BlockShape::Square]),
             "rounding": names(&[Rounding::Nearest, Rounding::Stochastic]),
             "hadamardSigns": names(&[HadamardSigns::Fixed, HadamardSigns::PerStep]),
+            "hadamardSize": [16, 32, 64, 128],
             "weights": names(&[WeightCopy::F32, WeightCopy::F16]),
             "boundaries": names(&[Boundaries::F32, Boundaries::Q115]),
             "attention": names(&[AttentionOperands::F32, AttentionOperands::F16]),

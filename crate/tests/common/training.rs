@@ -729,8 +729,12 @@ async fn on_matrix_units(
     // nvfp4 8e-8). AdamW's first steps move every weight by about lr
     // whatever the gradient's size, so sums in another order part the runs
     // (over the CLI's 10 tiny steps FP4's coarse steps part them further:
-    // nvfp4 1.3e-4, docs/KERNELS.md)
+    // nvfp4 1.3e-4, docs/KERNELS.md). quartet-ii's backward parts them
+    // further (3.4e-4 measured): MS-EDEN rounds each block's scale up or
+    // down by its draw against p, so a p the forward's other sums moved
+    // across its draw moves the block's 16 values by an E4M3 step at once
+    let bound = if name == "quartet-ii" { 1e-3 } else { 1e-4 };
     let gap = gaps.iter().copied().fold(0f32, f32::max);
-    assert!(gap < 1e-4, "{name} on matrix units: loss gap {gap}");
+    assert!(gap < bound, "{name} on matrix units: loss gap {gap}");
     Ok(())
 }

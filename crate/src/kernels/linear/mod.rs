@@ -191,9 +191,15 @@ impl Linear {
         operands: Option<T>,
     ) -> std::result::Result<(&Units, T), Route> {
         let units = self.units.as_ref();
-        let operands = operands
-            .filter(|_| units.is_none_or(|u| u.takes(product)))
-            .ok_or(Route::Operand)?;
+        let suits = match units {
+            Some(u) => u.takes(product),
+            // the same test without units, so that a run counts alike either way
+            None => self
+                .operands
+                .as_ref()
+                .is_none_or(|o| units::suits(&o.products, product)),
+        };
+        let operands = operands.filter(|_| suits).ok_or(Route::Operand)?;
         let u = units.ok_or(Route::NoUnits)?;
         if !u.fits((key.m, key.n, key.k)) {
             Err(Route::Shape)

@@ -93,6 +93,12 @@ impl Multiplier {
     }
 }
 
+/// Whether `product`'s operands are both f16 values times a multiplier
+/// (what `Units::takes`).
+pub(super) fn suits(products: &Products, product: Product) -> bool {
+    multipliers(products)[product as usize].is_some()
+}
+
 /// Each product's operands' multipliers, where both have one.
 fn multipliers(products: &Products) -> [Option<[Multiplier; 2]>; 3] {
     let both = |[a, b]: [Operand; 2]| Some([Multiplier::of(&a)?, Multiplier::of(&b)?]);

@@ -241,16 +241,12 @@ fn quartet_ii_rotates_its_backward_in_128s_where_k_allows() {
     assert!(p.dgrad[0].hadamard_block(100).is_none());
     let c = Config::preset("tiny").unwrap();
     assert!(r.check(&c, BatchShape { batch: 4, seq: 32 }).is_ok());
-    // a recipe file: the default block written as before sizes (not at all)
-    for (size, written) in [("", false), (r#", "hadamardSize": 128"#, true)] {
-        let o = format!(r#"{{"format": "nvfp4", "hadamard": true{size}}}"#);
-        let file = format!(r#"{{"name": "q", "wgrad": {{"dy": {o}, "x": {o}}}}}"#);
-        let json = serde_json::to_string(&Recipe::from_json(&file).unwrap()).unwrap();
-        assert_eq!(json.contains(r#""hadamardSize":128"#), written, "{json}");
-        assert_eq!(json.contains("hadamardSize"), written, "{json}");
-        assert_eq!(
-            Recipe::from_json(&json).unwrap(),
-            Recipe::from_json(&file).unwrap()
-        );
-    }
+    // a recipe file without sizes (before them) reads as blocks of 16
+    let o = r#"{"format": "nvfp4", "hadamard": true}"#;
+    let file = format!(r#"{{"name": "q", "wgrad": {{"dy": {o}, "x": {o}}}}}"#);
+    let old = Recipe::from_json(&file).unwrap();
+    assert_eq!(old.products().wgrad[1].hadamard_size, 16);
+    let json = serde_json::to_string(&old).unwrap();
+    assert!(json.contains(r#""hadamardSize":16"#), "{json}");
+    assert_eq!(Recipe::from_json(&json).unwrap(), old);
 }
