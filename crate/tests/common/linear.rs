@@ -894,10 +894,11 @@ async fn check_recipe_products(
     );
     // dW's route, on its scalar GEMM's dispatch
     let fits = s.rows.is_multiple_of(16);
-    let formatted = p
-        .wgrad
-        .iter()
-        .all(|o| matches!(o.format, OperandFormat::Format(_)));
+    // both operands in a format the units take (MS-EDEN's values are not
+    // an f16 value times one of their multipliers)
+    let formatted = p.wgrad.iter().all(|o| {
+        matches!(o.format, OperandFormat::Format(f) if f.scaling != webtrain::ops::formats::Scaling::MsEden)
+    });
     let route = match (units, formatted) {
         (_, false) => Route::Operand,
         (None, true) => Route::NoUnits,
