@@ -129,6 +129,160 @@ mod tests {
     use super::*;
     use crate::ops::formats::{Format, Stream};
 
+    /// E4M3's value of code 0..=0x7e (no sign).
+    fn e4m3_decode(code: u32) -> f32 {
+        let (e, m) = (code >> 3, (code & 7) as f32);
+        match e {
+            0 => m / 512.0,
+            _ => (1.0 + m / 8.0) * 2f32.powi(e as i32 - 7),
+        }
+    }
+
+    /// `.to(tl.float8e4nv)` of a nonnegative v as a code: the nearest of
+    /// E4M3's values by search, ties to the even code, beyond 448
+    /// saturated (satfinite).
+    fn e4m3_code(v: f32) -> u32 {
+        (0..=0x7e)
+            .min_by(|&a, &b| {
+                let d = |c: u32| (e4m3_decode(c) as f64 - v as f64).abs();
+                d(a).total_cmp(&d(b)).then((a & 1).cmp(&(b & 1)))
+            })
+            .unwrap()
+    }
+
+    /// IST-DASLab/Quartet-II@8776a90 `eden_1x16s_fp4_kernel`, transcribed
+    /// line by line in f32 on `x` reshaped to rows of `hadamard_dim`
+    /// (already rotated), the current amax given, each block's uniform
+    /// `u(first index)` in place of `tl.rand`, and its row sums taken in
+    /// order (Triton's `tl.sum` is a tree).
+    fn reference_kernel(
+        x: &[f32],
+        hadamard_dim: usize,
+        amax: f32,
+        u: impl Fn(usize) -> f32,
+    ) -> Vec<f32> {
+        let scales_max = 255.99f32;
+        let val_max = (6.0f64 / ((17.0 / 16.0) * 0.93)) as f32;
+        let s_dec = if amax == 0.0 {
+            1.0
+        } else {
+            amax / scales_max / val_max
+        };
+        let mut out = vec![0.0f32; x.len()];
+        for row in x.chunks(hadamard_dim).enumerate() {
+            let (r, xs) = row;
+            let mut scales = Vec::new();
+            let (mut x_scaled, mut x_fp4) = (Vec::new(), Vec::new());
+            for g in xs.chunks(16) {
+                let s_dec_b = g.iter().fold(0f32, |m, v| m.max(v.abs())) / val_max;
+                let mut e = e4m3_decode(e4m3_code(s_dec_b / s_dec));
+                if e == 0.0 {
+                    e = 1.0;
+                }
+                scales.push(e);
+                for &v in g {
+                    let xs = v / (e * s_dec);
+                    let a = xs.abs();
+                    let q = if a >= 5.0 {
+                        6.0
+                    } else if a >= 3.5 {
+                        4.0
+                    } else if a >= 2.5 {
+                        3.0
+                    } else if a >= 1.75 {
+                        2.0
+                    } else if a >= 1.25 {
+                        1.5
+                    } else if a >= 0.75 {
+                        1.0
+                    } else if a >= 0.25 {
+                        0.5
+                    } else {
+                        0.0
+                    };
+                    x_scaled.push(xs);
+                    x_fp4.push(q * if xs > 0.0 { 1.0 } else { -1.0 });
+                }
+            }
+            let num = x_scaled.iter().fold(0f32, |s, v| s + v * v);
+            let denom = x_scaled
+                .iter()
+                .zip(&x_fp4)
+                .fold(0f32, |s, (v, q)| s + v * q);
+            let correction = if denom == 0.0 { 1.0 } else { num / denom };
+            for (b, &e) in scales.iter().enumerate() {
+                let corrected = e * correction;
+                let bits = e4m3_code(corrected);
+                let prev = e4m3_decode(bits.wrapping_sub(1) & 0x7f);
+                let curr = e4m3_decode(bits);
+                let next = e4m3_decode(bits + 1);
+                let (up, down) = match curr > corrected {
+                    true => (curr, prev),
+                    false => (next, curr),
+                };
+                let prob_up = (corrected - down) / (up - down);
+                let first = r * hadamard_dim + 16 * b;
+                let scale = if u(first) < prob_up { up } else { down };
+                for j in first..first + 16 {
+                    out[j] = x_fp4[j - r * hadamard_dim] * scale * s_dec;
+                }
+            }
+        }
+        out
+    }
+
+    /// The twin equals the reference's kernel written out, bit for bit,
+    /// given the same uniforms: rows over 2^±3 with an outlier each, a
+    /// zero block inside a group, a zero group (its correction 1); and a
+    /// tensor whose rows run from 10^-35 to 10^35 (subnormal quotients,
+    /// blocks whose scale rounds to 0); groups of 128 and 32.
+    #[test]
+    fn the_twin_is_the_reference_kernel() {
+        let mut r = crate::rng::SplitMix64(2601);
+        let stream = Stream {
+            seed: 9,
+            step: 4,
+            tensor: 2,
+        };
+        let u = |i: usize| (random_bits(9, 4, 2, i as u32) >> 8) as f32 * pow2(-24);
+        let format = Format::parse("nvfp4-ms-eden").unwrap();
+        let q = Quantization::new(format, Blocks::Rows, Some(stream));
+        for dim in [128usize, 32] {
+            let rows = 24;
+            let row_scale = |row: usize| 2f32.powi(row as i32 % 7 - 3);
+            let mut x: Vec<f32> = (0..rows * dim)
+                .map(|i| r.uniform(-2.0, 2.0) * row_scale(i / dim))
+                .collect();
+            for row in 0..rows {
+                x[row * dim + (row * 7) % dim] *= 30.0;
+            }
+            x[3 * dim..3 * dim + 16].fill(0.0);
+            x[4 * dim..5 * dim].fill(0.0);
+            let mut wide = x.clone();
+            for (row, v) in wide.chunks_mut(dim).enumerate() {
+                v.iter_mut()
+                    .for_each(|v| *v *= 10f32.powi(35 - 70 * row as i32 / 23));
+            }
+            for (what, x) in [("rows over 2^±3", &x), ("rows over 10^±35", &wide)] {
+                let (twin, _) = super::super::quantize(&q, x, dim);
+                let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+                let want = reference_kernel(x, dim, amax, u);
+                let differ: Vec<String> = (0..x.len())
+                    .filter(|&i| twin[i].to_bits() != want[i].to_bits())
+                    .take(5)
+                    .map(|i| format!("[{i}] {} -> {} want {}", x[i], twin[i], want[i]))
+                    .collect();
+                assert!(differ.is_empty(), "{what}, groups of {dim}: {differ:?}");
+                // the mild tensor's values survive: the comparison is of values
+                let nonzero = twin.iter().filter(|v| **v != 0.0).count();
+                assert!(
+                    what != "rows over 2^±3" || nonzero > x.len() / 2,
+                    "{nonzero} nonzero"
+                );
+            }
+        }
+    }
+
     #[test]
     fn values_round_as_the_reference_thresholds_do() {
         // ties away from zero, where E2M1's even rounding would go down
