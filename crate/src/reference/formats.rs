@@ -1,7 +1,8 @@
 //! Twins of 00_formats.wgsl and 14_quantize.wgsl: the element formats'
-//! round trips (plain, scaled, stochastic), OCP MX and NVFP4 blocks, the
-//! counter-based random bits, the random Hadamard transform and the noise
-//! criterion's sums; and, to
+//! round trips (plain, scaled, stochastic), OCP MX and NVFP4 blocks (Four
+//! Over Six's here, MS-EDEN's in `ms_eden`), the counter-based random
+//! bits, the random Hadamard transform and the noise criterion's sums;
+//! and, to
 //! check them against the formats' definitions, each format's codes
 //! decoded from their bits and E8M0's scales.
 
