@@ -138,24 +138,38 @@ fn mx_scale_exp(amax: f32, f: Minifloat, ceil: bool) -> i32 {
     return s.e - f.emax + select(0, 1, ceil && above);
 }
 
-// a / b rounded to nearest even, for positive normal a and b whose
-// quotient is normal: a long division of the significands. (WGSL's `/` may
-// be off by 2.5 ulp; NVFP4's scales need the correctly rounded quotient.)
-fn div_rne(a: f32, b: f32) -> f32 {
+// The long division of |a| / |b| (finite, nonzero; subnormal f32
+// inputs normalized): the quotient's top 25 bits (24 and a guard bit) with
+// the quotient in [1, 2)·2^e, and whether a remainder is left.
+struct Quotient {
+    q: u32,
+    e: i32,
+    sticky: bool,
+}
+
+fn long_division(a: f32, b: f32) -> Quotient {
     let sa = split(a);
     let sb = split(b);
     var rem = sa.sig;
     var e = sa.e - sb.e;
     if (rem < sb.sig) { rem <<= 1u; e -= 1; }  // the quotient in [1, 2)
     var q = 0u;
-    for (var i = 0u; i < 25u; i++) {  // 24 bits and a guard bit
+    for (var i = 0u; i < 25u; i++) {
         q <<= 1u;
         if (rem >= sb.sig) { rem -= sb.sig; q |= 1u; }
         rem <<= 1u;
     }
-    var m = q >> 1u;
-    if ((q & 1u) == 1u && (rem != 0u || (m & 1u) == 1u)) { m += 1u; }
-    return bitcast<f32>(f32_bits(m, e - 23));
+    return Quotient(q, e, rem != 0u);
+}
+
+// a / b rounded to nearest even, for positive normal a and b whose
+// quotient is normal. (WGSL's `/` may be off by 2.5 ulp; NVFP4's scales
+// need the correctly rounded quotient.)
+fn div_rne(a: f32, b: f32) -> f32 {
+    let d = long_division(a, b);
+    var m = d.q >> 1u;
+    if ((d.q & 1u) == 1u && (d.sticky || (m & 1u) == 1u)) { m += 1u; }
+    return bitcast<f32>(f32_bits(m, d.e - 23));
 }
 
 // Counter-based random bits: Jarzynski and Olano's pcg4d hash ("Hash

@@ -511,19 +511,9 @@ fn e2m1_away(v: f32) -> f32 {
 fn div_round(x: f32, d: f32) -> f32 {
     let sign = bitcast<u32>(x) & SIGN_BIT;
     if ((bitcast<u32>(x) & 0x7fffffffu) == 0u) { return bitcast<f32>(sign); }
-    let sa = split(x);
-    let sb = split(d);
-    var rem = sa.sig;
-    var e = sa.e - sb.e;
-    if (rem < sb.sig) { rem <<= 1u; e -= 1; }  // the quotient in [1, 2)·2^e
-    var q = 0u;
-    for (var i = 0u; i < 25u; i++) {  // 24 bits and a guard bit
-        q <<= 1u;
-        if (rem >= sb.sig) { rem -= sb.sig; q |= 1u; }
-        rem <<= 1u;
-    }
-    let sig = (q << 1u) | select(0u, 1u, rem != 0u);  // and a sticky bit
-    return bitcast<f32>(round_magnitude(sig, e - 25, FMT_F32, 0, false, 0u).bits | sign);
+    let l = long_division(x, d);  // split reads |x| from the bits
+    let sig = (l.q << 1u) | select(0u, 1u, l.sticky);  // and a sticky bit
+    return bitcast<f32>(round_magnitude(sig, l.e - 25, FMT_F32, 0, false, 0u).bits | sign);
 }
 
 // 2^e as f32 (e within the normal range).
