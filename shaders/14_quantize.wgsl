@@ -402,6 +402,40 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
                 let i = block_index(qp.blocks, qp.cols, block, j);
                 qy[i] = qx[i];  // ±0
             }
+        } else if (qp.scaling == SCALING_QUEST) {  // one lane (Spread::lanes): 32 values
+            var v: array<f32, 32>;
+            for (var j = 0u; j < 32u; j++) { v[j] = qx[block_index(qp.blocks, qp.cols, block, j)]; }
+            let k = quest_exp(&v);
+            c[2] = select(0u, first, k > 127);  // its sums overflowed: NaN, as the reference's scale
+            for (var j = 0u; j < 32u; j++) {
+                let i = block_index(qp.blocks, qp.cols, block, j);
+                let x = qx[i];
+                if (k > 127) {
+                    qy[i] = bitcast<f32>(0x7fc00000u | (bitcast<u32>(x) & SIGN_BIT));
+                    continue;
+                }
+                let a = quest_ratio(x, k);
+                let y = bitcast<f32>(bitcast<u32>(e2m1_toward_zero(a) * pow2(k)) | (bitcast<u32>(x) & SIGN_BIT));
+                qy[i] = y;
+                c[0] += select(0u, 1u, a > 6.0);
+                c[1] += select(0u, 1u, flushed_to_zero(x, y));
+            }
+        } else if (qp.scaling == SCALING_TSENG) {
+            let raw = mx_scale_exp(bitcast<f32>(amax), f, false);
+            c[3] = select(0u, first, raw < TSENG_EXP_MIN);
+            // 2^k / ¾ rounded once: a subnormal for the smallest blocks
+            let k = max(raw, TSENG_EXP_MIN);
+            let p = select(bitcast<f32>(1u << u32(max(k + 149, 0))), pow2(k), k >= -126);
+            let s = div_round(p, TSENG_DIVISOR);
+            for (var j = lane; j < block.len; j += lanes) {
+                let i = block_index(qp.blocks, qp.cols, block, j);
+                let x = qx[i];
+                let q = quantize_scaled(div_round(x, s), f, 0, sr, element_random(i));
+                let y = mul_rne(q.value, s);
+                qy[i] = y;
+                c[0] += select(0u, 1u, q.saturated);
+                c[1] += select(0u, 1u, flushed_to_zero(x, y));
+            }
         } else if (!nvfp4) {
             let ceil = qp.scaling == SCALING_MX_CEIL || qp.scaling == SCALING_BLOCKWISE;
             var raw = mx_scale_exp(bitcast<f32>(amax), f, ceil);
@@ -474,6 +508,46 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
         }
     }
     add_stats(c, lidx);
+}
+
+// QuEST's block exponent (Quartet's mxfp4_forward_kernel, quest=True): k
+// = floor(log2 s), s = QUEST_SCALE·σ + QUEST_EPS, σ = √(mean x² − mean²)
+// over the 32 values summed in order (the products by mul_rne, which no
+// GPU fuses into the sum); 128 where a sum overflows. Subnormal squares a
+// GPU may flush leave s at QUEST_EPS either way (below 2^-102, σ·QUEST_SCALE
+// is under half an ulp of QUEST_EPS). Twin:
+// reference::formats::quartet.
+fn quest_exp(v: ptr<function, array<f32, 32>>) -> i32 {
+    var s1 = 0.0;
+    var s2 = 0.0;
+    for (var j = 0u; j < 32u; j++) {
+        s1 += (*v)[j];
+        s2 += mul_rne((*v)[j], (*v)[j]);
+    }
+    if (!is_finite(s1) || !is_finite(s2)) { return 128; }
+    let mean = s1 * 0.03125;
+    let d = s2 * 0.03125 - mul_rne(mean, mean);
+    let s = mul_rne(QUEST_SCALE, sqrt(max(d, 0.0))) + QUEST_EPS;
+    return split(s).e;
+}
+
+// |x| / 2^k (0 below 2^-126, which rounds to 0 anyway).
+fn quest_ratio(x: f32, k: i32) -> f32 {
+    if ((bitcast<u32>(x) & 0x7fffffffu) == 0u) { return 0.0; }
+    return unscale(x, k);
+}
+
+// E2M1 of a ≥ 0 by the reference's thresholds: to nearest, ties toward
+// zero, above 6 clipped to 6.
+fn e2m1_toward_zero(a: f32) -> f32 {
+    if (a > 5.0) { return 6.0; }
+    if (a > 3.5) { return 4.0; }
+    if (a > 2.5) { return 3.0; }
+    if (a > 1.75) { return 2.0; }
+    if (a > 1.25) { return 1.5; }
+    if (a > 0.75) { return 1.0; }
+    if (a > 0.25) { return 0.5; }
+    return 0.0;
 }
 
 // Quartet II's MS-EDEN (IST-DASLab/Quartet-II @8776a90,
@@ -784,5 +858,29 @@ fn hadamard_wide(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     for (var j = 0u; j < size; j++) {
         let y = v[j] * hp.scale;
         hy[block_index(hp.blocks, hp.cols, block, j)] = select(y, flip(y, hadamard_sign(j)), hp.inverse == 1u);
+    }
+}
+
+// quest_mask: QuEST's gradient mask (Quartet's QuestMXFP4QuantizerFn
+// backward): a gradient hy, taken into the forward operand's Hadamard
+// basis, zeroed where the operand hx (that operand in the same basis)
+// clipped: |x / S| ≥ 6 in its block of 32 along the row, S = 2^quest_exp
+// as quantize_blocks computes it. Blocks the forward made NaN (holding ±Inf
+// or NaN, or whose sums overflow) keep their gradient. One invocation per block; hp's blocks and size unused.
+@compute @workgroup_size(WG)
+fn quest_mask(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) lidx: u32) {
+    let b = flat_id(wid, nwg, lidx);
+    if (b >= hp.n / 32u) { return; }
+    var v: array<f32, 32>;
+    var finite = true;
+    for (var j = 0u; j < 32u; j++) {
+        v[j] = hx[b * 32u + j];
+        finite = finite && is_finite(v[j]);
+    }
+    let k = quest_exp(&v);
+    if (!finite || k > 127) { return; }
+    for (var j = 0u; j < 32u; j++) {
+        if (!(quest_ratio(v[j], k) < 6.0)) { hy[b * 32u + j] = 0.0; }
     }
 }

@@ -75,6 +75,8 @@ gpu_tests! {
         formats::quantize_stepped_draws_match_reference,
         formats::quantize_shares_its_stats_buffer,
         formats::hadamard_columns_match_reference,
+        quartet::quest_mask_matches_reference,
+        quartet::quest_ties_match_reference,
         histogram::log2_histogram_matches_reference,
         histogram::relative_error_matches_reference,
         // the whole model: every kernel in its schedule

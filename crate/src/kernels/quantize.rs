@@ -9,8 +9,8 @@ use bytemuck::{Pod, Zeroable};
 use crate::error::{Error, Result};
 use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, WG, build_kernels};
 use crate::ops::formats::{
-    Blocks, Counts, HADAMARD_BLOCK, HADAMARD_MAX, NoiseSums, Quantization, Scaling, Stream,
-    hadamard_scale,
+    Blocks, Counts, HADAMARD_BLOCK, HADAMARD_MAX, MX_BLOCK, NoiseSums, Quantization, Scaling,
+    Stream, hadamard_scale,
 };
 use crate::shaders::QUANTIZE;
 
@@ -99,6 +99,14 @@ const HADAMARD_SLOTS: &[Slot] = &[
 ];
 const HADAMARD: KernelDesc = KernelDesc::of("hadamard16", HADAMARD_SLOTS);
 const HADAMARD_WIDE: KernelDesc = KernelDesc::of("hadamard_wide", HADAMARD_SLOTS);
+const QUEST_MASK: KernelDesc = KernelDesc::of(
+    "quest_mask",
+    &[
+        Slot::Uniform(0),        // hp: n and cols
+        Slot::Read(1, "h"),      // hx: [n] f32, the forward operand as quantized
+        Slot::ReadWrite(2, "g"), // hy: [n] f32, its gradient, masked in place
+    ],
+);
 
 pub struct Quantize {
     cast: Kernel,
@@ -108,6 +116,7 @@ pub struct Quantize {
     eden: Kernel,
     hadamard: Kernel,
     hadamard_wide: Kernel,
+    quest_mask: Kernel,
     noise_partials: Kernel,
     noise_total: Kernel,
     spread: Spread,
@@ -123,6 +132,7 @@ impl Quantize {
             EDEN,
             HADAMARD,
             HADAMARD_WIDE,
+            QUEST_MASK,
             NOISE_PARTIALS,
             NOISE_TOTAL,
         ];
@@ -134,6 +144,7 @@ impl Quantize {
             eden,
             hadamard,
             hadamard_wide,
+            quest_mask,
             noise_partials,
             noise_total,
         ] = build_kernels(gpu, QUANTIZE, descs).await?;
@@ -145,6 +156,7 @@ impl Quantize {
             eden,
             hadamard,
             hadamard_wide,
+            quest_mask,
             noise_partials,
             noise_total,
             spread: Spread::for_adapter(gpu),
@@ -415,6 +427,40 @@ impl Quantize {
         kernel.dispatch(gpu, op, &binds, gpu.grid_1d(op, n / h)?)
     }
 
+    /// QuEST's gradient mask: the gradient `g` of a `[rows, cols]` operand,
+    /// both in the operand's Hadamard basis, zeroed in place where `h` (the
+    /// operand there, as `mxfp4-quest` quantized it along its rows) clipped.
+    pub fn quest_mask(
+        &self,
+        gpu: &Gpu,
+        (h, g): (BufferRange, BufferRange),
+        [rows, cols]: [u64; 2],
+    ) -> Result<Dispatch> {
+        let op = "quest mask";
+        let n = rows * cols;
+        let n32 = u32::try_from(n).map_err(|_| Error::shape(op, "n", "below 2^32", n))?;
+        if !cols.is_multiple_of(MX_BLOCK as u64) {
+            return Err(Error::shape(op, "cols", "a multiple of 32", cols));
+        }
+        let params = gpu.uniform(
+            op,
+            &HadamardParams {
+                n: n32,
+                cols: cols as u32,
+                blocks: Blocks::Rows.code(),
+                inverse: 0,
+                seed: 0,
+                tensor: 0,
+                size: MX_BLOCK as u32,
+                scale: 1.0,
+            },
+        );
+        let binds = [(&params).into(), h.needs(4 * n), g.needs(4 * n)];
+        let groups = n / MX_BLOCK as u64;
+        self.quest_mask
+            .dispatch(gpu, op, &binds, gpu.grid_1d(op, groups)?)
+    }
+
     /// `x` ([_, cols]) through `q` on the GPU: the values back and the counts.
     pub async fn run(
         &self,
@@ -527,8 +573,9 @@ impl Spread {
             Blocks::Rows | Blocks::Columns => side,
         };
         match self {
-            Spread::Block => 1,
-            Spread::Values => 1 << values.min(WG).ilog2(),
+            // QuEST's σ sums its block in the values' order
+            Spread::Values if q.format.scaling != Scaling::Quest => 1 << values.min(WG).ilog2(),
+            _ => 1,
         }
     }
 }

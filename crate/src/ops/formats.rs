@@ -14,7 +14,9 @@
 //! reference quantizer; Transformer Engine's `nvfp4_4over6`); TorchAO's
 //! rowwise float8 (`Float8LinearRecipeName.ROWWISE`: one power-of-two
 //! scale per row along the product's K, torchao/float8/float8_utils.py
-//! `amax_to_scale` with `round_scales_to_power_of_2`).
+//! `amax_to_scale` with `round_scales_to_power_of_2`); Quartet's MXFP4
+//! quantizers (IST-DASLab/Quartet, `mxfp4_forward_kernel`: QuEST's
+//! σ-scaled forward and Tseng et al.'s ¾-scaled backward).
 
 use crate::error::{Error, Result};
 
@@ -165,7 +167,7 @@ impl Element {
 /// (00_common.wgsl's sf16 boundaries) and NVFP4's tensor-scale numerator.
 pub fn wgsl_constants() -> String {
     let mut s = format!(
-        "const Q115_LIMIT: f32 = {Q115_LIMIT:?};\nconst NVFP4_RANGE: f32 = {NVFP4_RANGE:?};\nconst FOUR_OVER_SIX_RANGE: f32 = {FOUR_OVER_SIX_RANGE:?};\nconst EDEN_SCALES_MAX: f32 = {EDEN_SCALES_MAX:?};\nconst EDEN_VAL_MAX: f32 = {EDEN_VAL_MAX:?};\n"
+        "const Q115_LIMIT: f32 = {Q115_LIMIT:?};\nconst NVFP4_RANGE: f32 = {NVFP4_RANGE:?};\nconst FOUR_OVER_SIX_RANGE: f32 = {FOUR_OVER_SIX_RANGE:?};\nconst EDEN_SCALES_MAX: f32 = {EDEN_SCALES_MAX:?};\nconst EDEN_VAL_MAX: f32 = {EDEN_VAL_MAX:?};\nconst QUEST_SCALE: f32 = {QUEST_SCALE:?};\nconst QUEST_EPS: f32 = {QUEST_EPS:?};\nconst TSENG_DIVISOR: f32 = {TSENG_DIVISOR:?};\nconst TSENG_EXP_MIN: i32 = {TSENG_EXP_MIN};\n"
     );
     s += &format!(
         "const ROW_EPS_BITS: u32 = {}u;\nconst ROW_EPS_EXP: i32 = {};\n",
@@ -187,6 +189,8 @@ pub fn wgsl_constants() -> String {
         ("SCALING_FOUR_OVER_SIX_MAE", Scaling::FourOverSixMae.code()),
         ("SCALING_ROW", Scaling::Row.code()),
         ("SCALING_MS_EDEN", Scaling::MsEden.code()),
+        ("SCALING_QUEST", Scaling::Quest.code()),
+        ("SCALING_TSENG", Scaling::Tseng.code()),
         ("SCALING_TENSOR", Scaling::Tensor.code()),
         ("SCALING_BLOCKWISE", Scaling::Blockwise.code()),
         ("BLOCKS_COLUMNS", Blocks::Columns.code()),
@@ -262,6 +266,20 @@ pub enum Scaling {
     /// stochastically between its two E4M3 neighbours. Unbiased in the
     /// group's direction; the elements are not rounded again.
     MsEden,
+    /// QuEST's MXFP4 (Quartet's forward, `mxfp4_forward_kernel` with
+    /// `quest=True`): 32 values along the line share S = 2^floor(log2 s),
+    /// s = 2.92247856/6 · σ + 1e-8, σ the block's standard deviation
+    /// (√(mean x² − mean²), the sums in the values' order); each value
+    /// E2M1(x / S) to nearest with ties toward zero (the reference's
+    /// thresholds), clipped to ±6. What it clips (|x / S| ≥ 6) passes no
+    /// gradient (`quest_mask`). To nearest only.
+    Quest,
+    /// Tseng et al.'s MXFP4 (Quartet's backward, "Training LLMs with MXFP4",
+    /// arXiv 2502.20586): 32 values along the line share S = 2^(floor(log2
+    /// amax) − 2) / ¾, so that amax / S lies in [3, 6) and no value clips
+    /// before it is rounded (stochastically, in Quartet); each value E2M1(x
+    /// / S)·S, the quotient and the product correctly rounded.
+    Tseng,
 }
 
 impl Scaling {
@@ -295,7 +313,7 @@ pub struct Format {
 }
 
 impl Format {
-    pub const ALL: [Format; 18] = [
+    pub const ALL: [Format; 20] = [
         Format::new("bf16", Element::Bf16, Scaling::None),
         Format::new("f16", Element::F16, Scaling::None),
         Format::new("e4m3", Element::E4m3, Scaling::None),
@@ -308,6 +326,8 @@ impl Format {
         Format::new("mxfp6-e2m3", Element::E2m3, Scaling::Mx),
         Format::new("mxfp6-e3m2", Element::E3m2, Scaling::Mx),
         Format::new("mxfp4", Element::E2m1, Scaling::Mx),
+        Format::new("mxfp4-quest", Element::E2m1, Scaling::Quest),
+        Format::new("mxfp4-tseng", Element::E2m1, Scaling::Tseng),
         Format::new("nvfp4", Element::E2m1, Scaling::Nvfp4),
         Format::new("nvfp4-4over6", Element::E2m1, Scaling::FourOverSix),
         Format::new("nvfp4-4over6-mae", Element::E2m1, Scaling::FourOverSixMae),
@@ -349,7 +369,7 @@ impl Format {
         match self.scaling {
             Scaling::Row => 0,
             Scaling::None | Scaling::Tensor => 1,
-            Scaling::Mx | Scaling::MxCeil => MX_BLOCK,
+            Scaling::Mx | Scaling::MxCeil | Scaling::Quest | Scaling::Tseng => MX_BLOCK,
             Scaling::Nvfp4 | Scaling::FourOverSix | Scaling::FourOverSixMae | Scaling::MsEden => {
                 NVFP4_BLOCK
             }
@@ -415,6 +435,20 @@ pub fn line_group(len: usize, max: usize) -> Option<usize> {
 pub fn hadamard_scale(size: usize) -> f32 {
     (1.0 / (size as f64).sqrt()) as f32
 }
+
+/// QuEST's scale per standard deviation for 4 bits (Quartet's
+/// `gaussian_scale` = 2.92247856 / 6), in f32 as the reference's constexpr.
+pub const QUEST_SCALE: f32 = (2.92247856 / 6.0) as f32;
+/// What QuEST adds to a block's scaled σ, so that a constant block has a scale.
+pub const QUEST_EPS: f32 = 1e-8;
+/// Tseng's ¾: S = 2^(floor(log2 amax) − 2) / ¾, one correctly rounded
+/// quotient as the reference's `exp2(…) / (3/4)` (2^k·f32(4/3) where S is
+/// normal; not where it is subnormal).
+pub const TSENG_DIVISOR: f32 = 0.75;
+/// Tseng's lowest block exponent: S = 2^k / ¾ is an f32 subnormal down
+/// to k = −149 (as the reference's is); below (amax < 2^-147) the block's
+/// scale underflows, held at 2^-149 / ¾.
+pub const TSENG_EXP_MIN: i32 = -149;
 
 /// TorchAO's floor under a line's amax before it divides (`EPS`, an f64):
 /// lines below it all take the scale of `max / EPS`.
@@ -689,6 +723,20 @@ impl Quantization {
         if whole && !(p1.is_multiple_of(b) && p2.is_multiple_of(b)) {
             return Err(Error::Unsupported(format!(
                 "{what}: its parts {:?} down the rows are not multiples of {block}",
+                self.parts
+            )));
+        }
+        if self.format.scaling == Scaling::Quest && self.stochastic.is_some() {
+            return Err(Error::Unsupported(format!(
+                "{name} rounds to nearest (QuEST's clipping is its point); for stochastic rounding take mxfp4 or mxfp4-tseng"
+            )));
+        }
+        let whole_blocks = |p: usize| p.is_multiple_of(b) || p == len;
+        if self.format.scaling == Scaling::Quest
+            && !(len.is_multiple_of(b) && whole_blocks(p1) && whole_blocks(p2))
+        {
+            return Err(Error::Unsupported(format!(
+                "{what}: {name} takes its σ over whole blocks of {b}, and the line's {len} values (parts {:?}) are not cut into them",
                 self.parts
             )));
         }

@@ -1,6 +1,6 @@
 //! Twins of 00_formats.wgsl and 14_quantize.wgsl: the element formats'
 //! round trips (plain, scaled, stochastic), OCP MX and NVFP4 blocks (Four
-//! Over Six's here, MS-EDEN's in `ms_eden`), the counter-based random
+//! Over Six's here, MS-EDEN's in `ms_eden`, Quartet's MXFP4 in `quartet`), the counter-based random
 //! bits, the random Hadamard transform and the noise criterion's sums;
 //! and, to
 //! check them against the formats' definitions, each format's codes
@@ -235,6 +235,11 @@ pub fn quantize(q: &Quantization, x: &[f32], cols: usize) -> (Vec<f32>, Counts) 
             for &i in &idx {
                 y[i] = x[i];
             }
+        } else if q.format.scaling == Scaling::Quest {
+            quartet::quest_block(x, &mut y, &idx, &mut c);
+        } else if q.format.scaling == Scaling::Tseng {
+            let amax = f32::from_bits(amax);
+            quartet::tseng_block(x, &mut y, (&idx, amax), |i| rounding(q, i), &mut c);
         } else if !nvfp4 {
             let raw = match q.format.scaling {
                 Scaling::Row => -row_scale_exp(f32::from_bits(amax), &f),
@@ -512,6 +517,9 @@ pub fn noise_sums(x: &[f32], y: &[f32], groups: usize, acc: [f32; 2]) -> [f32; 2
 #[cfg(test)]
 mod four_over_six_tests;
 pub mod ms_eden;
+pub mod quartet;
+#[cfg(test)]
+mod quartet_tests;
 #[cfg(test)]
 mod row_tests;
 #[cfg(test)]

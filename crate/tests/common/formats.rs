@@ -338,7 +338,8 @@ async fn quantize_columns_match_reference_spread(gpu: &Gpu, k: Quantize) -> Resu
         .into_iter()
         .filter(|f| f.block() != 1) // blocks, or a scale per line (0)
         .map(|f| (f.name, None))
-        .chain([("mxfp4", Some(stream)), ("nvfp4", Some(stream))]);
+        .chain([("mxfp4", Some(stream)), ("nvfp4", Some(stream))])
+        .chain([("mxfp4-tseng", Some(stream))]);
     for (name, sr) in names {
         let q = quantization(name, Blocks::Columns, sr);
         let what = format!("{name} columns, stochastic {}", sr.is_some());

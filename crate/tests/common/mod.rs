@@ -24,6 +24,7 @@ pub mod norm;
 pub mod optimizer;
 pub mod parity;
 pub mod pipelines;
+pub mod quartet;
 pub mod rope;
 pub mod sf16;
 pub mod training;

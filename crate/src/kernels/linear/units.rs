@@ -75,6 +75,8 @@ impl Multiplier {
             (_, Scaling::Nvfp4) => Multiplier::Nvfp4,
             // (q·scale)·g, g not one of the multipliers: the product stays scalar
             (_, Scaling::MsEden) => return None,
+            // QuEST's 2^k reaches past f16's range; Tseng's S is no power of two
+            (_, Scaling::Quest | Scaling::Tseng) => return None,
             (_, Scaling::FourOverSix | Scaling::FourOverSixMae) => Multiplier::FourOverSix,
             _ => Multiplier::Pow2,
         })
