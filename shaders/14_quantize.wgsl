@@ -402,12 +402,12 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
                 let i = block_index(qp.blocks, qp.cols, block, j);
                 qy[i] = qx[i];  // ±0
             }
-        } else if (qp.scaling == SCALING_QUEST) {  // one lane (Spread::lanes): 32 values
+        } else if (qp.scaling == SCALING_QUEST) {  // one lane (Spread::lanes)
             var v: array<f32, 32>;
-            for (var j = 0u; j < 32u; j++) { v[j] = qx[block_index(qp.blocks, qp.cols, block, j)]; }
-            let k = quest_exp(&v);
+            for (var j = 0u; j < block.len; j++) { v[j] = qx[block_index(qp.blocks, qp.cols, block, j)]; }
+            let k = quest_exp(&v, block.len);
             c[2] = select(0u, first, k > 127);  // its sums overflowed: NaN, as the reference's scale
-            for (var j = 0u; j < 32u; j++) {
+            for (var j = 0u; j < block.len; j++) {
                 let i = block_index(qp.blocks, qp.cols, block, j);
                 let x = qx[i];
                 if (k > 127) {
@@ -512,21 +512,21 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
 
 // QuEST's block exponent (Quartet's mxfp4_forward_kernel, quest=True): k
 // = floor(log2 s), s = QUEST_SCALE·σ + QUEST_EPS, σ = √(mean x² − mean²)
-// over the 32 values summed in order (the products by mul_rne, which no
-// GPU fuses into the sum); 128 where a sum overflows. Subnormal squares a
-// GPU may flush leave s at QUEST_EPS either way (below 2^-102, σ·QUEST_SCALE
-// is under half an ulp of QUEST_EPS). Twin:
-// reference::formats::quartet.
-fn quest_exp(v: ptr<function, array<f32, 32>>) -> i32 {
+// over the block's `len` values (32, or a line's last block) summed in
+// order, the products by mul_rne (which no GPU fuses into the sum) and the
+// means by div_round; 128 where a sum overflows. Subnormal squares a GPU
+// may flush leave s at QUEST_EPS either way (below 2^-102, σ·QUEST_SCALE is
+// under half an ulp of QUEST_EPS). Twin: reference::formats::quartet.
+fn quest_exp(v: ptr<function, array<f32, 32>>, len: u32) -> i32 {
     var s1 = 0.0;
     var s2 = 0.0;
-    for (var j = 0u; j < 32u; j++) {
+    for (var j = 0u; j < len; j++) {
         s1 += (*v)[j];
         s2 += mul_rne((*v)[j], (*v)[j]);
     }
     if (!is_finite(s1) || !is_finite(s2)) { return 128; }
-    let mean = s1 * 0.03125;
-    let d = s2 * 0.03125 - mul_rne(mean, mean);
+    let mean = div_round(s1, f32(len));
+    let d = div_round(s2, f32(len)) - mul_rne(mean, mean);
     let s = mul_rne(QUEST_SCALE, sqrt(max(d, 0.0))) + QUEST_EPS;
     return split(s).e;
 }
@@ -781,7 +781,7 @@ struct HadamardParams {
     n: u32,
     cols: u32,
     blocks: u32,  // BLOCKS_*: along the rows or down the columns
-    inverse: u32,
+    flags: u32,   // bit 0: the inverse; bit 1: no signs (the plain Walsh–Hadamard matrix)
     seed: u32,
     tensor: u32,
     size: u32,   // hadamard_wide's block: 32, 64 or 128
@@ -793,9 +793,15 @@ struct HadamardParams {
 @group(0) @binding(2) var<storage, read_write> hy: array<f32>;      // [n]
 @group(0) @binding(3) var<uniform> hstep: vec4<u32>;                // x: the step the signs are drawn at
 
-// Position j's sign, as the bit to flip: bit 0 of its random draw.
+// Position j's sign, as the bit to flip: bit 0 of its random draw (none
+// where the transform has no signs).
 fn hadamard_sign(j: u32) -> u32 {
+    if ((hp.flags & 2u) != 0u) { return 0u; }
     return (random_bits(hp.seed, hstep.x, hp.tensor, j) & 1u) << 31u;
+}
+
+fn hadamard_inverse() -> bool {
+    return (hp.flags & 1u) != 0u;
 }
 
 fn flip(x: f32, sign: u32) -> f32 {
@@ -811,7 +817,7 @@ fn hadamard16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
     var v: array<f32, 16>;
     for (var j = 0u; j < 16u; j++) {
         let x = hx[block_index(hp.blocks, hp.cols, block, j)];
-        v[j] = select(flip(x, hadamard_sign(j)), x, hp.inverse == 1u);
+        v[j] = select(flip(x, hadamard_sign(j)), x, hadamard_inverse());
     }
     for (var h = 1u; h < 16u; h <<= 1u) {
         for (var i = 0u; i < 16u; i++) {
@@ -825,7 +831,7 @@ fn hadamard16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
     }
     for (var j = 0u; j < 16u; j++) {
         let y = v[j] * 0.25;
-        hy[block_index(hp.blocks, hp.cols, block, j)] = select(y, flip(y, hadamard_sign(j)), hp.inverse == 1u);
+        hy[block_index(hp.blocks, hp.cols, block, j)] = select(y, flip(y, hadamard_sign(j)), hadamard_inverse());
     }
 }
 
@@ -843,7 +849,7 @@ fn hadamard_wide(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     var v: array<f32, 128>;
     for (var j = 0u; j < size; j++) {
         let x = hx[block_index(hp.blocks, hp.cols, block, j)];
-        v[j] = select(flip(x, hadamard_sign(j)), x, hp.inverse == 1u);
+        v[j] = select(flip(x, hadamard_sign(j)), x, hadamard_inverse());
     }
     for (var h = 1u; h < size; h <<= 1u) {
         for (var i = 0u; i < size; i++) {
@@ -857,30 +863,34 @@ fn hadamard_wide(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     }
     for (var j = 0u; j < size; j++) {
         let y = v[j] * hp.scale;
-        hy[block_index(hp.blocks, hp.cols, block, j)] = select(y, flip(y, hadamard_sign(j)), hp.inverse == 1u);
+        hy[block_index(hp.blocks, hp.cols, block, j)] = select(y, flip(y, hadamard_sign(j)), hadamard_inverse());
     }
 }
 
 // quest_mask: QuEST's gradient mask (Quartet's QuestMXFP4QuantizerFn
 // backward): a gradient hy, taken into the forward operand's Hadamard
 // basis, zeroed where the operand hx (that operand in the same basis)
-// clipped: |x / S| ≥ 6 in its block of 32 along the row, S = 2^quest_exp
-// as quantize_blocks computes it. Blocks the forward made NaN (holding ±Inf
-// or NaN, or whose sums overflow) keep their gradient. One invocation per block; hp's blocks and size unused.
+// clipped: |x / S| ≥ 6 in its block of 32 along the row (a row's last
+// block shorter where 32 does not divide it), S = 2^quest_exp as
+// quantize_blocks computes it. Blocks the forward made NaN (holding ±Inf
+// or NaN, or whose sums overflow) keep their gradient. One invocation per
+// block; hp's size, signs and scale unused.
 @compute @workgroup_size(WG)
 fn quest_mask(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_index) lidx: u32) {
+    let rows = hp.n / hp.cols;
     let b = flat_id(wid, nwg, lidx);
-    if (b >= hp.n / 32u) { return; }
+    if (b >= rows * ((hp.cols + MX_BLOCK - 1u) / MX_BLOCK)) { return; }
+    let block = block_at(hp.blocks, MX_BLOCK, b, rows, hp.cols, vec2<u32>(0u));  // along the rows
     var v: array<f32, 32>;
     var finite = true;
-    for (var j = 0u; j < 32u; j++) {
-        v[j] = hx[b * 32u + j];
+    for (var j = 0u; j < block.len; j++) {
+        v[j] = hx[block.first + j];
         finite = finite && is_finite(v[j]);
     }
-    let k = quest_exp(&v);
+    let k = quest_exp(&v, block.len);
     if (!finite || k > 127) { return; }
-    for (var j = 0u; j < 32u; j++) {
-        if (!(quest_ratio(v[j], k) < 6.0)) { hy[b * 32u + j] = 0.0; }
+    for (var j = 0u; j < block.len; j++) {
+        if (!(quest_ratio(v[j], k) < 6.0)) { hy[block.first + j] = 0.0; }
     }
 }

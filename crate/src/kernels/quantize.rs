@@ -84,7 +84,8 @@ struct HadamardParams {
     n: u32,
     cols: u32,
     blocks: u32,
-    inverse: u32,
+    /// Bit 0: the inverse; bit 1: no signs (`HADAMARD_UNSIGNED`).
+    flags: u32,
     seed: u32,
     tensor: u32,
     size: u32,
@@ -339,42 +340,45 @@ impl Quantize {
 
     /// The random Hadamard transform of a `[rows, cols]` tensor `x` in
     /// blocks of `size` (16, 32, 64 or 128) along its rows or down its
-    /// columns (or its inverse) into `y`, signs from `s`.
+    /// columns (or its inverse) into `y`, signs from `s` (none: the plain
+    /// Walsh–Hadamard matrix).
     #[allow(clippy::too_many_arguments)] // the kernel's bindings, the shape and the blocks
     pub fn hadamard(
         &self,
         gpu: &Gpu,
-        s: Stream,
+        s: Option<Stream>,
         inverse: bool,
         x: BufferRange,
         y: BufferRange,
         shape: [u64; 2],
         (blocks, size): (Blocks, usize),
     ) -> Result<Dispatch> {
-        let step = Quantize::step_buffer(gpu, s.step);
+        let step = Quantize::step_buffer(gpu, s.map_or(0, |s| s.step));
         let at = (blocks, size, (&step).into());
         self.hadamard_at(gpu, s, inverse, (x, y), shape, at)
     }
 
-    /// The forward transform with the signs drawn at the step in `step`
-    /// when it runs (`STEP_BYTES`, first u32: `write_step`), `s.step`
+    /// The transform (or its inverse) with the signs drawn at the step in
+    /// `step` when it runs (`STEP_BYTES`, first u32: `write_step`), `s.step`
     /// unused: signs drawn afresh every optimizer step.
+    #[allow(clippy::too_many_arguments)] // the kernel's bindings, the shape and the blocks
     pub fn hadamard_stepped(
         &self,
         gpu: &Gpu,
         s: Stream,
+        inverse: bool,
         (x, y): (BufferRange, BufferRange),
         shape: [u64; 2],
         (blocks, size): (Blocks, usize),
         step: BufferRange,
     ) -> Result<Dispatch> {
-        self.hadamard_at(gpu, s, false, (x, y), shape, (blocks, size, step))
+        self.hadamard_at(gpu, Some(s), inverse, (x, y), shape, (blocks, size, step))
     }
 
     fn hadamard_at(
         &self,
         gpu: &Gpu,
-        s: Stream,
+        s: Option<Stream>,
         inverse: bool,
         (x, y): (BufferRange, BufferRange),
         [rows, cols]: [u64; 2],
@@ -407,9 +411,9 @@ impl Quantize {
                 n: n32,
                 cols: cols as u32,
                 blocks: blocks.code(),
-                inverse: inverse as u32,
-                seed: s.seed,
-                tensor: s.tensor,
+                flags: inverse as u32 | (s.is_none() as u32) << 1,
+                seed: s.map_or(0, |s| s.seed),
+                tensor: s.map_or(0, |s| s.tensor),
                 size: size as u32,
                 scale: hadamard_scale(size),
             },
@@ -429,7 +433,8 @@ impl Quantize {
 
     /// QuEST's gradient mask: the gradient `g` of a `[rows, cols]` operand,
     /// both in the operand's Hadamard basis, zeroed in place where `h` (the
-    /// operand there, as `mxfp4-quest` quantized it along its rows) clipped.
+    /// operand there, as `mxfp4-quest` quantized it along its rows, uncut)
+    /// clipped.
     pub fn quest_mask(
         &self,
         gpu: &Gpu,
@@ -439,16 +444,13 @@ impl Quantize {
         let op = "quest mask";
         let n = rows * cols;
         let n32 = u32::try_from(n).map_err(|_| Error::shape(op, "n", "below 2^32", n))?;
-        if !cols.is_multiple_of(MX_BLOCK as u64) {
-            return Err(Error::shape(op, "cols", "a multiple of 32", cols));
-        }
         let params = gpu.uniform(
             op,
             &HadamardParams {
                 n: n32,
                 cols: cols as u32,
                 blocks: Blocks::Rows.code(),
-                inverse: 0,
+                flags: 0,
                 seed: 0,
                 tensor: 0,
                 size: MX_BLOCK as u32,
@@ -456,7 +458,7 @@ impl Quantize {
             },
         );
         let binds = [(&params).into(), h.needs(4 * n), g.needs(4 * n)];
-        let groups = n / MX_BLOCK as u64;
+        let groups = rows * cols.div_ceil(MX_BLOCK as u64);
         self.quest_mask
             .dispatch(gpu, op, &binds, gpu.grid_1d(op, groups)?)
     }

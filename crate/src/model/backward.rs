@@ -51,7 +51,8 @@ impl<'a> Net<'a> {
     }
 
     /// The layer weight `role`'s products backward over `rows` rows: `dx =
-    /// dy·W` stored, `dW += dyᵀ·x` with `x` the forward's saved input.
+    /// dy·W` stored, `dW += dyᵀ·x` with `x` the forward's saved input, and
+    /// QuEST's masks on both where the recipe clips.
     fn project_backward(
         &self,
         role: Role,
@@ -63,6 +64,7 @@ impl<'a> Net<'a> {
         let (gpu, linear, shape) = (self.gpu, self.products(role), self.linear(role, rows)?);
         let mut s = linear.backward_input(gpu, shape, dy, self.w(role), Output::Store(dx))?;
         s.extend(linear.backward_weight(gpu, shape, dy, x, self.grad(role))?);
+        s.extend(linear.clip_masks(gpu, shape, (x, dx), (self.w(role), self.grad(role)))?);
         Ok(s)
     }
 

@@ -117,7 +117,7 @@ fn recipe_version() -> u32 {
 pub struct Recipe(RecipeSpec);
 
 /// The named recipes, in the order the selectors list them.
-pub const RECIPE_NAMES: [&str; 16] = [
+pub const RECIPE_NAMES: [&str; 17] = [
     "fp32",
     "f16",
     "sf16",
@@ -133,6 +133,7 @@ pub const RECIPE_NAMES: [&str; 16] = [
     "nvfp4-4over6",
     "fp8-rowwise",
     "fp8-rowwise-gw-hp",
+    "quartet",
     "quartet-ii",
 ];
 
@@ -202,6 +203,12 @@ impl Recipe {
                 if !o.hadamard && size != HADAMARD_BLOCK {
                     return bad(format!(
                         "{pass}: hadamardSize without a Hadamard transform; set hadamard: true"
+                    ));
+                }
+                if o.clips() && o.rounding != Rounding::Nearest {
+                    return bad(format!(
+                        "{pass}: {} rounds to nearest (QuEST's clipping is its point); for stochastic rounding take mxfp4 or mxfp4-tseng",
+                        f.name()
                     ));
                 }
                 if matches!(f, OperandFormat::Format(f) if f.scaling == Scaling::MsEden) {
@@ -341,6 +348,30 @@ impl Recipe {
                     [row, row, row, tensor, f32, f32],
                     head,
                 )
+            }
+            // Quartet (IST-DASLab/Quartet, arXiv 2505.14669, its
+            // main_setup.sh): the forward's X and W through the plain 32-point
+            // Hadamard transform and QuEST's MXFP4 (the clipped values pass no
+            // gradient); the backward's four operands through 32-point
+            // transforms re-signed every step and Tseng's MXFP4, rounded
+            // stochastically; the head unquantized, as its lm_head
+            "quartet" => {
+                let forward = Operand {
+                    hadamard_size: 32,
+                    hadamard_signs: HadamardSigns::None,
+                    ..Operand::format("mxfp4-quest").hadamard()
+                };
+                let backward = Operand {
+                    hadamard_size: 32,
+                    hadamard_signs: HadamardSigns::PerStep,
+                    ..Operand::format("mxfp4-tseng").stochastic().hadamard()
+                };
+                let ops = [forward, forward, backward, backward, backward, backward];
+                let wide = Wide {
+                    head: true,
+                    ..Wide::default()
+                };
+                spec(WeightCopy::F32, F32, ops, wide)
             }
             // Quartet II (IST-DASLab/Quartet-II, arXiv 2601.22813): the
             // forward NVFP4 with Four Over Six (its kernels' default), the

@@ -269,7 +269,8 @@ pub enum Scaling {
     /// QuEST's MXFP4 (Quartet's forward, `mxfp4_forward_kernel` with
     /// `quest=True`): 32 values along the line share S = 2^floor(log2 s),
     /// s = 2.92247856/6 · σ + 1e-8, σ the block's standard deviation
-    /// (√(mean x² − mean²), the sums in the values' order); each value
+    /// (√(mean x² − mean²), the sums in the values' order; a line's last
+    /// block, where 32 does not divide it, its own values'); each value
     /// E2M1(x / S) to nearest with ties toward zero (the reference's
     /// thresholds), clipped to ±6. What it clips (|x / S| ≥ 6) passes no
     /// gradient (`quest_mask`). To nearest only.
@@ -729,15 +730,6 @@ impl Quantization {
         if self.format.scaling == Scaling::Quest && self.stochastic.is_some() {
             return Err(Error::Unsupported(format!(
                 "{name} rounds to nearest (QuEST's clipping is its point); for stochastic rounding take mxfp4 or mxfp4-tseng"
-            )));
-        }
-        let whole_blocks = |p: usize| p.is_multiple_of(b) || p == len;
-        if self.format.scaling == Scaling::Quest
-            && !(len.is_multiple_of(b) && whole_blocks(p1) && whole_blocks(p2))
-        {
-            return Err(Error::Unsupported(format!(
-                "{what}: {name} takes its σ over whole blocks of {b}, and the line's {len} values (parts {:?}) are not cut into them",
-                self.parts
             )));
         }
         if self.format.scaling == Scaling::MsEden {

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::{Error, Result};
-use crate::ops::formats::{Counts, Format, HADAMARD_BLOCK, NoiseSums, line_group};
+use crate::ops::formats::{Counts, Format, HADAMARD_BLOCK, NoiseSums, Scaling, line_group};
 
 /// What an operand goes through before a product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -83,15 +83,17 @@ pub enum BlockShape {
 }
 
 /// Where a random Hadamard transform's signs come from: one draw for the
-/// whole run (Transformer Engine's fixed sign vector), or a new one every
-/// optimizer step (Quartet's). Both operands of a product draw alike, so
-/// the transform cancels in the product either way.
+/// whole run (Transformer Engine's fixed sign vector), a new one every
+/// optimizer step (Quartet's backward), or none, the plain Walsh–Hadamard
+/// matrix (Quartet's forward, QuEST's). Both operands of a product draw
+/// alike, so the transform cancels in the product either way.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum HadamardSigns {
     #[default]
     Fixed,
     PerStep,
+    None,
 }
 
 /// One operand's treatment.
@@ -171,6 +173,12 @@ impl Operand {
     /// `k`; `None` where `k` is not a multiple of 16.
     pub fn hadamard_block(&self, k: usize) -> Option<usize> {
         line_group(k, self.hadamard_size as usize)
+    }
+
+    /// Whether its quantizer clips values that then pass no gradient
+    /// (QuEST's, `Scaling::Quest`: `Linear::clip_masks`).
+    pub fn clips(&self) -> bool {
+        matches!(self.format, OperandFormat::Format(f) if f.scaling == Scaling::Quest)
     }
 
     /// Whether the operand reaches its product as it is.

@@ -442,16 +442,18 @@ fn unscale(x: f32, j: i32) -> f32 {
 /// `hadamard_wide`) of a [_, cols] matrix, along its rows or down its
 /// columns: forward y = H·(s∘x)·c, inverse x = s∘(H·y)·c, c =
 /// `hadamard_scale(size)`, the signs s from (seed, step, tensor), position
-/// j's from bit 0 of `random_bits` of j.
+/// j's from bit 0 of `random_bits` of j (none for `None`).
 pub fn hadamard(
     x: &[f32],
-    s: Stream,
+    s: Option<Stream>,
     inverse: bool,
     cols: usize,
     (blocks, size): (Blocks, usize),
 ) -> Vec<f32> {
     let flip = |v: f32, j: usize| {
-        let bit = (random_bits(s.seed, s.step, s.tensor, j as u32) & 1) << 31;
+        let bit = s.map_or(0, |s| {
+            (random_bits(s.seed, s.step, s.tensor, j as u32) & 1) << 31
+        });
         f32::from_bits(v.to_bits() ^ bit)
     };
     let scale = hadamard_scale(size);

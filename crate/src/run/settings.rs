@@ -158,13 +158,14 @@ pub const SETTINGS: &[Setting] = &[
             "NVIDIA's recipe, each block's scale mapping its amax to 6 or 4 (Four Over Six)",
             "TorchAO's rowwise float8: E4M3, a power-of-two scale per row",
             "rowwise float8, the weight gradient from f32 operands",
+            "Quartet: MXFP4 with QuEST's clipping forward; 32-point Hadamard, stochastic rounding backward",
             "Quartet II: NVFP4 Four Over Six forward; 128-point Hadamard, MS-EDEN scales backward",
         ],
         "The precision recipe: a named one, or a custom one (docs/PRECISION.md)",
     )
     .in_sections(&[
         WIDE, WIDE, Q115, Q115, BITS8, WIDE, WIDE, BITS8, BITS8, BITS4, BITS4, BITS4, BITS4, BITS8,
-        BITS8, BITS4,
+        BITS8, BITS4, BITS4,
     ]),
     choice(
         "optimizer",

@@ -42,7 +42,11 @@ pub fn recipe_book() -> Result<JsValue, JsError> {
             "format": OperandFormat::names(),
             "blocks": names(&[BlockShape::Line, BlockShape::Square]),
             "rounding": names(&[Rounding::Nearest, Rounding::Stochastic]),
-            "hadamardSigns": names(&[HadamardSigns::Fixed, HadamardSigns::PerStep]),
+            "hadamardSigns": names(&[
+                HadamardSigns::Fixed,
+                HadamardSigns::PerStep,
+                HadamardSigns::None,
+            ]),
             "hadamardSize": [16, 32, 64, 128],
             "weights": names(&[WeightCopy::F32, WeightCopy::F16]),
             "boundaries": names(&[Boundaries::F32, Boundaries::Q115]),

@@ -259,8 +259,10 @@ pub async fn hadamard_matches_reference(gpu: &Gpu) -> Result<()> {
         gpu.storage_buffer("back", 4 * n as u64)?,
     );
     let shape = [1, n as u64];
-    // TE's 16, Quartet's 32 and Quartet II's 128 (`hadamard_wide`)
-    for size in [16, 32, 64, 128] {
+    // TE's 16, Quartet's 32 and Quartet II's 128 (`hadamard_wide`); and
+    // Quartet's forward 32, without signs
+    let signed = [16, 32, 64, 128].map(|size| (size, Some(s)));
+    for (size, s) in signed.into_iter().chain([(32, None), (16, None)]) {
         let at = (Blocks::Rows, size);
         let forward = k.hadamard(gpu, s, false, (&src).into(), (&y).into(), shape, at)?;
         let inverse = k.hadamard(gpu, s, true, (&y).into(), (&back).into(), shape, at)?;
@@ -268,16 +270,16 @@ pub async fn hadamard_matches_reference(gpu: &Gpu) -> Result<()> {
         let want_y = twin::hadamard(&x, s, false, n, at);
         let got_y: Vec<f32> = gpu.read_back((&y).into()).await?;
         let none = Counts::default();
-        let what = format!("forward, blocks of {size}");
+        let what = format!("forward, blocks of {size}, signs {}", s.is_some());
         assert_same(&what, &x, (got_y, none), (want_y.clone(), none));
         let got_back: Vec<f32> = gpu.read_back((&back).into()).await?;
         let want_back = twin::hadamard(&want_y, s, true, n, at);
-        let what = format!("inverse, blocks of {size}");
+        let what = format!("inverse, blocks of {size}, signs {}", s.is_some());
         assert_same(&what, &x, (got_back, none), (want_back, none));
     }
     let refused = k.hadamard(
         gpu,
-        s,
+        None,
         false,
         (&src).into(),
         (&y).into(),
@@ -646,26 +648,35 @@ pub async fn hadamard_columns_match_reference(gpu: &Gpu) -> Result<()> {
     let mut want_y = Vec::new();
     for size in [128, 16] {
         let at = (c, size);
-        let forward = k.hadamard(gpu, s, false, (&src).into(), (&y).into(), shape, at)?;
-        let inverse = k.hadamard(gpu, s, true, (&y).into(), (&back).into(), shape, at)?;
+        let forward = k.hadamard(gpu, Some(s), false, (&src).into(), (&y).into(), shape, at)?;
+        let inverse = k.hadamard(gpu, Some(s), true, (&y).into(), (&back).into(), shape, at)?;
         gpu.run(&[&forward, &inverse]).await?;
-        want_y = twin::hadamard(&x, s, false, cols, at);
+        want_y = twin::hadamard(&x, Some(s), false, cols, at);
         let got_y: Vec<f32> = gpu.read_back((&y).into()).await?;
         let what = format!("forward, blocks of {size}");
         assert_same(&what, &x, (got_y, none), (want_y.clone(), none));
         let got_back: Vec<f32> = gpu.read_back((&back).into()).await?;
-        let want_back = twin::hadamard(&want_y, s, true, cols, at);
+        let want_back = twin::hadamard(&want_y, Some(s), true, cols, at);
         let what = format!("inverse, blocks of {size}");
         assert_same(&what, &x, (got_back, none), (want_back, none));
     }
     let c = (c, 16);
-    let refused = k.hadamard(gpu, s, false, (&src).into(), (&y).into(), [40, 301], c);
+    let refused = k.hadamard(
+        gpu,
+        Some(s),
+        false,
+        (&src).into(),
+        (&y).into(),
+        [40, 301],
+        c,
+    );
     assert!(refused.is_err(), "40 rows are not whole blocks of 16");
     // signs drawn at the step a step buffer holds when it runs
     let step = Quantize::step_buffer(gpu, 0);
     let stepped = k.hadamard_stepped(
         gpu,
         s,
+        false,
         ((&src).into(), (&y).into()),
         shape,
         c,
@@ -673,7 +684,7 @@ pub async fn hadamard_columns_match_reference(gpu: &Gpu) -> Result<()> {
     )?;
     Quantize::write_step(gpu, (&step).into(), 11);
     gpu.run(&[&stepped]).await?;
-    let at_11 = twin::hadamard(&x, Stream { step: 11, ..s }, false, cols, c);
+    let at_11 = twin::hadamard(&x, Some(Stream { step: 11, ..s }), false, cols, c);
     let got: Vec<f32> = gpu.read_back((&y).into()).await?;
     assert_same("forward at step 11", &x, (got, none), (at_11.clone(), none));
     assert_ne!(at_11, want_y, "another step draws other signs");

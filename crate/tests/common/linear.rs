@@ -547,7 +547,9 @@ pub async fn linear_recipe_reads_its_formats(gpu: &Gpu) -> Result<()> {
     };
     let s = LinearShape::stacked(48, 80, &[48, 32, 16])?;
     let fp8 = LinearShape::stacked(67, 300, &[90, 37, 73])?;
-    // Quartet II's 128-point transforms along dX's K (128) and dW's (128)
+    // Quartet II's 128-point transforms along dX's K (128) and dW's (128);
+    // Quartet's forward K of 80: two blocks of 32 and a last of 16 (QuEST's
+    // σ over its own 16), transforms of 16
     let quartet = LinearShape::stacked(128, 80, &[64, 32, 32])?;
     for (name, products, s) in [
         ("nvfp4", Recipe::named("nvfp4")?.products(), s),
@@ -556,6 +558,7 @@ pub async fn linear_recipe_reads_its_formats(gpu: &Gpu) -> Result<()> {
             Recipe::named("quartet-ii")?.products(),
             quartet,
         ),
+        ("quartet", Recipe::named("quartet")?.products(), quartet),
         ("mixed", mixed, s),
         ("fp8", Recipe::fp8().products(), fp8),
     ] {
@@ -728,27 +731,32 @@ async fn check_recipe_products(
     let x = spread(uniform(&mut r, rows * d_in, -1.0, 1.0), d_in);
     let w = spread(uniform(&mut r, d_out * d_in, -0.1, 0.1), d_in);
     let dy = spread(uniform(&mut r, rows * d_out, -1e-3, 1e-3), d_out);
-    // `v` [_, c] through `o`'s Hadamard transform along K (down the rows
-    // where `k_down`), if it has one
-    let rotate = |o: &Operand, v: &[f32], c: usize, k_down: bool| {
+    // `v` [_, c] through `o`'s Hadamard transform (or its inverse) along K
+    // (down the rows where `k_down`), if it has one
+    let transform = |o: &Operand, v: &[f32], c: usize, k_down: bool, inverse: bool| {
         if !o.hadamard {
             return v.to_vec();
         }
-        let signs = Stream {
-            seed: run_seed,
-            step: match o.hadamard_signs {
-                HadamardSigns::Fixed => 0,
-                HadamardSigns::PerStep => step,
-            },
-            tensor: 0,
+        let signs = |step| {
+            Some(Stream {
+                seed: run_seed,
+                step,
+                tensor: 0,
+            })
+        };
+        let signs = match o.hadamard_signs {
+            HadamardSigns::Fixed => signs(0),
+            HadamardSigns::PerStep => signs(step),
+            HadamardSigns::None => None,
         };
         let (blocks, k) = match k_down {
             true => (Blocks::Columns, v.len() / c),
             false => (Blocks::Rows, c),
         };
         let size = o.hadamard_block(k).expect("K in sixteens");
-        hadamard(v, signs, false, c, (blocks, size))
+        hadamard(v, signs, inverse, c, (blocks, size))
     };
+    let rotate = |o: &Operand, v: &[f32], c: usize, k_down: bool| transform(o, v, c, k_down, false);
     // the twin of operand `o`, the `tensor`-th quantized: `v` [r, c] with K
     // down the rows (`k_down`) or along them, stacked parts beginning at
     // rows `row_parts` (blocks along a row see none)
@@ -894,10 +902,11 @@ async fn check_recipe_products(
     );
     // dW's route, on its scalar GEMM's dispatch
     let fits = s.rows.is_multiple_of(16);
-    // both operands in a format the units take (MS-EDEN's values are not
-    // an f16 value times one of their multipliers)
+    // both operands in a format the units take (MS-EDEN's, QuEST's and
+    // Tseng's values are not an f16 value times one of their multipliers)
     let formatted = p.wgrad.iter().all(|o| {
-        matches!(o.format, OperandFormat::Format(f) if f.scaling != webtrain::ops::formats::Scaling::MsEden)
+        use webtrain::ops::formats::Scaling::{MsEden, Quest, Tseng};
+        matches!(o.format, OperandFormat::Format(f) if !matches!(f.scaling, MsEden | Quest | Tseng))
     });
     let route = match (units, formatted) {
         (_, false) => Route::Operand,
@@ -909,6 +918,30 @@ async fn check_recipe_products(
         Some(route),
         "{name}: dW's route"
     );
+    if p.forward.iter().any(Operand::clips) {
+        // QuEST's masks on the GPU's dX and dW: each in its operand's
+        // basis, zeroed where the forward clipped, taken back
+        let unmasked = [gpu.read_back::<f32>((&dx).into()).await?, got.clone()];
+        let d = k.clip_masks(gpu, s, ((&xb).into(), (&dx).into()), (master, (&dw).into()))?;
+        gpu.run(&refs(&d)).await?;
+        let [x_op, w_op] = p.forward;
+        for ((what, o, v, g), b) in [
+            ("dX", x_op, &x, &unmasked[0]),
+            ("dW", w_op, &w, &unmasked[1]),
+        ]
+        .into_iter()
+        .zip([&dx, &dw])
+        {
+            let mut want = transform(&o, g, d_in, false, false);
+            let rotated = rotate(&o, v, d_in, false);
+            webtrain::reference::formats::quartet::quest_mask(&rotated, &mut want, d_in);
+            let want = transform(&o, &want, d_in, false, true);
+            let masked = gpu.read_back::<f32>(b.into()).await?;
+            assert_identical(&format!("{name}: {what} masked"), &masked, &want);
+            let zeroed = masked.iter().zip(g).filter(|(m, g)| *m != *g).count();
+            assert!(zeroed > 0, "{name}: {what}'s mask changed nothing");
+        }
+    }
     if units.is_some() {
         // forward, dX and dW: all on the units where the shape fits
         let c = unit_counts(gpu, &k).await?;

@@ -518,6 +518,42 @@ impl Linear {
         Ok(d)
     }
 
+    /// QuEST's gradient masks, where the recipe's forward operands clip
+    /// (`Operand::clips`): `dx` and `dw` as `backward_input` and
+    /// `backward_weight` left them, each zeroed (in its operand's Hadamard
+    /// basis) where the forward clipped `x` or `w`. A mask is a projection,
+    /// so `dw` may hold earlier micro-batches' masked gradients.
+    pub fn clip_masks(
+        &self,
+        gpu: &Gpu,
+        s: LinearShape,
+        (x, dx): (BufferRange, BufferRange),
+        (w, dw): (Weights, BufferRange),
+    ) -> Result<Vec<Dispatch>> {
+        let mut d = Vec::new();
+        let Some(o) = &self.operands else {
+            return Ok(d);
+        };
+        let [x_op, w_op] = o.products.forward;
+        if x_op.clips() {
+            let shape = Shape::plain(s.rows, s.d_in, false);
+            o.clip_mask(gpu, &mut d, x_op, (x, dx), shape)?;
+        }
+        if w_op.clips() {
+            let Weights::F32(w) = w else {
+                return Err(Error::Unsupported(
+                    "linear: QuEST's mask reads the f32 weights the forward quantized".into(),
+                ));
+            };
+            let shape = Shape {
+                row_parts: s.parts,
+                ..Shape::plain(s.d_out, s.d_in, false)
+            };
+            o.clip_mask(gpu, &mut d, w_op, (w, dw), shape)?;
+        }
+        Ok(d)
+    }
+
     /// The weights `w` through the recipe's weight format (blocks starting
     /// afresh at each stacked part) into `y`, counted in the forward's W
     /// slot: once per optimizer step, where both products read them alike

@@ -173,14 +173,14 @@ impl Operands {
     ) -> Result<()> {
         match o.format {
             OperandFormat::F32 => {
-                d.push(self.hadamard(gpu, &o, (x, y), shape)?);
+                d.push(self.hadamard(gpu, &o, false, (x, y), shape)?);
             }
             OperandFormat::Format(format) => {
                 let rotated = match o.hadamard {
                     true => {
                         let h = self.scratch(gpu, Side::H, shape.bytes())?;
                         let xh = (x, (&h).into());
-                        d.push(self.hadamard(gpu, &o, xh, shape)?);
+                        d.push(self.hadamard(gpu, &o, false, xh, shape)?);
                         Some(h)
                     }
                     false => None,
@@ -240,14 +240,53 @@ impl Operands {
         self.tensors.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The random Hadamard transform along `shape`'s K in `o`'s blocks
-    /// (`Operand::hadamard_block`), signs from the seed: drawn once for the
-    /// run (at step 0), or at each step. Every operand draws the same, so
-    /// both of a product's cancel.
+    /// QuEST's gradient mask (`Operand::clips`): `g`, the gradient of the
+    /// forward operand `v` (shape `shape`, K along its rows), taken into
+    /// `o`'s Hadamard basis, zeroed where `o`'s quantizer clipped `v` there,
+    /// and taken back (dispatches onto `d`; the scratch of the products
+    /// before, which have run by then). As Quartet's
+    /// `QuestMXFP4QuantizerFn.backward`: (dY·mask)·Hᵀ.
+    pub fn clip_mask(
+        &self,
+        gpu: &Gpu,
+        d: &mut Vec<Dispatch>,
+        o: Operand,
+        (v, g): (BufferRange, BufferRange),
+        shape: Shape,
+    ) -> Result<()> {
+        let dims = [shape.rows as u64, shape.cols as u64];
+        if shape.k_down {
+            return Err(Error::Unsupported(
+                "QuEST's mask runs along rows: a forward operand's K".into(),
+            ));
+        }
+        if !o.hadamard {
+            d.push(self.quantize.quest_mask(gpu, (v, g), dims)?);
+            return Ok(());
+        }
+        let (h, a) = (
+            self.scratch(gpu, Side::H, shape.bytes())?,
+            self.scratch(gpu, Side::A, shape.bytes())?,
+        );
+        d.push(self.hadamard(gpu, &o, false, (v, (&h).into()), shape)?);
+        d.push(self.hadamard(gpu, &o, false, (g, (&a).into()), shape)?);
+        d.push(
+            self.quantize
+                .quest_mask(gpu, ((&h).into(), (&a).into()), dims)?,
+        );
+        d.push(self.hadamard(gpu, &o, true, ((&a).into(), g), shape)?);
+        Ok(())
+    }
+
+    /// The random Hadamard transform (or its inverse) along `shape`'s K in
+    /// `o`'s blocks (`Operand::hadamard_block`), signs from the seed: drawn
+    /// once for the run (at step 0), at each step, or none. Every operand
+    /// draws the same, so both of a product's cancel.
     fn hadamard(
         &self,
         gpu: &Gpu,
         o: &Operand,
+        inverse: bool,
         (x, y): (BufferRange, BufferRange),
         shape: Shape,
     ) -> Result<Dispatch> {
@@ -268,11 +307,14 @@ impl Operands {
         let shape = [shape.rows as u64, shape.cols as u64];
         let at = (blocks, size);
         match o.hadamard_signs {
-            HadamardSigns::Fixed => self.quantize.hadamard(gpu, s, false, x, y, shape, at),
+            HadamardSigns::Fixed => self
+                .quantize
+                .hadamard(gpu, Some(s), inverse, x, y, shape, at),
+            HadamardSigns::None => self.quantize.hadamard(gpu, None, inverse, x, y, shape, at),
             HadamardSigns::PerStep => {
                 let step = (&self.step).into();
                 self.quantize
-                    .hadamard_stepped(gpu, s, (x, y), shape, at, step)
+                    .hadamard_stepped(gpu, s, inverse, (x, y), shape, at, step)
             }
         }
     }

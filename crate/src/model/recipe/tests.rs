@@ -181,6 +181,14 @@ fn bad_recipes_are_refused_with_the_reason() {
             r#"{"name": "x", "dgrad": {"dy": {"format": "nvfp4-ms-eden"}}}"#,
             "give it hadamard: true and hadamardSize: 128",
         ),
+        (
+            r#"{"name": "x", "forward": {"x": {"format": "mxfp4-quest", "rounding": "stochastic"}, "w": {"format": "mxfp4-quest"}}}"#,
+            "mxfp4-quest rounds to nearest (QuEST's clipping is its point)",
+        ),
+        (
+            r#"{"name": "x", "forward": {"x": {"format": "mxfp4-quest", "hadamardSigns": "none"}, "w": {"format": "mxfp4-quest", "hadamardSigns": "none"}}}"#,
+            "hadamardSigns without a Hadamard transform",
+        ),
         // every part refuses a field it does not know (a misspelt `init`)
         (
             r#"{"name": "x", "lossScaling": {"initial": 1e39}}"#,
@@ -249,4 +257,28 @@ fn quartet_ii_rotates_its_backward_in_128s_where_k_allows() {
     let json = serde_json::to_string(&old).unwrap();
     assert!(json.contains(r#""hadamardSize":16"#), "{json}");
     assert_eq!(Recipe::from_json(&json).unwrap(), old);
+}
+
+#[test]
+fn quartet_is_quest_forward_and_tseng_backward() {
+    use crate::ops::products::{HadamardSigns, Rounding};
+    let r = Recipe::named("quartet").unwrap();
+    let p = r.products();
+    for o in p.forward {
+        assert_eq!(o.format.name(), "mxfp4-quest");
+        assert!(o.clips() && o.hadamard && o.hadamard_size == 32);
+        assert_eq!(o.hadamard_signs, HadamardSigns::None, "QuEST's plain H");
+    }
+    for o in [p.dgrad, p.wgrad].concat() {
+        assert_eq!(o.format.name(), "mxfp4-tseng");
+        assert_eq!(o.rounding, Rounding::Stochastic);
+        assert_eq!(o.hadamard_signs, HadamardSigns::PerStep);
+        assert!(!o.clips());
+    }
+    assert!(r.spec().wide.head, "its lm_head is unquantized");
+    // tiny's ffn of 176 (11·16): the down projection's K in 16s, QuEST's
+    // last block of each row 16 values
+    assert_eq!(p.forward[0].hadamard_block(176), Some(16));
+    let c = Config::preset("tiny").unwrap();
+    assert!(r.check(&c, BatchShape { batch: 4, seq: 32 }).is_ok());
 }

@@ -9,8 +9,8 @@ use crate::ops::formats::{
 };
 
 /// QuEST's block exponent, as `quest_exp`: floor(log2(QUEST_SCALE·σ +
-/// QUEST_EPS)), σ = √(mean x² − mean²) over the block's 32 values summed in
-/// order; 128 where a sum overflows.
+/// QUEST_EPS)), σ = √(mean x² − mean²) over the block's values (32, or a
+/// line's last block) summed in order; 128 where a sum overflows.
 pub fn quest_exp(v: &[f32]) -> i32 {
     let (mut s1, mut s2) = (0.0f32, 0.0f32);
     for &x in v {
@@ -20,8 +20,9 @@ pub fn quest_exp(v: &[f32]) -> i32 {
     if !s1.is_finite() || !s2.is_finite() {
         return 128;
     }
-    let mean = s1 * (1.0 / MX_BLOCK as f32);
-    let d = s2 * (1.0 / MX_BLOCK as f32) - mean * mean;
+    let len = v.len() as f32;
+    let mean = s1 / len;
+    let d = s2 / len - mean * mean;
     let s = QUEST_SCALE * d.max(0.0).sqrt() + QUEST_EPS;
     (s.to_bits() >> 23) as i32 - 127
 }
@@ -46,7 +47,8 @@ pub fn e2m1_toward_zero(a: f32) -> f32 {
     STEPS.iter().find(|(t, _)| a > *t).map_or(0.0, |&(_, q)| q)
 }
 
-/// A finite, nonzero block of 32 through QuEST's MXFP4 into `y`.
+/// A finite, nonzero block (32 values, or a line's last) through QuEST's
+/// MXFP4 into `y`.
 pub fn quest_block(x: &[f32], y: &mut [f32], idx: &[usize], c: &mut Counts) {
     let v: Vec<f32> = idx.iter().map(|&i| x[i]).collect();
     let k = quest_exp(&v);
@@ -91,10 +93,13 @@ pub fn tseng_block(
 
 /// QuEST's gradient mask (`quest_mask`): `g` zeroed where `h`, the forward
 /// operand as quantized (in its Hadamard basis), clipped — |x / S| ≥ 6 in
-/// its row block of 32; blocks the forward made NaN (holding ±Inf or NaN,
-/// or whose sums overflow) keep theirs.
-pub fn quest_mask(h: &[f32], g: &mut [f32]) {
-    for (hb, gb) in h.chunks(MX_BLOCK).zip(g.chunks_mut(MX_BLOCK)) {
+/// its block of 32 along a row of `cols` (a row's last block shorter where
+/// 32 does not divide it); blocks the forward made NaN (holding ±Inf or
+/// NaN, or whose sums overflow) keep theirs.
+pub fn quest_mask(h: &[f32], g: &mut [f32], cols: usize) {
+    let blocks = h.chunks(cols).flat_map(|row| row.chunks(MX_BLOCK));
+    let grad_blocks = g.chunks_mut(cols).flat_map(|row| row.chunks_mut(MX_BLOCK));
+    for (hb, gb) in blocks.zip(grad_blocks) {
         let k = quest_exp(hb);
         if hb.iter().any(|v| !v.is_finite()) || k > 127 {
             continue;

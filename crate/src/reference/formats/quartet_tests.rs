@@ -150,7 +150,7 @@ fn quest_is_the_reference_kernel() {
         let (want, keep) = reference_kernel(&x, true, None);
         assert_values(what, &x, &twin, &want);
         let mut g = vec![1.0f32; x.len()];
-        quest_mask(&x, &mut g);
+        quest_mask(&x, &mut g, 32);
         // where the kernel's values are NaN (Σx² overflowed), its mask is
         // NaN's or Inf's comparison: no gradient reaches them anyway
         let differ: Vec<usize> = (0..x.len())

@@ -344,8 +344,8 @@ fn hadamard_inverts_within_f32_rounding() {
     let x: Vec<f32> = (0..16 * 64)
         .map(|_| (r.uniform(0.0, 1.0) - 0.5) * 10f32.powi(((r.next_u64() as u32) % 7) as i32 - 3))
         .collect();
-    let y = hadamard(&x, s, false, 16, (Blocks::Rows, 16));
-    let back = hadamard(&y, s, true, 16, (Blocks::Rows, 16));
+    let y = hadamard(&x, Some(s), false, 16, (Blocks::Rows, 16));
+    let back = hadamard(&y, Some(s), true, 16, (Blocks::Rows, 16));
     let signs: Vec<f64> = (0..16)
         .map(|j| {
             if random_bits(9, 2, 3, j) & 1 == 1 {
@@ -404,8 +404,8 @@ fn column_blocks_are_row_blocks_of_the_transpose() {
         step: 2,
         tensor: 3,
     };
-    let y = hadamard(&x, s, false, cols, (Blocks::Columns, 16));
-    let yt = hadamard(&xt, s, false, rows, (Blocks::Rows, 16));
+    let y = hadamard(&x, Some(s), false, cols, (Blocks::Columns, 16));
+    let yt = hadamard(&xt, Some(s), false, rows, (Blocks::Rows, 16));
     assert_eq!(transpose(&yt, rows), y);
 }
 
