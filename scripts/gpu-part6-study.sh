@@ -9,7 +9,7 @@
 source "$(dirname "$0")/gpu-common.sh"
 gpu_binary
 
-RECIPES=fp32,f16,sf16,sf16-wide-head,fp8,bf16,amp-f16,fp8-hybrid,mxfp8,mxfp4,nvfp4,nvfp4-naive,nvfp4-4over6,fp8-rowwise,fp8-rowwise-gw-hp,quartet-ii
+RECIPES=fp32,f16,sf16,sf16-wide-head,fp8,bf16,amp-f16,fp8-hybrid,mxfp8,mxfp4,nvfp4,nvfp4-naive,nvfp4-4over6,fp8-rowwise,fp8-rowwise-gw-hp,quartet,quartet-ii
 step 540 "small, every recipe × 3 seeds" "$BIN" study --precisions "$RECIPES" --seeds 1,2,3 \
     --preset small --steps 300 --val-every 50 --out "$OUT/study-small" \
     -- --corpus public/corpus/brown.txt > "$OUT/study-small.jsonl"

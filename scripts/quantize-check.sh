@@ -104,7 +104,7 @@ runs=(
     "nvfp4" "nvfp4 --block 2d" "e4m3-blockwise" "e4m3-blockwise --block 2d"
     "nvfp4-4over6" "nvfp4-4over6 --block 2d" "nvfp4-4over6-mae" "nvfp4-4over6 --stochastic 7" "e4m3-row"
     "mxfp4 --stochastic 7" "nvfp4 --stochastic 7" "nvfp4 --block 2d --stochastic 7"
-    "nvfp4-ms-eden" "nvfp4-ms-eden --stochastic 7"
+    "nvfp4-ms-eden" "nvfp4-ms-eden --stochastic 7" "mxfp4-quest" "mxfp4-tseng" "mxfp4-tseng --stochastic 7"
 )
 failed=0
 start=$(date +%s.%N)

@@ -402,24 +402,6 @@ fn quantize_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
                 let i = block_index(qp.blocks, qp.cols, block, j);
                 qy[i] = qx[i];  // ±0
             }
-        } else if (qp.scaling == SCALING_QUEST) {  // one lane (Spread::lanes)
-            var v: array<f32, 32>;
-            for (var j = 0u; j < block.len; j++) { v[j] = qx[block_index(qp.blocks, qp.cols, block, j)]; }
-            let k = quest_exp(&v, block.len);
-            c[2] = select(0u, first, k > 127);  // its sums overflowed: NaN, as the reference's scale
-            for (var j = 0u; j < block.len; j++) {
-                let i = block_index(qp.blocks, qp.cols, block, j);
-                let x = qx[i];
-                if (k > 127) {
-                    qy[i] = bitcast<f32>(0x7fc00000u | (bitcast<u32>(x) & SIGN_BIT));
-                    continue;
-                }
-                let a = quest_ratio(x, k);
-                let y = bitcast<f32>(bitcast<u32>(e2m1_toward_zero(a) * pow2(k)) | (bitcast<u32>(x) & SIGN_BIT));
-                qy[i] = y;
-                c[0] += select(0u, 1u, a > 6.0);
-                c[1] += select(0u, 1u, flushed_to_zero(x, y));
-            }
         } else if (qp.scaling == SCALING_TSENG) {
             let raw = mx_scale_exp(bitcast<f32>(amax), f, false);
             c[3] = select(0u, first, raw < TSENG_EXP_MIN);
@@ -529,6 +511,51 @@ fn quest_exp(v: ptr<function, array<f32, 32>>, len: u32) -> i32 {
     let d = div_round(s2, f32(len)) - mul_rne(mean, mean);
     let s = mul_rne(QUEST_SCALE, sqrt(max(d, 0.0))) + QUEST_EPS;
     return split(s).e;
+}
+
+// quantize_quest: QuEST's MXFP4 (SCALING_QUEST), one invocation per block
+// (its σ summed in order): S = 2^quest_exp, each value
+// e2m1_toward_zero(|x| / S)·S with x's sign; a block holding ±Inf or NaN,
+// or whose sums overflow, NaN; a zero block as it is. Its own kernel so
+// that quantize_blocks keeps its registers. Twin:
+// reference::formats::quartet::quest_block.
+@compute @workgroup_size(WG)
+fn quantize_quest(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                  @builtin(local_invocation_index) lidx: u32) {
+    let b = flat_id(wid, nwg, lidx);
+    var c = vec4<u32>(0u);
+    if (b < qp.count) {
+        let block = block_at(qp.blocks, MX_BLOCK, b, qp.n / qp.cols, qp.cols, qp.parts);
+        var v: array<f32, 32>;
+        var finite = true;
+        var nonzero = false;
+        for (var j = 0u; j < block.len; j++) {
+            v[j] = qx[block_index(qp.blocks, qp.cols, block, j)];
+            finite = finite && is_finite(v[j]);
+            nonzero = nonzero || (bitcast<u32>(v[j]) & 0x7fffffffu) != 0u;
+        }
+        let k = quest_exp(&v, block.len);
+        // saturated scales: a block holding ±Inf or NaN, or whose sums
+        // overflowed (the reference's scale is Inf or NaN then)
+        c[2] = select(0u, 1u, !finite || k > 127);
+        for (var j = 0u; j < block.len; j++) {
+            let i = block_index(qp.blocks, qp.cols, block, j);
+            let x = v[j];
+            if (!finite || k > 127) {
+                c[0] += select(0u, 1u, !is_finite(x) && !is_nan(x));
+                qy[i] = bitcast<f32>(0x7fc00000u | (bitcast<u32>(x) & SIGN_BIT));
+            } else if (!nonzero) {
+                qy[i] = x;  // ±0
+            } else {
+                let a = quest_ratio(x, k);
+                let y = bitcast<f32>(bitcast<u32>(e2m1_toward_zero(a) * pow2(k)) | (bitcast<u32>(x) & SIGN_BIT));
+                qy[i] = y;
+                c[0] += select(0u, 1u, a > 6.0);
+                c[1] += select(0u, 1u, flushed_to_zero(x, y));
+            }
+        }
+    }
+    add_stats(c, lidx);
 }
 
 // |x| / 2^k (0 below 2^-126, which rounds to 0 anyway).

@@ -60,6 +60,7 @@ const RESET: KernelDesc = KernelDesc::of("quantize_reset", SLOTS);
 const AMAX: KernelDesc = KernelDesc::of("quantize_amax", SLOTS);
 const BLOCKS: KernelDesc = KernelDesc::of("quantize_blocks", SLOTS);
 const EDEN: KernelDesc = KernelDesc::of("quantize_eden", SLOTS);
+const QUEST: KernelDesc = KernelDesc::of("quantize_quest", SLOTS);
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -115,6 +116,7 @@ pub struct Quantize {
     amax: Kernel,
     blocks: Kernel,
     eden: Kernel,
+    quest: Kernel,
     hadamard: Kernel,
     hadamard_wide: Kernel,
     quest_mask: Kernel,
@@ -131,6 +133,7 @@ impl Quantize {
             AMAX,
             BLOCKS,
             EDEN,
+            QUEST,
             HADAMARD,
             HADAMARD_WIDE,
             QUEST_MASK,
@@ -143,6 +146,7 @@ impl Quantize {
             amax,
             blocks,
             eden,
+            quest,
             hadamard,
             hadamard_wide,
             quest_mask,
@@ -155,6 +159,7 @@ impl Quantize {
             amax,
             blocks,
             eden,
+            quest,
             hadamard,
             hadamard_wide,
             quest_mask,
@@ -259,6 +264,9 @@ impl Quantize {
             }
             Scaling::MsEden => self
                 .eden
+                .dispatch(gpu, op, &binds, gpu.grid_1d(op, count)?)?,
+            Scaling::Quest => self
+                .quest
                 .dispatch(gpu, op, &binds, gpu.grid_1d(op, count)?)?,
             _ => {
                 let per_workgroup = (WG / self.spread.lanes(q, shape)) as u64;
@@ -575,9 +583,8 @@ impl Spread {
             Blocks::Rows | Blocks::Columns => side,
         };
         match self {
-            // QuEST's σ sums its block in the values' order
-            Spread::Values if q.format.scaling != Scaling::Quest => 1 << values.min(WG).ilog2(),
-            _ => 1,
+            Spread::Block => 1,
+            Spread::Values => 1 << values.min(WG).ilog2(),
         }
     }
 }

@@ -58,7 +58,8 @@ pub async fn quest_mask_matches_reference(gpu: &Gpu) -> Result<()> {
 }
 
 /// Blocks whose values sit on every QuEST threshold (t·2^k, both signs):
-/// the GPU's ties go toward zero as the twin's, one lane or spread.
+/// the GPU's ties go toward zero as the twin's, under either spread (its
+/// own kernel takes none).
 pub async fn quest_ties_match_reference(gpu: &Gpu) -> Result<()> {
     let x = twin::tie_blocks(77, 16);
     let format = Format::parse("mxfp4-quest")?;

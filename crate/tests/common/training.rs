@@ -645,7 +645,8 @@ pub async fn format_recipes_train_and_count(gpu: &Gpu) -> Result<()> {
             if let Some(noise) = s.noise_ratios {
                 let gw_hp = name == "fp8-rowwise-gw-hp";
                 assert_eq!(noise.wgrad.is_none(), gw_hp, "{name}: {noise:?}");
-                let floor = if name.contains("fp4") { 3.0 } else { 10.0 };
+                let fp4 = name.contains("fp4") || name == "quartet";
+                let floor = if fp4 { 3.0 } else { 10.0 };
                 let above = s.noise_ratio.is_some_and(|r| r > floor);
                 assert!(above, "{name}: {noise:?}");
             }
