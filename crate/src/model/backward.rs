@@ -64,7 +64,7 @@ impl<'a> Net<'a> {
         let (gpu, linear, shape) = (self.gpu, self.products(role), self.linear(role, rows)?);
         let mut s = linear.backward_input(gpu, shape, dy, self.w(role), Output::Store(dx))?;
         s.extend(linear.backward_weight(gpu, shape, dy, x, self.grad(role))?);
-        s.extend(linear.clip_masks(gpu, shape, (x, dx), (self.w(role), self.grad(role)))?);
+        s.extend(linear.clip_masks(gpu, shape, (x, dx), (self.master(role), self.grad(role)))?);
         Ok(s)
     }
 

@@ -420,6 +420,12 @@ impl<'a> Net<'a> {
         self.m.forward_weights(role)
     }
 
+    /// The f32 master weights of a parameter.
+    fn master(&self, role: Role) -> BufferRange<'a> {
+        let t = self.m.layout.get(role);
+        f32_range(&self.m.params.weights, t.offset, t.len())
+    }
+
     /// The f32 gradient of a parameter.
     fn grad(&self, role: Role) -> BufferRange<'a> {
         let t = self.m.layout.get(role);

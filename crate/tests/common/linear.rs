@@ -922,7 +922,12 @@ async fn check_recipe_products(
         // QuEST's masks on the GPU's dX and dW: each in its operand's
         // basis, zeroed where the forward clipped, taken back
         let unmasked = [gpu.read_back::<f32>((&dx).into()).await?, got.clone()];
-        let d = k.clip_masks(gpu, s, ((&xb).into(), (&dx).into()), (master, (&dw).into()))?;
+        let d = k.clip_masks(
+            gpu,
+            s,
+            ((&xb).into(), (&dx).into()),
+            ((&wb).into(), (&dw).into()),
+        )?;
         gpu.run(&refs(&d)).await?;
         let [x_op, w_op] = p.forward;
         for ((what, o, v, g), b) in [

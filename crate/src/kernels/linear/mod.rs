@@ -521,14 +521,15 @@ impl Linear {
     /// QuEST's gradient masks, where the recipe's forward operands clip
     /// (`Operand::clips`): `dx` and `dw` as `backward_input` and
     /// `backward_weight` left them, each zeroed (in its operand's Hadamard
-    /// basis) where the forward clipped `x` or `w`. A mask is a projection,
-    /// so `dw` may hold earlier micro-batches' masked gradients.
+    /// basis) where the forward clipped `x` or `w` (the f32 master, which
+    /// any copy the forward read was quantized from). A mask is a
+    /// projection, so `dw` may hold earlier micro-batches' masked gradients.
     pub fn clip_masks(
         &self,
         gpu: &Gpu,
         s: LinearShape,
         (x, dx): (BufferRange, BufferRange),
-        (w, dw): (Weights, BufferRange),
+        (w, dw): (BufferRange, BufferRange),
     ) -> Result<Vec<Dispatch>> {
         let mut d = Vec::new();
         let Some(o) = &self.operands else {
@@ -540,11 +541,6 @@ impl Linear {
             o.clip_mask(gpu, &mut d, x_op, (x, dx), shape)?;
         }
         if w_op.clips() {
-            let Weights::F32(w) = w else {
-                return Err(Error::Unsupported(
-                    "linear: QuEST's mask reads the f32 weights the forward quantized".into(),
-                ));
-            };
             let shape = Shape {
                 row_parts: s.parts,
                 ..Shape::plain(s.d_out, s.d_in, false)
