@@ -7,20 +7,26 @@ use crate::ops::formats::{
     Blocks, Counts, EDEN_SCALES_MAX, EDEN_VAL_MAX, Element, NVFP4_BLOCK, Quantization, pow2,
 };
 
+/// E2M1's midpoints between neighbouring values, each with the value
+/// above it, largest first: the IST-DASLab kernels' rounding thresholds.
+pub const E2M1_MIDPOINTS: [(f32, f32); 7] = [
+    (5.0, 6.0),
+    (3.5, 4.0),
+    (2.5, 3.0),
+    (1.75, 2.0),
+    (1.25, 1.5),
+    (0.75, 1.0),
+    (0.25, 0.5),
+];
+
 /// E2M1 to nearest with ties away from zero, by the reference's
 /// thresholds (`rtn_fp4`); −0 for ±0, as its sign (x > 0 ? 1 : −1) gives.
 pub fn e2m1_away(v: f32) -> f32 {
-    const STEPS: [(f32, f32); 7] = [
-        (5.0, 6.0),
-        (3.5, 4.0),
-        (2.5, 3.0),
-        (1.75, 2.0),
-        (1.25, 1.5),
-        (0.75, 1.0),
-        (0.25, 0.5),
-    ];
     let a = v.abs();
-    let q = STEPS.iter().find(|(t, _)| a >= *t).map_or(0.0, |&(_, q)| q);
+    let q = E2M1_MIDPOINTS
+        .iter()
+        .find(|(t, _)| a >= *t)
+        .map_or(0.0, |&(_, q)| q);
     if v > 0.0 { q } else { -q }
 }
 

@@ -3,6 +3,7 @@
 //! f32 arithmetic: every product, quotient and sum correctly rounded, as
 //! the GPU's integer versions and unfused sums are.
 
+use super::ms_eden::E2M1_MIDPOINTS;
 use super::{Rounding, SIGN, flushed_to_zero, quantize_scaled, unscale};
 use crate::ops::formats::{
     Counts, Element, MX_BLOCK, QUEST_EPS, QUEST_SCALE, TSENG_DIVISOR, TSENG_EXP_MIN, pow2,
@@ -35,16 +36,10 @@ pub fn quest_ratio(x: f32, k: i32) -> f32 {
 /// E2M1 of a ≥ 0 by the reference's thresholds: to nearest with ties
 /// toward zero, clipped to 6.
 pub fn e2m1_toward_zero(a: f32) -> f32 {
-    const STEPS: [(f32, f32); 7] = [
-        (5.0, 6.0),
-        (3.5, 4.0),
-        (2.5, 3.0),
-        (1.75, 2.0),
-        (1.25, 1.5),
-        (0.75, 1.0),
-        (0.25, 0.5),
-    ];
-    STEPS.iter().find(|(t, _)| a > *t).map_or(0.0, |&(_, q)| q)
+    E2M1_MIDPOINTS
+        .iter()
+        .find(|(t, _)| a > *t)
+        .map_or(0.0, |&(_, q)| q)
 }
 
 /// A finite, nonzero block (32 values, or a line's last) through QuEST's
