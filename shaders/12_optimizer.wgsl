@@ -12,7 +12,9 @@
 //   adamw_8bit_update(_f16)  the same with m and v as 8-bit codes: one
 //                       invocation per 4 values (one packed word), one scale
 //                       per block of QBLOCK values and moment
-//   muon_momentum(_8bit)  Muon's first step per element of the hidden
+//   adamw_fp8_update(_f16)   the same with E4M3 codes (TorchAO's FP8 state)
+//   adamw_bf16_update(_f16)  m and v as bf16, two per word
+//   muon_momentum(_8bit, _fp8, _bf16)  Muon's first step per element of the hidden
 //                       matrices: NaN/Inf -> 0, clip, m <- lerp(m, g, 1 − μ),
 //                       the Nesterov direction lerp(g, m, μ) out for
 //                       Newton–Schulz (15_muon.wgsl), gradient zeroed
@@ -252,8 +254,15 @@ fn adamw_update_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
 // less than half a code step per update still moves. One invocation per
 // word, so every write is a whole word; QWORDS invocations per block,
 // WG/QWORDS blocks per workgroup. A skipped step only zeroes the gradients.
+//
+// adamw_fp8_update(_f16): the same words with TorchAO's FP8 state
+// (pytorch/ao@36027d8, torchao/optim/subclass_fp8.py): each block's scale
+// s = max(absmax, 1e-12)/448, each value's byte the E4M3 code of x/s to
+// nearest even, its value back code·s (every quotient and product
+// correctly rounded, so the twin, ops::adam::Fp8Code, is met bit for bit).
 const QBLOCK: u32 = 256u;
 const QWORDS: u32 = QBLOCK / 4u;  // packed words per block
+const E4M3_STATE_MAX: f32 = 448.0;  // E4M3's largest value: a block's absmax maps to it
 
 @group(0) @binding(5) var<storage, read_write> m_codes: array<u32>;    // [⌈n/4⌉] 4 bytes of m per word
 @group(0) @binding(6) var<storage, read_write> v_codes: array<u32>;    // [⌈n/4⌉] 4 bytes of v per word
@@ -305,6 +314,43 @@ fn quantize(x: f32, s: f32, base: u32, r: u32) -> u32 {
     return k + select(0u, 1u, k < 255u && x > threshold * s);
 }
 
+// E4M3's value of byte c (OFP8: S.EEEE.MMM, bias 7; c below 0x7f).
+fn e4m3_value(c: u32) -> f32 {
+    let e = i32((c >> 3u) & 15u);
+    let m = f32(c & 7u);
+    let magnitude = select(ldexp(8.0 + m, e - 10), ldexp(m, -9), e == 0);
+    return select(magnitude, -magnitude, (c & 0x80u) != 0u);
+}
+
+// The byte of y in E4M3, to nearest even (|y| within 448 by the scale).
+fn e4m3_code(y: f32) -> u32 {
+    let bits = bitcast<u32>(round_format(y, FMT_E4M3));
+    let sign = select(0u, 0x80u, (bits & SIGN_BIT) != 0u);
+    if ((bits & 0x7fffffffu) == 0u) { return sign; }
+    let s = split(bitcast<f32>(bits & 0x7fffffffu));
+    // subnormal: m·2^-9, m = sig·2^(e − 14)
+    if (s.e < -6) { return sign | (s.sig >> u32(14 - s.e)); }
+    return sign | (u32(s.e + 7) << 3u) | ((s.sig >> 20u) & 7u);
+}
+
+// The value of state byte c in a block of scale s (base 0: m, 256: v).
+fn state_value(c: u32, s: f32, base: u32, fp8: bool) -> f32 {
+    if (fp8) { return mul_rne(e4m3_value(c), s); }
+    return q_table[base + c] * s;
+}
+
+// A block's stored scale from its largest new magnitude.
+fn state_scale(top: f32, fp8: bool) -> f32 {
+    if (fp8) { return div_round(max(top, 1e-12f), E4M3_STATE_MAX); }
+    return top;
+}
+
+// The byte of x in a block of stored scale s, for dither r (int8 only).
+fn state_code(x: f32, s: f32, base: u32, r: u32, fp8: bool) -> u32 {
+    if (fp8) { return e4m3_code(div_round(x, s)); }
+    return quantize(x, s, base, r);
+}
+
 // Max of x over the QWORDS invocations of this invocation's block.
 fn block_max(x: vec2<f32>, lidx: u32) -> vec2<f32> {
     q_max[lidx] = x;
@@ -319,7 +365,7 @@ fn block_max(x: vec2<f32>, lidx: u32) -> vec2<f32> {
 
 // Updates word k (elements 4k .. 4k+3); returns their new master weights,
 // 0 past n. Call from uniform control flow: it holds barriers.
-fn adamw_8bit_word(k: u32, lidx: u32) -> vec4<f32> {
+fn adamw_8bit_word(k: u32, lidx: u32, fp8: bool) -> vec4<f32> {
     load_codes(lidx);
     let live = k >= adam.first / 4u && k < (adam.n + 3u) / 4u;
     let skip = stats.skip != 0u;
@@ -347,8 +393,8 @@ fn adamw_8bit_word(k: u32, lidx: u32) -> vec4<f32> {
             if (i < adam.n) {
                 grads[i] = 0.0;
                 if (!skip) {
-                    let m_old = q_table[(mc >> (8u * j)) & 0xffu] * ms;
-                    let v_old = q_table[256u + ((vc >> (8u * j)) & 0xffu)] * vs;
+                    let m_old = state_value((mc >> (8u * j)) & 0xffu, ms, 0u, fp8);
+                    let v_old = state_value((vc >> (8u * j)) & 0xffu, vs, 256u, fp8);
                     let mv = adam_moments(raw[j], m_old, v_old);
                     w[j] = adam_weight(w_old[j], mv);
                     weights[i] = w[j];
@@ -364,39 +410,117 @@ fn adamw_8bit_word(k: u32, lidx: u32) -> vec4<f32> {
     // block; order those reads before the new scales' write
     storageBarrier();
     if (live && !skip) {
+        let s = vec2<f32>(state_scale(top.x, fp8), state_scale(top.y, fp8));
         var mq = 0u;
         var vq = 0u;
         for (var j = 0u; j < 4u; j++) {
             let i = 4u * k + j;
-            mq |= quantize(m[j], top.x, 0u, dither(i, 0u)) << (8u * j);
-            vq |= quantize(v[j], top.y, 256u, dither(i, 1u)) << (8u * j);
+            mq |= state_code(m[j], s.x, 0u, dither(i, 0u), fp8) << (8u * j);
+            vq |= state_code(v[j], s.y, 256u, dither(i, 1u), fp8) << (8u * j);
         }
         m_codes[k] = mq;
         v_codes[k] = vq;
         if (k % QWORDS == 0u) {
-            m_scales[block] = top.x;
-            v_scales[block] = top.y;
+            m_scales[block] = s.x;
+            v_scales[block] = s.y;
         }
     }
     return w;
 }
 
-@compute @workgroup_size(WG)
-fn adamw_8bit_update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                     @builtin(local_invocation_index) lidx: u32) {
-    adamw_8bit_word(flat_id(wid, nwg, lidx), lidx);
-}
-
-// The mirror's two words of the invocation's four values, written whole.
-@compute @workgroup_size(WG)
-fn adamw_8bit_update_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                         @builtin(local_invocation_index) lidx: u32) {
-    let k = flat_id(wid, nwg, lidx);
-    let w = adamw_8bit_word(k, lidx);
+// The mirror's two words of word k's four values, written whole.
+fn mirror_word(k: u32, w: vec4<f32>) {
     if (k >= adam.first / 4u && k < (adam.n + 3u) / 4u && stats.skip == 0u) {
         q_mirror[2u * k] = pack_half2(w.xy);
         if (4u * k + 2u < adam.n) { q_mirror[2u * k + 1u] = pack_half2(w.zw); }
     }
+}
+
+@compute @workgroup_size(WG)
+fn adamw_8bit_update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                     @builtin(local_invocation_index) lidx: u32) {
+    adamw_8bit_word(flat_id(wid, nwg, lidx), lidx, false);
+}
+
+@compute @workgroup_size(WG)
+fn adamw_8bit_update_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                         @builtin(local_invocation_index) lidx: u32) {
+    let k = flat_id(wid, nwg, lidx);
+    mirror_word(k, adamw_8bit_word(k, lidx, false));
+}
+
+@compute @workgroup_size(WG)
+fn adamw_fp8_update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                    @builtin(local_invocation_index) lidx: u32) {
+    adamw_8bit_word(flat_id(wid, nwg, lidx), lidx, true);
+}
+
+@compute @workgroup_size(WG)
+fn adamw_fp8_update_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                        @builtin(local_invocation_index) lidx: u32) {
+    let k = flat_id(wid, nwg, lidx);
+    mirror_word(k, adamw_8bit_word(k, lidx, true));
+}
+
+// adamw_bf16_update(_f16): m and v as bf16 (DeepSeek-V3's moments), two
+// per word (element 2k+j in half j of word k, bound at the chunk's own
+// start), updated in f32 and used so for this step's weights, then
+// rounded to nearest even. One invocation per word.
+fn bf16_half(word: u32, j: u32) -> f32 {
+    return bitcast<f32>(((word >> (16u * j)) & 0xffffu) << 16u);
+}
+
+// word with half j replaced by x rounded to bf16, to nearest even
+fn with_bf16_half(word: u32, j: u32, x: f32) -> u32 {
+    let h = bitcast<u32>(round_format(x, FMT_BF16)) >> 16u;
+    return (word & ~(0xffffu << (16u * j))) | (h << (16u * j));
+}
+
+// Updates word k (elements 2k, 2k+1 < n); returns their master weights.
+fn adamw_bf16_word(k: u32) -> vec2<f32> {
+    let i = 2u * k;
+    let count = min(2u, adam.n - i);
+    let mw = m_codes[k];
+    let vw = v_codes[k];
+    var raw = vec2<f32>(0.0);
+    var w = vec2<f32>(0.0);
+    for (var j = 0u; j < count; j++) {
+        raw[j] = grads[i + j];
+        w[j] = weights[i + j];
+    }
+    var mq = mw;
+    var vq = vw;
+    for (var j = 0u; j < count; j++) {
+        grads[i + j] = 0.0;
+        if (stats.skip == 0u) {
+            let mv = adam_moments(raw[j], bf16_half(mw, j), bf16_half(vw, j));
+            w[j] = adam_weight(w[j], mv);
+            weights[i + j] = w[j];
+            mq = with_bf16_half(mq, j, mv.x);
+            vq = with_bf16_half(vq, j, mv.y);
+        }
+    }
+    if (stats.skip == 0u) {
+        m_codes[k] = mq;
+        v_codes[k] = vq;
+    }
+    return w;
+}
+
+@compute @workgroup_size(WG)
+fn adamw_bf16_update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                     @builtin(local_invocation_index) lidx: u32) {
+    let k = flat_id(wid, nwg, lidx);
+    if (2u * k < adam.n) { adamw_bf16_word(k); }
+}
+
+@compute @workgroup_size(WG)
+fn adamw_bf16_update_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                         @builtin(local_invocation_index) lidx: u32) {
+    let k = flat_id(wid, nwg, lidx);
+    if (2u * k >= adam.n) { return; }
+    let w = adamw_bf16_word(k);
+    if (stats.skip == 0u) { mirror[k] = pack_half2(w); }
 }
 
 // muon_momentum, muon_momentum_8bit: μ is the block's beta1; the state is
@@ -426,11 +550,9 @@ fn muon_momentum(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     nesterov[i] = mu.y;
 }
 
-// One invocation per word of 4 codes, as adamw_8bit_word.
-@compute @workgroup_size(WG)
-fn muon_momentum_8bit(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                      @builtin(local_invocation_index) lidx: u32) {
-    let k = flat_id(wid, nwg, lidx);
+// One invocation per word of 4 codes, as adamw_8bit_word. Call from
+// uniform control flow: it holds barriers.
+fn muon_momentum_word(k: u32, lidx: u32, fp8: bool) {
     load_codes(lidx);
     let live = k >= adam.first / 4u && k < (adam.n + 3u) / 4u;
     let skip = stats.skip != 0u;
@@ -448,7 +570,7 @@ fn muon_momentum_8bit(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
             if (i < adam.n) {
                 grads[i] = 0.0;
                 if (!skip) {
-                    let mu = muon_moments(raw[j], q_table[(mc >> (8u * j)) & 0xffu] * ms);
+                    let mu = muon_moments(raw[j], state_value((mc >> (8u * j)) & 0xffu, ms, 0u, fp8));
                     m[j] = mu.x;
                     nesterov[i - adam.first] = mu.y;
                 }
@@ -459,11 +581,47 @@ fn muon_momentum_8bit(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
     let top = block_max(vec2<f32>(max(max(a.x, a.y), max(a.z, a.w)), 0.0), lidx);
     storageBarrier();  // the block's old scale was read above
     if (live && !skip) {
+        let s = state_scale(top.x, fp8);
         var mq = 0u;
         for (var j = 0u; j < 4u; j++) {
-            mq |= quantize(m[j], top.x, 0u, dither(4u * k + j, 0u)) << (8u * j);
+            mq |= state_code(m[j], s, 0u, dither(4u * k + j, 0u), fp8) << (8u * j);
         }
         m_codes[k] = mq;
-        if (k % QWORDS == 0u) { m_scales[block] = top.x; }
+        if (k % QWORDS == 0u) { m_scales[block] = s; }
     }
+}
+
+@compute @workgroup_size(WG)
+fn muon_momentum_8bit(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                      @builtin(local_invocation_index) lidx: u32) {
+    muon_momentum_word(flat_id(wid, nwg, lidx), lidx, false);
+}
+
+@compute @workgroup_size(WG)
+fn muon_momentum_fp8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                     @builtin(local_invocation_index) lidx: u32) {
+    muon_momentum_word(flat_id(wid, nwg, lidx), lidx, true);
+}
+
+// bf16 momentum, two values per word as adamw_bf16_word (first is 0).
+@compute @workgroup_size(WG)
+fn muon_momentum_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                      @builtin(local_invocation_index) lidx: u32) {
+    let k = flat_id(wid, nwg, lidx);
+    let i = 2u * k;
+    if (i >= adam.n) { return; }
+    let count = min(2u, adam.n - i);
+    let mw = m_codes[k];
+    var raw = vec2<f32>(0.0);
+    for (var j = 0u; j < count; j++) { raw[j] = grads[i + j]; }
+    var mq = mw;
+    for (var j = 0u; j < count; j++) {
+        grads[i + j] = 0.0;
+        if (stats.skip == 0u) {
+            let mu = muon_moments(raw[j], bf16_half(mw, j));
+            mq = with_bf16_half(mq, j, mu.x);
+            nesterov[i + j] = mu.y;
+        }
+    }
+    if (stats.skip == 0u) { m_codes[k] = mq; }
 }

@@ -221,29 +221,6 @@ fn four_over_six_scales(amax_b: f32, t: FourOverSix) -> vec2<f32> {
     return vec2(round_format(hp, FMT_E4M3), round_format(hp * 1.5, FMT_E4M3));
 }
 
-// a·b (finite) rounded to nearest even, in integers, subnormal results
-// included: a GPU may fuse a float product into the sum that follows,
-// rounding once where the reference rounds twice, or flush it to zero.
-fn mul_rne(a: f32, b: f32) -> f32 {
-    let sign = (bitcast<u32>(a) ^ bitcast<u32>(b)) & SIGN_BIT;
-    if ((bitcast<u32>(a) & 0x7fffffffu) == 0u || (bitcast<u32>(b) & 0x7fffffffu) == 0u) {
-        return bitcast<f32>(sign);
-    }
-    let sa = split(a);
-    let sb = split(b);
-    let ah = sa.sig >> 12u;
-    let al = sa.sig & 0xfffu;
-    let bh = sb.sig >> 12u;
-    let bl = sb.sig & 0xfffu;
-    let mid = ah * bl + al * bh;
-    let low = al * bl + ((mid & 0xfffu) << 12u);
-    let high = ah * bh + (mid >> 12u) + (low >> 24u);  // sig_a·sig_b = high·2^24 + low mod 2^24
-    let low24 = low & 0xffffffu;
-    // the top 30 bits and a sticky bit: round_magnitude drops at least 6
-    let sig = (high << 7u) | (low24 >> 17u) | select(0u, 1u, (low24 & 0x1ffffu) != 0u);
-    return bitcast<f32>(round_magnitude(sig, sa.e + sb.e - 29, FMT_F32, 0, false, 0u).bits | sign);
-}
-
 struct FourOverSixValue {
     y: f32,           // the dequantized magnitude, times 2^-j
     saturated: bool,  // q beyond E2M1's 6 (a subnormal scale), held at 6
@@ -602,19 +579,6 @@ fn e2m1_away(v: f32) -> f32 {
     // GPU may flush in a comparison, is positive)
     let positive = bitcast<u32>(v) != 0u && (bitcast<u32>(v) & SIGN_BIT) == 0u;
     return select(-q, q, positive);
-}
-
-// x / d (d positive, x finite) rounded to nearest even, subnormal and
-// zero quotients included (div_rne's long division, rounded by
-// round_magnitude): MS-EDEN's quotients may be subnormal (a block far
-// below the tensor's amax), and whether a tiny v is +0 or a subnormal sets
-// its q's sign.
-fn div_round(x: f32, d: f32) -> f32 {
-    let sign = bitcast<u32>(x) & SIGN_BIT;
-    if ((bitcast<u32>(x) & 0x7fffffffu) == 0u) { return bitcast<f32>(sign); }
-    let l = long_division(x, d);  // split reads |x| from the bits
-    let sig = (l.q << 1u) | select(0u, 1u, l.sticky);  // and a sticky bit
-    return bitcast<f32>(round_magnitude(sig, l.e - 25, FMT_F32, 0, false, 0u).bits | sign);
 }
 
 // 2^e as f32 (e within the normal range).

@@ -174,11 +174,16 @@ mod seeds {
                 m: vec![1e-3; n],
                 v: vec![1e-6; n],
             },
-            OptimState::Int8 => {
+            OptimState::Bf16 => HostState::Bf16 {
+                m: vec![0x3a83; n], // ≈ 1e-3
+                v: vec![0x3586; n], // ≈ 1e-6
+            },
+            OptimState::Fp8 | OptimState::Int8 => {
                 let codes = webtrain::kernels::optimizer::int8_state_bytes(layout.total) as usize;
                 let scales =
                     webtrain::kernels::optimizer::int8_scale_bytes(layout.total) as usize / 4;
-                HostState::Int8 {
+                HostState::Bytes {
+                    code: state.byte_code().unwrap(),
                     m_codes: vec![7; codes],
                     v_codes: vec![9; codes],
                     m_scales: vec![0.5; scales],

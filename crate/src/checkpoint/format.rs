@@ -16,6 +16,7 @@ use crate::data::Tokenizer;
 use crate::error::{Error, Result, name_list as list};
 use crate::kernels::optimizer::{int8_scale_bytes, int8_state_bytes};
 use crate::model::{ParamLayout, Role};
+use crate::ops::adam::ByteCode;
 use crate::optim::{HostState, LossScale, LossScaling, OptimState, OptimizerKind};
 use crate::train::TrainConfig;
 
@@ -56,7 +57,7 @@ pub(super) struct Spec {
 
 /// The tensors a checkpoint of `layout` with `state` moments holds, in file order.
 fn specs(layout: &ParamLayout, state: OptimState) -> Vec<Spec> {
-    let tensor = |prefix: &'static str, place| {
+    let tensor = |prefix: &'static str, place, dtype| {
         layout.tensors.iter().map(move |t| {
             let gain = matches!(
                 t.role,
@@ -69,7 +70,7 @@ fn specs(layout: &ParamLayout, state: OptimState) -> Vec<Spec> {
             };
             Spec {
                 name: format!("{prefix}{}", t.name),
-                dtype: "F32",
+                dtype,
                 shape,
                 place,
                 offset: t.offset,
@@ -77,10 +78,21 @@ fn specs(layout: &ParamLayout, state: OptimState) -> Vec<Spec> {
             }
         })
     };
-    let mut out: Vec<Spec> = tensor("", Place::Weights).collect();
+    let mut out: Vec<Spec> = tensor("", Place::Weights, "F32").collect();
     match state {
-        OptimState::Fp32 => out.extend(tensor("m.", Place::M).chain(tensor("v.", Place::V))),
-        OptimState::Int8 => {
+        OptimState::Fp32 | OptimState::Bf16 => {
+            let dtype = if state == OptimState::Bf16 {
+                "BF16"
+            } else {
+                "F32"
+            };
+            out.extend(tensor("m.", Place::M, dtype).chain(tensor("v.", Place::V, dtype)))
+        }
+        OptimState::Fp8 | OptimState::Int8 => {
+            let code_dtype = match state.byte_code() {
+                Some(ByteCode::E4m3) => "F8_E4M3",
+                _ => "U8",
+            };
             let (scales, codes) = (
                 int8_scale_bytes(layout.total) / 4,
                 int8_state_bytes(layout.total),
@@ -95,21 +107,23 @@ fn specs(layout: &ParamLayout, state: OptimState) -> Vec<Spec> {
             };
             out.push(whole("m_scales", "F32", scales, Place::MScales));
             out.push(whole("v_scales", "F32", scales, Place::VScales));
-            out.push(whole("m_codes", "U8", codes, Place::MCodes));
-            out.push(whole("v_codes", "U8", codes, Place::VCodes));
+            out.push(whole("m_codes", code_dtype, codes, Place::MCodes));
+            out.push(whole("v_codes", code_dtype, codes, Place::VCodes));
         }
     }
     out
 }
 
-/// A place's host vector: f32 values or bytes.
+/// A place's host vector: f32 values, bf16 bits or bytes.
 enum Values<'a> {
     F32(&'a [f32]),
+    Bf16(&'a [u16]),
     U8(&'a [u8]),
 }
 
 enum ValuesMut<'a> {
     F32(&'a mut [f32]),
+    Bf16(&'a mut [u16]),
     U8(&'a mut [u8]),
 }
 
@@ -119,10 +133,12 @@ fn values<'a>(weights: &'a [f32], state: &'a HostState, place: Place) -> Option<
         (Place::Weights, _) => Values::F32(weights),
         (Place::M, Fp32 { m, .. }) => Values::F32(m),
         (Place::V, Fp32 { v, .. }) => Values::F32(v),
-        (Place::MScales, Int8 { m_scales, .. }) => Values::F32(m_scales),
-        (Place::VScales, Int8 { v_scales, .. }) => Values::F32(v_scales),
-        (Place::MCodes, Int8 { m_codes, .. }) => Values::U8(m_codes),
-        (Place::VCodes, Int8 { v_codes, .. }) => Values::U8(v_codes),
+        (Place::M, Bf16 { m, .. }) => Values::Bf16(m),
+        (Place::V, Bf16 { v, .. }) => Values::Bf16(v),
+        (Place::MScales, Bytes { m_scales, .. }) => Values::F32(m_scales),
+        (Place::VScales, Bytes { v_scales, .. }) => Values::F32(v_scales),
+        (Place::MCodes, Bytes { m_codes, .. }) => Values::U8(m_codes),
+        (Place::VCodes, Bytes { v_codes, .. }) => Values::U8(v_codes),
         _ => return None,
     })
 }
@@ -137,10 +153,12 @@ fn values_mut<'a>(
         (Place::Weights, _) => ValuesMut::F32(weights),
         (Place::M, Fp32 { m, .. }) => ValuesMut::F32(m),
         (Place::V, Fp32 { v, .. }) => ValuesMut::F32(v),
-        (Place::MScales, Int8 { m_scales, .. }) => ValuesMut::F32(m_scales),
-        (Place::VScales, Int8 { v_scales, .. }) => ValuesMut::F32(v_scales),
-        (Place::MCodes, Int8 { m_codes, .. }) => ValuesMut::U8(m_codes),
-        (Place::VCodes, Int8 { v_codes, .. }) => ValuesMut::U8(v_codes),
+        (Place::M, Bf16 { m, .. }) => ValuesMut::Bf16(m),
+        (Place::V, Bf16 { v, .. }) => ValuesMut::Bf16(v),
+        (Place::MScales, Bytes { m_scales, .. }) => ValuesMut::F32(m_scales),
+        (Place::VScales, Bytes { v_scales, .. }) => ValuesMut::F32(v_scales),
+        (Place::MCodes, Bytes { m_codes, .. }) => ValuesMut::U8(m_codes),
+        (Place::VCodes, Bytes { v_codes, .. }) => ValuesMut::U8(v_codes),
         _ => return None,
     })
 }
@@ -157,7 +175,12 @@ fn zero_state(kind: OptimState, total: u64) -> HostState {
             m: vec![0.0; n],
             v: vec![0.0; n],
         },
-        OptimState::Int8 => HostState::Int8 {
+        OptimState::Bf16 => HostState::Bf16 {
+            m: vec![0; n],
+            v: vec![0; n],
+        },
+        OptimState::Fp8 | OptimState::Int8 => HostState::Bytes {
+            code: kind.byte_code().expect("8-bit state"),
             m_codes: vec![0; codes],
             v_codes: vec![0; codes],
             m_scales: vec![0.0; scales],
@@ -190,6 +213,14 @@ impl Checkpoint {
                     Values::F32(v) => {
                         let v = v.get(start..end).ok_or_else(wrong)?;
                         let count = v.iter().filter(|x| !x.is_finite()).count();
+                        if count > 0 {
+                            nonfinite.push(format!("{} ({count})", s.name));
+                        }
+                        bytemuck::cast_slice(v)
+                    }
+                    Values::Bf16(v) => {
+                        let v = v.get(start..end).ok_or_else(wrong)?;
+                        let count = v.iter().filter(|&&x| bf16_nonfinite(x)).count();
                         if count > 0 {
                             nonfinite.push(format!("{} ({count})", s.name));
                         }
@@ -358,8 +389,13 @@ fn read_values(
     Ok((weights, state))
 }
 
+/// Whether bf16 bits `x` are NaN or ±Inf.
+fn bf16_nonfinite(x: u16) -> bool {
+    x & 0x7f80 == 0x7f80
+}
+
 /// One tensor's bytes `src` into its place; how many of its values are
-/// not finite (0 for bytes).
+/// not finite (E4M3's NaN codes; 0 for other bytes).
 fn copy_tensor(s: &Spec, src: &[u8], weights: &mut [f32], state: &mut HostState) -> Result<usize> {
     let (start, end) = (s.offset as usize, (s.offset + s.len) as usize);
     let short = || {
@@ -379,13 +415,27 @@ fn copy_tensor(s: &Spec, src: &[u8], weights: &mut [f32], state: &mut HostState)
                 .for_each(|(d, c)| *d = f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
             Ok(dst.iter().filter(|x| !x.is_finite()).count())
         }
+        ValuesMut::Bf16(dst) => {
+            let dst = dst.get_mut(start..end).ok_or_else(short)?;
+            if src.len() != 2 * dst.len() {
+                return Err(short());
+            }
+            dst.iter_mut()
+                .zip(src.chunks_exact(2))
+                .for_each(|(d, c)| *d = u16::from_le_bytes([c[0], c[1]]));
+            Ok(dst.iter().filter(|&&x| bf16_nonfinite(x)).count())
+        }
         ValuesMut::U8(dst) => {
             let dst = dst.get_mut(start..end).ok_or_else(short)?;
             if src.len() != dst.len() {
                 return Err(short());
             }
             dst.copy_from_slice(src);
-            Ok(0)
+            let e4m3_nan = |c: &&u8| *c & 0x7f == 0x7f;
+            Ok(match s.dtype {
+                "F8_E4M3" => dst.iter().filter(e4m3_nan).count(),
+                _ => 0,
+            })
         }
     }
 }

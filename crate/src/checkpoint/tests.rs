@@ -53,17 +53,31 @@ fn tiny(state: OptimState, tokenizer: bool) -> Checkpoint {
             m: in_tensors(1e-3),
             v: in_tensors(1e-6),
         },
-        OptimState::Int8 => {
+        OptimState::Bf16 => {
+            let bits = |v: Vec<f32>| v.into_iter().map(crate::ops::adam::bf16_bits).collect();
+            HostState::Bf16 {
+                m: bits(in_tensors(1e-3)),
+                v: bits(in_tensors(1e-6)),
+            }
+        }
+        OptimState::Fp8 | OptimState::Int8 => {
             let (codes, scales) = (
                 crate::kernels::optimizer::int8_state_bytes(layout.total),
                 crate::kernels::optimizer::int8_scale_bytes(layout.total) / 4,
             );
+            // any byte (fp8: but E4M3's NaN codes, 0x7f and 0xff)
+            let end = if state == OptimState::Fp8 {
+                0x7f
+            } else {
+                0x100
+            };
             let bytes = |seed| {
                 let mut r = SplitMix64(seed);
-                (0..codes).map(|_| r.next_u64() as u8).collect()
+                (0..codes).map(|_| (r.next_u64() % end) as u8).collect()
             };
             let m_scales = in_tensors(1.0)[..scales as usize].to_vec();
-            HostState::Int8 {
+            HostState::Bytes {
+                code: state.byte_code().unwrap(),
                 m_codes: bytes(1),
                 v_codes: bytes(2),
                 v_scales: m_scales.iter().map(|x| x * x).collect(),
@@ -130,7 +144,12 @@ fn with_meta(bytes: &[u8], key: &str, value: &str) -> Vec<u8> {
 
 #[test]
 fn checkpoint_round_trips_exactly_and_deterministically() {
-    for (state, tokenizer) in [(OptimState::Fp32, true), (OptimState::Int8, false)] {
+    for (state, tokenizer) in [
+        (OptimState::Fp32, true),
+        (OptimState::Bf16, false),
+        (OptimState::Fp8, false),
+        (OptimState::Int8, false),
+    ] {
         let c = tiny(state, tokenizer);
         let bytes = c.to_bytes().unwrap();
         let back = Checkpoint::from_bytes(&bytes).unwrap();
@@ -146,6 +165,40 @@ fn checkpoint_round_trips_exactly_and_deterministically() {
         );
         assert_eq!(back.run.tokenizer().unwrap().is_some(), tokenizer);
     }
+}
+
+/// fp8 codes are safetensors' F8_E4M3 (what torch reads as
+/// float8_e4m3fn) and bf16 moments BF16; E4M3's NaN code and a bf16 NaN in
+/// a file are refused by name, as an f32 NaN is.
+#[test]
+fn low_precision_state_has_its_dtypes_and_refuses_nan() {
+    let fp8 = tiny(OptimState::Fp8, false);
+    let bytes = fp8.to_bytes().unwrap();
+    let (h, _) = header(&bytes);
+    assert_eq!(h["m_codes"]["dtype"], "F8_E4M3");
+    let mut bad = fp8.clone();
+    let HostState::Bytes { m_codes, .. } = &mut bad.state else {
+        unreachable!()
+    };
+    m_codes[5] = 0xff;
+    let e = refused(&bad.to_bytes().unwrap());
+    assert!(
+        e.contains("non-finite values (NaN or ±Inf) in m_codes (1)"),
+        "{e}"
+    );
+    let mut bf16 = tiny(OptimState::Bf16, false);
+    let bytes = bf16.to_bytes().unwrap();
+    assert_eq!(header(&bytes).0["v.lm_head"]["dtype"], "BF16");
+    let HostState::Bf16 { v, .. } = &mut bf16.state else {
+        unreachable!()
+    };
+    let at = ParamLayout::new(&bf16.config.model).tensors[0].offset as usize;
+    v[at] = 0x7fc0; // NaN
+    let e = bf16.to_bytes().unwrap_err().to_string();
+    assert!(
+        e.contains("non-finite values (NaN or ±Inf) in v.embed_tokens (1)"),
+        "{e}"
+    );
 }
 
 #[test]

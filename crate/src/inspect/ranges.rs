@@ -246,31 +246,31 @@ fn activation_sources(m: &Model) -> Vec<Source<'_>> {
     activations
 }
 
-/// Int8 moments read back, dequantized and uploaded as f32 (m, v): the
-/// histogram reads f32. None in fp32 state: the GPU's own are read.
-async fn int8_moments_as_f32(t: &Trainer) -> Result<Option<(wgpu::Buffer, wgpu::Buffer)>> {
+/// Low-precision moments read back, turned to f32 and uploaded (m, v):
+/// the histogram reads f32. None in fp32 state: the GPU's own are read.
+async fn moments_as_f32(t: &Trainer) -> Result<Option<(wgpu::Buffer, wgpu::Buffer)>> {
     let gpu = &t.gpu;
-    Ok(match t.config.optim.state {
-        OptimState::Fp32 => None,
-        OptimState::Int8 => match t.optimizer.read_state(gpu).await?.convert(OptimState::Fp32) {
-            HostState::Fp32 { m, v } => Some((
-                gpu.upload("adam_m (f32)", &m)?,
-                gpu.upload("adam_v (f32)", &v)?,
-            )),
-            HostState::Int8 { .. } => unreachable!("converted to fp32"),
-        },
-    })
+    if t.config.optim.state == OptimState::Fp32 {
+        return Ok(None);
+    }
+    match t.optimizer.read_state(gpu).await?.convert(OptimState::Fp32) {
+        HostState::Fp32 { m, v } => Ok(Some((
+            gpu.upload("adam_m (f32)", &m)?,
+            gpu.upload("adam_v (f32)", &v)?,
+        ))),
+        _ => unreachable!("converted to fp32"),
+    }
 }
 
-/// Adam's f32 m and v: its own buffers, or the copies of its int8 ones.
+/// Adam's f32 m and v: its own buffers, or the f32 copies of low-precision ones.
 fn moment_buffers<'a>(
     state: &'a StateBuffers,
-    int8_moments: &'a Option<(wgpu::Buffer, wgpu::Buffer)>,
+    copies: &'a Option<(wgpu::Buffer, wgpu::Buffer)>,
 ) -> (&'a wgpu::Buffer, &'a wgpu::Buffer) {
-    match (state, int8_moments) {
+    match (state, copies) {
         (StateBuffers::Fp32 { m, v }, _) => (m, v),
         (_, Some((m, v))) => (m, v),
-        _ => unreachable!("int8 moments are read back above"),
+        _ => unreachable!("low-precision moments are read back above"),
     }
 }
 
@@ -478,8 +478,8 @@ pub async fn measure(t: &mut Trainer, batch: &Batch, blocks: BlockFormats) -> Re
     t.flush().await?;
     let (gpu, m) = (&t.gpu, &t.model);
     let hist = Histogram::new(gpu).await?;
-    let int8_moments = int8_moments_as_f32(t).await?;
-    let (adam_m, adam_v) = moment_buffers(&t.optimizer.state, &int8_moments);
+    let moment_copies = moments_as_f32(t).await?;
+    let (adam_m, adam_v) = moment_buffers(&t.optimizer.state, &moment_copies);
     let params = |kind, buffer| param_sources(m, kind, buffer);
     let before = [
         params(Kind::Weight, &m.params.weights),

@@ -1,6 +1,7 @@
 //! Launchers for 12_optimizer.wgsl: the global gradient norm and clip scale,
 //! and the fused AdamW update (optionally writing the f16 forward mirror),
-//! with f32 moments or with 8-bit block-wise quantized ones.
+//! with f32 moments, bf16 ones, or 8-bit block-wise quantized ones (int8
+//! codes or E4M3).
 
 use bytemuck::{Pod, Zeroable};
 
@@ -9,7 +10,7 @@ use crate::gpu::{
     Bind, BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_kernels, f16_bytes,
 };
 pub use crate::ops::adam::AdamHyper;
-use crate::ops::adam::Int8Maps;
+use crate::ops::adam::{ByteCode, Int8Maps};
 use crate::ops::loss_scale::{LossScale, LossScaling};
 use crate::shaders::OPTIMIZER;
 
@@ -33,6 +34,11 @@ pub fn int8_state_bytes(n: u64) -> u64 {
 /// is a multiple of 16 384 (`model::layout::CHUNK_ALIGN`).
 pub fn int8_scale_bytes(n: u64) -> u64 {
     n.div_ceil(QBLOCK) * 4
+}
+
+/// Bytes of one moment's bf16 values for `n` values (two per word).
+pub fn bf16_state_bytes(n: u64) -> u64 {
+    n.div_ceil(2) * 4
 }
 
 /// Refuses a `first` that is not whole 8-bit blocks within `n` elements.
@@ -217,6 +223,41 @@ const UPDATE_8BIT_F16: KernelDesc = KernelDesc {
     ],
 };
 
+const UPDATE_FP8: KernelDesc = KernelDesc {
+    entry: "adamw_fp8_update",
+    ..UPDATE_8BIT
+};
+const UPDATE_FP8_F16: KernelDesc = KernelDesc {
+    entry: "adamw_fp8_update_f16",
+    ..UPDATE_8BIT_F16
+};
+const UPDATE_BF16_SLOTS: [Slot; 7] = [
+    UPDATE_SLOTS[0],
+    UPDATE_SLOTS[1],
+    UPDATE_SLOTS[2],
+    UPDATE_SLOTS[3],
+    UPDATE_SLOTS[4],
+    Slot::ReadWrite(5, "m_bf16"), // [⌈n/2⌉] u32, 2 bf16 of m
+    Slot::ReadWrite(6, "v_bf16"), // [⌈n/2⌉] u32, 2 bf16 of v
+];
+const UPDATE_BF16: KernelDesc = KernelDesc {
+    entry: "adamw_bf16_update",
+    slots: &UPDATE_BF16_SLOTS,
+};
+const UPDATE_BF16_F16: KernelDesc = KernelDesc {
+    entry: "adamw_bf16_update_f16",
+    slots: &[
+        UPDATE_BF16_SLOTS[0],
+        UPDATE_BF16_SLOTS[1],
+        UPDATE_BF16_SLOTS[2],
+        UPDATE_BF16_SLOTS[3],
+        UPDATE_BF16_SLOTS[4],
+        UPDATE_BF16_SLOTS[5],
+        UPDATE_BF16_SLOTS[6],
+        Slot::ReadWrite(7, "mirror"), // [n] f16
+    ],
+};
+
 const MUON_MOMENTUM: KernelDesc = KernelDesc {
     entry: "muon_momentum",
     slots: &[
@@ -240,13 +281,29 @@ const MUON_MOMENTUM_8BIT: KernelDesc = KernelDesc {
         Slot::ReadWrite(11, "nesterov"), // [n − first] f32
     ],
 };
+const MUON_MOMENTUM_FP8: KernelDesc = KernelDesc {
+    entry: "muon_momentum_fp8",
+    ..MUON_MOMENTUM_8BIT
+};
+const MUON_MOMENTUM_BF16: KernelDesc = KernelDesc {
+    entry: "muon_momentum_bf16",
+    slots: &[
+        UPDATE_SLOTS[0],
+        UPDATE_SLOTS[2],
+        UPDATE_SLOTS[4],
+        UPDATE_BF16_SLOTS[5],
+        Slot::ReadWrite(11, "nesterov"), // [n] f32
+    ],
+};
 
-/// Muon's momentum over a range of hidden matrices: f32 at the range's
-/// elements, or 8-bit codes and scales bound from `first` elements (whole
-/// blocks, another optimizer's) before it, as AdamW's m.
+/// Muon's momentum over a range of hidden matrices: f32 or bf16 at the
+/// range's elements, or 8-bit codes and scales bound from `first` elements
+/// (whole blocks, another optimizer's) before it, as AdamW's m.
 pub enum MuonMomentum<'a> {
     Fp32(BufferRange<'a>),
-    Int8 {
+    Bf16(BufferRange<'a>),
+    Bytes {
+        code: ByteCode,
         codes: BufferRange<'a>,
         scales: BufferRange<'a>,
         first: u32,
@@ -254,6 +311,7 @@ pub enum MuonMomentum<'a> {
 }
 
 /// The buffers one AdamW dispatch updates (one block, or chunk of one).
+/// The moments are f32, or bf16 two per word for `update_bf16`.
 pub struct AdamBuffers<'a> {
     pub weights: BufferRange<'a>,
     pub grads: BufferRange<'a>,
@@ -270,6 +328,7 @@ pub struct AdamBuffers<'a> {
 /// start at a multiple of `QBLOCK` elements, so that no block straddles
 /// two dispatches.
 pub struct Adam8bitBuffers<'a> {
+    pub code: ByteCode,
     pub weights: BufferRange<'a>,
     pub grads: BufferRange<'a>,
     pub m_codes: BufferRange<'a>,
@@ -292,8 +351,14 @@ pub struct Optimizer {
     update_f16: Kernel,
     update_8bit: Kernel,
     update_8bit_f16: Kernel,
+    update_fp8: Kernel,
+    update_fp8_f16: Kernel,
+    update_bf16: Kernel,
+    update_bf16_f16: Kernel,
     muon_momentum: Kernel,
     muon_momentum_8bit: Kernel,
+    muon_momentum_fp8: Kernel,
+    muon_momentum_bf16: Kernel,
     /// The int8 codes' tables (`ops::adam::Int8Map`), uploaded once.
     code_tables: wgpu::Buffer,
 }
@@ -307,8 +372,14 @@ impl Optimizer {
             UPDATE_F16,
             UPDATE_8BIT,
             UPDATE_8BIT_F16,
+            UPDATE_FP8,
+            UPDATE_FP8_F16,
+            UPDATE_BF16,
+            UPDATE_BF16_F16,
             MUON_MOMENTUM,
             MUON_MOMENTUM_8BIT,
+            MUON_MOMENTUM_FP8,
+            MUON_MOMENTUM_BF16,
         ];
         let [
             reduce,
@@ -317,8 +388,14 @@ impl Optimizer {
             update_f16,
             update_8bit,
             update_8bit_f16,
+            update_fp8,
+            update_fp8_f16,
+            update_bf16,
+            update_bf16_f16,
             muon_momentum,
             muon_momentum_8bit,
+            muon_momentum_fp8,
+            muon_momentum_bf16,
         ] = build_kernels(gpu, OPTIMIZER, descs).await?;
         let maps = Int8Maps::dynamic();
         let tables: Vec<f32> = [maps.m.values, maps.v.values, maps.m.steps, maps.v.steps].concat();
@@ -331,8 +408,14 @@ impl Optimizer {
             update_f16,
             update_8bit,
             update_8bit_f16,
+            update_fp8,
+            update_fp8_f16,
+            update_bf16,
+            update_bf16_f16,
             muon_momentum,
             muon_momentum_8bit,
+            muon_momentum_fp8,
+            muon_momentum_bf16,
             code_tables,
         })
     }
@@ -473,9 +556,45 @@ impl Optimizer {
         }
     }
 
+    /// AdamW over `n` parameters of one block with bf16 moments
+    /// ([`bf16_state_bytes`], bound at the block's own first element),
+    /// otherwise as [`Optimizer::update`].
+    #[allow(clippy::too_many_arguments)] // as `update`
+    pub fn update_bf16(
+        &self,
+        gpu: &Gpu,
+        hyper: &AdamHyper,
+        decays: bool,
+        n: u32,
+        step: &wgpu::Buffer,
+        stats: BufferRange,
+        b: &AdamBuffers,
+    ) -> Result<Dispatch> {
+        let op = "adamw_bf16_update";
+        let n64 = n as u64;
+        let params = gpu.uniform(op, &hyper.block(n, decays));
+        let mut binds: Vec<Bind> = vec![
+            (&params).into(),
+            step.into(),
+            stats.needs(STATS_BYTES),
+            b.weights.needs(4 * n64),
+            b.grads.needs(4 * n64),
+            b.moment1.needs(bf16_state_bytes(n64)),
+            b.moment2.needs(bf16_state_bytes(n64)),
+        ];
+        let grid = gpu.grid_1d(op, n64.div_ceil(2))?;
+        match b.mirror {
+            None => self.update_bf16.dispatch(gpu, op, &binds, grid),
+            Some(mirror) => {
+                binds.push(mirror.needs(f16_bytes(n64)));
+                self.update_bf16_f16.dispatch(gpu, op, &binds, grid)
+            }
+        }
+    }
+
     /// AdamW over `n` parameters of one block with 8-bit moments (block-wise
-    /// dynamic quantization), otherwise as [`Optimizer::update`]: the same
-    /// order, clipping, decay, bias corrections, skip and mirror.
+    /// int8 codes or E4M3, `b.code`), otherwise as [`Optimizer::update`]:
+    /// the same order, clipping, decay, bias corrections, skip and mirror.
     #[allow(clippy::too_many_arguments)] // as `update`
     pub fn update_8bit(
         &self,
@@ -511,13 +630,16 @@ impl Optimizer {
             b.v_scales.needs(int8_scale_bytes(n64)),
         ];
         let grid = gpu.grid_1d(op, words)?;
-        match b.mirror {
-            None => self.update_8bit.dispatch(gpu, op, &binds, grid),
-            Some(mirror) => {
-                binds.push(mirror.needs(f16_bytes(n64)));
-                self.update_8bit_f16.dispatch(gpu, op, &binds, grid)
-            }
+        let kernel = match (b.code, b.mirror) {
+            (ByteCode::Dynamic, None) => &self.update_8bit,
+            (ByteCode::Dynamic, Some(_)) => &self.update_8bit_f16,
+            (ByteCode::E4m3, None) => &self.update_fp8,
+            (ByteCode::E4m3, Some(_)) => &self.update_fp8_f16,
+        };
+        if let Some(mirror) = b.mirror {
+            binds.push(mirror.needs(f16_bytes(n64)));
         }
+        kernel.dispatch(gpu, op, &binds, grid)
     }
 
     /// Muon's momentum step over `n` elements of hidden matrices (μ =
@@ -555,7 +677,20 @@ impl Optimizer {
                 self.muon_momentum
                     .dispatch(gpu, op, &binds, gpu.grid_1d(op, n64)?)
             }
-            MuonMomentum::Int8 {
+            MuonMomentum::Bf16(m) => {
+                let params = gpu.uniform(op, &block(0));
+                let binds = [
+                    (&params).into(),
+                    stats.needs(STATS_BYTES),
+                    grads.needs(4 * n64),
+                    m.needs(bf16_state_bytes(n64)),
+                    nesterov.needs(4 * n64),
+                ];
+                self.muon_momentum_bf16
+                    .dispatch(gpu, op, &binds, gpu.grid_1d(op, n64.div_ceil(2))?)
+            }
+            MuonMomentum::Bytes {
+                code,
                 codes,
                 scales,
                 first,
@@ -573,7 +708,11 @@ impl Optimizer {
                     nesterov.needs(4 * (n64 - first as u64)),
                 ];
                 let grid = gpu.grid_1d(op, n64.div_ceil(4))?;
-                self.muon_momentum_8bit.dispatch(gpu, op, &binds, grid)
+                let kernel = match code {
+                    ByteCode::Dynamic => &self.muon_momentum_8bit,
+                    ByteCode::E4m3 => &self.muon_momentum_fp8,
+                };
+                kernel.dispatch(gpu, op, &binds, grid)
             }
         }
     }

@@ -1,6 +1,7 @@
-//! AdamW's settings and the 8-bit state's code tables and dither: what
-//! the optimizer kernels (12_optimizer.wgsl), the host's state conversion
-//! and the CPU twin all use.
+//! AdamW's settings and the low-precision states' codes (int8's tables
+//! and dither, FP8's E4M3 bytes, bf16): what the optimizer kernels
+//! (12_optimizer.wgsl), the host's state conversion and the CPU twin all
+//! use.
 
 /// AdamW's hyperparameters, as `torch.optim.AdamW` takes them.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -150,4 +151,70 @@ impl Int8Maps {
             v: Int8Map::from_points(&points((0..256).map(|k| k as f64 / 255.0)), false),
         }
     }
+}
+
+/// How the 8-bit state codes a moment: one byte per value, one f32 scale
+/// per block of [`QBLOCK`] values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ByteCode {
+    /// webtrain's int8: the dynamic trees of [`Int8Maps::dynamic`], rounded
+    /// stochastically; the scale is the block's absmax.
+    Dynamic,
+    /// TorchAO's FP8 state ([`Fp8Code`]).
+    E4m3,
+}
+
+/// TorchAO's FP8 optimizer state (pytorch/ao@36027d8,
+/// `torchao/optim/subclass_fp8.py`, `quantize_fp8`): a block's scale is
+/// `amax.clip(1e-12) / 448` in f32, a value's byte `(x / scale)` cast to
+/// float8_e4m3fn (to nearest even), its value back `code · scale`. Every
+/// quotient and product is correctly rounded, here and in the kernel
+/// (`adamw_fp8_update`), so the two agree bit for bit.
+pub struct Fp8Code;
+
+impl Fp8Code {
+    /// E4M3's largest value: a block's absmax maps to it.
+    pub const MAX: f32 = 448.0;
+    /// TorchAO's floor under a block's absmax (a zero block keeps a scale).
+    pub const MIN_ABSMAX: f32 = 1e-12;
+
+    pub fn scale(absmax: f32) -> f32 {
+        absmax.max(Self::MIN_ABSMAX) / Self::MAX
+    }
+
+    /// The byte of `x` in a block of `scale`.
+    pub fn code(x: f32, scale: f32) -> u8 {
+        let y = x / scale;
+        let sign = if y.is_sign_negative() { 0x80 } else { 0 };
+        let a = y.abs().min(Self::MAX); // within 448 by the scale
+        let magnitude = if a < 1.0 / 64.0 {
+            (a * 512.0).round_ties_even() // subnormal: m·2^-9 (m = 8 is 2^-6's code)
+        } else {
+            let e = (a.to_bits() >> 23) as i32 - 127;
+            let fraction = (a / 2f32.powi(e) - 1.0) * 8.0; // exact: 24 bits
+            ((e + 7) * 8) as f32 + fraction.round_ties_even() // a carry is the next binade's code
+        };
+        sign | magnitude as u8
+    }
+
+    /// The value of byte `c` (below 0x7f, E4M3's NaN) in a block of `scale`.
+    pub fn value(c: u8, scale: f32) -> f32 {
+        let (e, m) = ((c >> 3) & 15, (c & 7) as f32);
+        let magnitude = match e {
+            0 => m / 512.0,
+            _ => (8.0 + m) * 2f32.powi(e as i32 - 10),
+        };
+        let v = if c & 0x80 != 0 { -magnitude } else { magnitude };
+        v * scale
+    }
+}
+
+/// bf16 moments (DeepSeek-V3's): a value's bits, to nearest even (the cast
+/// `torch.Tensor.to(torch.bfloat16)` makes), and its value back.
+pub fn bf16_bits(x: f32) -> u16 {
+    half::bf16::from_f32(x).to_bits()
+}
+
+pub fn bf16_value(bits: u16) -> f32 {
+    half::bf16::from_bits(bits).to_f32()
 }

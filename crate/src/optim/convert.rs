@@ -1,78 +1,114 @@
-//! AdamW state from one kind to the other, on the host: what switching the
-//! optimizer state at a pause does. int8 → f32 is exact (each code's value
-//! times its block's scale); f32 → int8 rounds each 256-value block against
-//! its absmax stochastically, as the update kernel does after a step (the
-//! code tables and decisions of `reference::optimizer`, which the kernel
-//! tests hold bit-identical to the GPU's), with the dither of step 0.
+//! AdamW state from one kind to another, on the host: what switching the
+//! optimizer state at a pause does. Every kind goes through f32: to f32 is
+//! exact (bf16's values; each code's value times its block's scale); from
+//! f32, bf16 rounds to nearest even, fp8 codes each 256-value block as the
+//! update kernel does (TorchAO's scale and E4M3 to nearest), and int8
+//! rounds each block against its absmax stochastically, as the update
+//! kernel does after a step (the code tables and decisions of
+//! `reference::optimizer`, which the kernel tests hold bit-identical to
+//! the GPU's), with the dither of step 0.
 
-use super::{HostState, OptimState};
-use crate::ops::adam::{Int8Map, Int8Maps, QBLOCK, dither};
+use super::{ByteCode, HostState, OptimState};
+use crate::ops::adam::{Fp8Code, Int8Map, Int8Maps, QBLOCK, bf16_bits, bf16_value, dither};
 
 impl HostState {
     pub fn kind(&self) -> OptimState {
         match self {
             HostState::Fp32 { .. } => OptimState::Fp32,
-            HostState::Int8 { .. } => OptimState::Int8,
+            HostState::Bf16 { .. } => OptimState::Bf16,
+            HostState::Bytes {
+                code: ByteCode::E4m3,
+                ..
+            } => OptimState::Fp8,
+            HostState::Bytes {
+                code: ByteCode::Dynamic,
+                ..
+            } => OptimState::Int8,
         }
     }
 
     /// This state as `kind` (itself when it already is).
     pub fn convert(self, kind: OptimState) -> HostState {
+        if self.kind() == kind {
+            return self;
+        }
+        let (m, v) = self.into_f32();
+        match kind.byte_code() {
+            None if kind == OptimState::Bf16 => HostState::Bf16 {
+                m: m.iter().map(|&x| bf16_bits(x)).collect(),
+                v: v.iter().map(|&x| bf16_bits(x)).collect(),
+            },
+            None => HostState::Fp32 { m, v },
+            Some(code) => bytes_of(code, &m, &v),
+        }
+    }
+
+    /// The moments' values, exactly.
+    fn into_f32(self) -> (Vec<f32>, Vec<f32>) {
         let maps = Int8Maps::dynamic();
-        match (self, kind) {
-            (s @ HostState::Fp32 { .. }, OptimState::Fp32)
-            | (s @ HostState::Int8 { .. }, OptimState::Int8) => s,
-            (
-                HostState::Int8 {
-                    m_codes,
-                    v_codes,
-                    m_scales,
-                    v_scales,
-                },
-                OptimState::Fp32,
-            ) => {
+        match self {
+            HostState::Fp32 { m, v } => (m, v),
+            HostState::Bf16 { m, v } => (
+                m.into_iter().map(bf16_value).collect(),
+                v.into_iter().map(bf16_value).collect(),
+            ),
+            HostState::Bytes {
+                code,
+                m_codes,
+                v_codes,
+                m_scales,
+                v_scales,
+            } => {
                 let values = |codes: &[u8], scales: &[f32], map: &Int8Map| -> Vec<f32> {
                     codes
                         .iter()
                         .enumerate()
-                        .map(|(i, &c)| map.dequantize(c, scales[i / QBLOCK]))
+                        .map(|(i, &c)| match code {
+                            ByteCode::Dynamic => map.dequantize(c, scales[i / QBLOCK]),
+                            ByteCode::E4m3 => Fp8Code::value(c, scales[i / QBLOCK]),
+                        })
                         .collect()
                 };
-                HostState::Fp32 {
-                    m: values(&m_codes, &m_scales, &maps.m),
-                    v: values(&v_codes, &v_scales, &maps.v),
-                }
-            }
-            (HostState::Fp32 { m, v }, OptimState::Int8) => {
-                let mut out = HostState::Int8 {
-                    m_codes: vec![0; m.len()],
-                    v_codes: vec![0; v.len()],
-                    m_scales: vec![],
-                    v_scales: vec![],
-                };
-                let HostState::Int8 {
-                    m_codes,
-                    v_codes,
-                    m_scales,
-                    v_scales,
-                } = &mut out
-                else {
-                    unreachable!()
-                };
-                for (b, (mb, vb)) in m.chunks(QBLOCK).zip(v.chunks(QBLOCK)).enumerate() {
-                    let m_max = mb.iter().fold(0f32, |a, x| a.max(x.abs()));
-                    let v_max = vb.iter().fold(0f32, |a, &x| a.max(x));
-                    m_scales.push(m_max);
-                    v_scales.push(v_max);
-                    for (j, (&x, &y)) in mb.iter().zip(vb).enumerate() {
-                        let i = b * QBLOCK + j;
-                        m_codes[i] = maps.m.quantize(x, m_max, dither(i as u32, 0, 0));
-                        v_codes[i] = maps.v.quantize(y, v_max, dither(i as u32, 0, 1));
-                    }
-                }
-                out
+                (
+                    values(&m_codes, &m_scales, &maps.m),
+                    values(&v_codes, &v_scales, &maps.v),
+                )
             }
         }
+    }
+}
+
+/// f32 moments as 8-bit state of `code`, block by block.
+fn bytes_of(code: ByteCode, m: &[f32], v: &[f32]) -> HostState {
+    let maps = Int8Maps::dynamic();
+    let (mut m_codes, mut v_codes) = (vec![0; m.len()], vec![0; v.len()]);
+    let (mut m_scales, mut v_scales) = (vec![], vec![]);
+    for (b, (mb, vb)) in m.chunks(QBLOCK).zip(v.chunks(QBLOCK)).enumerate() {
+        let m_max = mb.iter().fold(0f32, |a, x| a.max(x.abs()));
+        let v_max = vb.iter().fold(0f32, |a, &x| a.max(x));
+        let (sm, sv) = match code {
+            ByteCode::Dynamic => (m_max, v_max),
+            ByteCode::E4m3 => (Fp8Code::scale(m_max), Fp8Code::scale(v_max)),
+        };
+        m_scales.push(sm);
+        v_scales.push(sv);
+        for (j, (&x, &y)) in mb.iter().zip(vb).enumerate() {
+            let i = b * QBLOCK + j;
+            (m_codes[i], v_codes[i]) = match code {
+                ByteCode::Dynamic => (
+                    maps.m.quantize(x, sm, dither(i as u32, 0, 0)),
+                    maps.v.quantize(y, sv, dither(i as u32, 0, 1)),
+                ),
+                ByteCode::E4m3 => (Fp8Code::code(x, sm), Fp8Code::code(y, sv)),
+            };
+        }
+    }
+    HostState::Bytes {
+        code,
+        m_codes,
+        v_codes,
+        m_scales,
+        v_scales,
     }
 }
 
@@ -125,5 +161,42 @@ mod tests {
             }
         }
         assert_eq!(fp32.clone().convert(OptimState::Fp32), fp32);
+    }
+
+    /// bf16 and fp8 state: to f32 and back is the identity (every value is
+    /// one of the codes' and, for fp8, the block's scale comes back: its
+    /// absmax is 448·s); f32 through either lands within its rounding.
+    #[test]
+    fn bf16_and_fp8_round_trip_through_f32() {
+        let n = 4 * QBLOCK;
+        let fp32 = state(n, 5);
+        let (HostState::Fp32 { m, v },) = (&fp32,) else {
+            unreachable!()
+        };
+        for kind in [OptimState::Bf16, OptimState::Fp8] {
+            let low = fp32.clone().convert(kind);
+            assert_eq!(low.kind(), kind);
+            let back = low.clone().convert(OptimState::Fp32);
+            assert_eq!(back.clone().convert(kind), low, "{kind:?} → f32 → {kind:?}");
+            let HostState::Fp32 { m: m2, v: v2 } = &back else {
+                unreachable!()
+            };
+            for (x, y, moment) in [(m, m2, "m"), (v, v2, "v")] {
+                for b in 0..n / QBLOCK {
+                    let r = b * QBLOCK..(b + 1) * QBLOCK;
+                    let absmax = x[r.clone()].iter().fold(0f32, |a, x| a.max(x.abs()));
+                    for (&a, &q) in x[r.clone()].iter().zip(&y[r]) {
+                        // bf16: half an ulp (2^-9 relative); E4M3: half of
+                        // its step (2^-4 relative), or of its subnormal step
+                        // 2^-9 of the scale absmax/448
+                        let bound = match kind {
+                            OptimState::Bf16 => a.abs() / 256.0,
+                            _ => (a.abs() / 16.0).max(absmax / 448.0 / 1024.0),
+                        };
+                        assert!((a - q).abs() <= bound, "{kind:?} {moment}: {a} as {q}");
+                    }
+                }
+            }
+        }
     }
 }

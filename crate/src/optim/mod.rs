@@ -1,5 +1,5 @@
 //! The optimizer on the host side: its settings, its state buffers (f32
-//! moments, or int8 block-wise state), and the step's dispatches over the
+//! or bf16 moments, or 8-bit block-wise state: int8 or fp8), and the step's dispatches over the
 //! parameter chunks: Σg² per chunk → one finalize (norm, clip, skip) → one
 //! fused AdamW update per chunk. The count depends on the model's size in
 //! bindings, never on its number of tensors. With Muon, the hidden
@@ -19,36 +19,65 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::gpu::BufferRange;
 use crate::gpu::{Dispatch, Gpu};
-use crate::kernels::optimizer::{int8_scale_bytes, int8_state_bytes, partials_for};
+use crate::kernels::optimizer::{
+    bf16_state_bytes, int8_scale_bytes, int8_state_bytes, partials_for,
+};
 use crate::kernels::{Adam8bitBuffers, AdamBuffers, AdamHyper, GradStats, Kernels};
 use crate::model::layout::CHUNK_ALIGN;
 use crate::model::{Chunk, Mirror, Model, Params, f16_range, f32_range};
+pub use crate::ops::adam::ByteCode;
 use crate::ops::muon::MuonHyper;
 use muon::Muon;
 
-/// How AdamW keeps its moments.
+/// How AdamW keeps its moments (and Muon its momentum).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OptimState {
     Fp32,
+    /// bf16 values, to nearest even (DeepSeek-V3's moments).
+    Bf16,
+    /// E4M3 bytes in blocks of 256, TorchAO's FP8 state.
+    Fp8,
+    /// Dynamic-tree bytes in blocks of 256, rounded stochastically.
     Int8,
 }
 
 impl OptimState {
+    pub const ALL: [OptimState; 4] = [
+        OptimState::Fp32,
+        OptimState::Bf16,
+        OptimState::Fp8,
+        OptimState::Int8,
+    ];
+
     pub fn parse(name: &str) -> Result<OptimState> {
-        match name {
-            "fp32" => Ok(OptimState::Fp32),
-            "int8" => Ok(OptimState::Int8),
-            _ => Err(Error::Unsupported(format!(
-                "unknown optimizer state {name:?}: use fp32 or int8"
-            ))),
-        }
+        Self::ALL
+            .into_iter()
+            .find(|s| s.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Self::ALL.iter().map(OptimState::name).collect();
+                Error::Unsupported(format!(
+                    "unknown optimizer state {name:?}: use {}",
+                    names.join(", ")
+                ))
+            })
     }
 
     pub fn name(&self) -> &'static str {
         match self {
             OptimState::Fp32 => "fp32",
+            OptimState::Bf16 => "bf16",
+            OptimState::Fp8 => "fp8",
             OptimState::Int8 => "int8",
+        }
+    }
+
+    /// What the bytes of 8-bit state stand for; None for fp32 and bf16.
+    pub fn byte_code(&self) -> Option<ByteCode> {
+        match self {
+            OptimState::Fp32 | OptimState::Bf16 => None,
+            OptimState::Fp8 => Some(ByteCode::E4m3),
+            OptimState::Int8 => Some(ByteCode::Dynamic),
         }
     }
 
@@ -56,8 +85,9 @@ impl OptimState {
     pub fn bytes(&self, n: u64) -> u64 {
         match self {
             OptimState::Fp32 => 8 * n,
-            // int8 m and v, and one f32 scale per 256-value block of each
-            OptimState::Int8 => 2 * (int8_state_bytes(n) + int8_scale_bytes(n)),
+            OptimState::Bf16 => 2 * bf16_state_bytes(n),
+            // a byte of m and v, and one f32 scale per 256-value block of each
+            OptimState::Fp8 | OptimState::Int8 => 2 * (int8_state_bytes(n) + int8_scale_bytes(n)),
         }
     }
 }
@@ -160,14 +190,20 @@ impl OptimConfig {
     }
 }
 
-/// The moments: f32 at the parameters' offsets, or int8 codes (byte `s`
-/// for element `s`) with one f32 scale per 256 values (byte `s/256·4`).
+/// The moments: f32 at the parameters' offsets, bf16 (byte `2s` for
+/// element `s`), or 8-bit codes (byte `s` for element `s`) with one f32
+/// scale per 256 values (byte `s/256·4`).
 pub enum StateBuffers {
     Fp32 {
         m: wgpu::Buffer,
         v: wgpu::Buffer,
     },
-    Int8 {
+    Bf16 {
+        m: wgpu::Buffer,
+        v: wgpu::Buffer,
+    },
+    Bytes {
+        code: ByteCode,
         m_codes: wgpu::Buffer,
         v_codes: wgpu::Buffer,
         m_scales: wgpu::Buffer,
@@ -183,7 +219,13 @@ pub enum HostState {
         m: Vec<f32>,
         v: Vec<f32>,
     },
-    Int8 {
+    /// bf16 bits.
+    Bf16 {
+        m: Vec<u16>,
+        v: Vec<u16>,
+    },
+    Bytes {
+        code: ByteCode,
         m_codes: Vec<u8>,
         v_codes: Vec<u8>,
         m_scales: Vec<f32>,
@@ -202,6 +244,8 @@ pub struct Optimizer {
     /// What AdamW updates: every chunk, or all but Muon's matrices.
     adam_chunks: Vec<Chunk>,
     pub muon: Option<Muon>,
+    /// Parameters (the model's layout total).
+    total: u64,
     pub stats: wgpu::Buffer, // GradStats of the last step
     partials: wgpu::Buffer,  // [Σ partials_for(chunk)] (Σg², non-finite)
     step: wgpu::Buffer,      // AdamStep uniform, rewritten per step
@@ -227,7 +271,12 @@ impl Optimizer {
                 m: gpu.storage_buffer("adam_m", 4 * total)?,
                 v: gpu.storage_buffer("adam_v", 4 * total)?,
             },
-            OptimState::Int8 => StateBuffers::Int8 {
+            OptimState::Bf16 => StateBuffers::Bf16 {
+                m: gpu.storage_buffer("adam_m_bf16", bf16_state_bytes(total))?,
+                v: gpu.storage_buffer("adam_v_bf16", bf16_state_bytes(total))?,
+            },
+            OptimState::Fp8 | OptimState::Int8 => StateBuffers::Bytes {
+                code: config.state.byte_code().expect("8-bit state"),
                 m_codes: gpu.storage_buffer("adam_m_codes", int8_state_bytes(total))?,
                 v_codes: gpu.storage_buffer("adam_v_codes", int8_state_bytes(total))?,
                 m_scales: gpu.storage_buffer("adam_m_scales", int8_scale_bytes(total))?,
@@ -253,6 +302,7 @@ impl Optimizer {
             chunks,
             adam_chunks,
             muon,
+            total,
             stats,
             partials,
             step,
@@ -330,7 +380,19 @@ impl Optimizer {
                 k.optim
                     .update(gpu, hyper, c.decays, n, &self.step, stats, &b)
             }
-            StateBuffers::Int8 {
+            StateBuffers::Bf16 { m, v } => {
+                let b = AdamBuffers {
+                    weights,
+                    grads,
+                    moment1: bf16_range(m, start, len),
+                    moment2: bf16_range(v, start, len),
+                    mirror,
+                };
+                k.optim
+                    .update_bf16(gpu, hyper, c.decays, n, &self.step, stats, &b)
+            }
+            StateBuffers::Bytes {
+                code,
                 m_codes,
                 v_codes,
                 m_scales,
@@ -338,6 +400,7 @@ impl Optimizer {
             } => {
                 let w = Int8Window::new(start, len);
                 let b = Adam8bitBuffers {
+                    code: *code,
                     weights: f32_range(&p.weights, w.from, w.len),
                     grads: f32_range(&p.grads, w.from, w.len),
                     m_codes: w.codes(m_codes),
@@ -360,12 +423,18 @@ impl Optimizer {
                 m: gpu.read_back(m.into()).await?,
                 v: gpu.read_back(v.into()).await?,
             },
-            StateBuffers::Int8 {
+            StateBuffers::Bf16 { m, v } => HostState::Bf16 {
+                m: bf16_values(gpu.read_back(m.into()).await?, self.total),
+                v: bf16_values(gpu.read_back(v.into()).await?, self.total),
+            },
+            StateBuffers::Bytes {
+                code,
                 m_codes,
                 v_codes,
                 m_scales,
                 v_scales,
-            } => HostState::Int8 {
+            } => HostState::Bytes {
+                code: *code,
                 m_codes: gpu.read_back(m_codes.into()).await?,
                 v_codes: gpu.read_back(v_codes.into()).await?,
                 m_scales: gpu.read_back(m_scales.into()).await?,
@@ -376,25 +445,32 @@ impl Optimizer {
 
     /// Replaces the moments with `state` (of this kind and these sizes) before the next submission.
     pub fn write_state(&self, gpu: &Gpu, state: &HostState) -> Result<()> {
+        let padded: [Vec<u8>; 2];
         let mut writes: Vec<(&wgpu::Buffer, &[u8])> = Vec::new();
         match (&self.state, state) {
             (StateBuffers::Fp32 { m, v }, HostState::Fp32 { m: hm, v: hv }) => {
                 writes.extend([(m, bytemuck::cast_slice(hm)), (v, bytemuck::cast_slice(hv))]);
             }
+            (StateBuffers::Bf16 { m, v }, HostState::Bf16 { m: hm, v: hv }) => {
+                padded = [bf16_words(hm), bf16_words(hv)];
+                writes.extend([(m, &padded[0][..]), (v, &padded[1][..])]);
+            }
             (
-                StateBuffers::Int8 {
+                StateBuffers::Bytes {
+                    code,
                     m_codes,
                     v_codes,
                     m_scales,
                     v_scales,
                 },
-                HostState::Int8 {
+                HostState::Bytes {
+                    code: host_code,
                     m_codes: hmc,
                     v_codes: hvc,
                     m_scales: hms,
                     v_scales: hvs,
                 },
-            ) => {
+            ) if code == host_code => {
                 writes.extend([
                     (m_codes, &hmc[..]),
                     (v_codes, &hvc[..]),
@@ -496,6 +572,29 @@ impl Int8Window {
             size: int8_scale_bytes(self.len),
         }
     }
+}
+
+/// bf16 state's elements `start..start + len` (`start` even: tensors start
+/// at multiples of 256).
+pub(crate) fn bf16_range(buffer: &wgpu::Buffer, start: u64, len: u64) -> BufferRange<'_> {
+    BufferRange {
+        buffer,
+        offset: 2 * start,
+        size: bf16_state_bytes(len),
+    }
+}
+
+/// bf16 bits read back (padded to a word) as `n` values.
+fn bf16_values(mut words: Vec<u16>, n: u64) -> Vec<u16> {
+    words.truncate(n as usize);
+    words
+}
+
+/// bf16 bits as the buffer's bytes, padded to a whole word.
+fn bf16_words(bits: &[u16]) -> Vec<u8> {
+    let mut bytes: Vec<u8> = bytemuck::cast_slice(bits).to_vec();
+    bytes.resize(bf16_state_bytes(bits.len() as u64) as usize, 0);
+    bytes
 }
 
 /// The f16 forward mirror's elements `start..start + len`, which the update

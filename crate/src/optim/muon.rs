@@ -12,7 +12,7 @@ use crate::model::layout::{ParamLayout, Role, Span};
 use crate::model::{Config, Mirror, Params, f16_range, f32_range};
 use crate::ops::muon::MuonHyper;
 
-use super::{Int8Window, StateBuffers};
+use super::{Int8Window, StateBuffers, bf16_range};
 
 /// Muon's parts, scratch and step uniform for one model.
 pub struct Muon {
@@ -185,8 +185,20 @@ impl Muon {
                 MuonMomentum::Fp32(f32_range(m, start, len)),
                 (&self.x).into(),
             )?,
-            StateBuffers::Int8 {
-                m_codes, m_scales, ..
+            StateBuffers::Bf16 { m, .. } => k.optim.muon_momentum(
+                gpu,
+                momentum,
+                n,
+                (adam_step, stats),
+                f32_range(&p.grads, start, len),
+                MuonMomentum::Bf16(bf16_range(m, start, len)),
+                (&self.x).into(),
+            )?,
+            StateBuffers::Bytes {
+                code,
+                m_codes,
+                m_scales,
+                ..
             } => {
                 let w = Int8Window::new(start, len);
                 k.optim.muon_momentum(
@@ -195,7 +207,8 @@ impl Muon {
                     narrow(w.len)?,
                     (adam_step, stats),
                     f32_range(&p.grads, w.from, w.len),
-                    MuonMomentum::Int8 {
+                    MuonMomentum::Bytes {
+                        code: *code,
                         codes: w.codes(m_codes),
                         scales: w.scales(m_scales),
                         first: narrow(w.first)?,

@@ -104,13 +104,25 @@ pub fn adamw(
 // byte per value, 4 per u32 (element 4k+j in byte j of word k), plus one
 // f32 scale per block of 256 values: the block's absmax after the update.
 
-pub use crate::ops::adam::{Int8Map, Int8Maps, QBLOCK, dither, moment1_points, moment2_points};
+pub use crate::ops::adam::{
+    Fp8Code, Int8Map, Int8Maps, QBLOCK, bf16_bits, bf16_value, dither, moment1_points,
+    moment2_points,
+};
+
+/// What the bytes of 8-bit state stand for.
+#[derive(Clone, Debug)]
+pub enum StateCode {
+    /// Tables, rounded stochastically (int8: `Int8Maps::dynamic`).
+    Table(Box<Int8Maps>),
+    /// TorchAO's FP8 state.
+    E4m3,
+}
 
 /// Packed 8-bit AdamW state of `n` values: codes 4 per word, scales per
 /// block, as the kernel's buffers hold them. All zeros is the initial state.
 #[derive(Clone, Debug)]
 pub struct Adam8bitState {
-    pub maps: Int8Maps,
+    pub code: StateCode,
     pub m: Vec<u32>,
     pub v: Vec<u32>,
     pub m_scales: Vec<f32>,
@@ -127,10 +139,10 @@ fn set_byte(words: &mut [u32], i: usize, b: u8) {
 }
 
 impl Adam8bitState {
-    pub fn new(n: usize, maps: Int8Maps) -> Self {
+    pub fn new(n: usize, code: StateCode) -> Self {
         let (words, blocks) = (n.div_ceil(4), n.div_ceil(QBLOCK));
         Adam8bitState {
-            maps,
+            code,
             m: vec![0; words],
             v: vec![0; words],
             m_scales: vec![0.0; blocks],
@@ -140,22 +152,47 @@ impl Adam8bitState {
 
     /// The dequantized first moment of element `i`.
     pub fn moment1(&self, i: usize) -> f32 {
-        self.maps
-            .m
-            .dequantize(byte(&self.m, i), self.m_scales[i / QBLOCK])
+        let (c, s) = (byte(&self.m, i), self.m_scales[i / QBLOCK]);
+        match &self.code {
+            StateCode::Table(maps) => maps.m.dequantize(c, s),
+            StateCode::E4m3 => Fp8Code::value(c, s),
+        }
     }
 
     pub fn moment2(&self, i: usize) -> f32 {
-        self.maps
-            .v
-            .dequantize(byte(&self.v, i), self.v_scales[i / QBLOCK])
+        let (c, s) = (byte(&self.v, i), self.v_scales[i / QBLOCK]);
+        match &self.code {
+            StateCode::Table(maps) => maps.v.dequantize(c, s),
+            StateCode::E4m3 => Fp8Code::value(c, s),
+        }
+    }
+
+    /// The scales a block whose new moments reach `(m_max, v_max)` stores.
+    fn scales(&self, m_max: f32, v_max: f32) -> (f32, f32) {
+        match self.code {
+            StateCode::Table(_) => (m_max, v_max),
+            StateCode::E4m3 => (Fp8Code::scale(m_max), Fp8Code::scale(v_max)),
+        }
+    }
+
+    /// The bytes of element `i`'s new moments (m, v) under the block's
+    /// scales, at step `t`.
+    fn codes(&self, i: usize, (m, v): (f32, f32), (sm, sv): (f32, f32), t: u32) -> (u8, u8) {
+        match &self.code {
+            StateCode::Table(maps) => (
+                maps.m.quantize(m, sm, dither(i as u32, t, 0)),
+                maps.v.quantize(v, sv, dither(i as u32, t, 1)),
+            ),
+            StateCode::E4m3 => (Fp8Code::code(m, sm), Fp8Code::code(v, sv)),
+        }
     }
 }
 
-/// AdamW step `t` with 8-bit state, as `adamw_8bit_update`: the moments are
-/// dequantized, updated in f32 and used unquantized for this step's weight
-/// update (in f64 here), then rounded stochastically against the block's
-/// new absmax, with the dither of (element, step).
+/// AdamW step `t` with 8-bit state, as `adamw_8bit_update` (and
+/// `adamw_fp8_update`): the moments are dequantized, updated in f32 and
+/// used unquantized for this step's weight update (in f64 here), then
+/// coded against the block's new absmax: int8 stochastically, with the
+/// dither of (element, step); fp8 to nearest.
 /// Bytes past `w.len()` in the last word hold the code of 0.
 pub fn adamw_8bit(
     h: &AdamHyper,
@@ -185,16 +222,42 @@ pub fn adamw_8bit(
         }
         let m_max = m_new.iter().fold(0f32, |a, x| a.max(x.abs()));
         let v_max = v_new.iter().fold(0f32, |a, &x| a.max(x));
-        (s.m_scales[b], s.v_scales[b]) = (m_max, v_max);
+        let scales = s.scales(m_max, v_max);
+        (s.m_scales[b], s.v_scales[b]) = scales;
         for i in start..end.next_multiple_of(4) {
-            let (m, v) = (m_new[i - start], v_new[i - start]);
-            let (cm, cv) = (
-                s.maps.m.quantize(m, m_max, dither(i as u32, t, 0)),
-                s.maps.v.quantize(v, v_max, dither(i as u32, t, 1)),
-            );
+            let (cm, cv) = s.codes(i, (m_new[i - start], v_new[i - start]), scales, t);
             set_byte(&mut s.m, i, cm);
             set_byte(&mut s.v, i, cv);
         }
+    }
+}
+
+/// AdamW step `t` with bf16 moments (two per word, element 2k+j in half j
+/// of word k), as `adamw_bf16_update`: the moments are read, updated in f32
+/// and used so for the weights (in f64 here), then stored to nearest even.
+#[allow(clippy::too_many_arguments)] // the optimizer's whole state, as the kernel
+pub fn adamw_bf16(
+    h: &AdamHyper,
+    t: u32,
+    decays: bool,
+    clip: f32,
+    w: &mut [f64],
+    g: &[f32],
+    m: &mut [u16],
+    v: &mut [u16],
+) {
+    let wd = if decays { h.weight_decay } else { 0.0 };
+    let step_size = h.lr / (1.0 - h.beta1.powi(t as i32));
+    let bc2_sqrt = (1.0 - h.beta2.powi(t as i32)).sqrt();
+    let (b1, b2) = (h.beta1 as f32, h.beta2 as f32);
+    for i in 0..w.len() {
+        let (m_old, v_old) = (bf16_value(m[i]), bf16_value(v[i]));
+        let g = if g[i].is_finite() { g[i] * clip } else { 0.0 };
+        let m_new = m_old + (1.0 - b1) * (g - m_old);
+        let v_new = b2 * v_old + (1.0 - b2) * g * g;
+        w[i] = w[i] * (1.0 - h.lr * wd)
+            - step_size * (m_new as f64 / ((v_new as f64).sqrt() / bc2_sqrt + h.eps));
+        (m[i], v[i]) = (bf16_bits(m_new), bf16_bits(v_new));
     }
 }
 
@@ -290,6 +353,68 @@ mod tests {
         assert_eq!((v[0], v[1], v[255]), (0.0, 1e-7, 1.0));
     }
 
+    /// TorchAO's FP8 state and bf16 moments against the house's casts
+    /// (`reference::formats`, equal to ml_dtypes'): every E4M3 byte's value
+    /// is the format's, codes and values round-trip, a value's byte is the
+    /// cast of its quotient by the scale (subnormal E4M3 quotients, ties and
+    /// f32 subnormals among them), and the scale floors a zero block at
+    /// 1e-12/448.
+    #[test]
+    fn fp8_and_bf16_state_are_the_casts_they_name() {
+        use crate::ops::formats::Element;
+        use crate::reference::formats::{decode, round_format};
+        for c in (0..0x7fu8).chain(0x80..0xff) {
+            let value = Fp8Code::value(c, 1.0);
+            assert_eq!(
+                value.to_bits(),
+                decode(Element::E4m3, c as u32).to_bits(),
+                "byte {c:#x}"
+            );
+            assert_eq!(Fp8Code::code(value, 1.0), c, "byte {c:#x} round-trips");
+        }
+        let mut rng = SplitMix64(41);
+        let mut unit = || (rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
+        for i in 0..200_000 {
+            let sign = if i % 2 == 0 { 1.0 } else { -1.0 };
+            // within the block: |x| ≤ absmax, down to 1e-6 of it; every 7th
+            // on a tie between two E4M3 values, in a block whose scale is 2^k
+            let (absmax, x) = if i % 7 == 0 {
+                let k = (unit() * 200.0) as i32 - 100;
+                let c = (unit() * 126.0) as u8;
+                let mid = (Fp8Code::value(c, 1.0) + Fp8Code::value(c + 1, 1.0)) / 2.0;
+                (448.0 * 2f32.powi(k), sign * mid * 2f32.powi(k))
+            } else {
+                let absmax = 10f32.powf(-30.0 + 60.0 * unit());
+                (absmax, sign * absmax * 10f32.powf(-6.0 * unit()))
+            };
+            let scale = Fp8Code::scale(absmax);
+            let want = round_format(x / scale, Element::E4m3);
+            let got = Fp8Code::value(Fp8Code::code(x, scale), 1.0);
+            assert_eq!(
+                got.to_bits(),
+                want.to_bits(),
+                "x {x:e} in a block of {absmax:e}"
+            );
+            let y = f32::from_bits(rng_bits(i));
+            if y.is_finite() {
+                let want = round_format(y, Element::Bf16).to_bits() >> 16;
+                assert_eq!(bf16_bits(y) as u32, want, "bf16 of {y:e}");
+                assert_eq!(
+                    bf16_value(bf16_bits(y)).to_bits(),
+                    round_format(y, Element::Bf16).to_bits()
+                );
+            }
+        }
+        assert_eq!(Fp8Code::scale(0.0), 1e-12f32 / 448.0);
+        assert_eq!(Fp8Code::scale(448.0), 1.0);
+        assert_eq!(Fp8Code::code(0.0, Fp8Code::scale(0.0)), 0);
+    }
+
+    /// Arbitrary f32 bits (every exponent, subnormals and non-finite ones among them).
+    fn rng_bits(i: u32) -> u32 {
+        dither(i, 5, 0) << 24 | dither(i, 6, 1) << 16 | dither(i, 7, 0) << 8 | dither(i, 8, 1)
+    }
+
     /// From the zero state the first step is plain AdamW (the moments are
     /// used before they are quantized), and the state it leaves is one of
     /// the two codes around each moment.
@@ -312,7 +437,11 @@ mod tests {
             })
             .collect();
         let (mut w, mut m, mut v) = (vec![0.3; n], vec![0.0; n], vec![0.0; n]);
-        let (mut wq, mut q) = (w.clone(), Adam8bitState::new(n, Int8Maps::dynamic()));
+        let maps = Int8Maps::dynamic();
+        let (mut wq, mut q) = (
+            w.clone(),
+            Adam8bitState::new(n, StateCode::Table(Box::new(maps.clone()))),
+        );
         adamw(&h, 1, true, 0.5, &mut w, &g, &mut m, &mut v);
         adamw_8bit(&h, 1, true, 0.5, &mut wq, &g, &mut q);
         let worst = w
@@ -335,13 +464,13 @@ mod tests {
             let (cm, cv) = (byte(&q.m, i), byte(&q.v, i));
             let (sm, sv) = (q.m_scales[i / QBLOCK] as f64, q.v_scales[i / QBLOCK] as f64);
             assert!(
-                (q.moment1(i) as f64 - m[i]).abs() <= step(&q.maps.m, cm) * sm,
+                (q.moment1(i) as f64 - m[i]).abs() <= step(&maps.m, cm) * sm,
                 "m[{i}]: {} for {}",
                 q.moment1(i),
                 m[i]
             );
             assert!(
-                (q.moment2(i) as f64 - v[i]).abs() <= step(&q.maps.v, cv) * sv,
+                (q.moment2(i) as f64 - v[i]).abs() <= step(&maps.v, cv) * sv,
                 "v[{i}]: {} for {}",
                 q.moment2(i),
                 v[i]
@@ -407,7 +536,7 @@ mod tests {
         let n = 2 * V * D;
         let mut w: Vec<f64> = (0..n).map(|_| 0.02 * normal()).collect();
         let (mut m, mut v) = (vec![0.0; n], vec![0.0; n]);
-        let mut q = state.map(|maps| Adam8bitState::new(n, maps));
+        let mut q = state.map(|maps| Adam8bitState::new(n, StateCode::Table(Box::new(maps))));
         for t in 1..=steps {
             let mut g = vec![0.0f64; n];
             for _ in 0..16 {

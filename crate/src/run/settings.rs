@@ -180,8 +180,13 @@ pub const SETTINGS: &[Setting] = &[
     choice(
         "optimState",
         Mode,
-        &["fp32", "int8"],
-        &["f32 moments", "block-wise, 256 values per scale"],
+        &["fp32", "bf16", "fp8", "int8"],
+        &[
+            "f32 moments",
+            "bf16 moments, to nearest (DeepSeek-V3)",
+            "E4M3 in blocks of 256, to nearest (TorchAO's FP8 state)",
+            "dynamic codes in blocks of 256, rounded stochastically",
+        ],
         "The optimizer's moments (AdamW's m and v, Muon's momentum)",
     ),
     number("lr", Float, Schedule, Some(0.0), None, "Peak learning rate"),
@@ -320,7 +325,7 @@ mod tests {
             .map(|p| p.name().into())
             .collect();
         assert_eq!(setting("precision").choices, precisions);
-        let states = [OptimState::Fp32, OptimState::Int8].map(|s| s.name());
+        let states = OptimState::ALL.map(|s| s.name());
         assert_eq!(setting("optimState").choices, states);
         let optimizers = OptimizerKind::ALL.map(|o| o.name());
         assert_eq!(setting("optimizer").choices, optimizers);

@@ -15,8 +15,8 @@ pub struct Memory {
     pub master: u64,
     /// f32 gradients
     pub grads: u64,
-    /// AdamW's m and v (Muon's momentum in m's place): f32, or int8 with
-    /// their block scales
+    /// AdamW's m and v (Muon's momentum in m's place): f32, bf16, or 8-bit
+    /// codes with their block scales
     pub moments: u64,
     /// Muon's Newton–Schulz buffers (0 with AdamW)
     pub optimizer_scratch: u64,

@@ -94,7 +94,7 @@ pub async fn plan_model(spec: JsValue) -> Result<JsValue, JsError> {
         recipes.push(c.precision.clone());
     }
     for precision in recipes {
-        for state in [OptimState::Fp32, OptimState::Int8] {
+        for state in OptimState::ALL {
             let kind = (c.optim.optimizer, state);
             let memory = match Memory::of(&c.model, c.shape, &precision, kind, binding) {
                 Ok(m) => m,

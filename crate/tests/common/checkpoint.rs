@@ -54,7 +54,9 @@ fn bits(xs: &[f32]) -> Vec<u32> {
 fn state_bits(s: &HostState) -> Vec<u32> {
     match s {
         HostState::Fp32 { m, v } => [bits(m), bits(v)].concat(),
-        HostState::Int8 {
+        HostState::Bf16 { m, v } => m.iter().chain(v).map(|&b| b as u32).collect(),
+        HostState::Bytes {
+            code: _,
             m_codes,
             v_codes,
             m_scales,

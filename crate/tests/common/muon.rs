@@ -222,50 +222,58 @@ pub async fn muon_steps_match_reference(gpu: &Gpu) -> Result<()> {
     Ok(())
 }
 
-/// Ten steps with 8-bit momentum beside fp32 on the same gradients: the
-/// weights stay within a stated bound of each other.
+/// Ten steps with low-precision momentum (int8, fp8, bf16) beside fp32 on
+/// the same gradients: the weights stay within a stated bound of each other.
 pub async fn muon_8bit_momentum_tracks_fp32(gpu: &Gpu) -> Result<()> {
-    let (fp32, int8) = (
-        Trainer::new(gpu, muon_config(OptimState::Fp32)?).await?,
-        Trainer::new(gpu, muon_config(OptimState::Int8)?).await?,
-    );
-    let w0 = fp32.model.read_weights(gpu).await?;
-    for step in 1..=10u32 {
-        let g = uniform(&mut rng(930 + step as u64), w0.len(), -0.01, 0.01);
-        for t in [&fp32, &int8] {
-            gpu.queue
-                .write_buffer(&t.model.params.grads, 0, bytemuck::cast_slice(&g));
-            t.optimizer.write_step(gpu, &t.k, step)?;
-            gpu.run(&t.optimizer.dispatches.iter().collect::<Vec<_>>())
-                .await?;
+    let fp32 = Trainer::new(gpu, muon_config(OptimState::Fp32)?).await?;
+    // measured on lavapipe, apart / moved after moving 8.38: int8 1.45 %,
+    // fp8 2.8 % (E4M3 to nearest: 3 bits of significand, no dither), bf16
+    // 0.18 %. Random gradients each step are the hardest case for a coded
+    // momentum.
+    for (state, bound) in [
+        (OptimState::Int8, 0.02),
+        (OptimState::Fp8, 0.04),
+        (OptimState::Bf16, 0.005),
+    ] {
+        let low = Trainer::new(gpu, muon_config(state)?).await?;
+        let w0 = low.model.read_weights(gpu).await?;
+        for step in 1..=10u32 {
+            let g = uniform(&mut rng(930 + step as u64), w0.len(), -0.01, 0.01);
+            for t in [&fp32, &low] {
+                if state != OptimState::Int8 && std::ptr::eq(t, &fp32) {
+                    continue; // fp32's ten steps ran beside int8's
+                }
+                gpu.queue
+                    .write_buffer(&t.model.params.grads, 0, bytemuck::cast_slice(&g));
+                t.optimizer.write_step(gpu, &t.k, step)?;
+                gpu.run(&t.optimizer.dispatches.iter().collect::<Vec<_>>())
+                    .await?;
+            }
         }
+        let (a, b) = (
+            fp32.model.read_weights(gpu).await?,
+            low.model.read_weights(gpu).await?,
+        );
+        let moved: f64 = a
+            .iter()
+            .zip(&w0)
+            .map(|(a, w)| ((a - w) as f64).powi(2))
+            .sum::<f64>()
+            .sqrt();
+        let apart: f64 = a
+            .iter()
+            .zip(&b)
+            .map(|(a, b)| ((a - b) as f64).powi(2))
+            .sum::<f64>()
+            .sqrt();
+        if option_env!("WEBTRAIN_MEASURE").is_some() {
+            eprintln!("measured {state:?} momentum: {apart:e} apart after moving {moved:e}");
+        }
+        assert!(moved > 0.1, "the weights moved: {moved}");
+        assert!(
+            apart / moved < bound,
+            "{state:?} momentum: {apart} apart after moving {moved}"
+        );
     }
-    let (a, b) = (
-        fp32.model.read_weights(gpu).await?,
-        int8.model.read_weights(gpu).await?,
-    );
-    let moved: f64 = a
-        .iter()
-        .zip(&w0)
-        .map(|(a, w)| ((a - w) as f64).powi(2))
-        .sum::<f64>()
-        .sqrt();
-    let apart: f64 = a
-        .iter()
-        .zip(&b)
-        .map(|(a, b)| ((a - b) as f64).powi(2))
-        .sum::<f64>()
-        .sqrt();
-    // measured: apart / moved = ? on lavapipe
-    if option_env!("WEBTRAIN_MEASURE").is_some() {
-        eprintln!("measured 8-bit momentum: {apart:e} apart after moving {moved:e}");
-    }
-    assert!(moved > 0.1, "the weights moved: {moved}");
-    // measured 1.45 % on lavapipe (0.122 apart after moving 8.38): random
-    // gradients each step are the hardest case for 8-bit momentum
-    assert!(
-        apart / moved < 0.02,
-        "8-bit momentum: {apart} apart after moving {moved}"
-    );
     Ok(())
 }

@@ -7,6 +7,7 @@ use half::f16;
 use webtrain::kernels::loss::LossTotals;
 use webtrain::kernels::optimizer::{int8_scale_bytes, int8_state_bytes, partials_for};
 use webtrain::kernels::{Adam8bitBuffers, AdamBuffers, AdamHyper, GradStats, Optimizer};
+use webtrain::optim::ByteCode;
 use webtrain::optim::{LossScale, LossScaling};
 use webtrain::reference::optimizer as reference;
 use webtrain::{Gpu, Result};
@@ -57,9 +58,10 @@ fn step_stats(gpu: &Gpu, clip_scale: f32, skip: bool) -> Result<wgpu::Buffer> {
     )
 }
 
-/// The moments an update reads and writes: f32 or 8-bit.
+/// The moments an update reads and writes: f32, bf16 or 8-bit.
 enum Moments<'a> {
     F32(AdamBuffers<'a>),
+    Bf16(AdamBuffers<'a>),
     Int8(Adam8bitBuffers<'a>),
 }
 
@@ -74,6 +76,7 @@ async fn update(
     let (n, stats) = (n as u32, stats.into());
     let dispatch = match &moments {
         Moments::F32(b) => k.update(gpu, &HYPER, decays, n, step, stats, b)?,
+        Moments::Bf16(b) => k.update_bf16(gpu, &HYPER, decays, n, step, stats, b)?,
         Moments::Int8(b) => k.update_8bit(gpu, &HYPER, decays, n, step, stats, b)?,
     };
     gpu.run(&[&dispatch]).await
@@ -471,15 +474,26 @@ fn assert_codes(what: &str, got: &[u32], want: &[u32]) {
     }
 }
 
-/// 8-bit AdamW (block-wise dynamic codes): three steps with clipping, decay
-/// on and off, non-finite gradients, partial words and blocks, with and
-/// without the f16 mirror. The moments are computed in f32 by the kernel's
-/// own formulas on both sides, so the codes and the block scales must be
-/// the reference's exactly; gradients zeroed; the mirror equals the cast of
-/// the new master weights, bit for bit.
+/// 8-bit AdamW (block-wise int8 codes, and TorchAO's E4M3): three steps
+/// with clipping, decay on and off, non-finite gradients, partial words and
+/// blocks, with and without the f16 mirror. The moments are computed in f32
+/// by the kernel's own formulas on both sides, so the codes and the block
+/// scales must be the reference's exactly; gradients zeroed; the mirror
+/// equals the cast of the new master weights, bit for bit.
 pub async fn adamw_8bit_matches_reference(gpu: &Gpu) -> Result<()> {
     let k = Optimizer::new(gpu).await?;
     let step = k.step_buffer(gpu);
+    for code in [ByteCode::Dynamic, ByteCode::E4m3] {
+        adamw_8bit_code_matches_reference(gpu, (&k, &step), code).await?;
+    }
+    Ok(())
+}
+
+async fn adamw_8bit_code_matches_reference(
+    gpu: &Gpu,
+    (k, step): (&Optimizer, &wgpu::Buffer),
+    code: ByteCode,
+) -> Result<()> {
     for (n, decays, with_mirror, clip) in [
         (100_003usize, true, false, 0.5f32),
         (4_097, false, true, 1.0),
@@ -498,7 +512,15 @@ pub async fn adamw_8bit_matches_reference(gpu: &Gpu) -> Result<()> {
         );
         let mirror = gpu.storage_buffer("mirror", webtrain::gpu::f16_bytes(n as u64))?;
         let mut w: Vec<f64> = w0.iter().map(|&x| x as f64).collect();
-        let mut state = reference::Adam8bitState::new(n, reference::Int8Maps::dynamic());
+        let mut state = reference::Adam8bitState::new(
+            n,
+            match code {
+                ByteCode::Dynamic => {
+                    reference::StateCode::Table(Box::new(reference::Int8Maps::dynamic()))
+                }
+                ByteCode::E4m3 => reference::StateCode::E4m3,
+            },
+        );
         for t in 1..=3u32 {
             let g = if n > 10 {
                 spread_gradients(91 + t as u64, n)
@@ -507,8 +529,9 @@ pub async fn adamw_8bit_matches_reference(gpu: &Gpu) -> Result<()> {
             };
             let gb = gpu.upload("g", &g)?;
             let stats = step_stats(gpu, clip, false)?;
-            k.write_step(gpu, &step, &HYPER, t)?;
+            k.write_step(gpu, step, &HYPER, t)?;
             let buffers = Adam8bitBuffers {
+                code,
                 weights: (&wb).into(),
                 grads: (&gb).into(),
                 m_codes: (&mq).into(),
@@ -519,9 +542,9 @@ pub async fn adamw_8bit_matches_reference(gpu: &Gpu) -> Result<()> {
                 first: 0,
             };
             let moments = Moments::Int8(buffers);
-            update(gpu, (&k, &step), (n, decays), &stats, moments).await?;
+            update(gpu, (k, step), (n, decays), &stats, moments).await?;
             reference::adamw_8bit(&HYPER, t, decays, clip, &mut w, &g, &mut state);
-            let what = |x: &str| format!("adamw_8bit n={n} t={t} {x}");
+            let what = |x: &str| format!("adamw_8bit {code:?} n={n} t={t} {x}");
             assert_codes(
                 &what("m codes"),
                 &gpu.read_back::<u32>((&mq).into()).await?,
@@ -564,6 +587,76 @@ pub async fn adamw_8bit_matches_reference(gpu: &Gpu) -> Result<()> {
     Ok(())
 }
 
+/// AdamW with bf16 moments: three steps as `adamw_matches_reference`,
+/// odd lengths (a last word half used: its other half left alone), with
+/// and without the mirror. The moments are computed in f32 by the same
+/// formulas on both sides, so their bf16 bits must be the reference's
+/// exactly (a compiler that fuses v's products, as NVIDIA's does for the
+/// int8 scales below, could move a v across a rounding boundary: not
+/// measured there).
+pub async fn adamw_bf16_matches_reference(gpu: &Gpu) -> Result<()> {
+    let k = Optimizer::new(gpu).await?;
+    let step = k.step_buffer(gpu);
+    for (n, decays, with_mirror) in [
+        (100_003usize, true, false),
+        (4_097, false, true),
+        (1, true, true),
+    ] {
+        let w0 = uniform(&mut rng(74), n, -0.5, 0.5);
+        // the half past n: a value the kernel must not touch
+        let mut padded = vec![0u16; n.next_multiple_of(2)];
+        padded[n..].fill(0x1234);
+        let (wb, mb, vb) = (
+            gpu.upload("w", &w0)?,
+            gpu.upload("m", bytemuck::cast_slice::<u16, u32>(&padded))?,
+            gpu.upload("v", bytemuck::cast_slice::<u16, u32>(&padded))?,
+        );
+        let mirror = gpu.storage_buffer("mirror", webtrain::gpu::f16_bytes(n as u64))?;
+        let mut w: Vec<f64> = w0.iter().map(|&x| x as f64).collect();
+        let (mut m, mut v) = (padded.clone(), padded.clone());
+        for t in 1..=3u32 {
+            let g = if n > 10 {
+                spread_gradients(75 + t as u64, n)
+            } else {
+                vec![0.02]
+            };
+            let gb = gpu.upload("g", &g)?;
+            let stats = step_stats(gpu, 0.5, false)?;
+            k.write_step(gpu, &step, &HYPER, t)?;
+            let buffers = AdamBuffers {
+                weights: (&wb).into(),
+                grads: (&gb).into(),
+                moment1: (&mb).into(),
+                moment2: (&vb).into(),
+                mirror: with_mirror.then(|| (&mirror).into()),
+            };
+            update(
+                gpu,
+                (&k, &step),
+                (n, decays),
+                &stats,
+                Moments::Bf16(buffers),
+            )
+            .await?;
+            let (mn, vn) = (&mut m[..n], &mut v[..n]);
+            reference::adamw_bf16(&HYPER, t, decays, 0.5, &mut w, &g, mn, vn);
+            let what = |x: &str| format!("adamw_bf16 n={n} t={t} {x}");
+            for (name, buffer, want) in [("m", &mb, &m), ("v", &vb, &v)] {
+                let got: Vec<u32> = gpu.read_back(buffer.into()).await?;
+                let got: &[u16] = bytemuck::cast_slice(&got);
+                let bad = (0..want.len()).find(|&i| got[i] != want[i]);
+                assert!(bad.is_none(), "{}: element {bad:?} differs", what(name));
+            }
+            // as adamw_8bit_matches_reference: the update's f32 evaluation
+            // and the master's rounding only
+            let got: Vec<f32> = gpu.read_back((&wb).into()).await?;
+            assert_close(&what("weights"), &got, &w, 5e-8, 2.4e-7);
+            zeroed_and_mirrored(gpu, &gb, with_mirror.then_some(&mirror), &got, t).await?;
+        }
+    }
+    Ok(())
+}
+
 /// A skipped step leaves the weights, the 8-bit moments, their scales and
 /// the mirror untouched and still zeroes the gradients.
 pub async fn adamw_8bit_skipped_step_changes_nothing_but_gradients(gpu: &Gpu) -> Result<()> {
@@ -587,6 +680,7 @@ pub async fn adamw_8bit_skipped_step_changes_nothing_but_gradients(gpu: &Gpu) ->
         gpu.upload("vs", &v_scales)?,
     );
     let moments = Moments::Int8(Adam8bitBuffers {
+        code: ByteCode::Dynamic,
         mirror: Some((&skipped.mirror).into()),
         first: 0,
         weights: (&skipped.wb).into(),

@@ -13,7 +13,7 @@ use webtrain::model::{BatchShape, ParamLayout, Recipe};
 use webtrain::ops::products::OperandCounts;
 use webtrain::optim::{LossScaling, OptimState};
 use webtrain::reference::model as reference_model;
-use webtrain::reference::optimizer::{self as reference_adam, Adam8bitState, Int8Maps};
+use webtrain::reference::optimizer::{self as reference_adam, Adam8bitState, Int8Maps, StateCode};
 use webtrain::train::{StepStats, TrainConfig, Trainer};
 use webtrain::{Gpu, Result};
 
@@ -90,10 +90,15 @@ fn train_reference(c: &TrainConfig, weights: &[f32]) -> (Vec<f64>, Vec<f64>) {
     let mut w: Vec<f64> = weights.iter().map(|&x| x as f64).collect();
     let (mut m, mut v) = (vec![0.0; w.len()], vec![0.0; w.len()]);
     let blocks = [(layout.decay, true), (layout.no_decay, false)];
-    let mut int8: Vec<Adam8bitState> = blocks
+    let code = match c.optim.state {
+        OptimState::Fp8 => StateCode::E4m3,
+        _ => StateCode::Table(Box::new(Int8Maps::dynamic())),
+    };
+    let mut bytes: Vec<Adam8bitState> = blocks
         .iter()
-        .map(|(span, _)| Adam8bitState::new(span.len as usize, Int8Maps::dynamic()))
+        .map(|(span, _)| Adam8bitState::new(span.len as usize, code.clone()))
         .collect();
+    let (mut m16, mut v16) = (vec![0u16; w.len()], vec![0u16; w.len()]);
     let mut losses = Vec::new();
     for step in 1..=STEPS {
         let b = batch(step, c.shape, c.model.vocab);
@@ -111,7 +116,7 @@ fn train_reference(c: &TrainConfig, weights: &[f32]) -> (Vec<f64>, Vec<f64>) {
         let g: Vec<f32> = out.grads.iter().map(|&x| x as f32).collect();
         let (_, clip, _) = reference_adam::grad_stats(&g, c.optim.max_grad_norm as f64);
         let h: AdamHyper = c.optim.hyper(step);
-        for ((span, decays), state) in blocks.iter().zip(&mut int8) {
+        for ((span, decays), state) in blocks.iter().zip(&mut bytes) {
             let r = span.start as usize..(span.start + span.len) as usize;
             match c.optim.state {
                 OptimState::Fp32 => reference_adam::adamw(
@@ -124,7 +129,17 @@ fn train_reference(c: &TrainConfig, weights: &[f32]) -> (Vec<f64>, Vec<f64>) {
                     &mut m[r.clone()],
                     &mut v[r],
                 ),
-                OptimState::Int8 => reference_adam::adamw_8bit(
+                OptimState::Bf16 => reference_adam::adamw_bf16(
+                    &h,
+                    step,
+                    *decays,
+                    clip as f32,
+                    &mut w[r.clone()],
+                    &g[r.clone()],
+                    &mut m16[r.clone()],
+                    &mut v16[r],
+                ),
+                OptimState::Fp8 | OptimState::Int8 => reference_adam::adamw_8bit(
                     &h,
                     step,
                     *decays,
@@ -159,7 +174,7 @@ async fn tracks_reference(gpu: &Gpu, precision: Recipe, state: OptimState) -> Re
     // (fp32) and 5.2e-5 (f16).
     let loss_rtol = match state {
         OptimState::Fp32 => 5e-5,
-        OptimState::Int8 => 2e-4,
+        OptimState::Bf16 | OptimState::Fp8 | OptimState::Int8 => 2e-4,
     };
     assert_close(
         &format!("{what} losses over {STEPS} steps"),
@@ -186,9 +201,17 @@ async fn tracks_reference(gpu: &Gpu, precision: Recipe, state: OptimState) -> Re
     // norm gain on SwiftShader measured 2.5e-2·lr (worst value 0.08·lr),
     // 6e-3·lr before; the bound is twice that.
     let lr = c.optim.schedule.peak;
+    // fp8 state (TorchAO's) flushes a v below 2^-9/448 of its block's
+    // absmax to 0 while an m 10^3 times smaller than its own absmax stays:
+    // the next update of that element is m/eps (a rare token absent from
+    // the batch keeps v = β2·0). The two runs' gradients differ in their
+    // last bits, so an element near that threshold flushes in one run and
+    // not the other: measured on lavapipe one embed_tokens value 37·lr
+    // apart after 20 steps, the tensor's mean 0.013·lr.
     let (mean_bound, worst_bound) = match state {
         OptimState::Fp32 => (2e-3 * lr, lr),
-        OptimState::Int8 => (5e-2 * lr, 10.0 * lr),
+        OptimState::Fp8 => (5e-2 * lr, 100.0 * lr),
+        OptimState::Bf16 | OptimState::Int8 => (5e-2 * lr, 10.0 * lr),
     };
     for t in &layout.tensors {
         let r = t.offset as usize..(t.offset + t.len()) as usize;
@@ -216,6 +239,14 @@ pub async fn training_tracks_reference_fp32(gpu: &Gpu) -> Result<()> {
 
 pub async fn training_tracks_reference_f16(gpu: &Gpu) -> Result<()> {
     tracks_reference(gpu, Recipe::f16(), OptimState::Fp32).await
+}
+
+pub async fn training_tracks_reference_bf16_state(gpu: &Gpu) -> Result<()> {
+    tracks_reference(gpu, Recipe::fp32(), OptimState::Bf16).await
+}
+
+pub async fn training_tracks_reference_fp8_state(gpu: &Gpu) -> Result<()> {
+    tracks_reference(gpu, Recipe::fp32(), OptimState::Fp8).await
 }
 
 pub async fn training_tracks_reference_int8(gpu: &Gpu) -> Result<()> {

@@ -47,7 +47,8 @@ struct StepRow {
 fn adamw_bytes(precision: &Recipe, state: OptimState) -> u64 {
     let moments = match state {
         OptimState::Fp32 => 2 * (4 + 4),
-        OptimState::Int8 => 2 * (1 + 1), // + 8 B of scales per 256 values, left out
+        OptimState::Bf16 => 2 * (2 + 2),
+        OptimState::Fp8 | OptimState::Int8 => 2 * (1 + 1), // + 8 B of scales per 256 values, left out
     };
     let mirror = if precision.f16_weights() { 2 } else { 0 };
     2 * 4 + 2 * 4 + moments + mirror
