@@ -52,12 +52,17 @@ impl Kind {
 }
 
 /// The block formats weights, activations and gradients are put through.
-pub const BLOCK_FORMATS: [&str; 7] = [
+/// Not nvfp4-ms-eden: its scales' correction is defined over a Hadamard
+/// group and rounded stochastically (a backward's format, of rotated
+/// gradients), and it refuses lines that are no multiple of 16.
+pub const BLOCK_FORMATS: [&str; 9] = [
     "mxfp8-e4m3",
     "mxfp8-e5m2",
     "mxfp6-e2m3",
     "mxfp6-e3m2",
     "mxfp4",
+    "mxfp4-quest",
+    "mxfp4-tseng",
     "nvfp4",
     "nvfp4-4over6",
 ];
