@@ -478,13 +478,21 @@ mod tests {
         }
     }
 
+    /// The moments of a bigram run.
+    #[derive(Clone)]
+    enum Bigram {
+        F32,
+        Bf16,
+        Bytes(StateCode),
+    }
+
     /// A bigram language model `softmax(U·E[a])` (V tokens, d = 16), trained
     /// with minibatches from a random transition table with Zipfian token
     /// frequencies: a block of 256 state values holds 16 tokens' embedding
     /// rows, so rare and frequent tokens (gradients orders of magnitude
     /// apart, and sparse) share a scale. Returns the exact expected
     /// cross-entropy after `steps` AdamW steps, lr on a cosine to 10 %.
-    fn bigram_run(seed: u64, steps: u32, beta2: f64, state: Option<Int8Maps>) -> f64 {
+    fn bigram_run(seed: u64, steps: u32, beta2: f64, state: Bigram) -> f64 {
         const V: usize = 64;
         const D: usize = 16;
         let mut rng = SplitMix64(seed);
@@ -536,7 +544,11 @@ mod tests {
         let n = 2 * V * D;
         let mut w: Vec<f64> = (0..n).map(|_| 0.02 * normal()).collect();
         let (mut m, mut v) = (vec![0.0; n], vec![0.0; n]);
-        let mut q = state.map(|maps| Adam8bitState::new(n, StateCode::Table(Box::new(maps))));
+        let mut q = match &state {
+            Bigram::Bytes(code) => Some(Adam8bitState::new(n, code.clone())),
+            _ => None,
+        };
+        let (mut m16, mut v16) = (vec![0u16; n], vec![0u16; n]);
         for t in 1..=steps {
             let mut g = vec![0.0f64; n];
             for _ in 0..16 {
@@ -561,15 +573,17 @@ mod tests {
                 eps: 1e-8,
                 weight_decay: 0.1,
             };
-            match q.as_mut() {
-                Some(s) => adamw_8bit(&h, t, true, 1.0, &mut w, &g, s),
-                None => adamw(&h, t, true, 1.0, &mut w, &g, &mut m, &mut v),
+            match (&state, q.as_mut()) {
+                (_, Some(s)) => adamw_8bit(&h, t, true, 1.0, &mut w, &g, s),
+                (Bigram::Bf16, _) => adamw_bf16(&h, t, true, 1.0, &mut w, &g, &mut m16, &mut v16),
+                _ => adamw(&h, t, true, 1.0, &mut w, &g, &mut m, &mut v),
             }
         }
         loss(&w)
     }
 
-    /// The bar: int8 state within 0.5 % of fp32 state's final loss.
+    /// The bar: int8 state within 0.5 % of fp32 state's final loss
+    /// (and bf16's; fp8's, TorchAO's, diverges).
     /// Mean over 3 seeds, β2 = 0.95 (LLaMA's). Measured with stochastic
     /// rounding: dynamic +0.10 % (and +0.065 % at β2 = 0.99, +0.084 % at
     /// 0.999, where round to nearest lost +0.29 % and +0.44 %: it cannot
@@ -578,26 +592,34 @@ mod tests {
     /// not: m/eps).
     #[test]
     fn int8_state_trains_within_half_a_percent_of_fp32() {
-        let mean = |state: Option<Int8Maps>| {
+        let mean = |state: Bigram| {
             (0..3)
                 .map(|s| bigram_run(100 + s, 600, 0.95, state.clone()))
                 .sum::<f64>()
                 / 3.0
         };
-        let fp32 = mean(None);
+        let table = |maps| Bigram::Bytes(StateCode::Table(Box::new(maps)));
+        let fp32 = mean(Bigram::F32);
         let gap = |l: f64| (l - fp32) / fp32;
         let (dynamic, linear) = (
-            gap(mean(Some(Int8Maps::dynamic()))),
-            gap(mean(Some(Int8Maps::linear()))),
+            gap(mean(table(Int8Maps::dynamic()))),
+            gap(mean(table(Int8Maps::linear()))),
         );
+        let (bf16, fp8) = (
+            gap(mean(Bigram::Bf16)),
+            gap(mean(Bigram::Bytes(StateCode::E4m3))),
+        );
+
         let linear_text = if linear.is_finite() {
             format!("{:+.3} %", 100.0 * linear)
         } else {
             "diverged".into()
         };
         println!(
-            "final loss: fp32 state {fp32:.5}; int8 dynamic {:+.3} %, int8 linear {linear_text}",
-            100.0 * dynamic
+            "final loss: fp32 state {fp32:.5}; int8 dynamic {:+.3} %, int8 linear {linear_text}, bf16 {:+.3} %, fp8 {:+.3} %",
+            100.0 * dynamic,
+            100.0 * bf16,
+            100.0 * fp8
         );
         assert!(
             dynamic.abs() < 0.005,
@@ -607,6 +629,19 @@ mod tests {
         assert!(
             linear.is_nan() || linear > dynamic,
             "the linear code ({linear}) must do worse than the dynamic one ({dynamic})"
+        );
+        // bf16 moments (to nearest) measured +0.006 %. TorchAO's FP8 moments
+        // diverge here as the linear code does: E4M3 spans 2^-9/448 ≈ 4e-6
+        // of its block's absmax, v spans twice the decades of g, so a rare
+        // token's v flushes to 0 under an m that does not: m/eps.
+        assert!(
+            bf16.abs() < 0.005,
+            "bf16 state: {:+.3} % from fp32",
+            100.0 * bf16
+        );
+        assert!(
+            fp8.is_nan() || fp8 > dynamic,
+            "fp8 state ({fp8}) measured worse than int8's dynamic code ({dynamic})"
         );
     }
 }
