@@ -107,7 +107,7 @@ pub mod cli {
         /// fp32,fp8, or recipe files (FILE.json).
         #[arg(long, value_delimiter = ',')]
         precisions: Vec<String>,
-        /// Optimizer states whose steps to time (default: both), e.g. fp32.
+        /// Optimizer states whose steps to time (default: every one), e.g. fp32,int8.
         #[arg(long, value_delimiter = ',')]
         states: Vec<String>,
         /// Optimizers whose steps to time: adamw, muon.
@@ -138,10 +138,10 @@ pub mod cli {
             }
         }
 
-        /// `--states`, both if none is named.
+        /// `--states`, every one if none is named.
         fn states(&self) -> webtrain::Result<Vec<OptimState>> {
             match self.states.is_empty() {
-                true => Ok(vec![OptimState::Fp32, OptimState::Int8]),
+                true => Ok(OptimState::ALL.to_vec()),
                 false => self.states.iter().map(|s| OptimState::parse(s)).collect(),
             }
         }
