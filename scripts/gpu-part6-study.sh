@@ -1,4 +1,4 @@
-# GPU part 6 of 6 (timeout 540 s): the recipe study with error bars (issue
+# GPU part 6 (timeout 540 s): the recipe study with error bars (issue
 # #42): every named recipe on the small preset, 300 steps, seeds 1, 2 and
 # 3 (`webtrain study`: the logs, study.md with each row's gap to fp32 as
 # mean ± sd, study.svg). On an H200 a small run took 3–5 s of training
