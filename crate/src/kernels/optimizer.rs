@@ -311,12 +311,14 @@ pub enum MuonMomentum<'a> {
 }
 
 /// The buffers one AdamW dispatch updates (one block, or chunk of one).
-/// The moments are f32, or bf16 two per word for `update_bf16`.
 pub struct AdamBuffers<'a> {
     pub weights: BufferRange<'a>,
     pub grads: BufferRange<'a>,
     pub moment1: BufferRange<'a>,
     pub moment2: BufferRange<'a>,
+    /// The moments are bf16, two per word ([`bf16_state_bytes`], bound
+    /// at the block's own first element), not f32.
+    pub bf16: bool,
     /// The f16 forward mirror, written in the same pass (mixed precision).
     pub mirror: Option<BufferRange<'a>>,
 }
@@ -519,8 +521,8 @@ impl Optimizer {
         Ok(())
     }
 
-    /// AdamW over `n` parameters of one block, reading the step's values
-    /// from `step`; `decays` applies weight decay.
+    /// AdamW over `n` parameters of one block (f32 or bf16 moments),
+    /// reading the step's values from `step`; `decays` applies weight decay.
     #[allow(clippy::too_many_arguments)] // the step's whole state, as the kernel's bindings
     pub fn update(
         &self,
@@ -533,45 +535,11 @@ impl Optimizer {
         b: &AdamBuffers,
     ) -> Result<Dispatch> {
         let op = "adamw_update";
-        let bytes = 4 * n as u64;
-        let params = gpu.uniform(op, &hyper.block(n, decays));
-        let mut binds: Vec<Bind> = vec![
-            (&params).into(),
-            step.into(),
-            stats.needs(STATS_BYTES),
-            b.weights.needs(bytes),
-            b.grads.needs(bytes),
-            b.moment1.needs(bytes),
-            b.moment2.needs(bytes),
-        ];
-        match b.mirror {
-            None => self
-                .update
-                .dispatch(gpu, op, &binds, gpu.grid_1d(op, n as u64)?),
-            Some(mirror) => {
-                binds.push(mirror.needs(f16_bytes(n as u64)));
-                let grid = gpu.grid_1d(op, (n as u64).div_ceil(2))?;
-                self.update_f16.dispatch(gpu, op, &binds, grid)
-            }
-        }
-    }
-
-    /// AdamW over `n` parameters of one block with bf16 moments
-    /// ([`bf16_state_bytes`], bound at the block's own first element),
-    /// otherwise as [`Optimizer::update`].
-    #[allow(clippy::too_many_arguments)] // as `update`
-    pub fn update_bf16(
-        &self,
-        gpu: &Gpu,
-        hyper: &AdamHyper,
-        decays: bool,
-        n: u32,
-        step: &wgpu::Buffer,
-        stats: BufferRange,
-        b: &AdamBuffers,
-    ) -> Result<Dispatch> {
-        let op = "adamw_bf16_update";
         let n64 = n as u64;
+        let moment_bytes = match b.bf16 {
+            true => bf16_state_bytes(n64),
+            false => 4 * n64,
+        };
         let params = gpu.uniform(op, &hyper.block(n, decays));
         let mut binds: Vec<Bind> = vec![
             (&params).into(),
@@ -579,17 +547,20 @@ impl Optimizer {
             stats.needs(STATS_BYTES),
             b.weights.needs(4 * n64),
             b.grads.needs(4 * n64),
-            b.moment1.needs(bf16_state_bytes(n64)),
-            b.moment2.needs(bf16_state_bytes(n64)),
+            b.moment1.needs(moment_bytes),
+            b.moment2.needs(moment_bytes),
         ];
-        let grid = gpu.grid_1d(op, n64.div_ceil(2))?;
-        match b.mirror {
-            None => self.update_bf16.dispatch(gpu, op, &binds, grid),
-            Some(mirror) => {
-                binds.push(mirror.needs(f16_bytes(n64)));
-                self.update_bf16_f16.dispatch(gpu, op, &binds, grid)
-            }
+        if let Some(mirror) = b.mirror {
+            binds.push(mirror.needs(f16_bytes(n64)));
         }
+        // one invocation per element, or per pair (a mirror word, a bf16 word)
+        let (kernel, invocations) = match (b.bf16, b.mirror.is_some()) {
+            (false, false) => (&self.update, n64),
+            (false, true) => (&self.update_f16, n64.div_ceil(2)),
+            (true, false) => (&self.update_bf16, n64.div_ceil(2)),
+            (true, true) => (&self.update_bf16_f16, n64.div_ceil(2)),
+        };
+        kernel.dispatch(gpu, op, &binds, gpu.grid_1d(op, invocations)?)
     }
 
     /// AdamW over `n` parameters of one block with 8-bit moments (block-wise

@@ -369,27 +369,19 @@ impl Optimizer {
         );
         let (n, stats) = (len as u32, (&self.stats).into());
         match &self.state {
-            StateBuffers::Fp32 { m, v } => {
+            StateBuffers::Fp32 { m, v } | StateBuffers::Bf16 { m, v } => {
+                let bf16 = matches!(self.state, StateBuffers::Bf16 { .. });
+                let range = if bf16 { bf16_range } else { f32_range };
                 let b = AdamBuffers {
                     weights,
                     grads,
-                    moment1: f32_range(m, start, len),
-                    moment2: f32_range(v, start, len),
+                    moment1: range(m, start, len),
+                    moment2: range(v, start, len),
                     mirror,
+                    bf16,
                 };
                 k.optim
                     .update(gpu, hyper, c.decays, n, &self.step, stats, &b)
-            }
-            StateBuffers::Bf16 { m, v } => {
-                let b = AdamBuffers {
-                    weights,
-                    grads,
-                    moment1: bf16_range(m, start, len),
-                    moment2: bf16_range(v, start, len),
-                    mirror,
-                };
-                k.optim
-                    .update_bf16(gpu, hyper, c.decays, n, &self.step, stats, &b)
             }
             StateBuffers::Bytes {
                 code,

@@ -58,11 +58,10 @@ fn step_stats(gpu: &Gpu, clip_scale: f32, skip: bool) -> Result<wgpu::Buffer> {
     )
 }
 
-/// The moments an update reads and writes: f32, bf16 or 8-bit.
+/// The moments an update reads and writes: f32 or bf16, or 8-bit blocks.
 enum Moments<'a> {
-    F32(AdamBuffers<'a>),
-    Bf16(AdamBuffers<'a>),
-    Int8(Adam8bitBuffers<'a>),
+    Plain(AdamBuffers<'a>),
+    Blocks(Adam8bitBuffers<'a>),
 }
 
 /// Runs the update of `n` parameters at the step in `step`.
@@ -75,9 +74,8 @@ async fn update(
 ) -> Result<()> {
     let (n, stats) = (n as u32, stats.into());
     let dispatch = match &moments {
-        Moments::F32(b) => k.update(gpu, &HYPER, decays, n, step, stats, b)?,
-        Moments::Bf16(b) => k.update_bf16(gpu, &HYPER, decays, n, step, stats, b)?,
-        Moments::Int8(b) => k.update_8bit(gpu, &HYPER, decays, n, step, stats, b)?,
+        Moments::Plain(b) => k.update(gpu, &HYPER, decays, n, step, stats, b)?,
+        Moments::Blocks(b) => k.update_8bit(gpu, &HYPER, decays, n, step, stats, b)?,
     };
     gpu.run(&[&dispatch]).await
 }
@@ -356,9 +354,10 @@ pub async fn adamw_matches_reference(gpu: &Gpu) -> Result<()> {
                 grads: (&gb).into(),
                 moment1: (&mb).into(),
                 moment2: (&vb).into(),
+                bf16: false,
                 mirror: with_mirror.then(|| (&mirror).into()),
             };
-            let moments = Moments::F32(buffers);
+            let moments = Moments::Plain(buffers);
             update(gpu, (&k, &step), (n, decays), &stats, moments).await?;
             reference::adamw(&HYPER, t, decays, 0.5, &mut w, &g, &mut m, &mut v);
             let got: Vec<f32> = gpu.read_back((&wb).into()).await?;
@@ -433,7 +432,8 @@ pub async fn adamw_skipped_step_changes_nothing_but_gradients(gpu: &Gpu) -> Resu
         uniform(&mut rng(82), n, 0.0, 0.1),
     );
     let (mb, vb) = (gpu.upload("m", &m)?, gpu.upload("v", &v)?);
-    let moments = Moments::F32(AdamBuffers {
+    let moments = Moments::Plain(AdamBuffers {
+        bf16: false,
         mirror: Some((&skipped.mirror).into()),
         weights: (&skipped.wb).into(),
         grads: (&skipped.gb).into(),
@@ -541,7 +541,7 @@ async fn adamw_8bit_code_matches_reference(
                 mirror: with_mirror.then(|| (&mirror).into()),
                 first: 0,
             };
-            let moments = Moments::Int8(buffers);
+            let moments = Moments::Blocks(buffers);
             update(gpu, (k, step), (n, decays), &stats, moments).await?;
             reference::adamw_8bit(&HYPER, t, decays, clip, &mut w, &g, &mut state);
             let what = |x: &str| format!("adamw_8bit {code:?} n={n} t={t} {x}");
@@ -628,6 +628,7 @@ pub async fn adamw_bf16_matches_reference(gpu: &Gpu) -> Result<()> {
                 grads: (&gb).into(),
                 moment1: (&mb).into(),
                 moment2: (&vb).into(),
+                bf16: true,
                 mirror: with_mirror.then(|| (&mirror).into()),
             };
             update(
@@ -635,7 +636,7 @@ pub async fn adamw_bf16_matches_reference(gpu: &Gpu) -> Result<()> {
                 (&k, &step),
                 (n, decays),
                 &stats,
-                Moments::Bf16(buffers),
+                Moments::Plain(buffers),
             )
             .await?;
             let (mn, vn) = (&mut m[..n], &mut v[..n]);
@@ -679,7 +680,7 @@ pub async fn adamw_8bit_skipped_step_changes_nothing_but_gradients(gpu: &Gpu) ->
         gpu.upload("ms", &m_scales)?,
         gpu.upload("vs", &v_scales)?,
     );
-    let moments = Moments::Int8(Adam8bitBuffers {
+    let moments = Moments::Blocks(Adam8bitBuffers {
         code: ByteCode::Dynamic,
         mirror: Some((&skipped.mirror).into()),
         first: 0,
