@@ -706,3 +706,124 @@ pub async fn adamw_8bit_skipped_step_changes_nothing_but_gradients(gpu: &Gpu) ->
     );
     skipped.check(gpu).await
 }
+
+/// Muon's momentum step in each coded state (bf16, fp8, int8) against a
+/// twin written here from the kernel's formulas (m' = m + (1 − μ)(g − m),
+/// Nesterov g + μ(m' − g), g = raw·clip, non-finite → 0) and the states'
+/// codes (`ops::adam`): two steps over a partial last word and block, the
+/// Nesterov directions and the coded momentum bit for bit.
+pub async fn muon_momentum_matches_reference(gpu: &Gpu) -> Result<()> {
+    use webtrain::kernels::optimizer::{MuonMomentum, bf16_state_bytes};
+    use webtrain::ops::adam::{Fp8Code, Int8Maps, QBLOCK, bf16_bits, bf16_value, dither};
+    let k = Optimizer::new(gpu).await?;
+    let step = k.step_buffer(gpu);
+    let (n, mu, clip) = (4_097usize, 0.95f32, 0.5f32);
+    let maps = Int8Maps::dynamic();
+    for state in ["bf16", "fp8", "int8"] {
+        let codes_bytes = match state {
+            "bf16" => bf16_state_bytes(n as u64),
+            _ => int8_state_bytes(n as u64),
+        };
+        let (mb, sb) = (
+            gpu.storage_buffer("momentum", codes_bytes)?,
+            gpu.storage_buffer("scales", int8_scale_bytes(n as u64))?,
+        );
+        let nb = gpu.storage_buffer("nesterov", 4 * n as u64)?;
+        let mut m = vec![0f32; n]; // the twin's momentum, as read back each step
+        let (mut words, mut scales) = (
+            vec![0u32; codes_bytes as usize / 4],
+            vec![0f32; n.div_ceil(QBLOCK)],
+        );
+        for t in 1..=2u32 {
+            let g = spread_gradients(80 + t as u64, n);
+            let gb = gpu.upload("g", &g)?;
+            let stats = step_stats(gpu, clip, false)?;
+            k.write_step(gpu, &step, &HYPER, t)?;
+            let momentum = match state {
+                "bf16" => MuonMomentum::Bf16((&mb).into()),
+                code => MuonMomentum::Bytes {
+                    code: if code == "fp8" {
+                        ByteCode::E4m3
+                    } else {
+                        ByteCode::Dynamic
+                    },
+                    codes: (&mb).into(),
+                    scales: (&sb).into(),
+                    first: 0,
+                },
+            };
+            let d = k.muon_momentum(
+                gpu,
+                mu as f64,
+                n as u32,
+                (&step, (&stats).into()),
+                (&gb).into(),
+                momentum,
+                (&nb).into(),
+            )?;
+            gpu.run(&[&d]).await?;
+            // the twin
+            let mut nesterov = vec![0f32; n];
+            for i in 0..n {
+                let gi = if g[i].is_finite() { g[i] * clip } else { 0.0 };
+                m[i] += (1.0 - mu) * (gi - m[i]);
+                nesterov[i] = gi + mu * (m[i] - gi);
+            }
+            let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut words);
+            match state {
+                "bf16" => {
+                    let halves: &mut [u16] = bytemuck::cast_slice_mut(bytes);
+                    for i in 0..n {
+                        halves[i] = bf16_bits(m[i]);
+                        m[i] = bf16_value(halves[i]);
+                    }
+                }
+                code => {
+                    // the last word's bytes past n hold the code of 0, as the kernel writes them
+                    m.resize(n.next_multiple_of(4), 0.0);
+                    for (b, block) in m.chunks_mut(QBLOCK).enumerate() {
+                        let top = block.iter().fold(0f32, |a, x| a.max(x.abs()));
+                        scales[b] = if code == "fp8" {
+                            Fp8Code::scale(top)
+                        } else {
+                            top
+                        };
+                        for (j, x) in block.iter_mut().enumerate() {
+                            let i = b * QBLOCK + j;
+                            let c = match code {
+                                "fp8" => Fp8Code::code(*x, scales[b]),
+                                _ => maps.m.quantize(*x, scales[b], dither(i as u32, t, 0)),
+                            };
+                            bytes[i] = c;
+                            *x = match code {
+                                "fp8" => Fp8Code::value(c, scales[b]),
+                                _ => maps.m.dequantize(c, scales[b]),
+                            };
+                        }
+                    }
+                    m.truncate(n);
+                }
+            }
+            let what = |x: &str| format!("muon_momentum {state} t={t} {x}");
+            super::check::assert_identical(
+                &what("nesterov"),
+                &gpu.read_back::<f32>((&nb).into()).await?,
+                &nesterov,
+            );
+            assert_codes(
+                &what("momentum"),
+                &gpu.read_back::<u32>((&mb).into()).await?,
+                &words,
+            );
+            if state != "bf16" {
+                super::check::assert_identical(
+                    &what("scales"),
+                    &gpu.read_back::<f32>((&sb).into()).await?,
+                    &scales,
+                );
+            }
+            assert_zeroed(gpu, &gb, &what("gradients zeroed")).await?;
+        }
+    }
+    Ok(())
+}
