@@ -71,6 +71,13 @@ pub fn next_loss_scale(s: &LossScaling, state: LossScale, skip: bool) -> LossSca
     next
 }
 
+/// Step `t`'s decay, step size and √(1 − β2^t), in f64 as torch computes them.
+fn step_constants(h: &AdamHyper, t: u32, decays: bool) -> (f64, f64, f64) {
+    let wd = if decays { h.weight_decay } else { 0.0 };
+    let step_size = h.lr / (1.0 - h.beta1.powi(t as i32));
+    (wd, step_size, (1.0 - h.beta2.powi(t as i32)).sqrt())
+}
+
 /// AdamW step `t` over one block; non-finite gradients count as 0.
 #[allow(clippy::too_many_arguments)] // the optimizer's whole state, as the kernel
 pub fn adamw(
@@ -83,9 +90,7 @@ pub fn adamw(
     m: &mut [f64],
     v: &mut [f64],
 ) {
-    let wd = if decays { h.weight_decay } else { 0.0 };
-    let step_size = h.lr / (1.0 - h.beta1.powi(t as i32));
-    let bc2_sqrt = (1.0 - h.beta2.powi(t as i32)).sqrt();
+    let (wd, step_size, bc2_sqrt) = step_constants(h, t, decays);
     for i in 0..w.len() {
         let g = if g[i].is_finite() {
             g[i] as f64 * clip
@@ -203,9 +208,7 @@ pub fn adamw_8bit(
     g: &[f32],
     s: &mut Adam8bitState,
 ) {
-    let wd = if decays { h.weight_decay } else { 0.0 };
-    let step_size = h.lr / (1.0 - h.beta1.powi(t as i32));
-    let bc2_sqrt = (1.0 - h.beta2.powi(t as i32)).sqrt();
+    let (wd, step_size, bc2_sqrt) = step_constants(h, t, decays);
     let (b1, b2) = (h.beta1 as f32, h.beta2 as f32);
     let n = w.len();
     for (b, start) in (0..n).step_by(QBLOCK).enumerate() {
@@ -246,9 +249,7 @@ pub fn adamw_bf16(
     m: &mut [u16],
     v: &mut [u16],
 ) {
-    let wd = if decays { h.weight_decay } else { 0.0 };
-    let step_size = h.lr / (1.0 - h.beta1.powi(t as i32));
-    let bc2_sqrt = (1.0 - h.beta2.powi(t as i32)).sqrt();
+    let (wd, step_size, bc2_sqrt) = step_constants(h, t, decays);
     let (b1, b2) = (h.beta1 as f32, h.beta2 as f32);
     for i in 0..w.len() {
         let (m_old, v_old) = (bf16_value(m[i]), bf16_value(v[i]));
