@@ -193,6 +193,27 @@ impl Adam8bitState {
     }
 }
 
+/// One element of a low-precision state's step, as the kernels compute it:
+/// the moments read `(m_old, v_old)` updated in f32 (non-finite gradients
+/// as 0), the weight updated from them (in f64 here); returns the new
+/// moments, for the state to store in its kind.
+fn f32_moments_step(
+    h: &AdamHyper,
+    (t, decays): (u32, bool),
+    clip: f32,
+    w: &mut f64,
+    raw: f32,
+    (m_old, v_old): (f32, f32),
+) -> (f32, f32) {
+    let (wd, step_size, bc2_sqrt) = step_constants(h, t, decays);
+    let (b1, b2) = (h.beta1 as f32, h.beta2 as f32);
+    let g = if raw.is_finite() { raw * clip } else { 0.0 };
+    let m = m_old + (1.0 - b1) * (g - m_old);
+    let v = b2 * v_old + (1.0 - b2) * g * g;
+    *w = *w * (1.0 - h.lr * wd) - step_size * (m as f64 / ((v as f64).sqrt() / bc2_sqrt + h.eps));
+    (m, v)
+}
+
 /// AdamW step `t` with 8-bit state, as `adamw_8bit_update` (and
 /// `adamw_fp8_update`): the moments are dequantized, updated in f32 and
 /// used unquantized for this step's weight update (in f64 here), then
@@ -208,20 +229,14 @@ pub fn adamw_8bit(
     g: &[f32],
     s: &mut Adam8bitState,
 ) {
-    let (wd, step_size, bc2_sqrt) = step_constants(h, t, decays);
-    let (b1, b2) = (h.beta1 as f32, h.beta2 as f32);
     let n = w.len();
     for (b, start) in (0..n).step_by(QBLOCK).enumerate() {
         let end = (start + QBLOCK).min(n);
         let (mut m_new, mut v_new) = ([0f32; QBLOCK], [0f32; QBLOCK]);
         for i in start..end {
-            let (m_old, v_old) = (s.moment1(i), s.moment2(i));
-            let g = if g[i].is_finite() { g[i] * clip } else { 0.0 };
-            let m = m_old + (1.0 - b1) * (g - m_old);
-            let v = b2 * v_old + (1.0 - b2) * g * g;
-            w[i] = w[i] * (1.0 - h.lr * wd)
-                - step_size * (m as f64 / ((v as f64).sqrt() / bc2_sqrt + h.eps));
-            (m_new[i - start], v_new[i - start]) = (m, v);
+            let old = (s.moment1(i), s.moment2(i));
+            (m_new[i - start], v_new[i - start]) =
+                f32_moments_step(h, (t, decays), clip, &mut w[i], g[i], old);
         }
         let m_max = m_new.iter().fold(0f32, |a, x| a.max(x.abs()));
         let v_max = v_new.iter().fold(0f32, |a, &x| a.max(x));
@@ -249,15 +264,9 @@ pub fn adamw_bf16(
     m: &mut [u16],
     v: &mut [u16],
 ) {
-    let (wd, step_size, bc2_sqrt) = step_constants(h, t, decays);
-    let (b1, b2) = (h.beta1 as f32, h.beta2 as f32);
     for i in 0..w.len() {
-        let (m_old, v_old) = (bf16_value(m[i]), bf16_value(v[i]));
-        let g = if g[i].is_finite() { g[i] * clip } else { 0.0 };
-        let m_new = m_old + (1.0 - b1) * (g - m_old);
-        let v_new = b2 * v_old + (1.0 - b2) * g * g;
-        w[i] = w[i] * (1.0 - h.lr * wd)
-            - step_size * (m_new as f64 / ((v_new as f64).sqrt() / bc2_sqrt + h.eps));
+        let old = (bf16_value(m[i]), bf16_value(v[i]));
+        let (m_new, v_new) = f32_moments_step(h, (t, decays), clip, &mut w[i], g[i], old);
         (m[i], v[i]) = (bf16_bits(m_new), bf16_bits(v_new));
     }
 }
