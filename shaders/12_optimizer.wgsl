@@ -13,8 +13,9 @@
 //                       invocation per 4 values (one packed word), one scale
 //                       per block of QBLOCK values and moment
 //   adamw_fp8_update(_f16)   the same with E4M3 codes (TorchAO's FP8 state)
+//   adamw_int4_update(_f16)  with TorchAO's 4-bit codes, 8 per word
 //   adamw_bf16_update(_f16)  m and v as bf16, two per word
-//   muon_momentum(_8bit, _fp8, _bf16)  Muon's first step per element of the hidden
+//   muon_momentum(_8bit, _fp8, _int4, _bf16)  Muon's first step per element of the hidden
 //                       matrices: NaN/Inf -> 0, clip, m <- lerp(m, g, 1 − μ),
 //                       the Nesterov direction lerp(g, m, μ) out for
 //                       Newton–Schulz (15_muon.wgsl), gradient zeroed
@@ -351,12 +352,13 @@ fn state_code(x: f32, s: f32, base: u32, r: u32, fp8: bool) -> u32 {
     return quantize(x, s, base, r);
 }
 
-// Max of x over the QWORDS invocations of this invocation's block.
-fn block_max(x: vec2<f32>, lidx: u32) -> vec2<f32> {
+// Max of x over the `lanes` invocations (a power of two) of this
+// invocation's block.
+fn block_max(x: vec2<f32>, lidx: u32, lanes: u32) -> vec2<f32> {
     q_max[lidx] = x;
     workgroupBarrier();
-    let lane = lidx % QWORDS;
-    for (var s = QWORDS / 2u; s > 0u; s >>= 1u) {
+    let lane = lidx % lanes;
+    for (var s = lanes / 2u; s > 0u; s >>= 1u) {
         if (lane < s) { q_max[lidx] = max(q_max[lidx], q_max[lidx + s]); }
         workgroupBarrier();
     }
@@ -405,7 +407,7 @@ fn adamw_8bit_word(k: u32, lidx: u32, fp8: bool) -> vec4<f32> {
         }
     }
     let a = abs(m);
-    let top = block_max(vec2<f32>(max(max(a.x, a.y), max(a.z, a.w)), max(max(v.x, v.y), max(v.z, v.w))), lidx);
+    let top = block_max(vec2<f32>(max(max(a.x, a.y), max(a.z, a.w)), max(max(v.x, v.y), max(v.z, v.w))), lidx, QWORDS);
     // the block's old scales were read above by every invocation of the
     // block; order those reads before the new scales' write
     storageBarrier();
@@ -460,6 +462,122 @@ fn adamw_fp8_update_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_work
                         @builtin(local_invocation_index) lidx: u32) {
     let k = flat_id(wid, nwg, lidx);
     mirror_word(k, adamw_8bit_word(k, lidx, true));
+}
+
+// adamw_int4_update(_f16): TorchAO's 4-bit state (pytorch/ao,
+// torchao/optim/subclass_4bit.py, quant_utils.py; twin ops::adam::Int4Code):
+// 8 codes per word, element 8k+j in byte j/2 of word k, the high nibble
+// for even j (TorchAO's packing, so the buffer's bytes are its codes);
+// blocks of QBLOCK4 values (QWORDS4 words); a block's scale
+// max(absmax, 1e-12); a value's code the nearest of its map's 16 points to
+// x/scale (quantize_4bit_with_qmap's search and midpoint test); its value
+// map[c]·scale. The maps come in the code tables' places (m at 0, v at
+// 256). Deterministic, every quotient and product correctly rounded.
+const QBLOCK4: u32 = 128u;
+const QWORDS4: u32 = QBLOCK4 / 8u;
+
+fn nibble_shift(j: u32) -> u32 {
+    return 8u * (j / 2u) + select(0u, 4u, j % 2u == 0u);
+}
+
+// The value of element j of a word of codes, in a block of scale s.
+fn int4_value(word: u32, j: u32, s: f32, base: u32) -> f32 {
+    return mul_rne(q_table[base + ((word >> nibble_shift(j)) & 15u)], s);
+}
+
+// The code of x in a block of scale s.
+fn int4_code(x: f32, s: f32, base: u32) -> u32 {
+    let y = div_round(x, s);
+    var c = 0u;
+    for (var step = 8u; step > 0u; step >>= 1u) {
+        if (y >= q_table[base + c + step]) { c += step; }
+    }
+    let up = min(c + 1u, 15u);
+    let down = q_table[base + c];
+    return select(c, up, y - down >= (q_table[base + up] - down) * 0.5);
+}
+
+fn int4_live(k: u32) -> bool {
+    return k >= adam.first / 8u && k < (adam.n + 7u) / 8u;
+}
+
+// Updates word k (elements 8k .. 8k+7) as adamw_8bit_word; returns their
+// new master weights, 0 past n. Call from uniform control flow.
+fn adamw_int4_word(k: u32, lidx: u32) -> array<f32, 8> {
+    load_codes(lidx);
+    let live = int4_live(k);
+    let skip = stats.skip != 0u;
+    let block = k / QWORDS4;
+    var w: array<f32, 8>;
+    var m: array<f32, 8>;
+    var v: array<f32, 8>;
+    if (live) {
+        let mc = m_codes[k];
+        let vc = v_codes[k];
+        let ms = m_scales[block];
+        let vs = v_scales[block];
+        var raw: array<f32, 8>;
+        var w_old: array<f32, 8>;
+        for (var j = 0u; j < 8u; j++) {
+            let i = 8u * k + j;
+            if (i < adam.n) {
+                raw[j] = grads[i];
+                w_old[j] = weights[i];
+            }
+        }
+        for (var j = 0u; j < 8u; j++) {
+            let i = 8u * k + j;
+            if (i < adam.n) {
+                grads[i] = 0.0;
+                if (!skip) {
+                    let mv = adam_moments(raw[j], int4_value(mc, j, ms, 0u), int4_value(vc, j, vs, 256u));
+                    w[j] = adam_weight(w_old[j], mv);
+                    weights[i] = w[j];
+                    m[j] = mv.x;
+                    v[j] = mv.y;
+                }
+            }
+        }
+    }
+    var top = vec2<f32>(0.0);
+    for (var j = 0u; j < 8u; j++) { top = max(top, vec2<f32>(abs(m[j]), v[j])); }
+    top = block_max(top, lidx, QWORDS4);
+    storageBarrier();  // the block's old scales were read above
+    if (live && !skip) {
+        let s = max(top, vec2<f32>(1e-12f));
+        var mq = 0u;
+        var vq = 0u;
+        for (var j = 0u; j < 8u; j++) {
+            mq |= int4_code(m[j], s.x, 0u) << nibble_shift(j);
+            vq |= int4_code(v[j], s.y, 256u) << nibble_shift(j);
+        }
+        m_codes[k] = mq;
+        v_codes[k] = vq;
+        if (k % QWORDS4 == 0u) {
+            m_scales[block] = s.x;
+            v_scales[block] = s.y;
+        }
+    }
+    return w;
+}
+
+@compute @workgroup_size(WG)
+fn adamw_int4_update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                     @builtin(local_invocation_index) lidx: u32) {
+    adamw_int4_word(flat_id(wid, nwg, lidx), lidx);
+}
+
+// The mirror's four words of word k's eight values, each written whole.
+@compute @workgroup_size(WG)
+fn adamw_int4_update_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                         @builtin(local_invocation_index) lidx: u32) {
+    let k = flat_id(wid, nwg, lidx);
+    let w = adamw_int4_word(k, lidx);
+    if (int4_live(k) && stats.skip == 0u) {
+        for (var p = 0u; p < 4u; p++) {
+            if (8u * k + 2u * p < adam.n) { q_mirror[4u * k + p] = pack_half2(vec2<f32>(w[2u * p], w[2u * p + 1u])); }
+        }
+    }
 }
 
 // adamw_bf16_update(_f16): m and v as bf16 (DeepSeek-V3's moments), two
@@ -578,7 +696,7 @@ fn muon_momentum_word(k: u32, lidx: u32, fp8: bool) {
         }
     }
     let a = abs(m);
-    let top = block_max(vec2<f32>(max(max(a.x, a.y), max(a.z, a.w)), 0.0), lidx);
+    let top = block_max(vec2<f32>(max(max(a.x, a.y), max(a.z, a.w)), 0.0), lidx, QWORDS);
     storageBarrier();  // the block's old scale was read above
     if (live && !skip) {
         let s = state_scale(top.x, fp8);
@@ -601,6 +719,47 @@ fn muon_momentum_8bit(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
 fn muon_momentum_fp8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                      @builtin(local_invocation_index) lidx: u32) {
     muon_momentum_word(flat_id(wid, nwg, lidx), lidx, true);
+}
+
+// int4 momentum, eight values per word as adamw_int4_word (m's map).
+@compute @workgroup_size(WG)
+fn muon_momentum_int4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                      @builtin(local_invocation_index) lidx: u32) {
+    let k = flat_id(wid, nwg, lidx);
+    load_codes(lidx);
+    let live = int4_live(k);
+    let skip = stats.skip != 0u;
+    let block = k / QWORDS4;
+    var m: array<f32, 8>;
+    if (live) {
+        let mc = m_codes[k];
+        let ms = m_scales[block];
+        var raw: array<f32, 8>;
+        for (var j = 0u; j < 8u; j++) {
+            if (8u * k + j < adam.n) { raw[j] = grads[8u * k + j]; }
+        }
+        for (var j = 0u; j < 8u; j++) {
+            let i = 8u * k + j;
+            if (i < adam.n) {
+                grads[i] = 0.0;
+                if (!skip) {
+                    let mu = muon_moments(raw[j], int4_value(mc, j, ms, 0u));
+                    m[j] = mu.x;
+                    nesterov[i - adam.first] = mu.y;
+                }
+            }
+        }
+    }
+    var top = 0.0;
+    for (var j = 0u; j < 8u; j++) { top = max(top, abs(m[j])); }
+    let s = max(block_max(vec2<f32>(top, 0.0), lidx, QWORDS4).x, 1e-12f);
+    storageBarrier();  // the block's old scale was read above
+    if (live && !skip) {
+        var mq = 0u;
+        for (var j = 0u; j < 8u; j++) { mq |= int4_code(m[j], s, 0u) << nibble_shift(j); }
+        m_codes[k] = mq;
+        if (k % QWORDS4 == 0u) { m_scales[block] = s; }
+    }
 }
 
 // bf16 momentum, two values per word as adamw_bf16_word (first is 0).

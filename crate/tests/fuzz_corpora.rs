@@ -178,12 +178,12 @@ mod seeds {
                 m: vec![0x3a83; n], // ≈ 1e-3
                 v: vec![0x3586; n], // ≈ 1e-6
             },
-            OptimState::Fp8 | OptimState::Int8 => {
-                let codes = webtrain::kernels::optimizer::int8_state_bytes(layout.total) as usize;
-                let scales =
-                    webtrain::kernels::optimizer::int8_scale_bytes(layout.total) as usize / 4;
+            OptimState::Fp8 | OptimState::Int8 | OptimState::Int4 => {
+                let code = state.byte_code().unwrap();
+                let codes = code.code_bytes(layout.total) as usize;
+                let scales = code.scale_bytes(layout.total) as usize / 4;
                 HostState::Bytes {
-                    code: state.byte_code().unwrap(),
+                    code,
                     m_codes: vec![7; codes],
                     v_codes: vec![9; codes],
                     m_scales: vec![0.5; scales],

@@ -120,6 +120,7 @@ gpu_tests! {
         training::format_recipes_train_and_count,
         training::training_tracks_reference_bf16_state,
         training::training_tracks_reference_fp8_state,
+        training::training_tracks_reference_int4_state,
         training::training_tracks_reference_int8,
         training::training_tracks_reference_int8_f16,
         checkpoint::checkpoint_resumes_bit_identically_f16_fp32_state,

@@ -14,7 +14,6 @@ use super::file::{check_tensors, encode, metadata, safetensors_metadata, split};
 use super::{Checkpoint, RunState};
 use crate::data::Tokenizer;
 use crate::error::{Error, Result, name_list as list};
-use crate::kernels::optimizer::{int8_scale_bytes, int8_state_bytes};
 use crate::model::{ParamLayout, Role};
 use crate::ops::adam::ByteCode;
 use crate::optim::{HostState, LossScale, LossScaling, OptimState, OptimizerKind};
@@ -88,14 +87,16 @@ fn specs(layout: &ParamLayout, state: OptimState) -> Vec<Spec> {
             };
             out.extend(tensor("m.", Place::M, dtype).chain(tensor("v.", Place::V, dtype)))
         }
-        OptimState::Fp8 | OptimState::Int8 => {
-            let code_dtype = match state.byte_code() {
-                Some(ByteCode::E4m3) => "F8_E4M3",
-                _ => "U8",
+        OptimState::Fp8 | OptimState::Int8 | OptimState::Int4 => {
+            let code = state.byte_code().expect("block-wise state");
+            // int4: two codes per byte, TorchAO's packing
+            let code_dtype = match code {
+                ByteCode::E4m3 => "F8_E4M3",
+                ByteCode::Dynamic | ByteCode::Int4 => "U8",
             };
             let (scales, codes) = (
-                int8_scale_bytes(layout.total) / 4,
-                int8_state_bytes(layout.total),
+                code.scale_bytes(layout.total) / 4,
+                code.code_bytes(layout.total),
             );
             let whole = |name: &str, dtype, len, place| Spec {
                 name: name.into(),
@@ -165,11 +166,7 @@ fn values_mut<'a>(
 
 /// Zeroed moments of `kind` for `total` parameters, as `Adam` allocates them.
 fn zero_state(kind: OptimState, total: u64) -> HostState {
-    let (n, codes, scales) = (
-        total as usize,
-        int8_state_bytes(total) as usize,
-        (int8_scale_bytes(total) / 4) as usize,
-    );
+    let n = total as usize;
     match kind {
         OptimState::Fp32 => HostState::Fp32 {
             m: vec![0.0; n],
@@ -179,13 +176,17 @@ fn zero_state(kind: OptimState, total: u64) -> HostState {
             m: vec![0; n],
             v: vec![0; n],
         },
-        OptimState::Fp8 | OptimState::Int8 => HostState::Bytes {
-            code: kind.byte_code().expect("8-bit state"),
-            m_codes: vec![0; codes],
-            v_codes: vec![0; codes],
-            m_scales: vec![0.0; scales],
-            v_scales: vec![0.0; scales],
-        },
+        OptimState::Fp8 | OptimState::Int8 | OptimState::Int4 => {
+            let code = kind.byte_code().expect("block-wise state");
+            let (codes, scales) = (code.code_bytes(total), code.scale_bytes(total) / 4);
+            HostState::Bytes {
+                code,
+                m_codes: vec![0; codes as usize],
+                v_codes: vec![0; codes as usize],
+                m_scales: vec![0.0; scales as usize],
+                v_scales: vec![0.0; scales as usize],
+            }
+        }
     }
 }
 

@@ -60,10 +60,11 @@ fn tiny(state: OptimState, tokenizer: bool) -> Checkpoint {
                 v: bits(in_tensors(1e-6)),
             }
         }
-        OptimState::Fp8 | OptimState::Int8 => {
+        OptimState::Fp8 | OptimState::Int8 | OptimState::Int4 => {
+            let code = state.byte_code().unwrap();
             let (codes, scales) = (
-                crate::kernels::optimizer::int8_state_bytes(layout.total),
-                crate::kernels::optimizer::int8_scale_bytes(layout.total) / 4,
+                code.code_bytes(layout.total),
+                code.scale_bytes(layout.total) / 4,
             );
             // any byte (fp8: but E4M3's NaN codes, 0x7f and 0xff)
             let end = if state == OptimState::Fp8 {
@@ -77,7 +78,7 @@ fn tiny(state: OptimState, tokenizer: bool) -> Checkpoint {
             };
             let m_scales = in_tensors(1.0)[..scales as usize].to_vec();
             HostState::Bytes {
-                code: state.byte_code().unwrap(),
+                code,
                 m_codes: bytes(1),
                 v_codes: bytes(2),
                 v_scales: m_scales.iter().map(|x| x * x).collect(),
@@ -149,6 +150,7 @@ fn checkpoint_round_trips_exactly_and_deterministically() {
         (OptimState::Bf16, false),
         (OptimState::Fp8, false),
         (OptimState::Int8, false),
+        (OptimState::Int4, false),
     ] {
         let c = tiny(state, tokenizer);
         let bytes = c.to_bytes().unwrap();

@@ -1,7 +1,7 @@
 //! Launchers for 12_optimizer.wgsl: the global gradient norm and clip scale,
 //! and the fused AdamW update (optionally writing the f16 forward mirror),
-//! with f32 moments, bf16 ones, or 8-bit block-wise quantized ones (int8
-//! codes or E4M3).
+//! with f32 moments, bf16 ones, or block-wise quantized ones (int8 codes,
+//! E4M3 or TorchAO's 4-bit codes).
 
 use bytemuck::{Pod, Zeroable};
 
@@ -10,40 +10,21 @@ use crate::gpu::{
     Bind, BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_kernels, f16_bytes,
 };
 pub use crate::ops::adam::AdamHyper;
-use crate::ops::adam::{ByteCode, Int8Maps};
+use crate::ops::adam::{ByteCode, Int4Code, Int8Maps};
 use crate::ops::loss_scale::{LossScale, LossScaling};
 use crate::shaders::OPTIMIZER;
 
 /// Gradients per `reduce_norm_sq` workgroup: `GROUP` in 12_optimizer.wgsl.
 const GROUP: u64 = 4096;
 
-/// Values per block of 8-bit AdamW state, each block with one f32 scale
-/// per moment: `QBLOCK` in 12_optimizer.wgsl.
-pub const QBLOCK: u64 = 256;
-
-/// Bytes of one moment's 8-bit codes for `n` values (one byte each, 4 per
-/// word). For `n` a multiple of `QBLOCK` it is also the byte offset of a
-/// chunk starting at element `n`.
-pub fn int8_state_bytes(n: u64) -> u64 {
-    n.div_ceil(4) * 4
-}
-
-/// Bytes of one moment's block scales for `n` values (one f32 per
-/// `QBLOCK`). For `n` a multiple of `QBLOCK` it is also the byte offset of
-/// a chunk starting at element `n`: `n/256·4`, 256-byte aligned when `n`
-/// is a multiple of 16 384 (`model::layout::CHUNK_ALIGN`).
-pub fn int8_scale_bytes(n: u64) -> u64 {
-    n.div_ceil(QBLOCK) * 4
-}
-
 /// Bytes of one moment's bf16 values for `n` values (two per word).
 pub fn bf16_state_bytes(n: u64) -> u64 {
     n.div_ceil(2) * 4
 }
 
-/// Refuses a `first` that is not whole 8-bit blocks within `n` elements.
-fn whole_blocks(op: &'static str, first: u32, n: u32) -> Result<()> {
-    match (first as u64).is_multiple_of(QBLOCK) && first <= n {
+/// Refuses a `first` that is not whole blocks of `code` within `n` elements.
+fn whole_blocks(op: &'static str, code: ByteCode, first: u32, n: u32) -> Result<()> {
+    match (first as usize).is_multiple_of(code.block()) && first <= n {
         true => Ok(()),
         false => Err(Error::shape(op, "first", "whole blocks within n", first)),
     }
@@ -231,6 +212,14 @@ const UPDATE_FP8_F16: KernelDesc = KernelDesc {
     entry: "adamw_fp8_update_f16",
     ..UPDATE_8BIT_F16
 };
+const UPDATE_INT4: KernelDesc = KernelDesc {
+    entry: "adamw_int4_update",
+    ..UPDATE_8BIT
+};
+const UPDATE_INT4_F16: KernelDesc = KernelDesc {
+    entry: "adamw_int4_update_f16",
+    ..UPDATE_8BIT_F16
+};
 const UPDATE_BF16_SLOTS: [Slot; 7] = [
     UPDATE_SLOTS[0],
     UPDATE_SLOTS[1],
@@ -285,6 +274,10 @@ const MUON_MOMENTUM_FP8: KernelDesc = KernelDesc {
     entry: "muon_momentum_fp8",
     ..MUON_MOMENTUM_8BIT
 };
+const MUON_MOMENTUM_INT4: KernelDesc = KernelDesc {
+    entry: "muon_momentum_int4",
+    ..MUON_MOMENTUM_8BIT
+};
 const MUON_MOMENTUM_BF16: KernelDesc = KernelDesc {
     entry: "muon_momentum_bf16",
     slots: &[
@@ -323,12 +316,13 @@ pub struct AdamBuffers<'a> {
     pub mirror: Option<BufferRange<'a>>,
 }
 
-/// The buffers one 8-bit AdamW dispatch updates. Each moment is stored as
-/// one byte per value, element 4k+j in byte j of word k
-/// ([`int8_state_bytes`]), and one f32 scale per block of [`QBLOCK`] values
-/// ([`int8_scale_bytes`]); all zeros is the initial state. A chunk must
-/// start at a multiple of `QBLOCK` elements, so that no block straddles
-/// two dispatches.
+/// The buffers one block-wise AdamW dispatch updates. Each moment is
+/// stored as codes packed in u32 words ([`ByteCode::code_bytes`]: 4 bytes,
+/// element 4k+j in byte j of word k; or 8 nibbles, element 2b in byte b's
+/// high nibble) and one f32 scale per block of `code.block()` values
+/// ([`ByteCode::scale_bytes`]); all zeros is the initial state. A chunk
+/// must start at a multiple of the block, so that no block straddles two
+/// dispatches.
 pub struct Adam8bitBuffers<'a> {
     pub code: ByteCode,
     pub weights: BufferRange<'a>,
@@ -355,14 +349,20 @@ pub struct Optimizer {
     update_8bit_f16: Kernel,
     update_fp8: Kernel,
     update_fp8_f16: Kernel,
+    update_int4: Kernel,
+    update_int4_f16: Kernel,
     update_bf16: Kernel,
     update_bf16_f16: Kernel,
     muon_momentum: Kernel,
     muon_momentum_8bit: Kernel,
     muon_momentum_fp8: Kernel,
+    muon_momentum_int4: Kernel,
     muon_momentum_bf16: Kernel,
     /// The int8 codes' tables (`ops::adam::Int8Map`), uploaded once.
     code_tables: wgpu::Buffer,
+    /// The int4 maps (`ops::adam::Int4Code`) in the same places: m's at 0,
+    /// v's at 256.
+    int4_tables: wgpu::Buffer,
 }
 
 impl Optimizer {
@@ -376,11 +376,14 @@ impl Optimizer {
             UPDATE_8BIT_F16,
             UPDATE_FP8,
             UPDATE_FP8_F16,
+            UPDATE_INT4,
+            UPDATE_INT4_F16,
             UPDATE_BF16,
             UPDATE_BF16_F16,
             MUON_MOMENTUM,
             MUON_MOMENTUM_8BIT,
             MUON_MOMENTUM_FP8,
+            MUON_MOMENTUM_INT4,
             MUON_MOMENTUM_BF16,
         ];
         let [
@@ -392,16 +395,24 @@ impl Optimizer {
             update_8bit_f16,
             update_fp8,
             update_fp8_f16,
+            update_int4,
+            update_int4_f16,
             update_bf16,
             update_bf16_f16,
             muon_momentum,
             muon_momentum_8bit,
             muon_momentum_fp8,
+            muon_momentum_int4,
             muon_momentum_bf16,
         ] = build_kernels(gpu, OPTIMIZER, descs).await?;
         let maps = Int8Maps::dynamic();
         let tables: Vec<f32> = [maps.m.values, maps.v.values, maps.m.steps, maps.v.steps].concat();
         let code_tables = gpu.upload("code_tables", &tables)?;
+        let [m4, v4] = Int4Code::maps();
+        let mut int4 = vec![0f32; tables.len()];
+        int4[..16].copy_from_slice(&m4);
+        int4[256..272].copy_from_slice(&v4);
+        let int4_tables = gpu.upload("int4_tables", &int4)?;
         Ok(Optimizer {
             unscaled: gpu.upload("loss_scale", &[LossScale::UNSCALED])?,
             reduce,
@@ -412,14 +423,27 @@ impl Optimizer {
             update_8bit_f16,
             update_fp8,
             update_fp8_f16,
+            update_int4,
+            update_int4_f16,
             update_bf16,
             update_bf16_f16,
             muon_momentum,
             muon_momentum_8bit,
             muon_momentum_fp8,
+            muon_momentum_int4,
             muon_momentum_bf16,
             code_tables,
+            int4_tables,
         })
+    }
+
+    /// The tables `new` uploaded for `code`, bound whole (its check always
+    /// passes).
+    fn tables(&self, code: ByteCode) -> &wgpu::Buffer {
+        match code {
+            ByteCode::Int4 => &self.int4_tables,
+            ByteCode::Dynamic | ByteCode::E4m3 => &self.code_tables,
+        }
     }
 
     /// Σg² and the non-finite count of `n` gradients, into `partials_for(n)`
@@ -578,8 +602,8 @@ impl Optimizer {
         b: &Adam8bitBuffers,
     ) -> Result<Dispatch> {
         let op = "adamw_8bit_update";
-        let (n64, words) = (n as u64, (n as u64).div_ceil(4));
-        whole_blocks(op, b.first, n)?;
+        let (n64, words) = (n as u64, (n as u64).div_ceil(b.code.per_word()));
+        whole_blocks(op, b.code, b.first, n)?;
         let params = gpu.uniform(
             op,
             &AdamBlock {
@@ -591,14 +615,13 @@ impl Optimizer {
             (&params).into(),
             step.into(),
             stats.needs(STATS_BYTES),
-            // the tables `new` uploaded, bound whole (its check always passes)
-            (&self.code_tables).into(),
+            self.tables(b.code).into(),
             b.weights.needs(4 * n64),
             b.grads.needs(4 * n64),
-            b.m_codes.needs(int8_state_bytes(n64)),
-            b.v_codes.needs(int8_state_bytes(n64)),
-            b.m_scales.needs(int8_scale_bytes(n64)),
-            b.v_scales.needs(int8_scale_bytes(n64)),
+            b.m_codes.needs(b.code.code_bytes(n64)),
+            b.v_codes.needs(b.code.code_bytes(n64)),
+            b.m_scales.needs(b.code.scale_bytes(n64)),
+            b.v_scales.needs(b.code.scale_bytes(n64)),
         ];
         let grid = gpu.grid_1d(op, words)?;
         let kernel = match (b.code, b.mirror) {
@@ -606,6 +629,8 @@ impl Optimizer {
             (ByteCode::Dynamic, Some(_)) => &self.update_8bit_f16,
             (ByteCode::E4m3, None) => &self.update_fp8,
             (ByteCode::E4m3, Some(_)) => &self.update_fp8_f16,
+            (ByteCode::Int4, None) => &self.update_int4,
+            (ByteCode::Int4, Some(_)) => &self.update_int4_f16,
         };
         if let Some(mirror) = b.mirror {
             binds.push(mirror.needs(f16_bytes(n64)));
@@ -666,22 +691,23 @@ impl Optimizer {
                 scales,
                 first,
             } => {
-                whole_blocks(op, first, n)?;
+                whole_blocks(op, code, first, n)?;
                 let params = gpu.uniform(op, &block(first));
                 let binds = [
                     (&params).into(),
                     step.into(),
                     stats.needs(STATS_BYTES),
-                    (&self.code_tables).into(),
+                    self.tables(code).into(),
                     grads.needs(4 * n64),
-                    codes.needs(int8_state_bytes(n64)),
-                    scales.needs(int8_scale_bytes(n64)),
+                    codes.needs(code.code_bytes(n64)),
+                    scales.needs(code.scale_bytes(n64)),
                     nesterov.needs(4 * (n64 - first as u64)),
                 ];
-                let grid = gpu.grid_1d(op, n64.div_ceil(4))?;
+                let grid = gpu.grid_1d(op, n64.div_ceil(code.per_word()))?;
                 let kernel = match code {
                     ByteCode::Dynamic => &self.muon_momentum_8bit,
                     ByteCode::E4m3 => &self.muon_momentum_fp8,
+                    ByteCode::Int4 => &self.muon_momentum_int4,
                 };
                 kernel.dispatch(gpu, op, &binds, grid)
             }
@@ -710,15 +736,29 @@ mod tests {
     }
 
     #[test]
-    fn int8_state_takes_a_quarter_of_f32_moments() {
+    fn block_state_takes_a_quarter_or_an_eighth_of_f32_moments() {
         let n = 1 << 20;
-        let int8 = 2 * (int8_state_bytes(n) + int8_scale_bytes(n));
-        assert_eq!(int8 as f64 / (8 * n) as f64, (2.0 + 8.0 / 256.0) / 8.0); // 25.4 %
-        // a chunk at a multiple of 16 384 elements: both offsets 256-B aligned
+        let bytes = |c: ByteCode| 2 * (c.code_bytes(n) + c.scale_bytes(n));
         assert_eq!(
-            (int8_state_bytes(16_384 * 3), int8_scale_bytes(16_384 * 3)),
-            (49_152, 768)
+            bytes(ByteCode::Dynamic) as f64 / (8 * n) as f64,
+            (2.0 + 8.0 / 256.0) / 8.0
+        ); // 25.4 %
+        assert_eq!(
+            bytes(ByteCode::Int4) as f64 / (8 * n) as f64,
+            (1.0 + 8.0 / 128.0) / 8.0
+        ); // 13.3 %
+        // a chunk at a multiple of 16 384 elements: every offset 256-B aligned
+        let at = |c: ByteCode| (c.code_bytes(16_384 * 3), c.scale_bytes(16_384 * 3));
+        assert_eq!(at(ByteCode::E4m3), (49_152, 768));
+        assert_eq!(at(ByteCode::Int4), (24_576, 1_536));
+        let d = ByteCode::Dynamic;
+        assert_eq!((d.code_bytes(5), d.scale_bytes(257)), (8, 8));
+        assert_eq!(
+            (
+                ByteCode::Int4.code_bytes(9),
+                ByteCode::Int4.scale_bytes(129)
+            ),
+            (8, 8)
         );
-        assert_eq!((int8_state_bytes(5), int8_scale_bytes(257)), (8, 8));
     }
 }

@@ -1,5 +1,5 @@
 //! AdamW's settings and the low-precision states' codes (int8's tables
-//! and dither, FP8's E4M3 bytes, bf16): what the optimizer kernels
+//! and dither, FP8's E4M3 bytes, int4's maps, bf16): what the optimizer kernels
 //! (12_optimizer.wgsl), the host's state conversion and the CPU twin all
 //! use.
 
@@ -153,8 +153,8 @@ impl Int8Maps {
     }
 }
 
-/// How the 8-bit state codes a moment: one byte per value, one f32 scale
-/// per block of [`QBLOCK`] values.
+/// How a block-wise state codes a moment: a byte (or a nibble) per value,
+/// packed little-end first into u32 words, and one f32 scale per block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ByteCode {
     /// webtrain's int8: the dynamic trees of [`Int8Maps::dynamic`], rounded
@@ -162,6 +162,136 @@ pub enum ByteCode {
     Dynamic,
     /// TorchAO's FP8 state ([`Fp8Code`]).
     E4m3,
+    /// TorchAO's 4-bit state ([`Int4Code`]): two values per byte.
+    Int4,
+}
+
+impl ByteCode {
+    /// Values per block (one scale per block and moment).
+    pub fn block(self) -> usize {
+        match self {
+            ByteCode::Int4 => Int4Code::BLOCK,
+            ByteCode::Dynamic | ByteCode::E4m3 => QBLOCK,
+        }
+    }
+
+    /// Values per u32 word of codes.
+    pub fn per_word(self) -> u64 {
+        match self {
+            ByteCode::Int4 => 8,
+            ByteCode::Dynamic | ByteCode::E4m3 => 4,
+        }
+    }
+
+    /// Bytes of one moment's codes for `n` values, in whole words. For `n`
+    /// a multiple of the block it is also the byte offset of a chunk
+    /// starting at element `n`.
+    pub fn code_bytes(self, n: u64) -> u64 {
+        n.div_ceil(self.per_word()) * 4
+    }
+
+    /// Bytes of one moment's block scales for `n` values (an f32 per
+    /// block); for `n` a multiple of the block, a chunk's offset too:
+    /// 256-byte aligned when `n` is a multiple of 16 384
+    /// (`model::layout::CHUNK_ALIGN`).
+    pub fn scale_bytes(self, n: u64) -> u64 {
+        n.div_ceil(self.block() as u64) * 4
+    }
+
+    /// The code of element `i` in packed `bytes`: byte `i` (int8, fp8), or
+    /// for int4 TorchAO's packing, element `2b` in byte `b`'s high nibble.
+    pub fn code_at(self, bytes: &[u8], i: usize) -> u8 {
+        match self {
+            ByteCode::Int4 => (bytes[i / 2] >> (4 * (1 - i % 2))) & 15,
+            ByteCode::Dynamic | ByteCode::E4m3 => bytes[i],
+        }
+    }
+
+    /// Sets element `i`'s code in packed `bytes`.
+    pub fn set_code(self, bytes: &mut [u8], i: usize, c: u8) {
+        match self {
+            ByteCode::Int4 => {
+                let shift = 4 * (1 - i % 2);
+                bytes[i / 2] = (bytes[i / 2] & !(15 << shift)) | (c << shift);
+            }
+            ByteCode::Dynamic | ByteCode::E4m3 => bytes[i] = c,
+        }
+    }
+}
+
+/// TorchAO's 4-bit optimizer state (pytorch/ao, `torchao/optim/
+/// subclass_4bit.py` and `quant_utils.py`): blocks of 128 values, a
+/// block's scale `amax.clip(1e-12)` (no division: the maps reach 1), a
+/// value's code the nearest of 16 map points to `x / scale` by a binary
+/// search and a midpoint test, its value `map[c] · scale`. m's map is the
+/// signed dynamic map of 3 exponent bits, v's `linspace(0, 1, 17)[1:]`
+/// (no zero: a v of 0 reads back as scale/16, which keeps m/√v finite).
+/// Deterministic; every quotient and product correctly rounded, here and
+/// in the kernel (`adamw_int4_update`).
+pub struct Int4Code;
+
+impl Int4Code {
+    pub const BLOCK: usize = 128;
+    pub const MIN_ABSMAX: f32 = 1e-12;
+
+    /// The maps of m and v, ascending.
+    pub fn maps() -> [[f32; 16]; 2] {
+        [
+            signed_dynamic_map(),
+            std::array::from_fn(|k| (k + 1) as f32 / 16.0),
+        ]
+    }
+
+    pub fn scale(absmax: f32) -> f32 {
+        absmax.max(Self::MIN_ABSMAX)
+    }
+
+    /// The code of `x` in a block of `scale` under `map`:
+    /// `quantize_4bit_with_qmap`'s search and rounding.
+    pub fn code(x: f32, scale: f32, map: &[f32; 16]) -> u8 {
+        let y = x / scale;
+        let mut c = 0;
+        for step in [8, 4, 2, 1] {
+            c += step * usize::from(y >= map[c + step]);
+        }
+        let up = (c + 1).min(15);
+        let round_up = y - map[c] >= (map[up] - map[c]) * 0.5;
+        (if round_up { up } else { c }) as u8
+    }
+
+    pub fn value(c: u8, scale: f32, map: &[f32; 16]) -> f32 {
+        map[c as usize] * scale
+    }
+}
+
+/// `create_dynamic_map(signed=True, max_exponent_bits=3, total_bits=4)`
+/// (bitsandbytes' function, as TorchAO copies it), in torch's f32: for
+/// decade i, the midpoints of `torch.linspace(0.1, 1, 2^i + 1)` times
+/// f32(10^(i−2)), both signs; then 0 and 1, sorted.
+fn signed_dynamic_map() -> [f32; 16] {
+    let mut data = vec![0.0f32, 1.0];
+    for (i, decade) in [0.01f32, 0.1, 1.0].into_iter().enumerate() {
+        let b = torch_linspace(0.1, 1.0, (1 << i) + 1);
+        for pair in b.windows(2) {
+            let x = decade * ((pair[0] + pair[1]) / 2.0);
+            data.extend([x, -x]);
+        }
+    }
+    data.sort_by(f32::total_cmp);
+    data.try_into().expect("16 points")
+}
+
+/// `torch.linspace(start, end, steps)` in f32 as ATen computes it on the
+/// CPU for few steps: from the start below the halfway point, back from
+/// the end above it.
+fn torch_linspace(start: f32, end: f32, steps: usize) -> Vec<f32> {
+    let step = (end - start) / (steps - 1) as f32;
+    (0..steps)
+        .map(|i| match i < steps / 2 {
+            true => start + step * i as f32,
+            false => end - step * (steps - i - 1) as f32,
+        })
+        .collect()
 }
 
 /// TorchAO's FP8 optimizer state (pytorch/ao@36027d8,
@@ -217,4 +347,34 @@ pub fn bf16_bits(x: f32) -> u16 {
 
 pub fn bf16_value(bits: u16) -> f32 {
     half::bf16::from_bits(bits).to_f32()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// TorchAO's 4-bit maps: m's the signed dynamic map of 3 exponent bits
+    /// (its decimals, as f32 arithmetic gives them), v's k/16; codes to
+    /// nearest with ties up, TorchAO's `>=` midpoint test.
+    #[test]
+    fn int4_maps_and_codes_are_torchaos() {
+        let [m, v] = Int4Code::maps();
+        let half = [0.0055, 0.0325, 0.0775, 0.2125, 0.4375, 0.6625, 0.8875];
+        let want: Vec<f32> = (half.iter().rev().map(|x| -x))
+            .chain([0.0])
+            .chain(half)
+            .chain([1.0])
+            .collect();
+        for (got, want) in m.iter().zip(&want) {
+            // f32(0.01)·mean and f32(0.1)·mean round once more than the decimal
+            assert!((got - want).abs() <= want.abs() * 1.2e-7, "{got} for {want}");
+        }
+        println!("m map bits: {:08x?}", m.map(f32::to_bits));
+        assert_eq!(v, std::array::from_fn(|k| (k + 1) as f32 / 16.0));
+        let code = |x: f32, map| Int4Code::code(x, 1.0, map);
+        assert_eq!((code(0.0, &m), code(1.0, &m), code(-1.0, &m)), (7, 15, 0));
+        assert_eq!((code(0.0, &v), code(3.0 / 32.0, &v)), (0, 1)); // a tie goes up
+        assert_eq!(code(f32::from_bits((3.0f32 / 32.0).to_bits() - 1), &v), 0);
+        assert_eq!((code(0.5, &m), code(-0.5, &m)), (12, 2)); // nearest 0.4375, −0.4375
+    }
 }

@@ -1,15 +1,15 @@
 //! AdamW state from one kind to another, on the host: what switching the
 //! optimizer state at a pause does. Every kind goes through f32: to f32 is
 //! exact (bf16's values; each code's value times its block's scale); from
-//! f32, bf16 rounds to nearest even, fp8 codes each 256-value block as the
-//! update kernel does (TorchAO's scale and E4M3 to nearest), and int8
+//! f32, bf16 rounds to nearest even, fp8 and int4 code each block as the
+//! update kernel does (TorchAO's scales, to nearest), and int8
 //! rounds each block against its absmax stochastically, as the update
 //! kernel does after a step (the code tables and decisions of
 //! `reference::optimizer`, which the kernel tests hold bit-identical to
 //! the GPU's), with the dither of step 0.
 
 use super::{ByteCode, HostState, OptimState};
-use crate::ops::adam::{Fp8Code, Int8Map, Int8Maps, QBLOCK, bf16_bits, bf16_value, dither};
+use crate::ops::adam::{Fp8Code, Int4Code, Int8Maps, bf16_bits, bf16_value, dither};
 
 impl HostState {
     pub fn kind(&self) -> OptimState {
@@ -24,6 +24,10 @@ impl HostState {
                 code: ByteCode::Dynamic,
                 ..
             } => OptimState::Int8,
+            HostState::Bytes {
+                code: ByteCode::Int4,
+                ..
+            } => OptimState::Int4,
         }
     }
 
@@ -45,7 +49,7 @@ impl HostState {
 
     /// The moments' values, exactly.
     fn into_f32(self) -> (Vec<f32>, Vec<f32>) {
-        let maps = Int8Maps::dynamic();
+        let (maps, int4) = (Int8Maps::dynamic(), Int4Code::maps());
         match self {
             HostState::Fp32 { m, v } => (m, v),
             HostState::Bf16 { m, v } => (
@@ -59,48 +63,57 @@ impl HostState {
                 m_scales,
                 v_scales,
             } => {
-                let values = |codes: &[u8], scales: &[f32], map: &Int8Map| -> Vec<f32> {
-                    codes
-                        .iter()
-                        .enumerate()
-                        .map(|(i, &c)| match code {
-                            ByteCode::Dynamic => map.dequantize(c, scales[i / QBLOCK]),
-                            ByteCode::E4m3 => Fp8Code::value(c, scales[i / QBLOCK]),
+                let n = m_codes.len() * code.per_word() as usize / 4;
+                let values = |codes: &[u8], scales: &[f32], moment: usize| -> Vec<f32> {
+                    (0..n)
+                        .map(|i| {
+                            let (c, s) = (code.code_at(codes, i), scales[i / code.block()]);
+                            match code {
+                                ByteCode::Dynamic => [&maps.m, &maps.v][moment].dequantize(c, s),
+                                ByteCode::E4m3 => Fp8Code::value(c, s),
+                                ByteCode::Int4 => Int4Code::value(c, s, &int4[moment]),
+                            }
                         })
                         .collect()
                 };
                 (
-                    values(&m_codes, &m_scales, &maps.m),
-                    values(&v_codes, &v_scales, &maps.v),
+                    values(&m_codes, &m_scales, 0),
+                    values(&v_codes, &v_scales, 1),
                 )
             }
         }
     }
 }
 
-/// f32 moments as 8-bit state of `code`, block by block.
+/// f32 moments as block-wise state of `code`, block by block.
 fn bytes_of(code: ByteCode, m: &[f32], v: &[f32]) -> HostState {
-    let maps = Int8Maps::dynamic();
-    let (mut m_codes, mut v_codes) = (vec![0; m.len()], vec![0; v.len()]);
+    let (maps, [m4, v4]) = (Int8Maps::dynamic(), Int4Code::maps());
+    let bytes = code.code_bytes(m.len() as u64) as usize;
+    let (mut m_codes, mut v_codes) = (vec![0; bytes], vec![0; bytes]);
     let (mut m_scales, mut v_scales) = (vec![], vec![]);
-    for (b, (mb, vb)) in m.chunks(QBLOCK).zip(v.chunks(QBLOCK)).enumerate() {
+    let block = code.block();
+    for (b, (mb, vb)) in m.chunks(block).zip(v.chunks(block)).enumerate() {
         let m_max = mb.iter().fold(0f32, |a, x| a.max(x.abs()));
         let v_max = vb.iter().fold(0f32, |a, &x| a.max(x));
         let (sm, sv) = match code {
             ByteCode::Dynamic => (m_max, v_max),
             ByteCode::E4m3 => (Fp8Code::scale(m_max), Fp8Code::scale(v_max)),
+            ByteCode::Int4 => (Int4Code::scale(m_max), Int4Code::scale(v_max)),
         };
         m_scales.push(sm);
         v_scales.push(sv);
         for (j, (&x, &y)) in mb.iter().zip(vb).enumerate() {
-            let i = b * QBLOCK + j;
-            (m_codes[i], v_codes[i]) = match code {
+            let i = b * block + j;
+            let (cm, cv) = match code {
                 ByteCode::Dynamic => (
                     maps.m.quantize(x, sm, dither(i as u32, 0, 0)),
                     maps.v.quantize(y, sv, dither(i as u32, 0, 1)),
                 ),
                 ByteCode::E4m3 => (Fp8Code::code(x, sm), Fp8Code::code(y, sv)),
+                ByteCode::Int4 => (Int4Code::code(x, sm, &m4), Int4Code::code(y, sv, &v4)),
             };
+            code.set_code(&mut m_codes, i, cm);
+            code.set_code(&mut v_codes, i, cv);
         }
     }
     HostState::Bytes {
@@ -115,6 +128,7 @@ fn bytes_of(code: ByteCode, m: &[f32], v: &[f32]) -> HostState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::adam::QBLOCK;
     use crate::rng::SplitMix64;
 
     fn state(n: usize, seed: u64) -> HostState {
@@ -198,5 +212,57 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// int4 state (TorchAO's): every value comes back as its block's map
+    /// point nearest to x/scale (a tie either way), and as int4 again
+    /// unchanged where the block's top value is a map point (v's 1.0; m's
+    /// when its largest magnitude is positive: −1 codes as −0.8875).
+    #[test]
+    fn int4_codes_each_value_to_its_nearest_map_point() {
+        let n = 4 * Int4Code::BLOCK + 40; // a short last block
+        let fp32 = state(n, 7);
+        let int4 = fp32.clone().convert(OptimState::Int4);
+        assert_eq!(int4.kind(), OptimState::Int4);
+        let HostState::Bytes { m_codes, .. } = &int4 else {
+            unreachable!()
+        };
+        assert_eq!(m_codes.len(), ByteCode::Int4.code_bytes(n as u64) as usize);
+        let (HostState::Fp32 { m, v }, HostState::Fp32 { m: m2, v: v2 }) =
+            (&fp32, &int4.clone().convert(OptimState::Fp32))
+        else {
+            unreachable!()
+        };
+        for (x, got, map) in [(m, m2, Int4Code::maps()[0]), (v, v2, Int4Code::maps()[1])] {
+            for (b, block) in x.chunks(Int4Code::BLOCK).enumerate() {
+                let s = block.iter().fold(0f32, |a, x| a.max(x.abs()));
+                for (j, &a) in block.iter().enumerate() {
+                    let y = a / s;
+                    let best = map
+                        .iter()
+                        .map(|p| (p - y).abs())
+                        .fold(f32::INFINITY, f32::min);
+                    let q = got[b * Int4Code::BLOCK + j];
+                    assert!(
+                        map.iter().any(|p| (p - y).abs() == best && p * s == q),
+                        "block {b}: {a} (y = {y}) read back as {q}"
+                    );
+                }
+            }
+        }
+        let back = int4
+            .clone()
+            .convert(OptimState::Fp32)
+            .convert(OptimState::Int4);
+        let (
+            HostState::Bytes { v_codes, .. },
+            HostState::Bytes {
+                v_codes: v_back, ..
+            },
+        ) = (&int4, &back)
+        else {
+            unreachable!()
+        };
+        assert_eq!(v_codes, v_back, "v: int4 → f32 → int4");
     }
 }

@@ -1,5 +1,5 @@
 //! The optimizer on the host side: its settings, its state buffers (f32
-//! or bf16 moments, or 8-bit block-wise state: int8 or fp8), and the step's dispatches over the
+//! or bf16 moments, or block-wise state: int8, fp8 or int4), and the step's dispatches over the
 //! parameter chunks: Σg² per chunk → one finalize (norm, clip, skip) → one
 //! fused AdamW update per chunk. The count depends on the model's size in
 //! bindings, never on its number of tensors. With Muon, the hidden
@@ -19,9 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::gpu::BufferRange;
 use crate::gpu::{Dispatch, Gpu};
-use crate::kernels::optimizer::{
-    bf16_state_bytes, int8_scale_bytes, int8_state_bytes, partials_for,
-};
+use crate::kernels::optimizer::{bf16_state_bytes, partials_for};
 use crate::kernels::{Adam8bitBuffers, AdamBuffers, AdamHyper, GradStats, Kernels};
 use crate::model::layout::CHUNK_ALIGN;
 use crate::model::{Chunk, Mirror, Model, Params, f16_range, f32_range};
@@ -40,14 +38,17 @@ pub enum OptimState {
     Fp8,
     /// Dynamic-tree bytes in blocks of 256, rounded stochastically.
     Int8,
+    /// TorchAO's 4-bit state: nibbles in blocks of 128, to nearest.
+    Int4,
 }
 
 impl OptimState {
-    pub const ALL: [OptimState; 4] = [
+    pub const ALL: [OptimState; 5] = [
         OptimState::Fp32,
         OptimState::Bf16,
         OptimState::Fp8,
         OptimState::Int8,
+        OptimState::Int4,
     ];
 
     pub fn parse(name: &str) -> Result<OptimState> {
@@ -69,15 +70,17 @@ impl OptimState {
             OptimState::Bf16 => "bf16",
             OptimState::Fp8 => "fp8",
             OptimState::Int8 => "int8",
+            OptimState::Int4 => "int4",
         }
     }
 
-    /// What the bytes of 8-bit state stand for; None for fp32 and bf16.
+    /// What the codes of block-wise state stand for; None for fp32 and bf16.
     pub fn byte_code(&self) -> Option<ByteCode> {
         match self {
             OptimState::Fp32 | OptimState::Bf16 => None,
             OptimState::Fp8 => Some(ByteCode::E4m3),
             OptimState::Int8 => Some(ByteCode::Dynamic),
+            OptimState::Int4 => Some(ByteCode::Int4),
         }
     }
 
@@ -86,8 +89,11 @@ impl OptimState {
         match self {
             OptimState::Fp32 => 8 * n,
             OptimState::Bf16 => 2 * bf16_state_bytes(n),
-            // a byte of m and v, and one f32 scale per 256-value block of each
-            OptimState::Fp8 | OptimState::Int8 => 2 * (int8_state_bytes(n) + int8_scale_bytes(n)),
+            // a code of m and v, and one f32 scale per block of each
+            OptimState::Fp8 | OptimState::Int8 | OptimState::Int4 => {
+                let code = self.byte_code().expect("block-wise state");
+                2 * (code.code_bytes(n) + code.scale_bytes(n))
+            }
         }
     }
 }
@@ -191,8 +197,8 @@ impl OptimConfig {
 }
 
 /// The moments: f32 at the parameters' offsets, bf16 (byte `2s` for
-/// element `s`), or 8-bit codes (byte `s` for element `s`) with one f32
-/// scale per 256 values (byte `s/256·4`).
+/// element `s`), or block-wise codes (byte `s`, or nibble `s` for int4)
+/// with one f32 scale per block (`ByteCode::scale_bytes`).
 pub enum StateBuffers {
     Fp32 {
         m: wgpu::Buffer,
@@ -275,13 +281,16 @@ impl Optimizer {
                 m: gpu.storage_buffer("adam_m_bf16", bf16_state_bytes(total))?,
                 v: gpu.storage_buffer("adam_v_bf16", bf16_state_bytes(total))?,
             },
-            OptimState::Fp8 | OptimState::Int8 => StateBuffers::Bytes {
-                code: config.state.byte_code().expect("8-bit state"),
-                m_codes: gpu.storage_buffer("adam_m_codes", int8_state_bytes(total))?,
-                v_codes: gpu.storage_buffer("adam_v_codes", int8_state_bytes(total))?,
-                m_scales: gpu.storage_buffer("adam_m_scales", int8_scale_bytes(total))?,
-                v_scales: gpu.storage_buffer("adam_v_scales", int8_scale_bytes(total))?,
-            },
+            OptimState::Fp8 | OptimState::Int8 | OptimState::Int4 => {
+                let code = config.state.byte_code().expect("block-wise state");
+                StateBuffers::Bytes {
+                    code,
+                    m_codes: gpu.storage_buffer("adam_m_codes", code.code_bytes(total))?,
+                    v_codes: gpu.storage_buffer("adam_v_codes", code.code_bytes(total))?,
+                    m_scales: gpu.storage_buffer("adam_m_scales", code.scale_bytes(total))?,
+                    v_scales: gpu.storage_buffer("adam_v_scales", code.scale_bytes(total))?,
+                }
+            }
         };
         let count: u64 = chunks.iter().map(|c| partials_for(c.span.len)).sum();
         let partials = gpu.storage_buffer("grad_partials", 8 * count)?;
@@ -390,7 +399,7 @@ impl Optimizer {
                 m_scales,
                 v_scales,
             } => {
-                let w = Int8Window::new(start, len);
+                let w = BlockWindow::new(*code, start, len);
                 let b = Adam8bitBuffers {
                     code: *code,
                     weights: f32_range(&p.weights, w.from, w.len),
@@ -528,10 +537,11 @@ pub fn sum_squares(
     Ok(d)
 }
 
-/// What an 8-bit dispatch of elements `start..start + len` binds: the int8
+/// What a block-wise dispatch of elements `start..start + len` binds: the
 /// scales bind at 16 384-element boundaries only (`CHUNK_ALIGN`), so from
 /// the one at or below `start`, the whole blocks before `first` left alone.
-pub(crate) struct Int8Window {
+pub(crate) struct BlockWindow {
+    code: ByteCode,
     pub from: u64,
     /// `start − from`: whole 256-value blocks (tensors start on them).
     pub first: u64,
@@ -539,10 +549,11 @@ pub(crate) struct Int8Window {
     pub len: u64,
 }
 
-impl Int8Window {
-    pub fn new(start: u64, len: u64) -> Int8Window {
+impl BlockWindow {
+    pub fn new(code: ByteCode, start: u64, len: u64) -> BlockWindow {
         let from = start / CHUNK_ALIGN * CHUNK_ALIGN;
-        Int8Window {
+        BlockWindow {
+            code,
             from,
             first: start - from,
             len: start + len - from,
@@ -552,16 +563,16 @@ impl Int8Window {
     pub fn codes<'a>(&self, buffer: &'a wgpu::Buffer) -> BufferRange<'a> {
         BufferRange {
             buffer,
-            offset: int8_state_bytes(self.from),
-            size: int8_state_bytes(self.len),
+            offset: self.code.code_bytes(self.from),
+            size: self.code.code_bytes(self.len),
         }
     }
 
     pub fn scales<'a>(&self, buffer: &'a wgpu::Buffer) -> BufferRange<'a> {
         BufferRange {
             buffer,
-            offset: int8_scale_bytes(self.from),
-            size: int8_scale_bytes(self.len),
+            offset: self.code.scale_bytes(self.from),
+            size: self.code.scale_bytes(self.len),
         }
     }
 }

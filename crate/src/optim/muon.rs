@@ -12,7 +12,7 @@ use crate::model::layout::{ParamLayout, Role, Span};
 use crate::model::{Config, Mirror, Params, f16_range, f32_range};
 use crate::ops::muon::MuonHyper;
 
-use super::{Int8Window, StateBuffers, bf16_range};
+use super::{BlockWindow, StateBuffers, bf16_range};
 
 /// Muon's parts, scratch and step uniform for one model.
 pub struct Muon {
@@ -200,7 +200,7 @@ impl Muon {
                 m_scales,
                 ..
             } => {
-                let w = Int8Window::new(start, len);
+                let w = BlockWindow::new(*code, start, len);
                 k.optim.muon_momentum(
                     gpu,
                     momentum,

@@ -110,8 +110,8 @@ pub fn adamw(
 // f32 scale per block of 256 values: the block's absmax after the update.
 
 pub use crate::ops::adam::{
-    Fp8Code, Int8Map, Int8Maps, QBLOCK, bf16_bits, bf16_value, dither, moment1_points,
-    moment2_points,
+    ByteCode, Fp8Code, Int4Code, Int8Map, Int8Maps, QBLOCK, bf16_bits, bf16_value, dither,
+    moment1_points, moment2_points,
 };
 
 /// What the bytes of 8-bit state stand for.
@@ -121,10 +121,24 @@ pub enum StateCode {
     Table(Box<Int8Maps>),
     /// TorchAO's FP8 state.
     E4m3,
+    /// TorchAO's 4-bit state: nibbles, blocks of 128.
+    Int4,
 }
 
-/// Packed 8-bit AdamW state of `n` values: codes 4 per word, scales per
-/// block, as the kernel's buffers hold them. All zeros is the initial state.
+impl StateCode {
+    /// How its codes are packed and blocked.
+    pub fn geometry(&self) -> ByteCode {
+        match self {
+            StateCode::Table(_) => ByteCode::Dynamic,
+            StateCode::E4m3 => ByteCode::E4m3,
+            StateCode::Int4 => ByteCode::Int4,
+        }
+    }
+}
+
+/// Packed block-wise AdamW state of `n` values: codes 4 (int4: 8) per
+/// word, scales per block, as the kernel's buffers hold them. All zeros is
+/// the initial state.
 #[derive(Clone, Debug)]
 pub struct Adam8bitState {
     pub code: StateCode,
@@ -134,18 +148,10 @@ pub struct Adam8bitState {
     pub v_scales: Vec<f32>,
 }
 
-fn byte(words: &[u32], i: usize) -> u8 {
-    (words[i / 4] >> (8 * (i % 4))) as u8
-}
-
-fn set_byte(words: &mut [u32], i: usize, b: u8) {
-    let shift = 8 * (i % 4);
-    words[i / 4] = (words[i / 4] & !(0xff << shift)) | ((b as u32) << shift);
-}
-
 impl Adam8bitState {
     pub fn new(n: usize, code: StateCode) -> Self {
-        let (words, blocks) = (n.div_ceil(4), n.div_ceil(QBLOCK));
+        let g = code.geometry();
+        let (words, blocks) = (g.code_bytes(n as u64) as usize / 4, n.div_ceil(g.block()));
         Adam8bitState {
             code,
             m: vec![0; words],
@@ -155,20 +161,29 @@ impl Adam8bitState {
         }
     }
 
+    /// Element `i`'s code in `words`.
+    pub fn code_at(&self, words: &[u32], i: usize) -> u8 {
+        self.code.geometry().code_at(bytemuck::cast_slice(words), i)
+    }
+
     /// The dequantized first moment of element `i`.
     pub fn moment1(&self, i: usize) -> f32 {
-        let (c, s) = (byte(&self.m, i), self.m_scales[i / QBLOCK]);
+        let block = self.code.geometry().block();
+        let (c, s) = (self.code_at(&self.m, i), self.m_scales[i / block]);
         match &self.code {
             StateCode::Table(maps) => maps.m.dequantize(c, s),
             StateCode::E4m3 => Fp8Code::value(c, s),
+            StateCode::Int4 => Int4Code::value(c, s, &Int4Code::maps()[0]),
         }
     }
 
     pub fn moment2(&self, i: usize) -> f32 {
-        let (c, s) = (byte(&self.v, i), self.v_scales[i / QBLOCK]);
+        let block = self.code.geometry().block();
+        let (c, s) = (self.code_at(&self.v, i), self.v_scales[i / block]);
         match &self.code {
             StateCode::Table(maps) => maps.v.dequantize(c, s),
             StateCode::E4m3 => Fp8Code::value(c, s),
+            StateCode::Int4 => Int4Code::value(c, s, &Int4Code::maps()[1]),
         }
     }
 
@@ -177,10 +192,11 @@ impl Adam8bitState {
         match self.code {
             StateCode::Table(_) => (m_max, v_max),
             StateCode::E4m3 => (Fp8Code::scale(m_max), Fp8Code::scale(v_max)),
+            StateCode::Int4 => (Int4Code::scale(m_max), Int4Code::scale(v_max)),
         }
     }
 
-    /// The bytes of element `i`'s new moments (m, v) under the block's
+    /// The codes of element `i`'s new moments (m, v) under the block's
     /// scales, at step `t`.
     fn codes(&self, i: usize, (m, v): (f32, f32), (sm, sv): (f32, f32), t: u32) -> (u8, u8) {
         match &self.code {
@@ -189,6 +205,10 @@ impl Adam8bitState {
                 maps.v.quantize(v, sv, dither(i as u32, t, 1)),
             ),
             StateCode::E4m3 => (Fp8Code::code(m, sm), Fp8Code::code(v, sv)),
+            StateCode::Int4 => {
+                let [m4, v4] = Int4Code::maps();
+                (Int4Code::code(m, sm, &m4), Int4Code::code(v, sv, &v4))
+            }
         }
     }
 }
@@ -215,11 +235,11 @@ fn f32_moments_step(
 }
 
 /// AdamW step `t` with 8-bit state, as `adamw_8bit_update` (and
-/// `adamw_fp8_update`): the moments are dequantized, updated in f32 and
-/// used unquantized for this step's weight update (in f64 here), then
-/// coded against the block's new absmax: int8 stochastically, with the
-/// dither of (element, step); fp8 to nearest.
-/// Bytes past `w.len()` in the last word hold the code of 0.
+/// `adamw_fp8_update`, `adamw_int4_update`): the moments are dequantized,
+/// updated in f32 and used unquantized for this step's weight update (in
+/// f64 here), then coded against the block's new absmax: int8
+/// stochastically, with the dither of (element, step); fp8 and int4 to
+/// nearest. Codes past `w.len()` in the last word hold the code of 0.
 pub fn adamw_8bit(
     h: &AdamHyper,
     t: u32,
@@ -230,8 +250,10 @@ pub fn adamw_8bit(
     s: &mut Adam8bitState,
 ) {
     let n = w.len();
-    for (b, start) in (0..n).step_by(QBLOCK).enumerate() {
-        let end = (start + QBLOCK).min(n);
+    let geo = s.code.geometry();
+    let (block, per_word) = (geo.block(), geo.per_word() as usize);
+    for (b, start) in (0..n).step_by(block).enumerate() {
+        let end = (start + block).min(n);
         let (mut m_new, mut v_new) = ([0f32; QBLOCK], [0f32; QBLOCK]);
         for i in start..end {
             let old = (s.moment1(i), s.moment2(i));
@@ -242,10 +264,10 @@ pub fn adamw_8bit(
         let v_max = v_new.iter().fold(0f32, |a, &x| a.max(x));
         let scales = s.scales(m_max, v_max);
         (s.m_scales[b], s.v_scales[b]) = scales;
-        for i in start..end.next_multiple_of(4) {
+        for i in start..end.next_multiple_of(per_word) {
             let (cm, cv) = s.codes(i, (m_new[i - start], v_new[i - start]), scales, t);
-            set_byte(&mut s.m, i, cm);
-            set_byte(&mut s.v, i, cv);
+            geo.set_code(bytemuck::cast_slice_mut(&mut s.m), i, cm);
+            geo.set_code(bytemuck::cast_slice_mut(&mut s.v), i, cv);
         }
     }
 }
@@ -471,7 +493,7 @@ mod tests {
                 .fold(0.0, f32::max) as f64
         };
         for i in 0..n {
-            let (cm, cv) = (byte(&q.m, i), byte(&q.v, i));
+            let (cm, cv) = (q.code_at(&q.m, i), q.code_at(&q.v, i));
             let (sm, sv) = (q.m_scales[i / QBLOCK] as f64, q.v_scales[i / QBLOCK] as f64);
             assert!(
                 (q.moment1(i) as f64 - m[i]).abs() <= step(&maps.m, cm) * sm,
@@ -593,7 +615,7 @@ mod tests {
     }
 
     /// The bar: int8 state within 0.5 % of fp32 state's final loss
-    /// (and bf16's; fp8's, TorchAO's, diverges).
+    /// (and bf16's; fp8's, TorchAO's, diverges; int4's within 5 %).
     /// Mean over 3 seeds, β2 = 0.95 (LLaMA's). Measured with stochastic
     /// rounding: dynamic +0.10 % (and +0.065 % at β2 = 0.99, +0.084 % at
     /// 0.999, where round to nearest lost +0.29 % and +0.44 %: it cannot
@@ -615,9 +637,10 @@ mod tests {
             gap(mean(table(Int8Maps::dynamic()))),
             gap(mean(table(Int8Maps::linear()))),
         );
-        let (bf16, fp8) = (
+        let (bf16, fp8, int4) = (
             gap(mean(Bigram::Bf16)),
             gap(mean(Bigram::Bytes(StateCode::E4m3))),
+            gap(mean(Bigram::Bytes(StateCode::Int4))),
         );
 
         let linear_text = if linear.is_finite() {
@@ -626,10 +649,11 @@ mod tests {
             "diverged".into()
         };
         println!(
-            "final loss: fp32 state {fp32:.5}; int8 dynamic {:+.3} %, int8 linear {linear_text}, bf16 {:+.3} %, fp8 {:+.3} %",
+            "final loss: fp32 state {fp32:.5}; int8 dynamic {:+.3} %, int8 linear {linear_text}, bf16 {:+.3} %, fp8 {:+.3} %, int4 {:+.3} %",
             100.0 * dynamic,
             100.0 * bf16,
-            100.0 * fp8
+            100.0 * fp8,
+            100.0 * int4
         );
         assert!(
             dynamic.abs() < 0.005,
@@ -652,6 +676,16 @@ mod tests {
         assert!(
             fp8.is_nan() || fp8 > dynamic,
             "fp8 state ({fp8}) measured worse than int8's dynamic code ({dynamic})"
+        );
+        // TorchAO's 4-bit state measured +2.57 %: it trains (v's map has no
+        // zero, so v reads back at least scale/16 and m/√v stays bounded),
+        // but 16 points a block lose more than int8's 256; the bound is
+        // twice the measure.
+        assert!(
+            int4 > dynamic && int4 < 0.05,
+            "int4 state: {:+.3} % from fp32, int8's {:+.3} %",
+            100.0 * int4,
+            100.0 * dynamic
         );
     }
 }

@@ -5,7 +5,7 @@
 
 use half::f16;
 use webtrain::kernels::loss::LossTotals;
-use webtrain::kernels::optimizer::{int8_scale_bytes, int8_state_bytes, partials_for};
+use webtrain::kernels::optimizer::partials_for;
 use webtrain::kernels::{Adam8bitBuffers, AdamBuffers, AdamHyper, GradStats, Optimizer};
 use webtrain::optim::ByteCode;
 use webtrain::optim::{LossScale, LossScaling};
@@ -483,7 +483,7 @@ fn assert_codes(what: &str, got: &[u32], want: &[u32]) {
 pub async fn adamw_8bit_matches_reference(gpu: &Gpu) -> Result<()> {
     let k = Optimizer::new(gpu).await?;
     let step = k.step_buffer(gpu);
-    for code in [ByteCode::Dynamic, ByteCode::E4m3] {
+    for code in [ByteCode::Dynamic, ByteCode::E4m3, ByteCode::Int4] {
         adamw_8bit_code_matches_reference(gpu, (&k, &step), code).await?;
     }
     Ok(())
@@ -501,7 +501,7 @@ async fn adamw_8bit_code_matches_reference(
     ] {
         let w0 = uniform(&mut rng(90), n, -0.5, 0.5);
         let wb = gpu.upload("w", &w0)?;
-        let (state_bytes, scale_bytes) = (int8_state_bytes(n as u64), int8_scale_bytes(n as u64));
+        let (state_bytes, scale_bytes) = (code.code_bytes(n as u64), code.scale_bytes(n as u64));
         let (mq, vq) = (
             gpu.storage_buffer("m codes", state_bytes)?,
             gpu.storage_buffer("v codes", state_bytes)?,
@@ -519,6 +519,7 @@ async fn adamw_8bit_code_matches_reference(
                     reference::StateCode::Table(Box::new(reference::Int8Maps::dynamic()))
                 }
                 ByteCode::E4m3 => reference::StateCode::E4m3,
+                ByteCode::Int4 => reference::StateCode::Int4,
             },
         );
         for t in 1..=3u32 {
@@ -707,32 +708,37 @@ pub async fn adamw_8bit_skipped_step_changes_nothing_but_gradients(gpu: &Gpu) ->
     skipped.check(gpu).await
 }
 
-/// Muon's momentum step in each coded state (bf16, fp8, int8) against a
+/// Muon's momentum step in each coded state (bf16, fp8, int8, int4) against a
 /// twin written here from the kernel's formulas (m' = m + (1 − μ)(g − m),
 /// Nesterov g + μ(m' − g), g = raw·clip, non-finite → 0) and the states'
 /// codes (`ops::adam`): two steps over a partial last word and block, the
 /// Nesterov directions and the coded momentum bit for bit.
 pub async fn muon_momentum_matches_reference(gpu: &Gpu) -> Result<()> {
     use webtrain::kernels::optimizer::{MuonMomentum, bf16_state_bytes};
-    use webtrain::ops::adam::{Fp8Code, Int8Maps, QBLOCK, bf16_bits, bf16_value, dither};
+    use webtrain::ops::adam::{Fp8Code, Int4Code, Int8Maps, bf16_bits, bf16_value, dither};
     let k = Optimizer::new(gpu).await?;
     let step = k.step_buffer(gpu);
     let (n, mu, clip) = (4_097usize, 0.95f32, 0.5f32);
-    let maps = Int8Maps::dynamic();
-    for state in ["bf16", "fp8", "int8"] {
-        let codes_bytes = match state {
-            "bf16" => bf16_state_bytes(n as u64),
-            _ => int8_state_bytes(n as u64),
+    let (maps, m4) = (Int8Maps::dynamic(), Int4Code::maps()[0]);
+    for state in [
+        None,
+        Some(ByteCode::E4m3),
+        Some(ByteCode::Dynamic),
+        Some(ByteCode::Int4),
+    ] {
+        let (codes_bytes, scale_bytes) = match state {
+            None => (bf16_state_bytes(n as u64), 4),
+            Some(code) => (code.code_bytes(n as u64), code.scale_bytes(n as u64)),
         };
         let (mb, sb) = (
             gpu.storage_buffer("momentum", codes_bytes)?,
-            gpu.storage_buffer("scales", int8_scale_bytes(n as u64))?,
+            gpu.storage_buffer("scales", scale_bytes)?,
         );
         let nb = gpu.storage_buffer("nesterov", 4 * n as u64)?;
         let mut m = vec![0f32; n]; // the twin's momentum, as read back each step
         let (mut words, mut scales) = (
             vec![0u32; codes_bytes as usize / 4],
-            vec![0f32; n.div_ceil(QBLOCK)],
+            vec![0f32; scale_bytes as usize / 4],
         );
         for t in 1..=2u32 {
             let g = spread_gradients(80 + t as u64, n);
@@ -740,13 +746,9 @@ pub async fn muon_momentum_matches_reference(gpu: &Gpu) -> Result<()> {
             let stats = step_stats(gpu, clip, false)?;
             k.write_step(gpu, &step, &HYPER, t)?;
             let momentum = match state {
-                "bf16" => MuonMomentum::Bf16((&mb).into()),
-                code => MuonMomentum::Bytes {
-                    code: if code == "fp8" {
-                        ByteCode::E4m3
-                    } else {
-                        ByteCode::Dynamic
-                    },
+                None => MuonMomentum::Bf16((&mb).into()),
+                Some(code) => MuonMomentum::Bytes {
+                    code,
                     codes: (&mb).into(),
                     scales: (&sb).into(),
                     first: 0,
@@ -771,40 +773,43 @@ pub async fn muon_momentum_matches_reference(gpu: &Gpu) -> Result<()> {
             }
             let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut words);
             match state {
-                "bf16" => {
+                None => {
                     let halves: &mut [u16] = bytemuck::cast_slice_mut(bytes);
                     for i in 0..n {
                         halves[i] = bf16_bits(m[i]);
                         m[i] = bf16_value(halves[i]);
                     }
                 }
-                code => {
-                    // the last word's bytes past n hold the code of 0, as the kernel writes them
-                    m.resize(n.next_multiple_of(4), 0.0);
-                    for (b, block) in m.chunks_mut(QBLOCK).enumerate() {
+                Some(code) => {
+                    // the last word's codes past n hold the code of 0, as the kernel writes them
+                    m.resize(n.next_multiple_of(code.per_word() as usize), 0.0);
+                    for (b, block) in m.chunks_mut(code.block()).enumerate() {
                         let top = block.iter().fold(0f32, |a, x| a.max(x.abs()));
-                        scales[b] = if code == "fp8" {
-                            Fp8Code::scale(top)
-                        } else {
-                            top
+                        scales[b] = match code {
+                            ByteCode::E4m3 => Fp8Code::scale(top),
+                            ByteCode::Int4 => Int4Code::scale(top),
+                            ByteCode::Dynamic => top,
                         };
                         for (j, x) in block.iter_mut().enumerate() {
-                            let i = b * QBLOCK + j;
+                            let i = b * code.block() + j;
+                            let s = scales[b];
                             let c = match code {
-                                "fp8" => Fp8Code::code(*x, scales[b]),
-                                _ => maps.m.quantize(*x, scales[b], dither(i as u32, t, 0)),
+                                ByteCode::E4m3 => Fp8Code::code(*x, s),
+                                ByteCode::Int4 => Int4Code::code(*x, s, &m4),
+                                ByteCode::Dynamic => maps.m.quantize(*x, s, dither(i as u32, t, 0)),
                             };
-                            bytes[i] = c;
+                            code.set_code(bytes, i, c);
                             *x = match code {
-                                "fp8" => Fp8Code::value(c, scales[b]),
-                                _ => maps.m.dequantize(c, scales[b]),
+                                ByteCode::E4m3 => Fp8Code::value(c, s),
+                                ByteCode::Int4 => Int4Code::value(c, s, &m4),
+                                ByteCode::Dynamic => maps.m.dequantize(c, s),
                             };
                         }
                     }
                     m.truncate(n);
                 }
             }
-            let what = |x: &str| format!("muon_momentum {state} t={t} {x}");
+            let what = |x: &str| format!("muon_momentum {state:?} t={t} {x}");
             super::check::assert_identical(
                 &what("nesterov"),
                 &gpu.read_back::<f32>((&nb).into()).await?,
@@ -815,7 +820,7 @@ pub async fn muon_momentum_matches_reference(gpu: &Gpu) -> Result<()> {
                 &gpu.read_back::<u32>((&mb).into()).await?,
                 &words,
             );
-            if state != "bf16" {
+            if state.is_some() {
                 super::check::assert_identical(
                     &what("scales"),
                     &gpu.read_back::<f32>((&sb).into()).await?,
