@@ -367,7 +367,10 @@ mod tests {
             .collect();
         for (got, want) in m.iter().zip(&want) {
             // f32(0.01)·mean and f32(0.1)·mean round once more than the decimal
-            assert!((got - want).abs() <= want.abs() * 1.2e-7, "{got} for {want}");
+            assert!(
+                (got - want).abs() <= want.abs() * 1.2e-7,
+                "{got} for {want}"
+            );
         }
         println!("m map bits: {:08x?}", m.map(f32::to_bits));
         assert_eq!(v, std::array::from_fn(|k| (k + 1) as f32 / 16.0));

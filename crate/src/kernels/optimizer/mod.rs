@@ -6,13 +6,16 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::error::{Error, Result};
-use crate::gpu::{
-    Bind, BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_kernels, f16_bytes,
-};
+use crate::gpu::{Bind, BufferRange, Dispatch, Gpu, Kernel, build_kernels, f16_bytes};
 pub use crate::ops::adam::AdamHyper;
 use crate::ops::adam::{ByteCode, Int4Code, Int8Maps};
 use crate::ops::loss_scale::{LossScale, LossScaling};
 use crate::shaders::OPTIMIZER;
+
+mod block_state;
+mod descs;
+
+use descs::*;
 
 /// Gradients per `reduce_norm_sq` workgroup: `GROUP` in 12_optimizer.wgsl.
 const GROUP: u64 = 4096;
@@ -20,14 +23,6 @@ const GROUP: u64 = 4096;
 /// Bytes of one moment's bf16 values for `n` values (two per word).
 pub fn bf16_state_bytes(n: u64) -> u64 {
     n.div_ceil(2) * 4
-}
-
-/// Refuses a `first` that is not whole blocks of `code` within `n` elements.
-fn whole_blocks(op: &'static str, code: ByteCode, first: u32, n: u32) -> Result<()> {
-    match (first as usize).is_multiple_of(code.block()) && first <= n {
-        true => Ok(()),
-        false => Err(Error::shape(op, "first", "whole blocks within n", first)),
-    }
 }
 
 /// Partials a block of `n` gradients adds to the step's partials buffer (8 bytes each).
@@ -125,169 +120,6 @@ impl AdamHyper {
         }
     }
 }
-
-const REDUCE: KernelDesc = KernelDesc {
-    entry: "reduce_norm_sq",
-    slots: &[
-        Slot::Uniform(0),               // reduce_params
-        Slot::Read(1, "grads"),         // grads_in: [n] f32
-        Slot::ReadWrite(2, "partials"), // [G total] (Σg², non-finite)
-    ],
-};
-const FINALIZE: KernelDesc = KernelDesc {
-    entry: "finalize_grad_stats",
-    slots: &[
-        Slot::Uniform(0),                 // finalize_params
-        Slot::Read(1, "partials"),        // partials_in: [G total]
-        Slot::Read(2, "loss"),            // loss_in: LossTotals, the step's loss
-        Slot::ReadWrite(3, "stats"),      // stats_out: GradStats
-        Slot::ReadWrite(4, "loss_scale"), // scale_state: LossScale, updated when scaling
-    ],
-};
-const UPDATE_SLOTS: [Slot; 7] = [
-    Slot::Uniform(0),              // adam: AdamBlock
-    Slot::Uniform(1),              // adam_step: AdamStep
-    Slot::Read(2, "stats"),        // GradStats
-    Slot::ReadWrite(3, "weights"), // [n] f32
-    Slot::ReadWrite(4, "grads"),   // [n] f32, zeroed
-    Slot::ReadWrite(5, "moment1"), // [n] f32
-    Slot::ReadWrite(6, "moment2"), // [n] f32
-];
-const UPDATE: KernelDesc = KernelDesc {
-    entry: "adamw_update",
-    slots: &UPDATE_SLOTS,
-};
-const UPDATE_F16: KernelDesc = KernelDesc {
-    entry: "adamw_update_f16",
-    slots: &[
-        UPDATE_SLOTS[0],
-        UPDATE_SLOTS[1],
-        UPDATE_SLOTS[2],
-        UPDATE_SLOTS[3],
-        UPDATE_SLOTS[4],
-        UPDATE_SLOTS[5],
-        UPDATE_SLOTS[6],
-        Slot::ReadWrite(7, "mirror"), // [n] f16
-    ],
-};
-
-const UPDATE_8BIT_SLOTS: [Slot; 10] = [
-    UPDATE_SLOTS[0],
-    UPDATE_SLOTS[1],
-    UPDATE_SLOTS[2],
-    Slot::Read(10, "code_tables"), // [1024] f32, values of m and v, then their steps
-    UPDATE_SLOTS[3],
-    UPDATE_SLOTS[4],
-    Slot::ReadWrite(5, "m_codes"),  // [⌈n/4⌉] u32, 4 bytes of m
-    Slot::ReadWrite(6, "v_codes"),  // [⌈n/4⌉] u32, 4 bytes of v
-    Slot::ReadWrite(7, "m_scales"), // [⌈n/256⌉] f32
-    Slot::ReadWrite(8, "v_scales"), // [⌈n/256⌉] f32
-];
-const UPDATE_8BIT: KernelDesc = KernelDesc {
-    entry: "adamw_8bit_update",
-    slots: &UPDATE_8BIT_SLOTS,
-};
-const UPDATE_8BIT_F16: KernelDesc = KernelDesc {
-    entry: "adamw_8bit_update_f16",
-    slots: &[
-        UPDATE_8BIT_SLOTS[0],
-        UPDATE_8BIT_SLOTS[1],
-        UPDATE_8BIT_SLOTS[2],
-        UPDATE_8BIT_SLOTS[3],
-        UPDATE_8BIT_SLOTS[4],
-        UPDATE_8BIT_SLOTS[5],
-        UPDATE_8BIT_SLOTS[6],
-        UPDATE_8BIT_SLOTS[7],
-        UPDATE_8BIT_SLOTS[8],
-        UPDATE_8BIT_SLOTS[9],
-        Slot::ReadWrite(9, "mirror"), // q_mirror: [n] f16
-    ],
-};
-
-const UPDATE_FP8: KernelDesc = KernelDesc {
-    entry: "adamw_fp8_update",
-    ..UPDATE_8BIT
-};
-const UPDATE_FP8_F16: KernelDesc = KernelDesc {
-    entry: "adamw_fp8_update_f16",
-    ..UPDATE_8BIT_F16
-};
-const UPDATE_INT4: KernelDesc = KernelDesc {
-    entry: "adamw_int4_update",
-    ..UPDATE_8BIT
-};
-const UPDATE_INT4_F16: KernelDesc = KernelDesc {
-    entry: "adamw_int4_update_f16",
-    ..UPDATE_8BIT_F16
-};
-const UPDATE_BF16_SLOTS: [Slot; 7] = [
-    UPDATE_SLOTS[0],
-    UPDATE_SLOTS[1],
-    UPDATE_SLOTS[2],
-    UPDATE_SLOTS[3],
-    UPDATE_SLOTS[4],
-    Slot::ReadWrite(5, "m_bf16"), // [⌈n/2⌉] u32, 2 bf16 of m
-    Slot::ReadWrite(6, "v_bf16"), // [⌈n/2⌉] u32, 2 bf16 of v
-];
-const UPDATE_BF16: KernelDesc = KernelDesc {
-    entry: "adamw_bf16_update",
-    slots: &UPDATE_BF16_SLOTS,
-};
-const UPDATE_BF16_F16: KernelDesc = KernelDesc {
-    entry: "adamw_bf16_update_f16",
-    slots: &[
-        UPDATE_BF16_SLOTS[0],
-        UPDATE_BF16_SLOTS[1],
-        UPDATE_BF16_SLOTS[2],
-        UPDATE_BF16_SLOTS[3],
-        UPDATE_BF16_SLOTS[4],
-        UPDATE_BF16_SLOTS[5],
-        UPDATE_BF16_SLOTS[6],
-        Slot::ReadWrite(7, "mirror"), // [n] f16
-    ],
-};
-
-const MUON_MOMENTUM: KernelDesc = KernelDesc {
-    entry: "muon_momentum",
-    slots: &[
-        UPDATE_SLOTS[0],
-        UPDATE_SLOTS[2],
-        UPDATE_SLOTS[4],
-        UPDATE_SLOTS[5],
-        Slot::ReadWrite(11, "nesterov"), // [n] f32
-    ],
-};
-const MUON_MOMENTUM_8BIT: KernelDesc = KernelDesc {
-    entry: "muon_momentum_8bit",
-    slots: &[
-        UPDATE_8BIT_SLOTS[0],
-        UPDATE_8BIT_SLOTS[1],
-        UPDATE_8BIT_SLOTS[2],
-        UPDATE_8BIT_SLOTS[3],
-        UPDATE_8BIT_SLOTS[5],
-        UPDATE_8BIT_SLOTS[6],
-        UPDATE_8BIT_SLOTS[8],
-        Slot::ReadWrite(11, "nesterov"), // [n − first] f32
-    ],
-};
-const MUON_MOMENTUM_FP8: KernelDesc = KernelDesc {
-    entry: "muon_momentum_fp8",
-    ..MUON_MOMENTUM_8BIT
-};
-const MUON_MOMENTUM_INT4: KernelDesc = KernelDesc {
-    entry: "muon_momentum_int4",
-    ..MUON_MOMENTUM_8BIT
-};
-const MUON_MOMENTUM_BF16: KernelDesc = KernelDesc {
-    entry: "muon_momentum_bf16",
-    slots: &[
-        UPDATE_SLOTS[0],
-        UPDATE_SLOTS[2],
-        UPDATE_SLOTS[4],
-        UPDATE_BF16_SLOTS[5],
-        Slot::ReadWrite(11, "nesterov"), // [n] f32
-    ],
-};
 
 /// Muon's momentum over a range of hidden matrices: f32 or bf16 at the
 /// range's elements, or 8-bit codes and scales bound from `first` elements
@@ -585,133 +417,6 @@ impl Optimizer {
             (true, true) => (&self.update_bf16_f16, n64.div_ceil(2)),
         };
         kernel.dispatch(gpu, op, &binds, gpu.grid_1d(op, invocations)?)
-    }
-
-    /// AdamW over `n` parameters of one block with 8-bit moments (block-wise
-    /// int8 codes or E4M3, `b.code`), otherwise as [`Optimizer::update`]:
-    /// the same order, clipping, decay, bias corrections, skip and mirror.
-    #[allow(clippy::too_many_arguments)] // as `update`
-    pub fn update_8bit(
-        &self,
-        gpu: &Gpu,
-        hyper: &AdamHyper,
-        decays: bool,
-        n: u32,
-        step: &wgpu::Buffer,
-        stats: BufferRange,
-        b: &Adam8bitBuffers,
-    ) -> Result<Dispatch> {
-        let op = "adamw_8bit_update";
-        let (n64, words) = (n as u64, (n as u64).div_ceil(b.code.per_word()));
-        whole_blocks(op, b.code, b.first, n)?;
-        let params = gpu.uniform(
-            op,
-            &AdamBlock {
-                first: b.first,
-                ..hyper.block(n, decays)
-            },
-        );
-        let mut binds: Vec<Bind> = vec![
-            (&params).into(),
-            step.into(),
-            stats.needs(STATS_BYTES),
-            self.tables(b.code).into(),
-            b.weights.needs(4 * n64),
-            b.grads.needs(4 * n64),
-            b.m_codes.needs(b.code.code_bytes(n64)),
-            b.v_codes.needs(b.code.code_bytes(n64)),
-            b.m_scales.needs(b.code.scale_bytes(n64)),
-            b.v_scales.needs(b.code.scale_bytes(n64)),
-        ];
-        let grid = gpu.grid_1d(op, words)?;
-        let kernel = match (b.code, b.mirror) {
-            (ByteCode::Dynamic, None) => &self.update_8bit,
-            (ByteCode::Dynamic, Some(_)) => &self.update_8bit_f16,
-            (ByteCode::E4m3, None) => &self.update_fp8,
-            (ByteCode::E4m3, Some(_)) => &self.update_fp8_f16,
-            (ByteCode::Int4, None) => &self.update_int4,
-            (ByteCode::Int4, Some(_)) => &self.update_int4_f16,
-        };
-        if let Some(mirror) = b.mirror {
-            binds.push(mirror.needs(f16_bytes(n64)));
-        }
-        kernel.dispatch(gpu, op, &binds, grid)
-    }
-
-    /// Muon's momentum step over `n` elements of hidden matrices (μ =
-    /// `momentum`): the new momentum into `state`, the Nesterov direction
-    /// into `nesterov` (`n − first` elements), the gradients zeroed.
-    #[allow(clippy::too_many_arguments)] // the step's whole state, as the kernel's bindings
-    pub fn muon_momentum(
-        &self,
-        gpu: &Gpu,
-        momentum: f64,
-        n: u32,
-        (step, stats): (&wgpu::Buffer, BufferRange),
-        grads: BufferRange,
-        state: MuonMomentum,
-        nesterov: BufferRange,
-    ) -> Result<Dispatch> {
-        let op = "muon_momentum";
-        let n64 = n as u64;
-        let block = |first| AdamBlock {
-            n,
-            beta1: momentum as f32,
-            first,
-            ..AdamBlock::zeroed()
-        };
-        match state {
-            MuonMomentum::Fp32(m) => {
-                let params = gpu.uniform(op, &block(0));
-                let binds = [
-                    (&params).into(),
-                    stats.needs(STATS_BYTES),
-                    grads.needs(4 * n64),
-                    m.needs(4 * n64),
-                    nesterov.needs(4 * n64),
-                ];
-                self.muon_momentum
-                    .dispatch(gpu, op, &binds, gpu.grid_1d(op, n64)?)
-            }
-            MuonMomentum::Bf16(m) => {
-                let params = gpu.uniform(op, &block(0));
-                let binds = [
-                    (&params).into(),
-                    stats.needs(STATS_BYTES),
-                    grads.needs(4 * n64),
-                    m.needs(bf16_state_bytes(n64)),
-                    nesterov.needs(4 * n64),
-                ];
-                self.muon_momentum_bf16
-                    .dispatch(gpu, op, &binds, gpu.grid_1d(op, n64.div_ceil(2))?)
-            }
-            MuonMomentum::Bytes {
-                code,
-                codes,
-                scales,
-                first,
-            } => {
-                whole_blocks(op, code, first, n)?;
-                let params = gpu.uniform(op, &block(first));
-                let binds = [
-                    (&params).into(),
-                    step.into(),
-                    stats.needs(STATS_BYTES),
-                    self.tables(code).into(),
-                    grads.needs(4 * n64),
-                    codes.needs(code.code_bytes(n64)),
-                    scales.needs(code.scale_bytes(n64)),
-                    nesterov.needs(4 * (n64 - first as u64)),
-                ];
-                let grid = gpu.grid_1d(op, n64.div_ceil(code.per_word()))?;
-                let kernel = match code {
-                    ByteCode::Dynamic => &self.muon_momentum_8bit,
-                    ByteCode::E4m3 => &self.muon_momentum_fp8,
-                    ByteCode::Int4 => &self.muon_momentum_int4,
-                };
-                kernel.dispatch(gpu, op, &binds, grid)
-            }
-        }
     }
 }
 
