@@ -155,6 +155,10 @@ struct AdamBlock {
     eps: f32,
     decays: u32,     // 1: the decay block (2-D weights); 0: gains
     first: u32,      // 8-bit: elements before it (whole blocks) are another optimizer's
+    master_sr: u32,  // 1: bf16 master weights, rounded stochastically
+    sr_seed: u32,
+    offset: u32,     // the weights buffer's element at the binding's start
+    sr_stream: u32,  // ops::adam::MASTER_SR_STREAM
 }
 
 struct AdamStep {
@@ -187,6 +191,17 @@ fn adam_weight(w_old: f32, mv: vec2<f32>) -> f32 {
     return w_old * decay - adam_step.step_size * (mv.x / (sqrt(mv.y) / adam_step.bc2_sqrt + adam.eps));
 }
 
+// The master weight kept of element i's new value w: w itself, or with
+// bf16-sr TorchAO's _fp32_to_bf16_sr — w's top 16 bits, one bf16 step away
+// from zero iff 16 random bits fall below its low 16 (twin ops::adam::bf16_sr).
+fn master_value(w: f32, i: u32) -> f32 {
+    if (adam.master_sr == 0u) { return w; }
+    let bits = bitcast<u32>(w);
+    let r = random_bits(adam.sr_seed, adam_step.t, adam.sr_stream, adam.offset + i) & 0xffffu;
+    let toward_zero = bits & 0xffff0000u;
+    return bitcast<f32>(select(toward_zero, toward_zero + 0x10000u, r < (bits & 0xffffu)));
+}
+
 // One element's gradient, master weight and moments as read.
 struct AdamElement {
     raw: f32,
@@ -208,7 +223,7 @@ fn adamw_store(i: u32, e: AdamElement) -> f32 {
     grads[i] = 0.0;
     if (stats.skip != 0u) { return e.w; }
     let mv = adam_moments(e.raw, e.m, e.v);
-    let w = adam_weight(e.w, mv);
+    let w = master_value(adam_weight(e.w, mv), i);
     moment1[i] = mv.x;
     moment2[i] = mv.y;
     weights[i] = w;
@@ -398,7 +413,7 @@ fn adamw_8bit_word(k: u32, lidx: u32, fp8: bool) -> vec4<f32> {
                     let m_old = state_value((mc >> (8u * j)) & 0xffu, ms, 0u, fp8);
                     let v_old = state_value((vc >> (8u * j)) & 0xffu, vs, 256u, fp8);
                     let mv = adam_moments(raw[j], m_old, v_old);
-                    w[j] = adam_weight(w_old[j], mv);
+                    w[j] = master_value(adam_weight(w_old[j], mv), i);
                     weights[i] = w[j];
                     m[j] = mv.x;
                     v[j] = mv.y;
@@ -531,7 +546,7 @@ fn adamw_int4_word(k: u32, lidx: u32) -> array<f32, 8> {
                 grads[i] = 0.0;
                 if (!skip) {
                     let mv = adam_moments(raw[j], int4_value(mc, j, ms, 0u), int4_value(vc, j, vs, 256u));
-                    w[j] = adam_weight(w_old[j], mv);
+                    w[j] = master_value(adam_weight(w_old[j], mv), i);
                     weights[i] = w[j];
                     m[j] = mv.x;
                     v[j] = mv.y;
@@ -612,7 +627,7 @@ fn adamw_bf16_word(k: u32) -> vec2<f32> {
         grads[i + j] = 0.0;
         if (stats.skip == 0u) {
             let mv = adam_moments(raw[j], bf16_half(mw, j), bf16_half(vw, j));
-            w[j] = adam_weight(w[j], mv);
+            w[j] = master_value(adam_weight(w[j], mv), i + j);
             weights[i + j] = w[j];
             mq = with_bf16_half(mq, j, mv.x);
             vq = with_bf16_half(vq, j, mv.y);

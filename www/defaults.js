@@ -107,7 +107,7 @@ export function specOf(config) {
   const { shape, optim } = config;
   const { schedule } = optim;
   return {
-    model: config.model, batch: shape.batch, seq: shape.seq, precision: config.precision, optimizer: optim.optimizer, optimState: optim.state,
+    model: config.model, batch: shape.batch, seq: shape.seq, precision: config.precision, optimizer: optim.optimizer, optimState: optim.state, masterWeights: optim.master ?? 'f32',
     lr: schedule.peak, warmup: schedule.warmup, steps: schedule.total, minLrRatio: schedule.min_ratio,
     weightDecay: optim.weight_decay, clip: optim.max_grad_norm, beta1: optim.beta1, beta2: optim.beta2, eps: optim.eps, seed: config.seed,
   };

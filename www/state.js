@@ -83,10 +83,12 @@ export async function busy(name, fn) {
 }
 
 /// The run's mode in words: "f16 / int8 state", "mine (custom) / fp32
-/// state", "fp32 / Muon, fp32 state" (`optim`: the config's).
+/// state", "fp32 / Muon, fp32 state", "bf16 / int8 state, bf16-sr
+/// weights" (`optim`: the config's).
 export function modeLabel(precision, optim) {
   const muon = optim.optimizer === 'muon' ? 'Muon, ' : '';
-  return `${recipeLabel(precision)} / ${muon}${optim.state} state`;
+  const master = optim.master === 'bf16-sr' ? ', bf16-sr weights' : '';
+  return `${recipeLabel(precision)} / ${muon}${optim.state} state${master}`;
 }
 
 export function runMode(run) {

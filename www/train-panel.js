@@ -77,6 +77,7 @@ const AT_CREATE = [
   ['warmup', (o) => o.schedule.warmup],
   ['steps', (o) => o.schedule.total],
   ['optimizer', (o) => o.optimizer],
+  ['master-weights', (o) => o.master ?? 'f32'],
   ['weight-decay', (o) => o.weight_decay],
 ];
 let forNextCreate = false;

@@ -60,6 +60,7 @@ gpu_tests! {
         optimizer::adamw_skipped_step_changes_nothing_but_gradients,
         optimizer::adamw_8bit_matches_reference,
         optimizer::adamw_bf16_matches_reference,
+        optimizer::adamw_bf16_sr_master_matches_reference,
         optimizer::muon_momentum_matches_reference,
         optimizer::adamw_8bit_skipped_step_changes_nothing_but_gradients,
         muon::newton_schulz_matches_reference,

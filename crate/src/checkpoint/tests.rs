@@ -5,7 +5,9 @@ use serde_json::Value;
 
 use super::*;
 use crate::model::{BatchShape, Config, ParamLayout, Recipe};
-use crate::optim::{LossScale, LossScaling, LrSchedule, OptimConfig, OptimState, OptimizerKind};
+use crate::optim::{
+    LossScale, LossScaling, LrSchedule, MasterWeights, OptimConfig, OptimState, OptimizerKind,
+};
 use crate::rng::SplitMix64;
 
 const TEXT: &str = "the cat sat on the mat. the dog sat on the log. a model learns a language one token at a time.";
@@ -167,6 +169,27 @@ fn checkpoint_round_trips_exactly_and_deterministically() {
         );
         assert_eq!(back.run.tokenizer().unwrap().is_some(), tokenizer);
     }
+}
+
+/// bf16-sr master weights are in the config (f32's left out, as files
+/// written before the choice have it) and come back.
+#[test]
+fn master_weights_round_trip_and_old_configs_read_as_f32() {
+    let mut c = tiny(OptimState::Int8, false);
+    let f32_config = serde_json::to_value(&c.config).unwrap();
+    assert!(
+        f32_config["optim"].get("master").is_none(),
+        "f32 is left out"
+    );
+    c.config.optim.master = MasterWeights::Bf16Sr;
+    assert_eq!(
+        serde_json::to_value(&c.config).unwrap()["optim"]["master"],
+        "bf16-sr"
+    );
+    let back = Checkpoint::from_bytes(&c.to_bytes().unwrap()).unwrap();
+    assert_eq!(back.config.optim.master, MasterWeights::Bf16Sr);
+    let old: TrainConfig = serde_json::from_value(f32_config).unwrap();
+    assert_eq!(old.optim.master, MasterWeights::F32);
 }
 
 /// fp8 codes are safetensors' F8_E4M3 (what torch reads as

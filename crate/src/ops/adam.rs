@@ -13,6 +13,24 @@ pub struct AdamHyper {
     pub weight_decay: f64,
 }
 
+/// The `tensor` coordinate of bf16-sr master weights' random bits
+/// (`random_bits(seed, step, MASTER_SR_STREAM, element)`): apart from the
+/// quantizers' operand streams.
+pub const MASTER_SR_STREAM: u32 = 0x6d61_7374;
+
+/// TorchAO's `_fp32_to_bf16_sr` (torchao/optim/quant_utils.py): `x`'s top
+/// 16 bits, one bf16 step away from zero iff `r16` (uniform in 0..65536) is
+/// below its low 16 bits — so `x` rounds up with probability equal to
+/// the fraction it drops: unbiased.
+pub fn bf16_sr(x: f32, r16: u32) -> f32 {
+    let bits = x.to_bits();
+    let toward_zero = bits & 0xffff_0000;
+    f32::from_bits(match r16 < (bits & 0xffff) {
+        true => toward_zero + 0x1_0000,
+        false => toward_zero,
+    })
+}
+
 /// Values per quantization block (one scale per block and moment).
 pub const QBLOCK: usize = 256;
 
@@ -379,5 +397,26 @@ mod tests {
         assert_eq!((code(0.0, &v), code(3.0 / 32.0, &v)), (0, 1)); // a tie goes up
         assert_eq!(code(f32::from_bits((3.0f32 / 32.0).to_bits() - 1), &v), 0);
         assert_eq!((code(0.5, &m), code(-0.5, &m)), (12, 2)); // nearest 0.4375, −0.4375
+    }
+
+    /// TorchAO's rule: over all 2^16 draws a value rounds away from zero
+    /// exactly as often as the fraction it drops, so the mean is the value
+    /// itself (exactly, in f64); a bf16 value never moves.
+    #[test]
+    fn bf16_sr_is_unbiased_and_keeps_bf16_values() {
+        for x in [1.0f32 + 3.0 * f32::EPSILON, -0.3, 1e-30, -7.5e20, 0.1] {
+            let sum: f64 = (0..1u32 << 16).map(|r| bf16_sr(x, r) as f64).sum();
+            assert_eq!(sum / 65536.0, x as f64, "{x}: the mean of its roundings");
+            let down = f32::from_bits(x.to_bits() & 0xffff_0000);
+            assert_eq!(
+                bf16_sr(x, 0xffff),
+                down,
+                "{x}: the largest draw rounds toward zero"
+            );
+        }
+        for bits in [0x3f80u16, 0xc2f7, 0x0001, 0x7f7f] {
+            let v = bf16_value(bits);
+            assert!((0..1u32 << 16).step_by(97).all(|r| bf16_sr(v, r) == v));
+        }
     }
 }

@@ -98,6 +98,45 @@ impl OptimState {
     }
 }
 
+/// What the master weights are after each update.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MasterWeights {
+    /// f32, as computed.
+    #[default]
+    #[serde(rename = "f32")]
+    F32,
+    /// bf16 values, rounded stochastically from the f32 update (TorchAO's
+    /// `bf16_stochastic_round`): no f32 copy carries what bf16 drops.
+    #[serde(rename = "bf16-sr")]
+    Bf16Sr,
+}
+
+impl MasterWeights {
+    pub const ALL: [MasterWeights; 2] = [MasterWeights::F32, MasterWeights::Bf16Sr];
+
+    pub fn parse(name: &str) -> Result<MasterWeights> {
+        Self::ALL
+            .into_iter()
+            .find(|m| m.name() == name)
+            .ok_or_else(|| {
+                Error::Unsupported(format!(
+                    "unknown master weights {name:?}: use f32 or bf16-sr"
+                ))
+            })
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            MasterWeights::F32 => "f32",
+            MasterWeights::Bf16Sr => "bf16-sr",
+        }
+    }
+
+    fn is_f32(&self) -> bool {
+        *self == MasterWeights::F32
+    }
+}
+
 /// Which rule updates the hidden matrices.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -155,6 +194,9 @@ pub struct OptimConfig {
     /// update is scaled to AdamW's RMS, `ops::muon::update_scale`).
     #[serde(default = "muon_momentum")]
     pub momentum: f64,
+    /// Absent (f32) in configs written before it, and left out when f32.
+    #[serde(default, skip_serializing_if = "MasterWeights::is_f32")]
+    pub master: MasterWeights,
 }
 
 impl Default for OptimConfig {
@@ -170,6 +212,7 @@ impl Default for OptimConfig {
             weight_decay: 0.1,
             max_grad_norm: 1.0,
             momentum: MUON_MOMENTUM,
+            master: MasterWeights::F32,
         }
     }
 }
@@ -252,6 +295,8 @@ pub struct Optimizer {
     pub muon: Option<Muon>,
     /// Parameters (the model's layout total).
     total: u64,
+    /// bf16-sr master weights: their rounding's seed (the run's).
+    sr_seed: Option<u32>,
     pub stats: wgpu::Buffer, // GradStats of the last step
     partials: wgpu::Buffer,  // [Σ partials_for(chunk)] (Σg², non-finite)
     step: wgpu::Buffer,      // AdamStep uniform, rewritten per step
@@ -260,14 +305,24 @@ pub struct Optimizer {
 }
 
 impl Optimizer {
-    /// With `scaler`, the gradients carry its scale (`Model::scale_loss`).
+    /// With `scaler`, the gradients carry its scale (`Model::scale_loss`);
+    /// `seed` (the run's) seeds bf16-sr master weights' rounding.
     pub fn new(
         gpu: &Gpu,
         k: &Kernels,
         model: &Model,
-        config: OptimConfig,
+        (config, seed): (OptimConfig, u64),
         scaler: Option<&LossScaler>,
     ) -> Result<Optimizer> {
+        if config.master == MasterWeights::Bf16Sr && config.optimizer == OptimizerKind::Muon {
+            return Err(Error::Unsupported(
+                "bf16-sr master weights round AdamW's updates (TorchAO's rule); Muon's are not \
+                 rounded yet: choose f32 master weights, or AdamW"
+                    .into(),
+            ));
+        }
+        let sr_seed =
+            (config.master == MasterWeights::Bf16Sr).then_some(seed as u32 ^ (seed >> 32) as u32);
         let chunks = model
             .layout
             .chunks(gpu.limits.max_storage_buffer_binding_size)?;
@@ -312,6 +367,7 @@ impl Optimizer {
             adam_chunks,
             muon,
             total,
+            sr_seed,
             stats,
             partials,
             step,
@@ -388,6 +444,7 @@ impl Optimizer {
                     moment2: range(v, start, len),
                     mirror,
                     bf16,
+                    sr_seed: self.sr_seed,
                 };
                 k.optim
                     .update(gpu, hyper, c.decays, n, &self.step, stats, &b)
@@ -410,6 +467,7 @@ impl Optimizer {
                     v_scales: w.scales(v_scales),
                     mirror: f16_mirror(p, w.from, w.len),
                     first: w.first as u32,
+                    sr_seed: self.sr_seed,
                 };
                 k.optim
                     .update_8bit(gpu, hyper, c.decays, w.len as u32, &self.step, stats, &b)

@@ -190,6 +190,16 @@ pub const SETTINGS: &[Setting] = &[
         ],
         "The optimizer's moments (AdamW's m and v, Muon's momentum)",
     ),
+    choice(
+        "masterWeights",
+        Optimizer,
+        &["f32", "bf16-sr"],
+        &[
+            "f32 master weights",
+            "bf16 weights, each update rounded stochastically, no f32 copy (TorchAO's bf16_stochastic_round; AdamW)",
+        ],
+        "The master weights the optimizer updates",
+    ),
     number("lr", Float, Schedule, Some(0.0), None, "Peak learning rate"),
     number(
         "warmup",
@@ -317,7 +327,7 @@ pub fn check_all(spec: &serde_json::Value) -> Result<()> {
 mod tests {
     use super::*;
     use crate::model::Recipe;
-    use crate::optim::{OptimState, OptimizerKind};
+    use crate::optim::{MasterWeights, OptimState, OptimizerKind};
 
     #[test]
     fn the_choices_are_the_modes() {
@@ -330,6 +340,8 @@ mod tests {
         assert_eq!(setting("optimState").choices, states);
         let optimizers = OptimizerKind::ALL.map(|o| o.name());
         assert_eq!(setting("optimizer").choices, optimizers);
+        let masters = MasterWeights::ALL.map(|m| m.name());
+        assert_eq!(setting("masterWeights").choices, masters);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::data::tasks::{Task, TaskSpec};
 use crate::error::{Error, Result};
 use crate::model::{BatchShape, Config, Recipe};
-use crate::optim::{LrSchedule, OptimConfig, OptimState, OptimizerKind};
+use crate::optim::{LrSchedule, MasterWeights, OptimConfig, OptimState, OptimizerKind};
 use crate::train::TrainConfig;
 
 /// Validation batches per evaluation: enough to be steady, few enough to be quick.
@@ -34,6 +34,9 @@ pub struct RunSpec {
     #[serde(default)]
     pub optimizer: OptimizerKind,
     pub optim_state: OptimState,
+    /// f32, or bf16 rounded stochastically (absent: f32).
+    #[serde(default)]
+    pub master_weights: MasterWeights,
     /// Peak learning rate.
     pub lr: f64,
     /// Linear warm-up steps.
@@ -74,6 +77,7 @@ pub struct Changes {
     pub precision: Option<Recipe>,
     pub optimizer: Option<OptimizerKind>,
     pub optim_state: Option<OptimState>,
+    pub master_weights: Option<MasterWeights>,
     pub lr: Option<f64>,
     pub warmup: Option<u32>,
     pub steps: Option<u32>,
@@ -162,6 +166,7 @@ impl RunSpec {
             precision: Recipe::fp32(),
             optimizer: OptimizerKind::Adamw,
             optim_state: OptimState::Fp32,
+            master_weights: MasterWeights::F32,
             lr,
             warmup: warmup_for(steps),
             steps,
@@ -280,6 +285,7 @@ impl RunSpec {
         }
         changed!(
             optim_state,
+            master_weights,
             seed,
             batch,
             seq,
@@ -319,6 +325,7 @@ impl RunSpec {
         let optim = OptimConfig {
             optimizer: self.optimizer,
             state: self.optim_state,
+            master: self.master_weights,
             schedule: LrSchedule {
                 peak: self.lr,
                 warmup: self.warmup,

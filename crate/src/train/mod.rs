@@ -25,8 +25,11 @@ use crate::kernels::linear::units::UnitCounts;
 use crate::kernels::optimizer::partials_for;
 use crate::kernels::quantize::Quantize;
 use crate::model::{BatchShape, Config, Model, ParamLayout, Pass, Recipe};
+use crate::ops::adam::{bf16_bits, bf16_value};
 use crate::ops::products::{NoiseRatios, OperandCounts};
-use crate::optim::{LossScale, LossScaler, OptimConfig, OptimState, Optimizer, sum_squares};
+use crate::optim::{
+    LossScale, LossScaler, MasterWeights, OptimConfig, OptimState, Optimizer, sum_squares,
+};
 use readback::Readback;
 
 /// Steps the reported tokens/s is averaged over.
@@ -119,8 +122,18 @@ impl Trainer {
         Self::with_weights(gpu, config, &weights).await
     }
 
-    /// A run starting from `weights` (`ParamLayout::total` values).
+    /// A run starting from `weights` (`ParamLayout::total` values); with
+    /// bf16-sr master weights, their bf16 values (to nearest, the cast a
+    /// model takes to bf16).
     pub async fn with_weights(gpu: &Gpu, config: TrainConfig, weights: &[f32]) -> Result<Trainer> {
+        let bf16_weights: Vec<f32>;
+        let weights = match config.optim.master {
+            MasterWeights::F32 => weights,
+            MasterWeights::Bf16Sr => {
+                bf16_weights = weights.iter().map(|&x| bf16_value(bf16_bits(x))).collect();
+                &bf16_weights
+            }
+        };
         let gpu = &gpu.with_numerics(config.precision.numerics());
         let keys = Model::gemm_keys(
             &config.model,
@@ -150,7 +163,13 @@ impl Trainer {
         if let Some(s) = &scaler {
             model.scale_loss(gpu, &k, &s.state)?;
         }
-        let optimizer = Optimizer::new(gpu, &k, &model, config.optim, scaler.as_ref())?;
+        let optimizer = Optimizer::new(
+            gpu,
+            &k,
+            &model,
+            (config.optim, config.seed),
+            scaler.as_ref(),
+        )?;
         let routes = UnitCounts::of_routes(model.pass(Pass::Train).iter().filter_map(|d| d.route));
         Ok(Trainer {
             gpu: gpu.clone(),

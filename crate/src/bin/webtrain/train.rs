@@ -14,7 +14,7 @@ use webtrain::data::tasks::TaskSpec;
 use webtrain::data::{Corpus, Tokenizer};
 use webtrain::inspect::Inspector;
 use webtrain::model::{Config, PRESETS, Recipe};
-use webtrain::optim::{OptimState, OptimizerKind};
+use webtrain::optim::{MasterWeights, OptimState, OptimizerKind};
 use webtrain::run::{
     self, Cadence, Changes, DataState, Opening, Origin, Run, RunSpec, Session, Snapshot, Source,
     TextIn, VALIDATION_BATCHES, settings,
@@ -26,7 +26,7 @@ use crate::events::{CliDevices, Printer};
 use crate::files::{self, TextFile};
 
 /// What a checkpoint's config fixes: not to be given with `--resume`.
-const FIXED_BY_CHECKPOINT: [&str; 21] = [
+const FIXED_BY_CHECKPOINT: [&str; 22] = [
     "preset",
     "synthetic",
     "task",
@@ -35,6 +35,7 @@ const FIXED_BY_CHECKPOINT: [&str; 21] = [
     "recipe",
     "optimizer",
     "optim_state",
+    "master_weights",
     "seed",
     "batch",
     "seq",
@@ -92,6 +93,8 @@ pub struct TrainArgs {
     optimizer: Option<String>,
     #[arg(long, default_value = "fp32", value_parser = choices("optimState"), help = help("optimState", None))]
     optim_state: String,
+    #[arg(long, default_value = "f32", value_parser = choices("masterWeights"), help = help("masterWeights", None))]
+    master_weights: String,
     #[arg(long, default_value_t = 1, help = help("seed", None))]
     seed: u64,
     #[arg(long, help = help("batch", Some("the preset's")))]
@@ -221,6 +224,7 @@ fn changes(args: &TrainArgs) -> Result<Changes> {
             .map(OptimizerKind::parse)
             .transpose()?,
         optim_state: Some(OptimState::parse(&args.optim_state)?),
+        master_weights: Some(MasterWeights::parse(&args.master_weights)?),
         seed: Some(args.seed),
         batch: args.batch,
         seq: args.seq,
@@ -339,14 +343,15 @@ pub async fn run(args: TrainArgs) -> Result<()> {
             .copied()
             .unwrap_or("custom"),
     };
-    let (precision, optimizer, optim_state) = (
+    let (precision, optimizer, optim_state, master) = (
         config.precision.name(),
         config.optim.optimizer.name(),
         config.optim.state.name(),
+        config.optim.master.name(),
     );
     let data = &run.text.data;
     eprintln!(
-        "train: {preset} ({} parameters, {:.1} MiB on the GPU) on {}, {precision} precision, {optimizer} with {optim_state} state, batch {} × {}, {} train / {} validation tokens",
+        "train: {preset} ({} parameters, {:.1} MiB on the GPU) on {}, {precision} precision, {optimizer} with {optim_state} state and {master} master weights, batch {} × {}, {} train / {} validation tokens",
         memory.parameters,
         memory.total as f64 / (1 << 20) as f64,
         gpu.info.name,
@@ -429,6 +434,7 @@ impl Summary<'_> {
             "products_on_units": last.map(|s| s.products_on_units),
             "optimizer": t.config.optim.optimizer.name(),
             "optim_state": t.config.optim.state.name(),
+            "master_weights": t.config.optim.master.name(),
             "steps": self.end,
             "resumed_from": args.resume.as_ref().map(|_| self.first - 1),
             "checkpoint": args.out.as_ref().map(|p| p.display().to_string()),

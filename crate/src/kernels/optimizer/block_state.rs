@@ -38,7 +38,7 @@ impl Optimizer {
             op,
             &AdamBlock {
                 first: b.first,
-                ..hyper.block(n, decays)
+                ..hyper.block(n, decays).master(&b.weights, b.sr_seed)
             },
         );
         let mut binds: Vec<Bind> = vec![

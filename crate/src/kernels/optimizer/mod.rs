@@ -8,7 +8,7 @@ use bytemuck::{Pod, Zeroable};
 use crate::error::{Error, Result};
 use crate::gpu::{Bind, BufferRange, Dispatch, Gpu, Kernel, build_kernels, f16_bytes};
 pub use crate::ops::adam::AdamHyper;
-use crate::ops::adam::{ByteCode, Int4Code, Int8Maps};
+use crate::ops::adam::{ByteCode, Int4Code, Int8Maps, MASTER_SR_STREAM};
 use crate::ops::loss_scale::{LossScale, LossScaling};
 use crate::shaders::OPTIMIZER;
 
@@ -81,7 +81,29 @@ struct AdamBlock {
     decays: u32,
     /// 8-bit: elements before it (whole blocks) are another optimizer's.
     first: u32,
+    /// 1: the new master weights are rounded to bf16 stochastically.
+    master_sr: u32,
+    sr_seed: u32,
+    /// The weights buffer's element at the binding's start: the random
+    /// bits are drawn per element of the whole buffer.
+    offset: u32,
+    /// `ops::adam::MASTER_SR_STREAM`: the draws' own stream.
+    sr_stream: u32,
     _pad: [u32; 2],
+}
+
+impl AdamBlock {
+    /// With `sr_seed`, bf16 master weights rounded stochastically, the
+    /// bits drawn by element of `weights`' buffer.
+    fn master(self, weights: &BufferRange, sr_seed: Option<u32>) -> AdamBlock {
+        AdamBlock {
+            master_sr: sr_seed.is_some() as u32,
+            sr_seed: sr_seed.unwrap_or(0),
+            offset: (weights.offset / 4) as u32,
+            sr_stream: MASTER_SR_STREAM,
+            ..self
+        }
+    }
 }
 
 /// One step's values (`AdamStep` in the shader), shared by every update
@@ -115,8 +137,7 @@ impl AdamHyper {
             beta2: self.beta2 as f32,
             eps: self.eps as f32,
             decays: decays as u32,
-            first: 0,
-            _pad: [0; 2],
+            ..AdamBlock::zeroed()
         }
     }
 }
@@ -146,6 +167,8 @@ pub struct AdamBuffers<'a> {
     pub bf16: bool,
     /// The f16 forward mirror, written in the same pass (mixed precision).
     pub mirror: Option<BufferRange<'a>>,
+    /// bf16-sr master weights: the seed of their stochastic rounding.
+    pub sr_seed: Option<u32>,
 }
 
 /// The buffers one block-wise AdamW dispatch updates. Each moment is
@@ -168,6 +191,8 @@ pub struct Adam8bitBuffers<'a> {
     /// Elements (whole blocks) bound before the block's first, left alone:
     /// the int8 scales bind at 16 384-element boundaries only.
     pub first: u32,
+    /// bf16-sr master weights: the seed of their stochastic rounding.
+    pub sr_seed: Option<u32>,
 }
 
 pub struct Optimizer {
@@ -396,7 +421,7 @@ impl Optimizer {
             true => bf16_state_bytes(n64),
             false => 4 * n64,
         };
-        let params = gpu.uniform(op, &hyper.block(n, decays));
+        let params = gpu.uniform(op, &hyper.block(n, decays).master(&b.weights, b.sr_seed));
         let mut binds: Vec<Bind> = vec![
             (&params).into(),
             step.into(),
