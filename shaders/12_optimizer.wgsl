@@ -155,8 +155,7 @@ struct AdamBlock {
     eps: f32,
     decays: u32,     // 1: the decay block (2-D weights); 0: gains
     first: u32,      // 8-bit: elements before it (whole blocks) are another optimizer's
-    master_sr: u32,  // 1: bf16 master weights, rounded stochastically
-    sr_seed: u32,
+    sr_seed: u32,    // bf16-sr master weights (MASTER_SR): their draws' seed
     offset: u32,     // the weights buffer's element at the binding's start
     sr_stream: u32,  // ops::adam::MASTER_SR_STREAM
 }
@@ -194,8 +193,10 @@ fn adam_weight(w_old: f32, mv: vec2<f32>) -> f32 {
 // The master weight kept of element i's new value w: w itself, or with
 // bf16-sr TorchAO's _fp32_to_bf16_sr — w's top 16 bits, one bf16 step away
 // from zero iff 16 random bits fall below its low 16 (twin ops::adam::bf16_sr).
+// MASTER_SR is the variant's constant (kernels/optimizer: Updates), so the
+// f32 variant compiles to w alone.
 fn master_value(w: f32, i: u32) -> f32 {
-    if (adam.master_sr == 0u) { return w; }
+    if (!MASTER_SR) { return w; }
     let bits = bitcast<u32>(w);
     let r = random_bits(adam.sr_seed, adam_step.t, adam.sr_stream, adam.offset + i) & 0xffffu;
     let toward_zero = bits & 0xffff0000u;

@@ -34,8 +34,9 @@ describe('training: a training session', () => {
     assert.match(await page.locator('#plan tbody tr').first().textContent(), /^fp32fp32/);
     assert.ok(await page.locator('#plan-all tbody tr').count() >= 4, 'every mode behind the disclosure');
     assert.equal(await page.locator('#plan-more').getAttribute('open'), null, 'closed until asked');
-    // the optimizer applies at Create: a run holds it read-only
+    // the optimizer and master weights apply at Create: a run holds them read-only
     assert.ok(await page.locator('#optimizer').isDisabled());
+    assert.ok(await page.locator('#master-weights').isDisabled());
     assert.match(await page.locator('#create-settings-note').textContent(), /this run's/);
     await shot('setup');
 

@@ -54,13 +54,14 @@ impl Optimizer {
             b.v_scales.needs(b.code.scale_bytes(n64)),
         ];
         let grid = gpu.grid_1d(op, words)?;
+        let u = self.updates(b.sr_seed);
         let kernel = match (b.code, b.mirror) {
-            (ByteCode::Dynamic, None) => &self.update_8bit,
-            (ByteCode::Dynamic, Some(_)) => &self.update_8bit_f16,
-            (ByteCode::E4m3, None) => &self.update_fp8,
-            (ByteCode::E4m3, Some(_)) => &self.update_fp8_f16,
-            (ByteCode::Int4, None) => &self.update_int4,
-            (ByteCode::Int4, Some(_)) => &self.update_int4_f16,
+            (ByteCode::Dynamic, None) => &u.int8,
+            (ByteCode::Dynamic, Some(_)) => &u.int8_f16,
+            (ByteCode::E4m3, None) => &u.fp8,
+            (ByteCode::E4m3, Some(_)) => &u.fp8_f16,
+            (ByteCode::Int4, None) => &u.int4,
+            (ByteCode::Int4, Some(_)) => &u.int4_f16,
         };
         if let Some(mirror) = b.mirror {
             binds.push(mirror.needs(f16_bytes(n64)));

@@ -6,7 +6,9 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::error::{Error, Result};
-use crate::gpu::{Bind, BufferRange, Dispatch, Gpu, Kernel, build_kernels, f16_bytes};
+use crate::gpu::{
+    Bind, BufferRange, Dispatch, Gpu, Kernel, KernelDesc, build_variant_kernels, f16_bytes,
+};
 pub use crate::ops::adam::AdamHyper;
 use crate::ops::adam::{ByteCode, Int4Code, Int8Maps, MASTER_SR_STREAM};
 use crate::ops::loss_scale::{LossScale, LossScaling};
@@ -81,15 +83,14 @@ struct AdamBlock {
     decays: u32,
     /// 8-bit: elements before it (whole blocks) are another optimizer's.
     first: u32,
-    /// 1: the new master weights are rounded to bf16 stochastically.
-    master_sr: u32,
+    /// bf16-sr master weights (the `MASTER_SR` variant): their draws' seed.
     sr_seed: u32,
     /// The weights buffer's element at the binding's start: the random
     /// bits are drawn per element of the whole buffer.
     offset: u32,
     /// `ops::adam::MASTER_SR_STREAM`: the draws' own stream.
     sr_stream: u32,
-    _pad: [u32; 2],
+    _pad: [u32; 3],
 }
 
 impl AdamBlock {
@@ -97,7 +98,6 @@ impl AdamBlock {
     /// bits drawn by element of `weights`' buffer.
     fn master(self, weights: &BufferRange, sr_seed: Option<u32>) -> AdamBlock {
         AdamBlock {
-            master_sr: sr_seed.is_some() as u32,
             sr_seed: sr_seed.unwrap_or(0),
             offset: (weights.offset / 4) as u32,
             sr_stream: MASTER_SR_STREAM,
@@ -195,21 +195,75 @@ pub struct Adam8bitBuffers<'a> {
     pub sr_seed: Option<u32>,
 }
 
+/// AdamW's update kernels, one per state kind and mirror, of one
+/// variant of 12_optimizer.wgsl.
+struct Updates {
+    f32: Kernel,
+    f32_f16: Kernel,
+    int8: Kernel,
+    int8_f16: Kernel,
+    fp8: Kernel,
+    fp8_f16: Kernel,
+    int4: Kernel,
+    int4_f16: Kernel,
+    bf16: Kernel,
+    bf16_f16: Kernel,
+}
+
+impl Updates {
+    const DESCS: [KernelDesc; 10] = [
+        UPDATE,
+        UPDATE_F16,
+        UPDATE_8BIT,
+        UPDATE_8BIT_F16,
+        UPDATE_FP8,
+        UPDATE_FP8_F16,
+        UPDATE_INT4,
+        UPDATE_INT4_F16,
+        UPDATE_BF16,
+        UPDATE_BF16_F16,
+    ];
+
+    /// With `master_sr`, the variant whose new weights are rounded to bf16
+    /// stochastically (`MASTER_SR`: a constant, so the f32 variant carries
+    /// no trace of it). Pipelines are made on first use.
+    async fn new(gpu: &Gpu, master_sr: bool) -> Result<Updates> {
+        let constants = format!("const MASTER_SR: bool = {master_sr};\n");
+        let [
+            f32,
+            f32_f16,
+            int8,
+            int8_f16,
+            fp8,
+            fp8_f16,
+            int4,
+            int4_f16,
+            bf16,
+            bf16_f16,
+        ] = build_variant_kernels(gpu, OPTIMIZER, &constants, Self::DESCS).await?;
+        Ok(Updates {
+            f32,
+            f32_f16,
+            int8,
+            int8_f16,
+            fp8,
+            fp8_f16,
+            int4,
+            int4_f16,
+            bf16,
+            bf16_f16,
+        })
+    }
+}
+
 pub struct Optimizer {
     /// A `LossScale` bound, and left alone, when the step does not scale.
     unscaled: wgpu::Buffer,
     reduce: Kernel,
     finalize: Kernel,
-    update: Kernel,
-    update_f16: Kernel,
-    update_8bit: Kernel,
-    update_8bit_f16: Kernel,
-    update_fp8: Kernel,
-    update_fp8_f16: Kernel,
-    update_int4: Kernel,
-    update_int4_f16: Kernel,
-    update_bf16: Kernel,
-    update_bf16_f16: Kernel,
+    /// AdamW's updates with f32 master weights, and with bf16-sr ones.
+    updates: Updates,
+    updates_sr: Updates,
     muon_momentum: Kernel,
     muon_momentum_8bit: Kernel,
     muon_momentum_fp8: Kernel,
@@ -227,41 +281,22 @@ impl Optimizer {
         let descs = [
             REDUCE,
             FINALIZE,
-            UPDATE,
-            UPDATE_F16,
-            UPDATE_8BIT,
-            UPDATE_8BIT_F16,
-            UPDATE_FP8,
-            UPDATE_FP8_F16,
-            UPDATE_INT4,
-            UPDATE_INT4_F16,
-            UPDATE_BF16,
-            UPDATE_BF16_F16,
             MUON_MOMENTUM,
             MUON_MOMENTUM_8BIT,
             MUON_MOMENTUM_FP8,
             MUON_MOMENTUM_INT4,
             MUON_MOMENTUM_BF16,
         ];
+        let plain = "const MASTER_SR: bool = false;\n";
         let [
             reduce,
             finalize,
-            update,
-            update_f16,
-            update_8bit,
-            update_8bit_f16,
-            update_fp8,
-            update_fp8_f16,
-            update_int4,
-            update_int4_f16,
-            update_bf16,
-            update_bf16_f16,
             muon_momentum,
             muon_momentum_8bit,
             muon_momentum_fp8,
             muon_momentum_int4,
             muon_momentum_bf16,
-        ] = build_kernels(gpu, OPTIMIZER, descs).await?;
+        ] = build_variant_kernels(gpu, OPTIMIZER, plain, descs).await?;
         let maps = Int8Maps::dynamic();
         let tables: Vec<f32> = [maps.m.values, maps.v.values, maps.m.steps, maps.v.steps].concat();
         let code_tables = gpu.upload("code_tables", &tables)?;
@@ -274,16 +309,8 @@ impl Optimizer {
             unscaled: gpu.upload("loss_scale", &[LossScale::UNSCALED])?,
             reduce,
             finalize,
-            update,
-            update_f16,
-            update_8bit,
-            update_8bit_f16,
-            update_fp8,
-            update_fp8_f16,
-            update_int4,
-            update_int4_f16,
-            update_bf16,
-            update_bf16_f16,
+            updates: Updates::new(gpu, false).await?,
+            updates_sr: Updates::new(gpu, true).await?,
             muon_momentum,
             muon_momentum_8bit,
             muon_momentum_fp8,
@@ -292,6 +319,14 @@ impl Optimizer {
             code_tables,
             int4_tables,
         })
+    }
+
+    /// The update kernels for master weights rounded (`sr_seed`) or not.
+    fn updates(&self, sr_seed: Option<u32>) -> &Updates {
+        match sr_seed {
+            Some(_) => &self.updates_sr,
+            None => &self.updates,
+        }
     }
 
     /// The tables `new` uploaded for `code`, bound whole (its check always
@@ -435,11 +470,12 @@ impl Optimizer {
             binds.push(mirror.needs(f16_bytes(n64)));
         }
         // one invocation per element, or per pair (a mirror word, a bf16 word)
+        let u = self.updates(b.sr_seed);
         let (kernel, invocations) = match (b.bf16, b.mirror.is_some()) {
-            (false, false) => (&self.update, n64),
-            (false, true) => (&self.update_f16, n64.div_ceil(2)),
-            (true, false) => (&self.update_bf16, n64.div_ceil(2)),
-            (true, true) => (&self.update_bf16_f16, n64.div_ceil(2)),
+            (false, false) => (&u.f32, n64),
+            (false, true) => (&u.f32_f16, n64.div_ceil(2)),
+            (true, false) => (&u.bf16, n64.div_ceil(2)),
+            (true, true) => (&u.bf16_f16, n64.div_ceil(2)),
         };
         kernel.dispatch(gpu, op, &binds, gpu.grid_1d(op, invocations)?)
     }
