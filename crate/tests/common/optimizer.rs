@@ -845,8 +845,9 @@ pub async fn muon_momentum_matches_reference(gpu: &Gpu) -> Result<()> {
 /// the same bits. Every new weight is a bf16 value; the twin's f64 update
 /// and the kernel's f32 one differ by a few f32 ulps, so where the 16
 /// random bits fall within those of the dropped fraction the two round
-/// apart: those (measured 0–3 of 20 000 a step on lavapipe and
-/// SwiftShader) must be one bf16 step apart, and at most 1 in 1 000.
+/// apart: those (measured on lavapipe, both storage modes: 1, 0, 1, 0 of
+/// 20 000 over the four steps; SwiftShader passes, not counted) must be one
+/// bf16 step apart, and at most 1 in 1 000.
 pub async fn adamw_bf16_sr_master_matches_reference(gpu: &Gpu) -> Result<()> {
     use webtrain::ops::adam::{MASTER_SR_STREAM, bf16_bits, bf16_sr, bf16_value};
     use webtrain::reference::formats::random_bits;
