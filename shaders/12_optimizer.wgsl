@@ -13,9 +13,10 @@
 //                       invocation per 4 values (one packed word), one scale
 //                       per block of QBLOCK values and moment
 //   adamw_fp8_update(_f16)   the same with E4M3 codes (TorchAO's FP8 state)
+//   adamw_linear_update(_f16) with m on 8-bit Muon's linear code
 //   adamw_int4_update(_f16)  with TorchAO's 4-bit codes, 8 per word
 //   adamw_bf16_update(_f16)  m and v as bf16, two per word
-//   muon_momentum(_8bit, _fp8, _int4, _bf16)  Muon's first step per element of the hidden
+//   muon_momentum(_8bit, _fp8, _linear, _int4, _bf16)  Muon's first step per element of the hidden
 //                       matrices: NaN/Inf -> 0, clip, m <- lerp(m, g, 1 − μ),
 //                       the Nesterov direction lerp(g, m, μ) out for
 //                       Newton–Schulz (15_muon.wgsl), gradient zeroed
@@ -277,9 +278,20 @@ fn adamw_update_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
 // s = max(absmax, 1e-12)/448, each value's byte the E4M3 code of x/s to
 // nearest even, its value back code·s (every quotient and product
 // correctly rounded, so the twin, ops::adam::Fp8Code, is met bit for bit).
+//
+// adamw_linear_update(_f16): m on 8-bit Muon's linear code (Gupta et al.,
+// arXiv 2509.23106; twin ops::adam::LinearCode): the block's absmax is its
+// scale, a value's byte round(127 · (x/absmax)) to nearest even as a
+// signed byte, its value code · (absmax/127); v as adamw_8bit_update's.
 const QBLOCK: u32 = 256u;
 const QWORDS: u32 = QBLOCK / 4u;  // packed words per block
 const E4M3_STATE_MAX: f32 = 448.0;  // E4M3's largest value: a block's absmax maps to it
+const LINEAR_LEVELS: f32 = 127.0;   // the linear code's largest magnitude
+
+// What a block-wise state's bytes stand for (ops::adam::ByteCode).
+const CODE_DYNAMIC: u32 = 0u;  // the tables, rounded stochastically
+const CODE_E4M3: u32 = 1u;     // TorchAO's FP8 state
+const CODE_LINEAR: u32 = 2u;   // m linear, v on the dynamic table
 
 @group(0) @binding(5) var<storage, read_write> m_codes: array<u32>;    // [⌈n/4⌉] 4 bytes of m per word
 @group(0) @binding(6) var<storage, read_write> v_codes: array<u32>;    // [⌈n/4⌉] 4 bytes of v per word
@@ -350,21 +362,31 @@ fn e4m3_code(y: f32) -> u32 {
     return sign | (u32(s.e + 7) << 3u) | ((s.sig >> 20u) & 7u);
 }
 
+// The linear code's byte of x in a block of absmax s (div_round(0, 0) is 0).
+fn linear_code(x: f32, s: f32) -> u32 {
+    let q = clamp(round(mul_rne(LINEAR_LEVELS, div_round(x, s))), -LINEAR_LEVELS, LINEAR_LEVELS);
+    return bitcast<u32>(i32(q)) & 0xffu;
+}
+
 // The value of state byte c in a block of scale s (base 0: m, 256: v).
-fn state_value(c: u32, s: f32, base: u32, fp8: bool) -> f32 {
-    if (fp8) { return mul_rne(e4m3_value(c), s); }
+fn state_value(c: u32, s: f32, base: u32, code: u32) -> f32 {
+    if (code == CODE_E4M3) { return mul_rne(e4m3_value(c), s); }
+    if (code == CODE_LINEAR && base == 0u) {
+        return mul_rne(f32(bitcast<i32>(c << 24u) >> 24u), div_round(s, LINEAR_LEVELS));
+    }
     return q_table[base + c] * s;
 }
 
 // A block's stored scale from its largest new magnitude.
-fn state_scale(top: f32, fp8: bool) -> f32 {
-    if (fp8) { return div_round(max(top, 1e-12f), E4M3_STATE_MAX); }
+fn state_scale(top: f32, code: u32) -> f32 {
+    if (code == CODE_E4M3) { return div_round(max(top, 1e-12f), E4M3_STATE_MAX); }
     return top;
 }
 
-// The byte of x in a block of stored scale s, for dither r (int8 only).
-fn state_code(x: f32, s: f32, base: u32, r: u32, fp8: bool) -> u32 {
-    if (fp8) { return e4m3_code(div_round(x, s)); }
+// The byte of x in a block of stored scale s, for dither r (the tables only).
+fn state_code(x: f32, s: f32, base: u32, r: u32, code: u32) -> u32 {
+    if (code == CODE_E4M3) { return e4m3_code(div_round(x, s)); }
+    if (code == CODE_LINEAR && base == 0u) { return linear_code(x, s); }
     return quantize(x, s, base, r);
 }
 
@@ -383,7 +405,7 @@ fn block_max(x: vec2<f32>, lidx: u32, lanes: u32) -> vec2<f32> {
 
 // Updates word k (elements 4k .. 4k+3); returns their new master weights,
 // 0 past n. Call from uniform control flow: it holds barriers.
-fn adamw_8bit_word(k: u32, lidx: u32, fp8: bool) -> vec4<f32> {
+fn adamw_8bit_word(k: u32, lidx: u32, code: u32) -> vec4<f32> {
     load_codes(lidx);
     let live = k >= adam.first / 4u && k < (adam.n + 3u) / 4u;
     let skip = stats.skip != 0u;
@@ -411,8 +433,8 @@ fn adamw_8bit_word(k: u32, lidx: u32, fp8: bool) -> vec4<f32> {
             if (i < adam.n) {
                 grads[i] = 0.0;
                 if (!skip) {
-                    let m_old = state_value((mc >> (8u * j)) & 0xffu, ms, 0u, fp8);
-                    let v_old = state_value((vc >> (8u * j)) & 0xffu, vs, 256u, fp8);
+                    let m_old = state_value((mc >> (8u * j)) & 0xffu, ms, 0u, code);
+                    let v_old = state_value((vc >> (8u * j)) & 0xffu, vs, 256u, code);
                     let mv = adam_moments(raw[j], m_old, v_old);
                     w[j] = master_value(adam_weight(w_old[j], mv), i);
                     weights[i] = w[j];
@@ -428,13 +450,13 @@ fn adamw_8bit_word(k: u32, lidx: u32, fp8: bool) -> vec4<f32> {
     // block; order those reads before the new scales' write
     storageBarrier();
     if (live && !skip) {
-        let s = vec2<f32>(state_scale(top.x, fp8), state_scale(top.y, fp8));
+        let s = vec2<f32>(state_scale(top.x, code), state_scale(top.y, code));
         var mq = 0u;
         var vq = 0u;
         for (var j = 0u; j < 4u; j++) {
             let i = 4u * k + j;
-            mq |= state_code(m[j], s.x, 0u, dither(i, 0u), fp8) << (8u * j);
-            vq |= state_code(v[j], s.y, 256u, dither(i, 1u), fp8) << (8u * j);
+            mq |= state_code(m[j], s.x, 0u, dither(i, 0u), code) << (8u * j);
+            vq |= state_code(v[j], s.y, 256u, dither(i, 1u), code) << (8u * j);
         }
         m_codes[k] = mq;
         v_codes[k] = vq;
@@ -457,27 +479,40 @@ fn mirror_word(k: u32, w: vec4<f32>) {
 @compute @workgroup_size(WG)
 fn adamw_8bit_update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                      @builtin(local_invocation_index) lidx: u32) {
-    adamw_8bit_word(flat_id(wid, nwg, lidx), lidx, false);
+    adamw_8bit_word(flat_id(wid, nwg, lidx), lidx, CODE_DYNAMIC);
 }
 
 @compute @workgroup_size(WG)
 fn adamw_8bit_update_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                          @builtin(local_invocation_index) lidx: u32) {
     let k = flat_id(wid, nwg, lidx);
-    mirror_word(k, adamw_8bit_word(k, lidx, false));
+    mirror_word(k, adamw_8bit_word(k, lidx, CODE_DYNAMIC));
 }
 
 @compute @workgroup_size(WG)
 fn adamw_fp8_update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                     @builtin(local_invocation_index) lidx: u32) {
-    adamw_8bit_word(flat_id(wid, nwg, lidx), lidx, true);
+    adamw_8bit_word(flat_id(wid, nwg, lidx), lidx, CODE_E4M3);
 }
 
 @compute @workgroup_size(WG)
 fn adamw_fp8_update_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                         @builtin(local_invocation_index) lidx: u32) {
     let k = flat_id(wid, nwg, lidx);
-    mirror_word(k, adamw_8bit_word(k, lidx, true));
+    mirror_word(k, adamw_8bit_word(k, lidx, CODE_E4M3));
+}
+
+@compute @workgroup_size(WG)
+fn adamw_linear_update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                       @builtin(local_invocation_index) lidx: u32) {
+    adamw_8bit_word(flat_id(wid, nwg, lidx), lidx, CODE_LINEAR);
+}
+
+@compute @workgroup_size(WG)
+fn adamw_linear_update_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                           @builtin(local_invocation_index) lidx: u32) {
+    let k = flat_id(wid, nwg, lidx);
+    mirror_word(k, adamw_8bit_word(k, lidx, CODE_LINEAR));
 }
 
 // adamw_int4_update(_f16): TorchAO's 4-bit state (pytorch/ao,
@@ -686,7 +721,7 @@ fn muon_momentum(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
 
 // One invocation per word of 4 codes, as adamw_8bit_word. Call from
 // uniform control flow: it holds barriers.
-fn muon_momentum_word(k: u32, lidx: u32, fp8: bool) {
+fn muon_momentum_word(k: u32, lidx: u32, code: u32) {
     load_codes(lidx);
     let live = k >= adam.first / 4u && k < (adam.n + 3u) / 4u;
     let skip = stats.skip != 0u;
@@ -704,7 +739,7 @@ fn muon_momentum_word(k: u32, lidx: u32, fp8: bool) {
             if (i < adam.n) {
                 grads[i] = 0.0;
                 if (!skip) {
-                    let mu = muon_moments(raw[j], state_value((mc >> (8u * j)) & 0xffu, ms, 0u, fp8));
+                    let mu = muon_moments(raw[j], state_value((mc >> (8u * j)) & 0xffu, ms, 0u, code));
                     m[j] = mu.x;
                     nesterov[i - adam.first] = mu.y;
                 }
@@ -715,10 +750,10 @@ fn muon_momentum_word(k: u32, lidx: u32, fp8: bool) {
     let top = block_max(vec2<f32>(max(max(a.x, a.y), max(a.z, a.w)), 0.0), lidx, QWORDS);
     storageBarrier();  // the block's old scale was read above
     if (live && !skip) {
-        let s = state_scale(top.x, fp8);
+        let s = state_scale(top.x, code);
         var mq = 0u;
         for (var j = 0u; j < 4u; j++) {
-            mq |= state_code(m[j], s, 0u, dither(4u * k + j, 0u), fp8) << (8u * j);
+            mq |= state_code(m[j], s, 0u, dither(4u * k + j, 0u), code) << (8u * j);
         }
         m_codes[k] = mq;
         if (k % QWORDS == 0u) { m_scales[block] = s; }
@@ -728,13 +763,20 @@ fn muon_momentum_word(k: u32, lidx: u32, fp8: bool) {
 @compute @workgroup_size(WG)
 fn muon_momentum_8bit(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                       @builtin(local_invocation_index) lidx: u32) {
-    muon_momentum_word(flat_id(wid, nwg, lidx), lidx, false);
+    muon_momentum_word(flat_id(wid, nwg, lidx), lidx, CODE_DYNAMIC);
 }
 
 @compute @workgroup_size(WG)
 fn muon_momentum_fp8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                      @builtin(local_invocation_index) lidx: u32) {
-    muon_momentum_word(flat_id(wid, nwg, lidx), lidx, true);
+    muon_momentum_word(flat_id(wid, nwg, lidx), lidx, CODE_E4M3);
+}
+
+// 8-bit Muon's linear momentum (arXiv 2509.23106), blocks of QBLOCK.
+@compute @workgroup_size(WG)
+fn muon_momentum_linear(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                        @builtin(local_invocation_index) lidx: u32) {
+    muon_momentum_word(flat_id(wid, nwg, lidx), lidx, CODE_LINEAR);
 }
 
 // int4 momentum, eight values per word as adamw_int4_word (m's map).

@@ -178,7 +178,7 @@ mod seeds {
                 m: vec![0x3a83; n], // ≈ 1e-3
                 v: vec![0x3586; n], // ≈ 1e-6
             },
-            OptimState::Fp8 | OptimState::Int8 | OptimState::Int4 => {
+            OptimState::Fp8 | OptimState::Int8 | OptimState::Int8Linear | OptimState::Int4 => {
                 let code = state.byte_code().unwrap();
                 let codes = code.code_bytes(layout.total) as usize;
                 let scales = code.scale_bytes(layout.total) as usize / 4;

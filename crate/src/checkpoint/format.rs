@@ -87,12 +87,13 @@ fn specs(layout: &ParamLayout, state: OptimState) -> Vec<Spec> {
             };
             out.extend(tensor("m.", Place::M, dtype).chain(tensor("v.", Place::V, dtype)))
         }
-        OptimState::Fp8 | OptimState::Int8 | OptimState::Int4 => {
+        OptimState::Fp8 | OptimState::Int8 | OptimState::Int8Linear | OptimState::Int4 => {
             let code = state.byte_code().expect("block-wise state");
-            // int4: two codes per byte, TorchAO's packing
-            let code_dtype = match code {
-                ByteCode::E4m3 => "F8_E4M3",
-                ByteCode::Dynamic | ByteCode::Int4 => "U8",
+            // int4: two codes per byte, TorchAO's packing; linear m: signed
+            let (m_dtype, v_dtype) = match code {
+                ByteCode::E4m3 => ("F8_E4M3", "F8_E4M3"),
+                ByteCode::Linear => ("I8", "U8"),
+                ByteCode::Dynamic | ByteCode::Int4 => ("U8", "U8"),
             };
             let (scales, codes) = (
                 code.scale_bytes(layout.total) / 4,
@@ -108,8 +109,8 @@ fn specs(layout: &ParamLayout, state: OptimState) -> Vec<Spec> {
             };
             out.push(whole("m_scales", "F32", scales, Place::MScales));
             out.push(whole("v_scales", "F32", scales, Place::VScales));
-            out.push(whole("m_codes", code_dtype, codes, Place::MCodes));
-            out.push(whole("v_codes", code_dtype, codes, Place::VCodes));
+            out.push(whole("m_codes", m_dtype, codes, Place::MCodes));
+            out.push(whole("v_codes", v_dtype, codes, Place::VCodes));
         }
     }
     out
@@ -176,7 +177,7 @@ fn zero_state(kind: OptimState, total: u64) -> HostState {
             m: vec![0; n],
             v: vec![0; n],
         },
-        OptimState::Fp8 | OptimState::Int8 | OptimState::Int4 => {
+        OptimState::Fp8 | OptimState::Int8 | OptimState::Int8Linear | OptimState::Int4 => {
             let code = kind.byte_code().expect("block-wise state");
             let (codes, scales) = (code.code_bytes(total), code.scale_bytes(total) / 4);
             HostState::Bytes {

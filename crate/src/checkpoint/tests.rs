@@ -62,7 +62,7 @@ fn tiny(state: OptimState, tokenizer: bool) -> Checkpoint {
                 v: bits(in_tensors(1e-6)),
             }
         }
-        OptimState::Fp8 | OptimState::Int8 | OptimState::Int4 => {
+        OptimState::Fp8 | OptimState::Int8 | OptimState::Int8Linear | OptimState::Int4 => {
             let code = state.byte_code().unwrap();
             let (codes, scales) = (
                 code.code_bytes(layout.total),
@@ -152,6 +152,7 @@ fn checkpoint_round_trips_exactly_and_deterministically() {
         (OptimState::Bf16, false),
         (OptimState::Fp8, false),
         (OptimState::Int8, false),
+        (OptimState::Int8Linear, false),
         (OptimState::Int4, false),
     ] {
         let c = tiny(state, tokenizer);
@@ -193,7 +194,7 @@ fn master_weights_round_trip_and_old_configs_read_as_f32() {
 }
 
 /// fp8 codes are safetensors' F8_E4M3 (what torch reads as
-/// float8_e4m3fn) and bf16 moments BF16; E4M3's NaN code and a bf16 NaN in
+/// float8_e4m3fn), int8-linear's m codes I8, and bf16 moments BF16; E4M3's NaN code and a bf16 NaN in
 /// a file are refused by name, as an f32 NaN is.
 #[test]
 fn low_precision_state_has_its_dtypes_and_refuses_nan() {
@@ -201,6 +202,11 @@ fn low_precision_state_has_its_dtypes_and_refuses_nan() {
     let bytes = fp8.to_bytes().unwrap();
     let (h, _) = header(&bytes);
     assert_eq!(h["m_codes"]["dtype"], "F8_E4M3");
+    let (h, _) = header(&tiny(OptimState::Int8Linear, false).to_bytes().unwrap());
+    assert_eq!(
+        (&h["m_codes"]["dtype"], &h["v_codes"]["dtype"]),
+        (&"I8".into(), &"U8".into())
+    );
     let mut bad = fp8.clone();
     let HostState::Bytes { m_codes, .. } = &mut bad.state else {
         unreachable!()

@@ -182,6 +182,9 @@ pub enum ByteCode {
     E4m3,
     /// TorchAO's 4-bit state ([`Int4Code`]): two values per byte.
     Int4,
+    /// m on 8-bit Muon's linear code ([`LinearCode`]), v on the dynamic
+    /// tree as `Dynamic`'s: a byte a value, blocks of 256.
+    Linear,
 }
 
 impl ByteCode {
@@ -189,7 +192,7 @@ impl ByteCode {
     pub fn block(self) -> usize {
         match self {
             ByteCode::Int4 => Int4Code::BLOCK,
-            ByteCode::Dynamic | ByteCode::E4m3 => QBLOCK,
+            ByteCode::Dynamic | ByteCode::E4m3 | ByteCode::Linear => QBLOCK,
         }
     }
 
@@ -197,7 +200,7 @@ impl ByteCode {
     pub fn per_word(self) -> u64 {
         match self {
             ByteCode::Int4 => 8,
-            ByteCode::Dynamic | ByteCode::E4m3 => 4,
+            ByteCode::Dynamic | ByteCode::E4m3 | ByteCode::Linear => 4,
         }
     }
 
@@ -221,7 +224,7 @@ impl ByteCode {
     pub fn code_at(self, bytes: &[u8], i: usize) -> u8 {
         match self {
             ByteCode::Int4 => (bytes[i / 2] >> (4 * (1 - i % 2))) & 15,
-            ByteCode::Dynamic | ByteCode::E4m3 => bytes[i],
+            ByteCode::Dynamic | ByteCode::E4m3 | ByteCode::Linear => bytes[i],
         }
     }
 
@@ -232,7 +235,7 @@ impl ByteCode {
                 let shift = 4 * (1 - i % 2);
                 bytes[i / 2] = (bytes[i / 2] & !(15 << shift)) | (c << shift);
             }
-            ByteCode::Dynamic | ByteCode::E4m3 => bytes[i] = c,
+            ByteCode::Dynamic | ByteCode::E4m3 | ByteCode::Linear => bytes[i] = c,
         }
     }
 }
@@ -310,6 +313,32 @@ fn torch_linspace(start: f32, end: f32, steps: usize) -> Vec<f32> {
             false => end - step * (steps - i - 1) as f32,
         })
         .collect()
+}
+
+/// 8-bit Muon's linear code (Gupta et al., "Effective Quantization of
+/// Muon Optimizer States", arXiv 2509.23106; no code published): a
+/// block's scale is its absmax, a value's code `round(127 · x / absmax)`
+/// as a signed byte, its value `absmax / 127 · code`. Computed as
+/// `127 · (x / absmax)` (never overflows), to nearest even as
+/// `torch.round`; every quotient and product correctly rounded, here and
+/// in the kernels (`muon_momentum_linear`, `adamw_linear_update`).
+pub struct LinearCode;
+
+impl LinearCode {
+    pub const LEVELS: f32 = 127.0;
+
+    /// The byte of `x` (|x| ≤ absmax) in a block of `absmax`.
+    pub fn code(x: f32, absmax: f32) -> u8 {
+        if x == 0.0 {
+            return 0; // and a zero block's 0/0
+        }
+        let q = (Self::LEVELS * (x / absmax)).round_ties_even();
+        q.clamp(-Self::LEVELS, Self::LEVELS) as i8 as u8
+    }
+
+    pub fn value(c: u8, absmax: f32) -> f32 {
+        c as i8 as f32 * (absmax / Self::LEVELS)
+    }
 }
 
 /// TorchAO's FP8 optimizer state (pytorch/ao@36027d8,
@@ -397,6 +426,42 @@ mod tests {
         assert_eq!((code(0.0, &v), code(3.0 / 32.0, &v)), (0, 1)); // a tie goes up
         assert_eq!(code(f32::from_bits((3.0f32 / 32.0).to_bits() - 1), &v), 0);
         assert_eq!((code(0.5, &m), code(-0.5, &m)), (12, 2)); // nearest 0.4375, −0.4375
+    }
+
+    /// 8-bit Muon's linear code: ±absmax at ±127, zero at 0 (a zero block
+    /// too), to nearest with ties to even (a tie comes only from the
+    /// product 127·y rounding onto a half), values q · (absmax/127).
+    #[test]
+    fn linear_codes_are_round_127_x_over_absmax() {
+        let s = 3.5f32;
+        assert_eq!(LinearCode::code(s, s), 127);
+        assert_eq!(LinearCode::code(-s, s) as i8, -127);
+        assert_eq!(
+            (LinearCode::code(0.0, 0.0), LinearCode::code(-0.0, s)),
+            (0, 0)
+        );
+        assert_eq!(LinearCode::value(127, s), 127.0 * (s / 127.0));
+        assert_eq!(LinearCode::value((-5i8) as u8, s), -5.0 * (s / 127.0));
+        // every y in (0, 1] whose f32(127·y) is a half lands on the even side
+        let mut ties = 0;
+        for bits in (0.01f32.to_bits()..0.05f32.to_bits()).step_by(7) {
+            let y = f32::from_bits(bits);
+            let p = 127.0 * y;
+            if p.fract() == 0.5 {
+                ties += 1;
+                let q = LinearCode::code(y, 1.0) as i8 as f32;
+                assert_eq!(q, p.round_ties_even(), "y = {y}");
+                assert_eq!(q % 2.0, 0.0);
+            }
+        }
+        assert!(ties > 0, "no ties among the sampled y");
+        // every code within half a level of 127·x/absmax
+        let mut rng = crate::rng::SplitMix64(7);
+        for _ in 0..10_000 {
+            let x = rng.uniform(-1.0, 1.0);
+            let q = LinearCode::code(x, 1.0) as i8 as f32;
+            assert!((q - 127.0 * x).abs() <= 0.5 + 1e-4, "{x} → {q}");
+        }
     }
 
     /// TorchAO's rule: over all 2^16 draws a value rounds away from zero

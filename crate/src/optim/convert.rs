@@ -2,14 +2,15 @@
 //! optimizer state at a pause does. Every kind goes through f32: to f32 is
 //! exact (bf16's values; each code's value times its block's scale); from
 //! f32, bf16 rounds to nearest even, fp8 and int4 code each block as the
-//! update kernel does (TorchAO's scales, to nearest), and int8
+//! update kernel does (TorchAO's scales, to nearest), int8-linear's m to
+//! nearest against its block's absmax, and int8 (and int8-linear's v)
 //! rounds each block against its absmax stochastically, as the update
 //! kernel does after a step (the code tables and decisions of
 //! `reference::optimizer`, which the kernel tests hold bit-identical to
 //! the GPU's), with the dither of step 0.
 
 use super::{ByteCode, HostState, OptimState};
-use crate::ops::adam::{Fp8Code, Int4Code, Int8Maps, bf16_bits, bf16_value, dither};
+use crate::ops::adam::{Fp8Code, Int4Code, Int8Maps, LinearCode, bf16_bits, bf16_value, dither};
 
 impl HostState {
     pub fn kind(&self) -> OptimState {
@@ -28,6 +29,10 @@ impl HostState {
                 code: ByteCode::Int4,
                 ..
             } => OptimState::Int4,
+            HostState::Bytes {
+                code: ByteCode::Linear,
+                ..
+            } => OptimState::Int8Linear,
         }
     }
 
@@ -72,6 +77,8 @@ impl HostState {
                                 ByteCode::Dynamic => [&maps.m, &maps.v][moment].dequantize(c, s),
                                 ByteCode::E4m3 => Fp8Code::value(c, s),
                                 ByteCode::Int4 => Int4Code::value(c, s, &int4[moment]),
+                                ByteCode::Linear if moment == 0 => LinearCode::value(c, s),
+                                ByteCode::Linear => maps.v.dequantize(c, s),
                             }
                         })
                         .collect()
@@ -96,7 +103,7 @@ fn bytes_of(code: ByteCode, m: &[f32], v: &[f32]) -> HostState {
         let m_max = mb.iter().fold(0f32, |a, x| a.max(x.abs()));
         let v_max = vb.iter().fold(0f32, |a, &x| a.max(x));
         let (sm, sv) = match code {
-            ByteCode::Dynamic => (m_max, v_max),
+            ByteCode::Dynamic | ByteCode::Linear => (m_max, v_max),
             ByteCode::E4m3 => (Fp8Code::scale(m_max), Fp8Code::scale(v_max)),
             ByteCode::Int4 => (Int4Code::scale(m_max), Int4Code::scale(v_max)),
         };
@@ -111,6 +118,10 @@ fn bytes_of(code: ByteCode, m: &[f32], v: &[f32]) -> HostState {
                 ),
                 ByteCode::E4m3 => (Fp8Code::code(x, sm), Fp8Code::code(y, sv)),
                 ByteCode::Int4 => (Int4Code::code(x, sm, &m4), Int4Code::code(y, sv, &v4)),
+                ByteCode::Linear => (
+                    LinearCode::code(x, sm),
+                    maps.v.quantize(y, sv, dither(i as u32, 0, 1)),
+                ),
             };
             code.set_code(&mut m_codes, i, cm);
             code.set_code(&mut v_codes, i, cv);
@@ -210,6 +221,38 @@ mod tests {
                         assert!((a - q).abs() <= bound, "{kind:?} {moment}: {a} as {q}");
                     }
                 }
+            }
+        }
+    }
+
+    /// int8-linear: m comes back within half a level (absmax/254) of its
+    /// value, v as int8's (the same tables and dither).
+    #[test]
+    fn int8_linear_codes_m_to_the_nearest_level() {
+        let n = 3 * QBLOCK + 17;
+        let fp32 = state(n, 11);
+        let linear = fp32.clone().convert(OptimState::Int8Linear);
+        assert_eq!(linear.kind(), OptimState::Int8Linear);
+        let (
+            HostState::Bytes { v_codes, .. },
+            HostState::Bytes {
+                v_codes: int8_v, ..
+            },
+        ) = (&linear, &fp32.clone().convert(OptimState::Int8))
+        else {
+            unreachable!()
+        };
+        assert_eq!(v_codes, int8_v);
+        let (HostState::Fp32 { m, .. }, HostState::Fp32 { m: m2, .. }) =
+            (&fp32, &linear.convert(OptimState::Fp32))
+        else {
+            unreachable!()
+        };
+        for (x, y) in m.chunks(QBLOCK).zip(m2.chunks(QBLOCK)) {
+            let absmax = x.iter().fold(0f32, |a, x| a.max(x.abs()));
+            for (&a, &q) in x.iter().zip(y) {
+                // half a level, and the rounding of the quotient and product
+                assert!((a - q).abs() <= absmax / 254.0 * 1.0001, "{a} as {q}");
             }
         }
     }

@@ -1,5 +1,5 @@
 //! The optimizer on the host side: its settings, its state buffers (f32
-//! or bf16 moments, or block-wise state: int8, fp8 or int4), and the step's dispatches over the
+//! or bf16 moments, or block-wise state: int8, int8-linear, fp8 or int4), and the step's dispatches over the
 //! parameter chunks: Σg² per chunk → one finalize (norm, clip, skip) → one
 //! fused AdamW update per chunk. The count depends on the model's size in
 //! bindings, never on its number of tensors. With Muon, the hidden
@@ -40,14 +40,19 @@ pub enum OptimState {
     Int8,
     /// TorchAO's 4-bit state: nibbles in blocks of 128, to nearest.
     Int4,
+    /// 8-bit Muon's linear absmax code for m (Muon's momentum, AdamW's
+    /// first moment), to nearest; v as `Int8`. Blocks of 256.
+    #[serde(rename = "int8-linear")]
+    Int8Linear,
 }
 
 impl OptimState {
-    pub const ALL: [OptimState; 5] = [
+    pub const ALL: [OptimState; 6] = [
         OptimState::Fp32,
         OptimState::Bf16,
         OptimState::Fp8,
         OptimState::Int8,
+        OptimState::Int8Linear,
         OptimState::Int4,
     ];
 
@@ -71,6 +76,7 @@ impl OptimState {
             OptimState::Fp8 => "fp8",
             OptimState::Int8 => "int8",
             OptimState::Int4 => "int4",
+            OptimState::Int8Linear => "int8-linear",
         }
     }
 
@@ -81,6 +87,7 @@ impl OptimState {
             OptimState::Fp8 => Some(ByteCode::E4m3),
             OptimState::Int8 => Some(ByteCode::Dynamic),
             OptimState::Int4 => Some(ByteCode::Int4),
+            OptimState::Int8Linear => Some(ByteCode::Linear),
         }
     }
 
@@ -90,7 +97,7 @@ impl OptimState {
             OptimState::Fp32 => 8 * n,
             OptimState::Bf16 => 2 * bf16_state_bytes(n),
             // a code of m and v, and one f32 scale per block of each
-            OptimState::Fp8 | OptimState::Int8 | OptimState::Int4 => {
+            OptimState::Fp8 | OptimState::Int8 | OptimState::Int8Linear | OptimState::Int4 => {
                 let code = self.byte_code().expect("block-wise state");
                 2 * (code.code_bytes(n) + code.scale_bytes(n))
             }
@@ -336,7 +343,7 @@ impl Optimizer {
                 m: gpu.storage_buffer("adam_m_bf16", bf16_state_bytes(total))?,
                 v: gpu.storage_buffer("adam_v_bf16", bf16_state_bytes(total))?,
             },
-            OptimState::Fp8 | OptimState::Int8 | OptimState::Int4 => {
+            OptimState::Fp8 | OptimState::Int8 | OptimState::Int8Linear | OptimState::Int4 => {
                 let code = config.state.byte_code().expect("block-wise state");
                 StateBuffers::Bytes {
                     code,

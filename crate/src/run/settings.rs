@@ -180,12 +180,13 @@ pub const SETTINGS: &[Setting] = &[
     choice(
         "optimState",
         Mode,
-        &["fp32", "bf16", "fp8", "int8", "int4"],
+        &["fp32", "bf16", "fp8", "int8", "int8-linear", "int4"],
         &[
             "f32 moments",
             "bf16 moments, to nearest (DeepSeek-V3)",
             "E4M3 in blocks of 256, to nearest (TorchAO's FP8 state)",
             "dynamic codes in blocks of 256, rounded stochastically",
+            "m (Muon's momentum) as round(127·x/absmax) in blocks of 256 (8-bit Muon); v as int8",
             "4-bit codes in blocks of 128, to nearest (TorchAO's 4-bit state)",
         ],
         "The optimizer's moments (AdamW's m and v, Muon's momentum)",

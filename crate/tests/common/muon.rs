@@ -222,19 +222,21 @@ pub async fn muon_steps_match_reference(gpu: &Gpu) -> Result<()> {
     Ok(())
 }
 
-/// Ten steps with low-precision momentum (int8, fp8, bf16, int4) beside fp32 on
+/// Ten steps with low-precision momentum (int8, fp8, bf16, int4, int8-linear) beside fp32 on
 /// the same gradients: the weights stay within a stated bound of each other.
 pub async fn muon_8bit_momentum_tracks_fp32(gpu: &Gpu) -> Result<()> {
     let fp32 = Trainer::new(gpu, muon_config(OptimState::Fp32)?).await?;
     // measured on lavapipe, apart / moved after moving 8.38: int8 1.45 %,
     // fp8 2.8 % (E4M3 to nearest: 3 bits of significand, no dither), bf16
-    // 0.18 %, int4 14.4 % (16 points a block, to nearest). Random gradients
+    // 0.18 %, int4 14.4 % (16 points a block, to nearest), int8-linear
+    // 0.68 % (255 evenly spaced levels beat the dynamic tree's for m). Random gradients
     // each step are the hardest case for a coded momentum.
     for (state, bound) in [
         (OptimState::Int8, 0.02),
         (OptimState::Fp8, 0.04),
         (OptimState::Bf16, 0.005),
         (OptimState::Int4, 0.2),
+        (OptimState::Int8Linear, 0.02),
     ] {
         let low = Trainer::new(gpu, muon_config(state)?).await?;
         let w0 = low.model.read_weights(gpu).await?;

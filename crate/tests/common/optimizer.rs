@@ -485,7 +485,12 @@ fn assert_codes(what: &str, got: &[u32], want: &[u32]) {
 pub async fn adamw_8bit_matches_reference(gpu: &Gpu) -> Result<()> {
     let k = Optimizer::new(gpu).await?;
     let step = k.step_buffer(gpu);
-    for code in [ByteCode::Dynamic, ByteCode::E4m3, ByteCode::Int4] {
+    for code in [
+        ByteCode::Dynamic,
+        ByteCode::E4m3,
+        ByteCode::Linear,
+        ByteCode::Int4,
+    ] {
         adamw_8bit_code_matches_reference(gpu, (&k, &step), code).await?;
     }
     Ok(())
@@ -521,6 +526,7 @@ async fn adamw_8bit_code_matches_reference(
                     reference::StateCode::Table(Box::new(reference::Int8Maps::dynamic()))
                 }
                 ByteCode::E4m3 => reference::StateCode::E4m3,
+                ByteCode::Linear => reference::StateCode::linear(),
                 ByteCode::Int4 => reference::StateCode::Int4,
             },
         );
@@ -713,14 +719,17 @@ pub async fn adamw_8bit_skipped_step_changes_nothing_but_gradients(gpu: &Gpu) ->
     skipped.check(gpu).await
 }
 
-/// Muon's momentum step in each coded state (bf16, fp8, int8, int4) against a
+/// Muon's momentum step in each coded state (bf16, fp8, int8, int8-linear,
+/// int4) against a
 /// twin written here from the kernel's formulas (m' = m + (1 − μ)(g − m),
 /// Nesterov g + μ(m' − g), g = raw·clip, non-finite → 0) and the states'
 /// codes (`ops::adam`): two steps over a partial last word and block, the
 /// Nesterov directions and the coded momentum bit for bit.
 pub async fn muon_momentum_matches_reference(gpu: &Gpu) -> Result<()> {
     use webtrain::kernels::optimizer::{MuonMomentum, bf16_state_bytes};
-    use webtrain::ops::adam::{Fp8Code, Int4Code, Int8Maps, bf16_bits, bf16_value, dither};
+    use webtrain::ops::adam::{
+        Fp8Code, Int4Code, Int8Maps, LinearCode, bf16_bits, bf16_value, dither,
+    };
     let k = Optimizer::new(gpu).await?;
     let step = k.step_buffer(gpu);
     let (n, mu, clip) = (4_097usize, 0.95f32, 0.5f32);
@@ -729,6 +738,7 @@ pub async fn muon_momentum_matches_reference(gpu: &Gpu) -> Result<()> {
         None,
         Some(ByteCode::E4m3),
         Some(ByteCode::Dynamic),
+        Some(ByteCode::Linear),
         Some(ByteCode::Int4),
     ] {
         let (codes_bytes, scale_bytes) = match state {
@@ -793,7 +803,7 @@ pub async fn muon_momentum_matches_reference(gpu: &Gpu) -> Result<()> {
                         scales[b] = match code {
                             ByteCode::E4m3 => Fp8Code::scale(top),
                             ByteCode::Int4 => Int4Code::scale(top),
-                            ByteCode::Dynamic => top,
+                            ByteCode::Dynamic | ByteCode::Linear => top,
                         };
                         for (j, x) in block.iter_mut().enumerate() {
                             let i = b * code.block() + j;
@@ -801,12 +811,14 @@ pub async fn muon_momentum_matches_reference(gpu: &Gpu) -> Result<()> {
                             let c = match code {
                                 ByteCode::E4m3 => Fp8Code::code(*x, s),
                                 ByteCode::Int4 => Int4Code::code(*x, s, &m4),
+                                ByteCode::Linear => LinearCode::code(*x, s),
                                 ByteCode::Dynamic => maps.m.quantize(*x, s, dither(i as u32, t, 0)),
                             };
                             code.set_code(bytes, i, c);
                             *x = match code {
                                 ByteCode::E4m3 => Fp8Code::value(c, s),
                                 ByteCode::Int4 => Int4Code::value(c, s, &m4),
+                                ByteCode::Linear => LinearCode::value(c, s),
                                 ByteCode::Dynamic => maps.m.dequantize(c, s),
                             };
                         }

@@ -93,6 +93,7 @@ fn train_reference(c: &TrainConfig, weights: &[f32]) -> (Vec<f64>, Vec<f64>) {
     let code = match c.optim.state {
         OptimState::Fp8 => StateCode::E4m3,
         OptimState::Int4 => StateCode::Int4,
+        OptimState::Int8Linear => StateCode::linear(),
         _ => StateCode::Table(Box::new(Int8Maps::dynamic())),
     };
     let mut bytes: Vec<Adam8bitState> = blocks
@@ -140,7 +141,7 @@ fn train_reference(c: &TrainConfig, weights: &[f32]) -> (Vec<f64>, Vec<f64>) {
                     &mut m16[r.clone()],
                     &mut v16[r],
                 ),
-                OptimState::Fp8 | OptimState::Int8 | OptimState::Int4 => {
+                OptimState::Fp8 | OptimState::Int8 | OptimState::Int8Linear | OptimState::Int4 => {
                     reference_adam::adamw_8bit(
                         &h,
                         step,
@@ -177,7 +178,11 @@ async fn tracks_reference(gpu: &Gpu, precision: Recipe, state: OptimState) -> Re
     // (fp32) and 5.2e-5 (f16).
     let loss_rtol = match state {
         OptimState::Fp32 => 5e-5,
-        OptimState::Bf16 | OptimState::Fp8 | OptimState::Int8 | OptimState::Int4 => 2e-4,
+        OptimState::Bf16
+        | OptimState::Fp8
+        | OptimState::Int8
+        | OptimState::Int8Linear
+        | OptimState::Int4 => 2e-4,
     };
     assert_close(
         &format!("{what} losses over {STEPS} steps"),
@@ -214,7 +219,9 @@ async fn tracks_reference(gpu: &Gpu, precision: Recipe, state: OptimState) -> Re
     let (mean_bound, worst_bound) = match state {
         OptimState::Fp32 => (2e-3 * lr, lr),
         OptimState::Fp8 => (5e-2 * lr, 100.0 * lr),
-        OptimState::Bf16 | OptimState::Int8 | OptimState::Int4 => (5e-2 * lr, 10.0 * lr),
+        OptimState::Bf16 | OptimState::Int8 | OptimState::Int8Linear | OptimState::Int4 => {
+            (5e-2 * lr, 10.0 * lr)
+        }
     };
     for t in &layout.tensors {
         let r = t.offset as usize..(t.offset + t.len()) as usize;

@@ -48,7 +48,7 @@ fn adamw_bytes(precision: &Recipe, state: OptimState) -> u64 {
     let moments = match state {
         OptimState::Fp32 => 2 * (4 + 4),
         OptimState::Bf16 => 2 * (2 + 2),
-        OptimState::Fp8 | OptimState::Int8 => 2 * (1 + 1), // + 8 B of scales per 256 values, left out
+        OptimState::Fp8 | OptimState::Int8 | OptimState::Int8Linear => 2 * (1 + 1), // + 8 B of scales per 256 values, left out
         OptimState::Int4 => 1 + 1, // a nibble of each moment read and written; + 8 B per 128
     };
     let mirror = if precision.f16_weights() { 2 } else { 0 };

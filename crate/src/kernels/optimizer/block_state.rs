@@ -1,4 +1,4 @@
-//! The launchers of the block-wise states (int8, fp8, int4): AdamW's
+//! The launchers of the block-wise states (int8, int8-linear, fp8, int4): AdamW's
 //! update and Muon's momentum step over codes and block scales.
 
 use bytemuck::Zeroable;
@@ -60,6 +60,8 @@ impl Optimizer {
             (ByteCode::Dynamic, Some(_)) => &u.int8_f16,
             (ByteCode::E4m3, None) => &u.fp8,
             (ByteCode::E4m3, Some(_)) => &u.fp8_f16,
+            (ByteCode::Linear, None) => &u.linear,
+            (ByteCode::Linear, Some(_)) => &u.linear_f16,
             (ByteCode::Int4, None) => &u.int4,
             (ByteCode::Int4, Some(_)) => &u.int4_f16,
         };
@@ -138,6 +140,7 @@ impl Optimizer {
                 let kernel = match code {
                     ByteCode::Dynamic => &self.muon_momentum_8bit,
                     ByteCode::E4m3 => &self.muon_momentum_fp8,
+                    ByteCode::Linear => &self.muon_momentum_linear,
                     ByteCode::Int4 => &self.muon_momentum_int4,
                 };
                 kernel.dispatch(gpu, op, &binds, grid)

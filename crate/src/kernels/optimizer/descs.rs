@@ -88,6 +88,14 @@ pub(super) const UPDATE_FP8_F16: KernelDesc = KernelDesc {
     entry: "adamw_fp8_update_f16",
     ..UPDATE_8BIT_F16
 };
+pub(super) const UPDATE_LINEAR: KernelDesc = KernelDesc {
+    entry: "adamw_linear_update",
+    ..UPDATE_8BIT
+};
+pub(super) const UPDATE_LINEAR_F16: KernelDesc = KernelDesc {
+    entry: "adamw_linear_update_f16",
+    ..UPDATE_8BIT_F16
+};
 pub(super) const UPDATE_INT4: KernelDesc = KernelDesc {
     entry: "adamw_int4_update",
     ..UPDATE_8BIT
@@ -148,6 +156,10 @@ pub(super) const MUON_MOMENTUM_8BIT: KernelDesc = KernelDesc {
 };
 pub(super) const MUON_MOMENTUM_FP8: KernelDesc = KernelDesc {
     entry: "muon_momentum_fp8",
+    ..MUON_MOMENTUM_8BIT
+};
+pub(super) const MUON_MOMENTUM_LINEAR: KernelDesc = KernelDesc {
+    entry: "muon_momentum_linear",
     ..MUON_MOMENTUM_8BIT
 };
 pub(super) const MUON_MOMENTUM_INT4: KernelDesc = KernelDesc {

@@ -204,6 +204,8 @@ struct Updates {
     int8_f16: Kernel,
     fp8: Kernel,
     fp8_f16: Kernel,
+    linear: Kernel,
+    linear_f16: Kernel,
     int4: Kernel,
     int4_f16: Kernel,
     bf16: Kernel,
@@ -211,13 +213,15 @@ struct Updates {
 }
 
 impl Updates {
-    const DESCS: [KernelDesc; 10] = [
+    const DESCS: [KernelDesc; 12] = [
         UPDATE,
         UPDATE_F16,
         UPDATE_8BIT,
         UPDATE_8BIT_F16,
         UPDATE_FP8,
         UPDATE_FP8_F16,
+        UPDATE_LINEAR,
+        UPDATE_LINEAR_F16,
         UPDATE_INT4,
         UPDATE_INT4_F16,
         UPDATE_BF16,
@@ -236,6 +240,8 @@ impl Updates {
             int8_f16,
             fp8,
             fp8_f16,
+            linear,
+            linear_f16,
             int4,
             int4_f16,
             bf16,
@@ -248,6 +254,8 @@ impl Updates {
             int8_f16,
             fp8,
             fp8_f16,
+            linear,
+            linear_f16,
             int4,
             int4_f16,
             bf16,
@@ -267,6 +275,7 @@ pub struct Optimizer {
     muon_momentum: Kernel,
     muon_momentum_8bit: Kernel,
     muon_momentum_fp8: Kernel,
+    muon_momentum_linear: Kernel,
     muon_momentum_int4: Kernel,
     muon_momentum_bf16: Kernel,
     /// The int8 codes' tables (`ops::adam::Int8Map`), uploaded once.
@@ -284,6 +293,7 @@ impl Optimizer {
             MUON_MOMENTUM,
             MUON_MOMENTUM_8BIT,
             MUON_MOMENTUM_FP8,
+            MUON_MOMENTUM_LINEAR,
             MUON_MOMENTUM_INT4,
             MUON_MOMENTUM_BF16,
         ];
@@ -294,6 +304,7 @@ impl Optimizer {
             muon_momentum,
             muon_momentum_8bit,
             muon_momentum_fp8,
+            muon_momentum_linear,
             muon_momentum_int4,
             muon_momentum_bf16,
         ] = build_variant_kernels(gpu, OPTIMIZER, plain, descs).await?;
@@ -314,6 +325,7 @@ impl Optimizer {
             muon_momentum,
             muon_momentum_8bit,
             muon_momentum_fp8,
+            muon_momentum_linear,
             muon_momentum_int4,
             muon_momentum_bf16,
             code_tables,
@@ -334,7 +346,7 @@ impl Optimizer {
     fn tables(&self, code: ByteCode) -> &wgpu::Buffer {
         match code {
             ByteCode::Int4 => &self.int4_tables,
-            ByteCode::Dynamic | ByteCode::E4m3 => &self.code_tables,
+            ByteCode::Dynamic | ByteCode::E4m3 | ByteCode::Linear => &self.code_tables,
         }
     }
 

@@ -36,7 +36,7 @@ pub struct StudyArgs {
     /// Validate every this many steps (the last validation is the table's).
     #[arg(long, default_value_t = 50)]
     val_every: u32,
-    /// Optimizer states, e.g. fp32,bf16,fp8,int8,int4.
+    /// Optimizer states, e.g. fp32,bf16,fp8,int8,int8-linear,int4.
     #[arg(long, value_delimiter = ',', default_value = "fp32")]
     optim_states: Vec<String>,
     /// Optimizers, e.g. adamw,muon.
