@@ -229,6 +229,15 @@ fn random_bits(seed: u32, step: u32, tensor: u32, index: u32) -> u32 {
     return pcg4d(vec4<u32>(index, tensor, step, seed)).x;
 }
 
+// TorchAO's _fp32_to_bf16_sr (twin ops::adam::bf16_sr): w's top 16 bits,
+// one bf16 step away from zero iff the 16 random bits r16 fall below its
+// low 16 — rounded up with the probability of the fraction it drops.
+fn bf16_sr(w: f32, r16: u32) -> f32 {
+    let bits = bitcast<u32>(w);
+    let toward_zero = bits & 0xffff0000u;
+    return bitcast<f32>(select(toward_zero, toward_zero + 0x10000u, r16 < (bits & 0xffffu)));
+}
+
 // Block b of a line `len` long cut at `parts` (p1 ≤ p2 ≤ len), as
 // ops::formats::part_block: (start, length); past the last block (len, 0).
 // Shared by the quantizers (14_quantize.wgsl) and fp8's pre-pass. [0, p1), [p1, p2) and

@@ -192,16 +192,12 @@ fn adam_weight(w_old: f32, mv: vec2<f32>) -> f32 {
 }
 
 // The master weight kept of element i's new value w: w itself, or with
-// bf16-sr TorchAO's _fp32_to_bf16_sr — w's top 16 bits, one bf16 step away
-// from zero iff 16 random bits fall below its low 16 (twin ops::adam::bf16_sr).
-// MASTER_SR is the variant's constant (kernels/optimizer: Updates), so the
-// f32 variant compiles to w alone.
+// bf16-sr w rounded by bf16_sr (00_formats.wgsl) on the draw of (run seed,
+// step, element of the buffer). MASTER_SR is the variant's constant
+// (kernels/optimizer: Updates), so the f32 variant compiles to w alone.
 fn master_value(w: f32, i: u32) -> f32 {
     if (!MASTER_SR) { return w; }
-    let bits = bitcast<u32>(w);
-    let r = random_bits(adam.sr_seed, adam_step.t, adam.sr_stream, adam.offset + i) & 0xffffu;
-    let toward_zero = bits & 0xffff0000u;
-    return bitcast<f32>(select(toward_zero, toward_zero + 0x10000u, r < (bits & 0xffffu)));
+    return bf16_sr(w, random_bits(adam.sr_seed, adam_step.t, adam.sr_stream, adam.offset + i) & 0xffffu);
 }
 
 // One element's gradient, master weight and moments as read.

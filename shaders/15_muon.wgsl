@@ -23,7 +23,12 @@ struct Part {
 // The step's values, rewritten by the host every step.
 struct MuonStep {
     lr: f32,
-    decay: f32,  // 1 − lr·weight_decay
+    decay: f32,      // 1 − lr·weight_decay
+    t: u32,          // the step, 1-based
+    rounds: u32,     // 1: bf16-sr master weights (bf16_sr on each new weight)
+    sr_seed: u32,    // their draws: the run's seed,
+    sr_stream: u32,  // ops::adam::MASTER_SR_STREAM,
+    offset: u32,     // and the element of the weights buffer (binding's first + at)
 }
 
 // finalize_grad_stats' output (12_optimizer.wgsl)
@@ -101,13 +106,21 @@ fn ns_ax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
     y[at] = part.a * x[at];
 }
 
-// W ← W·(1 − lr·wd) − lr·scale·O, O the orthogonalized update (bound as x);
-// a skipped step leaves W alone.
+// W ← W·(1 − lr·wd) − lr·scale·O, O the orthogonalized update (bound as x),
+// rounded to bf16 stochastically with bf16-sr master weights (as AdamW's
+// master_value: the same draws of the same element); a skipped step leaves
+// W alone.
 @compute @workgroup_size(WG)
 fn muon_apply(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_index) lidx: u32) {
     let e = flat_id(wid, nwg, lidx);
     if (e >= part.count * part.n || stats.skip != 0u) { return; }
     let at = element_at(e);
-    weights[at] = weights[at] * muon_step.decay - muon_step.lr * part.scale * x[at];
+    let w = weights[at] * muon_step.decay - muon_step.lr * part.scale * x[at];
+    if (muon_step.rounds == 0u) {
+        weights[at] = w;
+        return;
+    }
+    let r = random_bits(muon_step.sr_seed, muon_step.t, muon_step.sr_stream, muon_step.offset + at);
+    weights[at] = bf16_sr(w, r & 0xffffu);
 }

@@ -64,6 +64,7 @@ gpu_tests! {
         optimizer::muon_momentum_matches_reference,
         optimizer::adamw_8bit_skipped_step_changes_nothing_but_gradients,
         muon::newton_schulz_matches_reference,
+        muon::muon_apply_bf16_sr_matches_reference,
         cast::cast_saturates_and_keeps_nan,
         cast::cast_rounds_like_the_half_crate,
         cast::cast_round_trips_every_f16,

@@ -8,7 +8,8 @@ use super::infrastructure::Infrastructure;
 use super::linear::{Layout, Linear, Strided};
 use crate::error::{Error, Result};
 use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_kernels};
-use crate::ops::muon::{NS_COEFFICIENTS, NS_EPS, NS_STEPS, update_scale};
+use crate::ops::adam::MASTER_SR_STREAM;
+use crate::ops::muon::{MuonHyper, NS_COEFFICIENTS, NS_EPS, NS_STEPS, update_scale};
 use crate::shaders::MUON;
 
 /// One matrix of every layer (say every q): `count` matrices of
@@ -99,14 +100,41 @@ struct PartUniform {
     _pad: [u32; 2],
 }
 
-/// `MuonStep` in 15_muon.wgsl: the step's rate, rewritten by the host.
+/// `MuonStep` in 15_muon.wgsl: the step's rate, and the draws of bf16-sr
+/// master weights, rewritten by the host.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct MuonStep {
     pub lr: f32,
     /// 1 − lr·weight_decay
     pub decay: f32,
-    pub _pad: [u32; 2],
+    /// The step, 1-based (the draws' step).
+    pub t: u32,
+    /// 1: round each new weight to bf16 stochastically.
+    pub rounds: u32,
+    pub sr_seed: u32,
+    /// `ops::adam::MASTER_SR_STREAM`
+    pub sr_stream: u32,
+    /// The weights binding's first element in its buffer.
+    pub offset: u32,
+    pub _pad: u32,
+}
+
+impl MuonStep {
+    /// Step `t`'s uniform: with `sr_seed`, bf16-sr master weights whose
+    /// binding starts at element `offset` of the weights buffer.
+    pub fn new(h: &MuonHyper, t: u32, sr_seed: Option<u32>, offset: u32) -> MuonStep {
+        MuonStep {
+            lr: h.lr as f32,
+            decay: (1.0 - h.lr * h.weight_decay) as f32,
+            t,
+            rounds: sr_seed.is_some().into(),
+            sr_seed: sr_seed.unwrap_or(0),
+            sr_stream: MASTER_SR_STREAM,
+            offset,
+            _pad: 0,
+        }
+    }
 }
 
 /// Newton–Schulz's working buffers: X and the next X (each holding every

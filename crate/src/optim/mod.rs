@@ -321,13 +321,6 @@ impl Optimizer {
         (config, seed): (OptimConfig, u64),
         scaler: Option<&LossScaler>,
     ) -> Result<Optimizer> {
-        if config.master == MasterWeights::Bf16Sr && config.optimizer == OptimizerKind::Muon {
-            return Err(Error::Unsupported(
-                "bf16-sr master weights round AdamW's updates (TorchAO's rule); Muon's are not \
-                 rounded yet: choose f32 master weights, or AdamW"
-                    .into(),
-            ));
-        }
         let sr_seed =
             (config.master == MasterWeights::Bf16Sr).then_some(seed as u32 ^ (seed >> 32) as u32);
         let chunks = model
@@ -570,7 +563,7 @@ impl Optimizer {
     /// Sets step `t`'s rate and bias corrections for the next submission.
     pub fn write_step(&self, gpu: &Gpu, k: &Kernels, t: u32) -> Result<()> {
         if let Some(muon) = &self.muon {
-            muon.write_step(gpu, &self.config.muon_hyper(t));
+            muon.write_step(gpu, &self.config.muon_hyper(t), t, self.sr_seed)?;
         }
         k.optim
             .write_step(gpu, &self.step, &self.config.hyper(t), t)

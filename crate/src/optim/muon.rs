@@ -238,15 +238,14 @@ impl Muon {
         Ok(d)
     }
 
-    /// Sets the step's rate and decay for the next submission.
-    pub fn write_step(&self, gpu: &Gpu, h: &MuonHyper) {
-        let step = MuonStep {
-            lr: h.lr as f32,
-            decay: (1.0 - h.lr * h.weight_decay) as f32,
-            _pad: [0; 2],
-        };
+    /// Sets step `t`'s rate and decay for the next submission, and with
+    /// `sr_seed` the draws of bf16-sr master weights (by element of the
+    /// weights buffer: the matrices start at the span's).
+    pub fn write_step(&self, gpu: &Gpu, h: &MuonHyper, t: u32, sr_seed: Option<u32>) -> Result<()> {
+        let step = MuonStep::new(h, t, sr_seed, narrow(self.span.start)?);
         gpu.queue
             .write_buffer(&self.step, 0, bytemuck::bytes_of(&step));
+        Ok(())
     }
 }
 

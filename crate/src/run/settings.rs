@@ -197,7 +197,7 @@ pub const SETTINGS: &[Setting] = &[
         &["f32", "bf16-sr"],
         &[
             "f32 master weights",
-            "bf16 weights, each update rounded stochastically, no f32 copy (TorchAO's bf16_stochastic_round; AdamW)",
+            "bf16 weights, each update rounded stochastically, no f32 copy (TorchAO's bf16_stochastic_round; AdamW's and Muon's)",
         ],
         "The master weights the optimizer updates",
     ),

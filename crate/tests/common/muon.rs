@@ -63,14 +63,12 @@ pub async fn newton_schulz_matches_reference(gpu: &Gpu) -> Result<()> {
             factors: &factors,
         };
         let (lr, wd) = (0.02, 0.1);
-        let step = gpu.uniform(
-            "muon_step",
-            &MuonStep {
-                lr: lr as f32,
-                decay: (1.0 - lr * wd) as f32,
-                _pad: [0; 2],
-            },
-        );
+        let hyper = MuonHyper {
+            lr,
+            momentum: 0.95,
+            weight_decay: wd,
+        };
+        let step = gpu.uniform("muon_step", &MuonStep::new(&hyper, 1, None, 0));
         let stats = gpu.upload("stats", &[0.0f32, 1.0, 0.0, 0.0])?;
         let mut d = ns.orthogonalize(gpu, (&linear, &infra), &part, &s)?;
         d.push(ns.apply(gpu, &part, (&step, (&stats).into()), &next, (&w).into())?);
@@ -117,6 +115,86 @@ pub async fn newton_schulz_matches_reference(gpu: &Gpu) -> Result<()> {
             ),
             "{rows}×{cols}: weights outside the matrices untouched"
         );
+    }
+    Ok(())
+}
+
+/// bf16-sr master weights in Muon's update (`muon_apply`): from bf16
+/// weights, two steps of a batch with gaps, bound 256 elements into the
+/// buffer, against the twin — the update in f32 as the kernel writes it,
+/// then `bf16_sr` on the draw of (seed, step, MASTER_SR_STREAM, element of
+/// the buffer). Every new weight a bf16 value; the gaps untouched. A
+/// compiler may fuse the kernel's w·decay − lr·scale·o into an fma, so a
+/// weight whose draw falls between the two results may round apart: those
+/// must be one bf16 step apart and at most 1 in 1 000 (measured on
+/// lavapipe: 0 of 2 014).
+pub async fn muon_apply_bf16_sr_matches_reference(gpu: &Gpu) -> Result<()> {
+    use webtrain::gpu::BufferRange;
+    use webtrain::ops::adam::{MASTER_SR_STREAM, bf16_bits, bf16_sr, bf16_value};
+    use webtrain::reference::formats::random_bits;
+    let ns = NewtonSchulz::new(gpu).await?;
+    let part = MuonPart {
+        rows: 53,
+        cols: 19,
+        at: 3,
+        stride: 53 * 19 + 5,
+        count: 2,
+    };
+    let (len, n, before, seed) = (part.reach() as usize, 53 * 19, 256usize, 0x5eed_u32);
+    let mut w0 = uniform(&mut rng(940), before + len, -0.1, 0.1);
+    w0.iter_mut().for_each(|x| *x = bf16_value(bf16_bits(*x)));
+    let wb = gpu.upload("w", &w0)?;
+    let weights = BufferRange {
+        buffer: &wb,
+        offset: 4 * before as u64,
+        size: 4 * len as u64,
+    };
+    let stats = gpu.upload("stats", &[0.0f32, 1.0, 0.0, 0.0])?;
+    let hyper = MuonHyper {
+        lr: 0.02,
+        momentum: 0.95,
+        weight_decay: 0.1,
+    };
+    let mut w = w0.clone();
+    for t in 1..=2u32 {
+        let o = uniform(&mut rng(940 + t as u64), len, -1.0, 1.0);
+        let ob = gpu.upload("o", &o)?;
+        let uniform_step = MuonStep::new(&hyper, t, Some(seed), before as u32);
+        let step = gpu.uniform("muon_step", &uniform_step);
+        let d = ns.apply(gpu, &part, (&step, (&stats).into()), &ob, weights)?;
+        gpu.run(&[&d]).await?;
+        let got = gpu.read_back::<f32>((&wb).into()).await?;
+        let scale = uniform_step.lr * update_scale(part.rows, part.cols) as f32;
+        let mut apart = 0;
+        for l in 0..part.count as usize {
+            let at = part.at as usize + l * part.stride as usize;
+            for i in at..at + n {
+                let e = before + i;
+                let exact = w[e] * uniform_step.decay - scale * o[i];
+                let r = random_bits(seed, t, MASTER_SR_STREAM, e as u32) & 0xffff;
+                let want = bf16_sr(exact, r);
+                let y = got[e];
+                assert_eq!(
+                    y.to_bits() & 0xffff,
+                    0,
+                    "t={t} w[{i}] = {y}: not a bf16 value"
+                );
+                if y != want {
+                    apart += 1;
+                    assert_eq!(
+                        y.to_bits().abs_diff(want.to_bits()),
+                        0x1_0000,
+                        "t={t} w[{i}]: {y} against the twin's {want}"
+                    );
+                }
+                w[e] = y; // go on from the kernel's weights
+            }
+        }
+        assert_eq!(got, w, "t={t}: elements outside the matrices untouched");
+        if option_env!("WEBTRAIN_MEASURE").is_some() {
+            eprintln!("measured Muon bf16-sr t={t}: {apart} of {} apart", 2 * n);
+        }
+        assert!(apart <= 2 * n / 1000, "t={t}: {apart} of {} apart", 2 * n);
     }
     Ok(())
 }
