@@ -59,8 +59,12 @@ pub const ACTIVATION: ShaderFile = shader_file!("06_activation");
 pub const LOSS: ShaderFile = shader_file!("07_loss");
 pub const CAST: ShaderFile = shader_file!("08_cast");
 pub const OPTIMIZER: ShaderFile = shader_file!("12_optimizer");
+/// The optimizer's states: composed after `OPTIMIZER` (`OPTIMIZER_MODULE`).
+pub const OPTIMIZER_STATES: ShaderFile = shader_file!("12_optimizer_states");
 pub const HISTOGRAM: ShaderFile = shader_file!("13_histogram");
 pub const QUANTIZE: ShaderFile = shader_file!("14_quantize");
+/// QuEST, MS-EDEN, the noise sums, the Hadamard: after `QUANTIZE`.
+pub const QUANTIZE_RECIPES: ShaderFile = shader_file!("14_quantize_recipes");
 pub const MUON: ShaderFile = shader_file!("15_muon");
 pub const UNITS_OPERANDS: ShaderFile = shader_file!("16_units_operands");
 
@@ -123,12 +127,26 @@ impl Numerics {
 }
 
 /// What pipelines are built from: a kernel file, after an optional prelude
-/// file that defines how it reads an input (03_linear's B in f32 or f16).
+/// file it builds on (03_linear's B in f32 or f16; the optimizer's and the
+/// quantizers' first halves).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Module {
     pub prelude: Option<ShaderFile>,
     pub file: ShaderFile,
 }
+
+/// Every quantizer kernel: the formats, then the recipes' parts.
+pub const QUANTIZE_MODULE: Module = Module {
+    prelude: Some(QUANTIZE),
+    file: QUANTIZE_RECIPES,
+};
+
+/// Every optimizer kernel: the norm, finalize and f32 AdamW, then the
+/// low-precision states and Muon's momentum, one module.
+pub const OPTIMIZER_MODULE: Module = Module {
+    prelude: Some(OPTIMIZER),
+    file: OPTIMIZER_STATES,
+};
 
 impl From<ShaderFile> for Module {
     fn from(file: ShaderFile) -> Module {

@@ -1,6 +1,6 @@
-//! Launchers for 14_quantize.wgsl: a tensor through a format and back
-//! (plain casts, per-tensor scaling, OCP MX blocks, NVFP4, the last two with
-//! their tensor-amax pass), with the format's counters; the random Hadamard
+//! Launchers for 14_quantize.wgsl and 14_quantize_recipes.wgsl: a tensor
+//! through a format and back (plain casts, per-tensor scaling, OCP MX
+//! blocks, NVFP4, the last two with their tensor-amax pass), with the format's counters; the random Hadamard
 //! transform. Twins in `reference::formats`; what the formats are in
 //! `ops::formats`.
 
@@ -12,7 +12,7 @@ use crate::ops::formats::{
     Blocks, Counts, HADAMARD_BLOCK, HADAMARD_MAX, MX_BLOCK, NoiseSums, Quantization, Scaling,
     Stream, hadamard_scale,
 };
-use crate::shaders::QUANTIZE;
+use crate::shaders::QUANTIZE_MODULE;
 
 /// u32 words of the stats buffer: four counters and the tensor amax.
 pub const STATS_WORDS: u64 = 5;
@@ -152,7 +152,7 @@ impl Quantize {
             quest_mask,
             noise_partials,
             noise_total,
-        ] = build_kernels(gpu, QUANTIZE, descs).await?;
+        ] = build_kernels(gpu, QUANTIZE_MODULE, descs).await?;
         Ok(Quantize {
             cast,
             reset,

@@ -168,9 +168,9 @@ pub async fn muon_apply_bf16_sr_matches_reference(gpu: &Gpu) -> Result<()> {
         let mut apart = 0;
         for l in 0..part.count as usize {
             let at = part.at as usize + l * part.stride as usize;
-            for i in at..at + n {
+            for (i, &oi) in o.iter().enumerate().skip(at).take(n) {
                 let e = before + i;
-                let exact = w[e] * uniform_step.decay - scale * o[i];
+                let exact = w[e] * uniform_step.decay - scale * oi;
                 let r = random_bits(seed, t, MASTER_SR_STREAM, e as u32) & 0xffff;
                 let want = bf16_sr(exact, r);
                 let y = got[e];

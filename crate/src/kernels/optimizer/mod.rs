@@ -1,7 +1,8 @@
-//! Launchers for 12_optimizer.wgsl: the global gradient norm and clip scale,
-//! and the fused AdamW update (optionally writing the f16 forward mirror),
-//! with f32 moments, bf16 ones, or block-wise quantized ones (int8 codes,
-//! E4M3 or TorchAO's 4-bit codes).
+//! Launchers for 12_optimizer.wgsl and 12_optimizer_states.wgsl: the
+//! global gradient norm and clip scale, and the fused AdamW update
+//! (optionally writing the f16 forward mirror), with f32 moments, bf16
+//! ones, or block-wise quantized ones (int8 codes, int8-linear, E4M3 or
+//! TorchAO's 4-bit codes).
 
 use bytemuck::{Pod, Zeroable};
 
@@ -12,7 +13,7 @@ use crate::gpu::{
 pub use crate::ops::adam::AdamHyper;
 use crate::ops::adam::{ByteCode, Int4Code, Int8Maps, MASTER_SR_STREAM};
 use crate::ops::loss_scale::{LossScale, LossScaling};
-use crate::shaders::OPTIMIZER;
+use crate::shaders::OPTIMIZER_MODULE;
 
 mod block_state;
 mod descs;
@@ -246,7 +247,7 @@ impl Updates {
             int4_f16,
             bf16,
             bf16_f16,
-        ] = build_variant_kernels(gpu, OPTIMIZER, &constants, Self::DESCS).await?;
+        ] = build_variant_kernels(gpu, OPTIMIZER_MODULE, &constants, Self::DESCS).await?;
         Ok(Updates {
             f32,
             f32_f16,
@@ -307,7 +308,7 @@ impl Optimizer {
             muon_momentum_linear,
             muon_momentum_int4,
             muon_momentum_bf16,
-        ] = build_variant_kernels(gpu, OPTIMIZER, plain, descs).await?;
+        ] = build_variant_kernels(gpu, OPTIMIZER_MODULE, plain, descs).await?;
         let maps = Int8Maps::dynamic();
         let tables: Vec<f32> = [maps.m.values, maps.v.values, maps.m.steps, maps.v.steps].concat();
         let code_tables = gpu.upload("code_tables", &tables)?;
