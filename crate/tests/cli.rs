@@ -7,6 +7,7 @@
 #[path = "support/webtrain.rs"]
 mod support;
 use support::{refused, scratch_dir, webtrain_output, webtrain_stdout};
+use webtrain::optim::OptimState;
 
 fn run(args: &[&str]) -> Vec<serde_json::Value> {
     json_lines(&webtrain_stdout(args))
@@ -61,7 +62,7 @@ fn bench_prints_one_line_per_kernel() {
 
 #[test]
 fn bench_times_whole_steps_per_mode() {
-    // f16 (the update writes the mirror) and nvfp4 (a quantized copy): 10 runs
+    // f16 (the update writes the mirror) and nvfp4 (a quantized copy): 12 runs
     let lines = run_line("bench --what steps --presets tiny --precisions f16,nvfp4 --reps 1");
     let modes: Vec<(&str, &str)> = lines
         .iter()
@@ -75,7 +76,7 @@ fn bench_times_whole_steps_per_mode() {
     // every optimizer state when none is named
     let want: Vec<(&str, &str)> = ["f16", "nvfp4"]
         .into_iter()
-        .flat_map(|p| ["fp32", "bf16", "fp8", "int8", "int4"].map(|s| (p, s)))
+        .flat_map(|p| OptimState::ALL.map(|s| (p, s.name())))
         .collect();
     assert_eq!(modes, want);
     for l in &lines {
