@@ -111,13 +111,18 @@ fn linear_code(x: f32, s: f32) -> u32 {
     return bitcast<u32>(i32(q)) & 0xffu;
 }
 
-// The value of state byte c in a block of scale s (base 0: m, 256: v).
-fn state_value(c: u32, s: f32, base: u32, code: u32) -> f32 {
-    if (code == CODE_E4M3) { return mul_rne(e4m3_value(c), s); }
-    if (code == CODE_LINEAR && base == 0u) {
-        return mul_rne(f32(bitcast<i32>(c << 24u) >> 24u), div_round(s, LINEAR_LEVELS));
-    }
-    return q_table[base + c] * s;
+// What a byte's level is multiplied by in a block of stored scale s (base
+// 0: m, 256: v): s, or the linear code's absmax/127. Once per word.
+fn state_unit(s: f32, base: u32, code: u32) -> f32 {
+    if (code == CODE_LINEAR && base == 0u) { return div_round(s, LINEAR_LEVELS); }
+    return s;
+}
+
+// The value of state byte c in a block of unit u (state_unit's).
+fn state_value(c: u32, u: f32, base: u32, code: u32) -> f32 {
+    if (code == CODE_E4M3) { return mul_rne(e4m3_value(c), u); }
+    if (code == CODE_LINEAR && base == 0u) { return mul_rne(f32(bitcast<i32>(c << 24u) >> 24u), u); }
+    return q_table[base + c] * u;
 }
 
 // A block's stored scale from its largest new magnitude.
@@ -159,8 +164,8 @@ fn adamw_8bit_word(k: u32, lidx: u32, code: u32) -> vec4<f32> {
     if (live) {
         let mc = m_codes[k];
         let vc = v_codes[k];
-        let ms = m_scales[block];
-        let vs = v_scales[block];
+        let ms = state_unit(m_scales[block], 0u, code);
+        let vs = state_unit(v_scales[block], 256u, code);
         // every read before any write, as in adamw_update
         var raw = vec4<f32>(0.0);
         var w_old = vec4<f32>(0.0);
@@ -472,7 +477,7 @@ fn muon_momentum_word(k: u32, lidx: u32, code: u32) {
     var m = vec4<f32>(0.0);
     if (live) {
         let mc = m_codes[k];
-        let ms = m_scales[block];
+        let ms = state_unit(m_scales[block], 0u, code);
         var raw = vec4<f32>(0.0);
         for (var j = 0u; j < 4u; j++) {
             if (4u * k + j < adam.n) { raw[j] = grads[4u * k + j]; }
