@@ -1,10 +1,11 @@
 //! The optimizer on the host side: its settings, its state buffers (f32
-//! or bf16 moments, or block-wise state: int8, int8-linear, fp8 or int4), and the step's dispatches over the
-//! parameter chunks: Σg² per chunk → one finalize (norm, clip, skip) → one
-//! fused AdamW update per chunk. The count depends on the model's size in
-//! bindings, never on its number of tensors. With Muon, the hidden
-//! matrices take Muon's dispatches (optim/muon.rs) instead, their momentum
-//! in m at their own offsets; AdamW keeps the embeddings, head and gains.
+//! or bf16 moments, or block-wise state: int8, int8-linear, fp8 or int4),
+//! and the step's dispatches over the parameter chunks: Σg² per chunk →
+//! one finalize (norm, clip, skip) → one fused AdamW update per chunk. The
+//! count depends on the model's size in bindings, never on its number of
+//! tensors. With Muon, the hidden matrices take Muon's dispatches
+//! (optim/muon.rs) instead, their momentum in m at their own offsets;
+//! AdamW keeps the embeddings, head and gains.
 
 mod convert;
 pub mod loss_scale;
