@@ -41,7 +41,7 @@ const CODE_LINEAR: u32 = 2u;   // m linear, v on the dynamic table
 @group(0) @binding(7) var<storage, read_write> m_scales: array<f32>;   // [⌈n/QBLOCK⌉] max |m| per block
 @group(0) @binding(8) var<storage, read_write> v_scales: array<f32>;   // [⌈n/QBLOCK⌉] max v per block
 @group(0) @binding(9) var<storage, read_write> q_mirror: array<half2>; // [n] f16, adamw_8bit_update_f16
-// The codes' tables, from Int8Map in reference/optimizer.rs: values of m at
+// The codes' tables, from Int8Map in ops/adam.rs: values of m at
 // [0, 256), of v at [256, 512), then each value's step to the next (cut to
 // 16 bits) at [512, 1024). Computed on the host, so no arithmetic here can
 // differ from the CPU twin's. A buffer, not a WGSL const: a const array

@@ -230,3 +230,23 @@ pub fn assert_close_to_scale(what: &str, got: &[f32], want: &[f64], tol: f64) {
 pub fn refs(d: &[webtrain::gpu::Dispatch]) -> Vec<&webtrain::gpu::Dispatch> {
     d.iter().collect()
 }
+
+/// A weight bf16-sr rounded against its twin's: a bf16 value, and equal or
+/// one bf16 step apart (where the kernel's update and the twin's straddle
+/// the draw). True when apart.
+pub fn bf16_sr_apart(what: &str, got: f32, want: f32) -> bool {
+    assert_eq!(
+        got.to_bits() & 0xffff,
+        0,
+        "{what} = {got}: not a bf16 value"
+    );
+    if got == want {
+        return false;
+    }
+    assert_eq!(
+        got.to_bits().abs_diff(want.to_bits()),
+        0x1_0000,
+        "{what}: {got} against the twin's {want}"
+    );
+    true
+}
