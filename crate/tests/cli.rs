@@ -228,6 +228,22 @@ fn train_resumed_from_a_checkpoint_continues_exactly() {
         (Some(6), Some(3), Some("int8-linear"), Some("bf16-sr"))
     );
 
+    // bf16-sr weights are BF16 in the checkpoint and in an HF export
+    let bytes = std::fs::read(ckpt).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    assert_eq!(header["embed_tokens"]["dtype"], "BF16");
+    let hf = dir.join("hf");
+    webtrain_stdout(&[
+        "export-hf",
+        "--checkpoint",
+        ckpt,
+        "--out",
+        hf.to_str().unwrap(),
+    ]);
+    let config = std::fs::read_to_string(hf.join("config.json")).unwrap();
+    assert!(config.contains(r#""torch_dtype": "bfloat16""#), "{config}");
+
     // the checkpoint fixes the run's settings; a damaged one is refused by name
     let err = refused(&["train", "--resume", ckpt, "--lr", "0.1"]);
     assert!(err.contains("cannot be used with"), "{err}");

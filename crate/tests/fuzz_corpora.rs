@@ -130,7 +130,7 @@ mod seeds {
     use webtrain::checkpoint::{Checkpoint, RunState};
     use webtrain::data::Tokenizer;
     use webtrain::fuzzing::{self, HF_CONFIGS};
-    use webtrain::hf::{HfModel, config};
+    use webtrain::hf::{ExportDtype, HfModel, config};
     use webtrain::model::{BatchShape, Config, ParamLayout, Recipe};
     use webtrain::optim::{HostState, OptimConfig, OptimState};
     use webtrain::train::TrainConfig;
@@ -259,7 +259,7 @@ mod seeds {
             weights,
             tokenizer_json: None,
         };
-        model.export().unwrap().weights.remove(0)
+        model.export(ExportDtype::F32).unwrap().weights.remove(0)
     }
 
     pub fn hf_weights() -> Seeds {

@@ -15,8 +15,8 @@ use super::{Checkpoint, RunState};
 use crate::data::Tokenizer;
 use crate::error::{Error, Result, name_list as list};
 use crate::model::{ParamLayout, Role};
-use crate::ops::adam::ByteCode;
-use crate::optim::{HostState, LossScale, LossScaling, OptimState, OptimizerKind};
+use crate::ops::adam::{ByteCode, bf16_bits, bf16_value};
+use crate::optim::{HostState, LossScale, LossScaling, MasterWeights, OptimState, OptimizerKind};
 use crate::train::TrainConfig;
 
 /// The metadata's `format`.
@@ -54,8 +54,33 @@ pub(super) struct Spec {
     len: u64,
 }
 
-/// The tensors a checkpoint of `layout` with `state` moments holds, in file order.
-fn specs(layout: &ParamLayout, state: OptimState) -> Vec<Spec> {
+/// The weights' dtype in a file of `master` weights: bf16-sr weights are
+/// bf16 values, stored as such.
+fn weights_dtype(master: MasterWeights) -> &'static str {
+    match master {
+        MasterWeights::F32 => "F32",
+        MasterWeights::Bf16Sr => "BF16",
+    }
+}
+
+/// The weights' dtype a file's header says, where it may say either:
+/// bf16-sr files written before 2026-12-02 hold F32 weights.
+fn stored_weights_dtype(
+    header: &serde_json::Map<String, Value>,
+    layout: &ParamLayout,
+    master: MasterWeights,
+) -> &'static str {
+    let first = layout.tensors.first().map(|t| t.name.as_str());
+    let stored = first.and_then(|n| header.get(n)?.get("dtype")?.as_str());
+    match (master, stored) {
+        (MasterWeights::Bf16Sr, Some("F32")) => "F32",
+        _ => weights_dtype(master),
+    }
+}
+
+/// The tensors a checkpoint of `layout` with `state` moments and weights
+/// of `weights_dtype` holds, in file order.
+fn specs(layout: &ParamLayout, state: OptimState, weights_dtype: &'static str) -> Vec<Spec> {
     let tensor = |prefix: &'static str, place, dtype| {
         layout.tensors.iter().map(move |t| {
             let gain = matches!(
@@ -77,7 +102,7 @@ fn specs(layout: &ParamLayout, state: OptimState) -> Vec<Spec> {
             }
         })
     };
-    let mut out: Vec<Spec> = tensor("", Place::Weights, "F32").collect();
+    let mut out: Vec<Spec> = tensor("", Place::Weights, weights_dtype).collect();
     match state {
         OptimState::Fp32 | OptimState::Bf16 => {
             let dtype = if state == OptimState::Bf16 {
@@ -129,10 +154,19 @@ enum ValuesMut<'a> {
     U8(&'a mut [u8]),
 }
 
-fn values<'a>(weights: &'a [f32], state: &'a HostState, place: Place) -> Option<Values<'a>> {
+/// A place's values to write; `weights_bf16`: the weights' bits, for BF16 weights.
+fn values<'a>(
+    weights: &'a [f32],
+    weights_bf16: Option<&'a [u16]>,
+    state: &'a HostState,
+    place: Place,
+) -> Option<Values<'a>> {
     use HostState::*;
     Some(match (place, state) {
-        (Place::Weights, _) => Values::F32(weights),
+        (Place::Weights, _) => match weights_bf16 {
+            Some(bits) => Values::Bf16(bits),
+            None => Values::F32(weights),
+        },
         (Place::M, Fp32 { m, .. }) => Values::F32(m),
         (Place::V, Fp32 { v, .. }) => Values::F32(v),
         (Place::M, Bf16 { m, .. }) => Values::Bf16(m),
@@ -198,7 +232,11 @@ impl Checkpoint {
         let layout = ParamLayout::new(&self.config.model);
         let kind = self.config.optim.state;
         let mut pieces: Vec<(&Spec, &[u8])> = Vec::new();
-        let specs = specs(&layout, kind);
+        let dtype = weights_dtype(self.config.optim.master);
+        let weights_bf16 = (dtype == "BF16")
+            .then(|| exact_bf16(&self.weights))
+            .transpose()?;
+        let specs = specs(&layout, kind, dtype);
         let mut nonfinite = Vec::new();
         for s in &specs {
             let (start, end) = (s.offset as usize, (s.offset + s.len) as usize);
@@ -211,7 +249,9 @@ impl Checkpoint {
                 ))
             };
             let bytes: &[u8] =
-                match values(&self.weights, &self.state, s.place).ok_or_else(wrong)? {
+                match values(&self.weights, weights_bf16.as_deref(), &self.state, s.place)
+                    .ok_or_else(wrong)?
+                {
                     Values::F32(v) => {
                         let v = v.get(start..end).ok_or_else(wrong)?;
                         let count = v.iter().filter(|x| !x.is_finite()).count();
@@ -276,7 +316,8 @@ impl Checkpoint {
         check_config(&config, header.len())?;
 
         let layout = ParamLayout::new(&config.model);
-        let specs = specs(&layout, config.optim.state);
+        let dtype = stored_weights_dtype(&header, &layout, config.optim.master);
+        let specs = specs(&layout, config.optim.state, dtype);
         check_tensors(&header, &specs)?;
         let st = safetensors_metadata(bytes, &header)?;
         let data = bytes.get(data_start..).unwrap_or_default();
@@ -391,6 +432,22 @@ fn read_values(
     Ok((weights, state))
 }
 
+/// bf16-sr weights as their bf16 bits; refuses a finite value bf16 does
+/// not hold (the trainer keeps none: a value it would lose).
+fn exact_bf16(weights: &[f32]) -> Result<Vec<u16>> {
+    let bits: Vec<u16> = weights.iter().map(|&x| bf16_bits(x)).collect();
+    let inexact = (weights.iter().zip(&bits))
+        .filter(|&(&x, &b)| x.is_finite() && bf16_value(b).to_bits() != x.to_bits())
+        .count();
+    if inexact > 0 {
+        return Err(bad(format!(
+            "its bf16-sr weights hold {inexact} values that are not bf16, which a BF16 file \
+             would lose; not saved"
+        )));
+    }
+    Ok(bits)
+}
+
 /// Whether bf16 bits `x` are NaN or ±Inf.
 fn bf16_nonfinite(x: u16) -> bool {
     x & 0x7f80 == 0x7f80
@@ -409,12 +466,17 @@ fn copy_tensor(s: &Spec, src: &[u8], weights: &mut [f32], state: &mut HostState)
     match values_mut(weights, state, s.place).ok_or_else(short)? {
         ValuesMut::F32(dst) => {
             let dst = dst.get_mut(start..end).ok_or_else(short)?;
-            if src.len() != 4 * dst.len() {
+            // bf16-sr weights: bf16 in the file, widened on the host
+            let size = if s.dtype == "BF16" { 2 } else { 4 };
+            if src.len() != size * dst.len() {
                 return Err(short());
             }
-            dst.iter_mut()
-                .zip(src.chunks_exact(4))
-                .for_each(|(d, c)| *d = f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+            for (d, c) in dst.iter_mut().zip(src.chunks_exact(size)) {
+                *d = match size {
+                    2 => bf16_value(u16::from_le_bytes([c[0], c[1]])),
+                    _ => f32::from_le_bytes([c[0], c[1], c[2], c[3]]),
+                };
+            }
             Ok(dst.iter().filter(|x| !x.is_finite()).count())
         }
         ValuesMut::Bf16(dst) => {

@@ -183,6 +183,7 @@ fn master_weights_round_trip_and_old_configs_read_as_f32() {
         "f32 is left out"
     );
     c.config.optim.master = MasterWeights::Bf16Sr;
+    c.weights = bf16_values(&c.weights);
     assert_eq!(
         serde_json::to_value(&c.config).unwrap()["optim"]["master"],
         "bf16-sr"
@@ -191,6 +192,58 @@ fn master_weights_round_trip_and_old_configs_read_as_f32() {
     assert_eq!(back.config.optim.master, MasterWeights::Bf16Sr);
     let old: TrainConfig = serde_json::from_value(f32_config).unwrap();
     assert_eq!(old.optim.master, MasterWeights::F32);
+}
+
+/// The weights' values rounded to bf16 (nearest), as a bf16-sr trainer holds them.
+fn bf16_values(weights: &[f32]) -> Vec<f32> {
+    use crate::ops::adam::{bf16_bits, bf16_value};
+    weights.iter().map(|&x| bf16_value(bf16_bits(x))).collect()
+}
+
+/// bf16-sr weights are stored as BF16, two bytes a weight, and read back
+/// bit for bit; a value bf16 does not hold is refused, not rounded; files
+/// written before 2026-12-02 (F32 weights, bf16-sr config) still load.
+#[test]
+fn bf16_sr_weights_are_stored_as_bf16() {
+    let f32_master = tiny(OptimState::Fp32, false);
+    let mut c = f32_master.clone();
+    c.config.optim.master = MasterWeights::Bf16Sr;
+    c.weights = bf16_values(&c.weights);
+    let bytes = c.to_bytes().unwrap();
+    let (h, _) = header(&bytes);
+    for t in &ParamLayout::new(&c.config.model).tensors {
+        assert_eq!(h[&t.name]["dtype"], "BF16", "{}", t.name);
+    }
+    assert_eq!(h["m.embed_tokens"]["dtype"], "F32");
+    let total = c.weights.len();
+    let f32_bytes = f32_master.to_bytes().unwrap();
+    assert!(f32_bytes.len() - bytes.len() >= 2 * total - 4096);
+    let back = Checkpoint::from_bytes(&bytes).unwrap();
+    let bits = |w: &[f32]| w.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&back.weights), bits(&c.weights));
+    assert_eq!(back.state, c.state);
+
+    let mut inexact = c.clone();
+    inexact.weights[100] = 1.0 + f32::EPSILON;
+    let e = inexact.to_bytes().unwrap_err().to_string();
+    assert!(e.contains("1 values that are not bf16"), "{e}");
+
+    // an older bf16-sr file: F32 weights under a bf16-sr config
+    let f32_weights = Checkpoint {
+        config: f32_master.config.clone(),
+        ..c.clone()
+    }
+    .to_bytes()
+    .unwrap();
+    let old = edited(&f32_weights, |h| {
+        let meta = h["__metadata__"].as_object_mut().unwrap();
+        let mut config: Value = serde_json::from_str(meta["config"].as_str().unwrap()).unwrap();
+        config["optim"]["master"] = "bf16-sr".into();
+        meta["config"] = config.to_string().into();
+    });
+    let back = Checkpoint::from_bytes(&old).unwrap();
+    assert_eq!(back.config.optim.master, MasterWeights::Bf16Sr);
+    assert_eq!(bits(&back.weights), bits(&c.weights));
 }
 
 /// fp8 codes are safetensors' F8_E4M3 (what torch reads as

@@ -6,6 +6,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::ExportDtype;
 use crate::error::{Error, Result};
 use crate::model::Config;
 use crate::model::layout::INIT_STD;
@@ -19,7 +20,7 @@ fn refuse(problem: impl std::fmt::Display) -> Error {
 
 /// The config.json text of a webtrain model: its own fields (HF's names,
 /// `Config`'s serde) and what transformers needs to know of the rest.
-pub fn to_json(c: &Config) -> String {
+pub fn to_json(c: &Config, dtype: ExportDtype) -> String {
     let mut v = serde_json::to_value(c).expect("a config serializes");
     let fixed = json!({
         "architectures": ["LlamaForCausalLM"],
@@ -31,7 +32,7 @@ pub fn to_json(c: &Config) -> String {
         "mlp_bias": false,
         "attention_dropout": 0.0,
         "initializer_range": INIT_STD,
-        "torch_dtype": "float32",
+        "torch_dtype": dtype.torch_dtype(),
         "use_cache": true,
     });
     v.as_object_mut()
@@ -205,7 +206,7 @@ mod tests {
     fn configs_round_trip_and_defaults_are_transformers() {
         for name in crate::model::PRESETS {
             let c = Config::preset(name).unwrap();
-            assert_eq!(from_json(&to_json(&c)).unwrap(), c);
+            assert_eq!(from_json(&to_json(&c, ExportDtype::F32)).unwrap(), c);
         }
         let minimal = r#"{"model_type": "llama", "vocab_size": 100, "hidden_size": 64, "intermediate_size": 128,
             "num_hidden_layers": 2, "num_attention_heads": 4}"#;
@@ -229,7 +230,7 @@ mod tests {
 
     #[test]
     fn unsupported_configs_are_refused_with_the_field() {
-        let base = to_json(&Config::preset("tiny").unwrap());
+        let base = to_json(&Config::preset("tiny").unwrap(), ExportDtype::F32);
         let with = |key: &str, value: Value| {
             let mut v: Value = serde_json::from_str(&base).unwrap();
             v[key] = value;

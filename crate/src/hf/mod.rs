@@ -16,6 +16,7 @@ use safetensors::tensor::{Dtype, TensorView};
 
 use crate::error::{Error, Result, byte_size, name_list as list};
 use crate::model::{Config, ParamLayout};
+use crate::optim::MasterWeights;
 use import::{
     check_file_sizes, check_files_hold_config, check_layout, check_tokenizer, open_shards,
     read_weights,
@@ -194,6 +195,70 @@ pub struct HfModel {
     pub tokenizer_json: Option<String>,
 }
 
+/// The dtype an export writes the weights in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExportDtype {
+    /// f32: webtrain's master weights as they are.
+    F32,
+    /// bf16, each weight rounded to nearest even (`.to(torch.bfloat16)`);
+    /// exact for bf16-sr weights, which are bf16 values.
+    Bf16,
+}
+
+impl ExportDtype {
+    pub const ALL: [ExportDtype; 2] = [ExportDtype::F32, ExportDtype::Bf16];
+
+    /// The dtype of weights trained as `master`: bf16-sr's are bf16.
+    pub fn trained(master: MasterWeights) -> ExportDtype {
+        match master {
+            MasterWeights::F32 => ExportDtype::F32,
+            MasterWeights::Bf16Sr => ExportDtype::Bf16,
+        }
+    }
+
+    pub fn parse(name: &str) -> Result<ExportDtype> {
+        match Self::ALL.into_iter().find(|d| d.name() == name) {
+            Some(d) => Ok(d),
+            None => Err(Error::Unsupported(format!(
+                "hf export: unknown dtype {name:?}: use {}",
+                Self::ALL.map(Self::name).join(" or ")
+            ))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ExportDtype::F32 => "f32",
+            ExportDtype::Bf16 => "bf16",
+        }
+    }
+
+    /// config.json's `torch_dtype`.
+    pub fn torch_dtype(self) -> &'static str {
+        match self {
+            ExportDtype::F32 => "float32",
+            ExportDtype::Bf16 => "bfloat16",
+        }
+    }
+
+    fn safetensors(self) -> Dtype {
+        match self {
+            ExportDtype::F32 => Dtype::F32,
+            ExportDtype::Bf16 => Dtype::BF16,
+        }
+    }
+
+    /// `values` as this dtype's little-endian bytes.
+    fn bytes(self, values: &[f32]) -> Vec<u8> {
+        match self {
+            ExportDtype::F32 => bytemuck::cast_slice(values).to_vec(),
+            ExportDtype::Bf16 => (values.iter())
+                .flat_map(|&x| half::bf16::from_f32(x).to_le_bytes())
+                .collect(),
+        }
+    }
+}
+
 pub(super) fn refuse(file: &str, problem: impl std::fmt::Display) -> Error {
     Error::Format {
         file: file.into(),
@@ -203,8 +268,8 @@ pub(super) fn refuse(file: &str, problem: impl std::fmt::Display) -> Error {
 
 impl HfModel {
     /// The folder transformers loads with `LlamaForCausalLM.from_pretrained`:
-    /// f32 tensors, q/k/v and gate/up split out of webtrain's fused ones.
-    pub fn export(&self) -> Result<HfFiles> {
+    /// tensors of `dtype`, q/k/v and gate/up split out of webtrain's fused ones.
+    pub fn export(&self, dtype: ExportDtype) -> Result<HfFiles> {
         self.config.validate()?;
         let layout = ParamLayout::new(&self.config);
         if self.weights.len() != layout.total as usize {
@@ -231,16 +296,14 @@ impl HfModel {
                 list(&nonfinite)
             )));
         }
-        let views = parts
-            .iter()
-            .map(|p| {
+        let data: Vec<Vec<u8>> = (parts.iter())
+            .map(|p| dtype.bytes(&self.weights[p.range(&layout)]))
+            .collect();
+        let views = (parts.iter().zip(&data))
+            .map(|(p, bytes)| {
                 Ok((
                     p.name.clone(),
-                    TensorView::new(
-                        Dtype::F32,
-                        p.shape(),
-                        bytemuck::cast_slice(&self.weights[p.range(&layout)]),
-                    )?,
+                    TensorView::new(dtype.safetensors(), p.shape(), bytes)?,
                 ))
             })
             .collect::<std::result::Result<Vec<_>, safetensors::SafeTensorError>>()
@@ -256,7 +319,7 @@ impl HfModel {
             .map_err(|e| Error::Unsupported(format!("hf export: {e}")))?;
         let generation = serde_json::json!({ "do_sample": true, "temperature": 0.8, "top_k": 40 });
         Ok(HfFiles {
-            config_json: config::to_json(&self.config),
+            config_json: config::to_json(&self.config, dtype),
             generation_config_json: Some(
                 serde_json::to_string_pretty(&generation).expect("a JSON object serializes"),
             ),

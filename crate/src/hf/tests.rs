@@ -53,7 +53,7 @@ fn refusal(files: &HfFiles) -> String {
 fn export_then_import_gives_the_same_model() {
     for tied in [false, true] {
         let m = model(tied);
-        let files = m.export().unwrap();
+        let files = m.export(ExportDtype::F32).unwrap();
         assert_eq!(HfModel::import(&files).unwrap(), m);
         let names: Vec<String> = tensors(&files).into_iter().map(|t| t.0).collect();
         assert_eq!(names.len(), 1 + 2 * 9 + 1 + usize::from(!tied));
@@ -64,10 +64,39 @@ fn export_then_import_gives_the_same_model() {
     }
 }
 
+/// A bf16 export: every tensor BF16, each weight rounded to nearest even,
+/// config.json saying bfloat16; bf16 values (a bf16-sr run's) come back
+/// bit for bit.
+#[test]
+fn bf16_export_rounds_to_nearest_and_keeps_bf16_values() {
+    let m = model(false);
+    let files = m.export(ExportDtype::Bf16).unwrap();
+    assert!(tensors(&files).iter().all(|t| t.1 == Dtype::BF16));
+    let config: serde_json::Value = serde_json::from_str(&files.config_json).unwrap();
+    assert_eq!(config["torch_dtype"], "bfloat16");
+    let f32_bytes = m.export(ExportDtype::F32).unwrap().weights[0].len();
+    assert!(files.weights[0].len() < f32_bytes / 2 + 4096);
+    let rounded: Vec<f32> = (m.weights.iter())
+        .map(|&x| half::bf16::from_f32(x).to_f32())
+        .collect();
+    assert_ne!(
+        rounded, m.weights,
+        "the seeded weights are not all bf16 values"
+    );
+    let back = HfModel::import(&files).unwrap();
+    assert_eq!(back.weights, rounded);
+    let bf16_model = HfModel {
+        weights: rounded,
+        ..m
+    };
+    let again = HfModel::import(&bf16_model.export(ExportDtype::Bf16).unwrap()).unwrap();
+    assert_eq!(again, bf16_model);
+}
+
 #[test]
 fn half_precision_tensors_are_widened() {
     let m = model(false);
-    let files = m.export().unwrap();
+    let files = m.export(ExportDtype::F32).unwrap();
     let mut list = tensors(&files);
     for (name, dtype) in [
         ("model.embed_tokens.weight", Dtype::F16),
@@ -108,7 +137,7 @@ fn half_precision_tensors_are_widened() {
 
 #[test]
 fn damaged_or_foreign_folders_are_refused_with_the_reason() {
-    let files = model(false).export().unwrap();
+    let files = model(false).export(ExportDtype::F32).unwrap();
     let list = tensors(&files);
 
     let truncated = HfFiles {
@@ -227,7 +256,7 @@ fn damaged_or_foreign_folders_are_refused_with_the_reason() {
 
 #[test]
 fn a_tied_lm_head_copy_must_equal_the_embeddings() {
-    let files = model(true).export().unwrap();
+    let files = model(true).export(ExportDtype::F32).unwrap();
     let mut list = tensors(&files);
     let mut head = list[at(&list, "model.embed_tokens.weight")].clone();
     head.0 = "lm_head.weight".into();
@@ -245,7 +274,7 @@ fn a_diverged_model_is_not_exported() {
     let layout = ParamLayout::new(&m.config);
     m.weights[layout.get(crate::model::Role::Down(1)).offset as usize] = f32::INFINITY;
     assert!(
-        m.export()
+        m.export(ExportDtype::F32)
             .unwrap_err()
             .to_string()
             .contains("non-finite weights (a diverged run) in model.layers.1.mlp.down_proj.weight")
@@ -257,7 +286,7 @@ fn a_diverged_model_is_not_exported() {
 /// debug build), so the files' bytes bound the model before it is laid out.
 #[test]
 fn a_config_larger_than_its_files_is_refused_before_it_is_laid_out() {
-    let files = model(false).export().unwrap();
+    let files = model(false).export(ExportDtype::F32).unwrap();
     let wide = HfFiles {
         config_json: r#"{"model_type": "llama", "vocab_size": 2, "hidden_size": 1073741824,
             "num_hidden_layers": 2, "num_attention_heads": 16777216,
@@ -314,7 +343,7 @@ fn the_page_refuses_files_and_models_beyond_its_caps() {
     assert!(Limits::NONE.check_files([("config.json", 3 << 30)]).is_ok());
 
     // the weights an import would allocate, refused before they are
-    let files = model(false).export().unwrap();
+    let files = model(false).export(ExportDtype::F32).unwrap();
     let small = Limits {
         weights: 64 << 10,
         ..Limits::NONE
@@ -369,7 +398,7 @@ fn tensors_placed_past_the_end_of_the_file_are_refused() {
     text.resize(text.len().next_multiple_of(8), b' ');
     let files = HfFiles {
         weights: vec![[&(text.len() as u64).to_le_bytes()[..], &text, b"data"].concat()],
-        ..model(false).export().unwrap()
+        ..model(false).export(ExportDtype::F32).unwrap()
     };
     assert_eq!(
         refusal(&files),

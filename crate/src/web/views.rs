@@ -135,7 +135,8 @@ pub(super) async fn export_hf(run: &Run) -> Result<JsValue, JsError> {
         weights,
         tokenizer_json: Some(tokenizer(run)?.to_json().map_err(js_error)?),
     };
-    let files = model.export().map_err(js_error)?;
+    let dtype = hf::ExportDtype::trained(t.config.optim.master);
+    let files = model.export(dtype).map_err(js_error)?;
     let [safetensors] = files.weights.as_slice() else {
         return Err(JsError::new(&format!(
             "hf export: {} weight files; the page writes one {}",

@@ -7,7 +7,7 @@ use std::ops::ControlFlow;
 use std::path::PathBuf;
 
 use clap::Args;
-use webtrain::hf::HfModel;
+use webtrain::hf::{ExportDtype, HfModel};
 use webtrain::kernels::Kernels;
 use webtrain::kernels::loss::IGNORE_INDEX;
 
@@ -26,6 +26,10 @@ pub struct ExportArgs {
     /// The folder to write config.json, model.safetensors, tokenizer.json and generation_config.json to.
     #[arg(long)]
     out: PathBuf,
+    /// The weights' dtype (bf16: rounded to nearest); by default the run's:
+    /// bf16 for bf16-sr master weights, else f32.
+    #[arg(long, value_parser = ExportDtype::ALL.map(ExportDtype::name))]
+    dtype: Option<String>,
 }
 
 #[derive(Args)]
@@ -72,17 +76,22 @@ pub struct GenerateArgs {
 
 pub fn export(args: &ExportArgs) -> Result<()> {
     let c = files::read_checkpoint(&args.checkpoint)?;
+    let dtype = match &args.dtype {
+        Some(name) => ExportDtype::parse(name)?,
+        None => ExportDtype::trained(c.config.optim.master),
+    };
     let model = HfModel {
         config: c.config.model.clone(),
         weights: c.weights,
         tokenizer_json: c.run.tokenizer_json,
     };
-    files::write_folder(&args.out, &model.export()?)?;
+    files::write_folder(&args.out, &model.export(dtype)?)?;
     eprintln!(
-        "export-hf: step {} of {} written to {}",
+        "export-hf: step {} of {} written to {} ({})",
         c.step,
         args.checkpoint.display(),
-        args.out.display()
+        args.out.display(),
+        dtype.name()
     );
     Ok(())
 }
