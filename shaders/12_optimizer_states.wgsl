@@ -52,9 +52,22 @@ const CODE_LINEAR: u32 = 2u;   // m linear, v on the dynamic table
 var<workgroup> q_table: array<f32, 1024>;
 var<workgroup> q_max: array<vec2<f32>, WG>;
 
-// Four entries of the tables per invocation (WG = 256).
-fn load_codes(lidx: u32) {
-    for (var j = 0u; j < 4u; j++) { q_table[256u * j + lidx] = code_tables[256u * j + lidx]; }
+// The rows of the tables (bit j: entries [256j, 256j + 256)) that `code`
+// reads for the moments in `moments` (bit 0: m, bit 1: v): each one's
+// values and steps; none for E4M3 or the linear code's m.
+fn code_rows(code: u32, moments: u32) -> u32 {
+    if (code == CODE_E4M3) { return 0u; }
+    let used = select(moments, moments & 2u, code == CODE_LINEAR);
+    return used | (used << 2u);
+}
+
+// The first `count` entries of each row in `rows` (code_rows'; int4's
+// maps are 16 entries of rows 0 and 1), one per invocation (WG = 256): a
+// workgroup loads only what it reads.
+fn load_codes(lidx: u32, rows: u32, count: u32) {
+    for (var j = 0u; j < 4u; j++) {
+        if ((rows & (1u << j)) != 0u && lidx < count) { q_table[256u * j + lidx] = code_tables[256u * j + lidx]; }
+    }
     workgroupBarrier();
 }
 
@@ -154,7 +167,7 @@ fn block_max(x: vec2<f32>, lidx: u32, lanes: u32) -> vec2<f32> {
 // Updates word k (elements 4k .. 4k+3); returns their new master weights,
 // 0 past n. Call from uniform control flow: it holds barriers.
 fn adamw_8bit_word(k: u32, lidx: u32, code: u32) -> vec4<f32> {
-    load_codes(lidx);
+    load_codes(lidx, code_rows(code, 3u), 256u);
     let live = k >= adam.first / 4u && k < (adam.n + 3u) / 4u;
     let skip = stats.skip != 0u;
     let block = k / QWORDS;
@@ -303,7 +316,7 @@ fn int4_live(k: u32) -> bool {
 // Updates word k (elements 8k .. 8k+7) as adamw_8bit_word; returns their
 // new master weights, 0 past n. Call from uniform control flow.
 fn adamw_int4_word(k: u32, lidx: u32) -> array<f32, 8> {
-    load_codes(lidx);
+    load_codes(lidx, 3u, 16u);
     let live = int4_live(k);
     let skip = stats.skip != 0u;
     let block = k / QWORDS4;
@@ -470,7 +483,7 @@ fn muon_momentum(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
 // One invocation per word of 4 codes, as adamw_8bit_word. Call from
 // uniform control flow: it holds barriers.
 fn muon_momentum_word(k: u32, lidx: u32, code: u32) {
-    load_codes(lidx);
+    load_codes(lidx, code_rows(code, 1u), 256u);
     let live = k >= adam.first / 4u && k < (adam.n + 3u) / 4u;
     let skip = stats.skip != 0u;
     let block = k / QWORDS;
@@ -532,7 +545,7 @@ fn muon_momentum_linear(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_work
 fn muon_momentum_int4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                       @builtin(local_invocation_index) lidx: u32) {
     let k = flat_id(wid, nwg, lidx);
-    load_codes(lidx);
+    load_codes(lidx, 1u, 16u);
     let live = int4_live(k);
     let skip = stats.skip != 0u;
     let block = k / QWORDS4;

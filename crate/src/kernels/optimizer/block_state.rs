@@ -3,7 +3,9 @@
 
 use bytemuck::Zeroable;
 
-use super::{Adam8bitBuffers, AdamBlock, MuonMomentum, Optimizer, STATS_BYTES, bf16_state_bytes};
+use super::{
+    Adam8bitBuffers, AdamBlock, MuonMomentum, Optimizer, STATS_BYTES, UpdateState, bf16_state_bytes,
+};
 use crate::error::{Error, Result};
 use crate::gpu::{Bind, BufferRange, Dispatch, Gpu, f16_bytes};
 use crate::ops::adam::{AdamHyper, ByteCode};
@@ -54,17 +56,7 @@ impl Optimizer {
             b.v_scales.needs(b.code.scale_bytes(n64)),
         ];
         let grid = gpu.grid_1d(op, words)?;
-        let u = self.updates(b.sr_seed);
-        let kernel = match (b.code, b.mirror) {
-            (ByteCode::Dynamic, None) => &u.int8,
-            (ByteCode::Dynamic, Some(_)) => &u.int8_f16,
-            (ByteCode::E4m3, None) => &u.fp8,
-            (ByteCode::E4m3, Some(_)) => &u.fp8_f16,
-            (ByteCode::Linear, None) => &u.linear,
-            (ByteCode::Linear, Some(_)) => &u.linear_f16,
-            (ByteCode::Int4, None) => &u.int4,
-            (ByteCode::Int4, Some(_)) => &u.int4_f16,
-        };
+        let kernel = (self.updates(b.sr_seed)).get(UpdateState::Bytes(b.code), b.mirror.is_some());
         if let Some(mirror) = b.mirror {
             binds.push(mirror.needs(f16_bytes(n64)));
         }

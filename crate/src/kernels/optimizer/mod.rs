@@ -196,27 +196,27 @@ pub struct Adam8bitBuffers<'a> {
     pub sr_seed: Option<u32>,
 }
 
-/// AdamW's update kernels, one per state kind and mirror, of one
-/// variant of 12_optimizer.wgsl.
-struct Updates {
-    f32: Kernel,
-    f32_f16: Kernel,
-    int8: Kernel,
-    int8_f16: Kernel,
-    fp8: Kernel,
-    fp8_f16: Kernel,
-    linear: Kernel,
-    linear_f16: Kernel,
-    int4: Kernel,
-    int4_f16: Kernel,
-    bf16: Kernel,
-    bf16_f16: Kernel,
+/// What an AdamW update keeps its moments in.
+#[derive(Clone, Copy, Debug)]
+enum UpdateState {
+    F32,
+    /// bf16 pairs, a word each.
+    Bf16,
+    /// A block-wise byte code's codes and scales.
+    Bytes(ByteCode),
 }
 
+/// AdamW's update kernels of one variant of 12_optimizer.wgsl: each
+/// state's without and with the f16 mirror (`Updates::get`).
+struct Updates([Kernel; 12]);
+
 impl Updates {
+    /// Pairs (plain, f16 mirror) in `get`'s order of states.
     const DESCS: [KernelDesc; 12] = [
         UPDATE,
         UPDATE_F16,
+        UPDATE_BF16,
+        UPDATE_BF16_F16,
         UPDATE_8BIT,
         UPDATE_8BIT_F16,
         UPDATE_FP8,
@@ -225,8 +225,6 @@ impl Updates {
         UPDATE_LINEAR_F16,
         UPDATE_INT4,
         UPDATE_INT4_F16,
-        UPDATE_BF16,
-        UPDATE_BF16_F16,
     ];
 
     /// With `master_sr`, the variant whose new weights are rounded to bf16
@@ -234,34 +232,21 @@ impl Updates {
     /// no trace of it). Pipelines are made on first use.
     async fn new(gpu: &Gpu, master_sr: bool) -> Result<Updates> {
         let constants = format!("const MASTER_SR: bool = {master_sr};\n");
-        let [
-            f32,
-            f32_f16,
-            int8,
-            int8_f16,
-            fp8,
-            fp8_f16,
-            linear,
-            linear_f16,
-            int4,
-            int4_f16,
-            bf16,
-            bf16_f16,
-        ] = build_variant_kernels(gpu, OPTIMIZER_MODULE, &constants, Self::DESCS).await?;
-        Ok(Updates {
-            f32,
-            f32_f16,
-            int8,
-            int8_f16,
-            fp8,
-            fp8_f16,
-            linear,
-            linear_f16,
-            int4,
-            int4_f16,
-            bf16,
-            bf16_f16,
-        })
+        let kernels = build_variant_kernels(gpu, OPTIMIZER_MODULE, &constants, Self::DESCS);
+        Ok(Updates(kernels.await?))
+    }
+
+    /// The update of `state`, writing the f16 mirror or not.
+    fn get(&self, state: UpdateState, mirror: bool) -> &Kernel {
+        let pair = match state {
+            UpdateState::F32 => 0,
+            UpdateState::Bf16 => 1,
+            UpdateState::Bytes(ByteCode::Dynamic) => 2,
+            UpdateState::Bytes(ByteCode::E4m3) => 3,
+            UpdateState::Bytes(ByteCode::Linear) => 4,
+            UpdateState::Bytes(ByteCode::Int4) => 5,
+        };
+        &self.0[2 * pair + usize::from(mirror)]
     }
 }
 
@@ -483,13 +468,12 @@ impl Optimizer {
             binds.push(mirror.needs(f16_bytes(n64)));
         }
         // one invocation per element, or per pair (a mirror word, a bf16 word)
-        let u = self.updates(b.sr_seed);
-        let (kernel, invocations) = match (b.bf16, b.mirror.is_some()) {
-            (false, false) => (&u.f32, n64),
-            (false, true) => (&u.f32_f16, n64.div_ceil(2)),
-            (true, false) => (&u.bf16, n64.div_ceil(2)),
-            (true, true) => (&u.bf16_f16, n64.div_ceil(2)),
+        let (state, invocations) = match (b.bf16, b.mirror.is_some()) {
+            (false, false) => (UpdateState::F32, n64),
+            (false, true) => (UpdateState::F32, n64.div_ceil(2)),
+            (true, _) => (UpdateState::Bf16, n64.div_ceil(2)),
         };
+        let kernel = self.updates(b.sr_seed).get(state, b.mirror.is_some());
         kernel.dispatch(gpu, op, &binds, gpu.grid_1d(op, invocations)?)
     }
 }
