@@ -1,9 +1,10 @@
 //! The native checkpoint: one `.safetensors` file that resumes a run
-//! exactly — the f32 master weights per tensor, AdamW's state as the GPU
-//! holds it, the step, and (as string metadata) the training config, the
-//! loss scale's state, the caller's data state and the tokenizer. The f16
-//! mirror is not stored: it is the master rounded, rebuilt when the trainer
-//! is made. docs/CHECKPOINTS.md describes the format.
+//! exactly — the master weights per tensor (f32, or BF16 for bf16-sr
+//! weights, which are bf16 values), AdamW's state as the GPU holds it, the
+//! step, and (as string metadata) the training config, the loss scale's
+//! state, the caller's data state and the tokenizer. The f16 mirror is not
+//! stored: it is the master rounded, rebuilt when the trainer is made.
+//! docs/CHECKPOINTS.md describes the format.
 //!
 //! `save` reads the GPU after every step submitted so far (the queue orders
 //! the copies after them), so it needs no flush and the caller still
@@ -54,7 +55,8 @@ pub struct Checkpoint {
     pub run: RunState,
     /// The tokenizer's fingerprint (of `run.tokenizer_json`).
     pub tokenizer_fingerprint: Option<String>,
-    /// The f32 master weights at their `ParamLayout` offsets, padding zero.
+    /// The master weights at their `ParamLayout` offsets, padding zero
+    /// (bf16-sr's: bf16 values).
     pub weights: Vec<f32>,
     pub state: HostState,
     /// With `config.loss_scaling`: the loss scale's state.
