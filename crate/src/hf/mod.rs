@@ -16,6 +16,7 @@ use safetensors::tensor::{Dtype, TensorView};
 
 use crate::error::{Error, Result, byte_size, name_list as list};
 use crate::model::{Config, ParamLayout};
+use crate::ops::adam::bf16_bits;
 use crate::optim::MasterWeights;
 use import::{
     check_file_sizes, check_files_hold_config, check_layout, check_tokenizer, open_shards,
@@ -253,7 +254,7 @@ impl ExportDtype {
         match self {
             ExportDtype::F32 => bytemuck::cast_slice(values).to_vec(),
             ExportDtype::Bf16 => (values.iter())
-                .flat_map(|&x| half::bf16::from_f32(x).to_le_bytes())
+                .flat_map(|&x| bf16_bits(x).to_le_bytes())
                 .collect(),
         }
     }

@@ -56,7 +56,9 @@ impl Optimizer {
             b.v_scales.needs(b.code.scale_bytes(n64)),
         ];
         let grid = gpu.grid_1d(op, words)?;
-        let kernel = (self.updates(b.sr_seed)).get(UpdateState::Bytes(b.code), b.mirror.is_some());
+        let kernel = self
+            .updates(b.sr_seed)
+            .get(UpdateState::Bytes(b.code), b.mirror.is_some());
         if let Some(mirror) = b.mirror {
             binds.push(mirror.needs(f16_bytes(n64)));
         }
