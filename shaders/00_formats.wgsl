@@ -122,6 +122,26 @@ fn round_format(x: f32, f: Minifloat) -> f32 {
     return quantize_scaled(x, f, 0, false, 0u).value;
 }
 
+// round_format(x, FMT_F16) in a few instructions, for kernels that round
+// every factor they read (attention's f16 operands): the generic path,
+// inlined per element of unrolled rows, took SwiftShader 26–65 s to
+// compile per head size. Normal f16 values: 13 mantissa bits rounded away
+// on the bits, past 65504 ±Inf; below 2^-14 the grid of 2^-24 steps, where
+// scaling by 2^24 is exact and round() is to nearest even (an f32
+// subnormal flushed there rounds to ±0 all the same). NaN and ±Inf stay.
+fn round_f16(x: f32) -> f32 {
+    let b = bitcast<u32>(x);
+    let a = b & 0x7fffffffu;
+    if (a >= 0x7f800000u) { return x; }
+    let sign = b & SIGN_BIT;
+    if (a >= 0x38800000u) {
+        let r = (a + 0xfffu + ((a >> 13u) & 1u)) & 0xffffe000u;
+        return bitcast<f32>(sign | select(r, 0x7f800000u, r > 0x477fe000u));
+    }
+    let steps = round(bitcast<f32>(a) * 16777216.0);
+    return bitcast<f32>(sign | bitcast<u32>(steps * 5.9604644775390625e-8));
+}
+
 // Whether a nonzero, non-NaN x became 0 (what the flush counters count).
 fn flushed_to_zero(x: f32, y: f32) -> bool {
     let nonzero = (bitcast<u32>(x) & 0x7fffffffu) != 0u;

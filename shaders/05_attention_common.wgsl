@@ -69,9 +69,10 @@ struct Row {
 }
 
 // A factor of one of attention's products as the recipe has it: f16
-// (nearest even, on the bits: 00_formats.wgsl) where ATTN_F16, else as is.
+// (nearest even, on the bits: 00_formats.wgsl's round_f16) where ATTN_F16,
+// else as is.
 fn attn_operand(x: f32) -> f32 {
-    if (ATTN_F16) { return round_format(x, FMT_F16); }
+    if (ATTN_F16) { return round_f16(x); }
     return x;
 }
 

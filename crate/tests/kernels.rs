@@ -79,6 +79,7 @@ gpu_tests! {
         formats::quantize_stepped_draws_match_reference,
         formats::quantize_shares_its_stats_buffer,
         formats::hadamard_columns_match_reference,
+        formats::round_f16_equals_round_format,
         quartet::quest_mask_matches_reference,
         quartet::quest_ties_match_reference,
         histogram::log2_histogram_matches_reference,

@@ -255,12 +255,16 @@ impl Int4Code {
     pub const BLOCK: usize = 128;
     pub const MIN_ABSMAX: f32 = 1e-12;
 
-    /// The maps of m and v, ascending.
-    pub fn maps() -> [[f32; 16]; 2] {
-        [
-            signed_dynamic_map(),
-            std::array::from_fn(|k| (k + 1) as f32 / 16.0),
-        ]
+    /// The maps of m and v, ascending (made once: the twins read them per
+    /// element).
+    pub fn maps() -> &'static [[f32; 16]; 2] {
+        static MAPS: std::sync::LazyLock<[[f32; 16]; 2]> = std::sync::LazyLock::new(|| {
+            [
+                signed_dynamic_map(),
+                std::array::from_fn(|k| (k + 1) as f32 / 16.0),
+            ]
+        });
+        &MAPS
     }
 
     pub fn scale(absmax: f32) -> f32 {
@@ -405,7 +409,7 @@ mod tests {
     /// nearest with ties up, TorchAO's `>=` midpoint test.
     #[test]
     fn int4_maps_and_codes_are_torchaos() {
-        let [m, v] = Int4Code::maps();
+        let [m, v] = *Int4Code::maps();
         let half = [0.0055, 0.0325, 0.0775, 0.2125, 0.4375, 0.6625, 0.8875];
         let want: Vec<f32> = (half.iter().rev().map(|x| -x))
             .chain([0.0])

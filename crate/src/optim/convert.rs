@@ -54,7 +54,7 @@ impl HostState {
 
     /// The moments' values, exactly.
     fn into_f32(self) -> (Vec<f32>, Vec<f32>) {
-        let (maps, int4) = (Int8Maps::dynamic(), Int4Code::maps());
+        let (maps, int4) = (Int8Maps::dynamic(), *Int4Code::maps());
         match self {
             HostState::Fp32 { m, v } => (m, v),
             HostState::Bf16 { m, v } => (
@@ -94,7 +94,7 @@ impl HostState {
 
 /// f32 moments as block-wise state of `code`, block by block.
 fn bytes_of(code: ByteCode, m: &[f32], v: &[f32]) -> HostState {
-    let (maps, [m4, v4]) = (Int8Maps::dynamic(), Int4Code::maps());
+    let (maps, [m4, v4]) = (Int8Maps::dynamic(), *Int4Code::maps());
     let bytes = code.code_bytes(m.len() as u64) as usize;
     let (mut m_codes, mut v_codes) = (vec![0; bytes], vec![0; bytes]);
     let (mut m_scales, mut v_scales) = (vec![], vec![]);

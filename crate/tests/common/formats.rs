@@ -3,7 +3,7 @@
 //! and in the browser.
 
 use rand::Rng;
-use webtrain::gpu::BufferRange;
+use webtrain::gpu::{BufferRange, KernelDesc, Slot, build_kernels};
 use webtrain::kernels::Quantize;
 use webtrain::kernels::quantize::Spread;
 use webtrain::kernels::quantize::{NOISE_STATS_WORDS, STATS_WORDS};
@@ -11,6 +11,7 @@ use webtrain::ops::formats::{
     Blocks, Counts, Element, Format, NoiseSums, Quantization, Scaling, Stream,
 };
 use webtrain::reference::formats as twin;
+use webtrain::shaders::ShaderFile;
 use webtrain::{Gpu, Result};
 
 use super::check::{F32_SPECIALS, rng};
@@ -688,5 +689,90 @@ pub async fn hadamard_columns_match_reference(gpu: &Gpu) -> Result<()> {
     let got: Vec<f32> = gpu.read_back((&y).into()).await?;
     assert_same("forward at step 11", &x, (got, none), (at_11.clone(), none));
     assert_ne!(at_11, want_y, "another step draws other signs");
+    Ok(())
+}
+
+/// 00_formats.wgsl's `round_f16` (attention's f16 operands) equals
+/// `round_format(x, FMT_F16)` on the GPU and the `half` crate's cast, bit
+/// for bit: every finite f16 value and its f32 neighbours, each tie between
+/// neighbours and either side of it (65520's, to Inf, included), both
+/// signs, f32 subnormals, the specials and random bit patterns.
+pub async fn round_f16_equals_round_format(gpu: &Gpu) -> Result<()> {
+    const PROBE: ShaderFile = ShaderFile {
+        name: "99_round_f16_probe",
+        source: "
+@group(0) @binding(0) var<uniform> n: vec4<u32>;
+@group(0) @binding(1) var<storage, read> xs: array<f32>;
+@group(0) @binding(2) var<storage, read_write> ys: array<u32>;  // [2n]: round_f16's, round_format's
+
+@compute @workgroup_size(WG)
+fn round_f16_probe(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                   @builtin(local_invocation_index) lidx: u32) {
+    let i = flat_id(wid, nwg, lidx);
+    if (i >= n.x) { return; }
+    ys[2u * i] = bitcast<u32>(round_f16(xs[i]));
+    ys[2u * i + 1u] = bitcast<u32>(round_format(xs[i], FMT_F16));
+}
+",
+    };
+    let desc = KernelDesc {
+        entry: "round_f16_probe",
+        slots: &[
+            Slot::Uniform(0),
+            Slot::Read(1, "xs"),
+            Slot::ReadWrite(2, "ys"),
+        ],
+    };
+    let [probe] = build_kernels(gpu, PROBE, [desc]).await?;
+    let f16_value = |c: u16| half::f16::from_bits(c).to_f32();
+    let mut xs: Vec<f32> = (0..0x7c00u16)
+        .flat_map(|c| {
+            let (v, next) = (f16_value(c), f16_value(c + 1));
+            let tie = if c + 1 == 0x7c00 {
+                65520.0
+            } else {
+                (v + next) / 2.0
+            };
+            [
+                v,
+                v.next_up(),
+                v.next_down(),
+                tie,
+                tie.next_up(),
+                tie.next_down(),
+            ]
+        })
+        .flat_map(|x| [x, -x])
+        .collect();
+    let mut r = rng(41);
+    xs.extend(F32_SPECIALS);
+    xs.extend((1..200u32).map(|b| f32::from_bits(b * 40_503))); // f32 subnormals
+    xs.extend((0..20_000).map(|_| f32::from_bits(r.random())));
+    let n = xs.len() as u64;
+    let (x, y) = (gpu.upload("xs", &xs)?, gpu.storage_buffer("ys", 8 * n)?);
+    let params = gpu.uniform("round_f16_probe", &[n as u32, 0, 0, 0]);
+    let op = "round_f16_probe";
+    let d = probe.dispatch(
+        gpu,
+        op,
+        &[(&params).into(), (&x).into(), (&y).into()],
+        gpu.grid_1d(op, n)?,
+    )?;
+    gpu.run(&[&d]).await?;
+    let ys: Vec<u32> = gpu.read_back((&y).into()).await?;
+    let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || a.is_nan() && b.is_nan();
+    let differ: Vec<String> = xs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &x)| {
+            let (fast, generic) = (f32::from_bits(ys[2 * i]), f32::from_bits(ys[2 * i + 1]));
+            let cast = half::f16::from_f32(x).to_f32();
+            (!same(fast, generic) || !same(fast, cast)).then(|| {
+                format!("{x:e}: round_f16 {fast:e}, round_format {generic:e}, half {cast:e}")
+            })
+        })
+        .take(5)
+        .collect();
+    assert!(differ.is_empty(), "round_f16 over {n} values: {differ:?}");
     Ok(())
 }

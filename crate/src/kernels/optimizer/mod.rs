@@ -297,7 +297,7 @@ impl Optimizer {
         let maps = Int8Maps::dynamic();
         let tables: Vec<f32> = [maps.m.values, maps.v.values, maps.m.steps, maps.v.steps].concat();
         let code_tables = gpu.upload("code_tables", &tables)?;
-        let [m4, v4] = Int4Code::maps();
+        let [m4, v4] = *Int4Code::maps();
         let mut int4 = vec![0f32; tables.len()];
         int4[..16].copy_from_slice(&m4);
         int4[256..272].copy_from_slice(&v4);

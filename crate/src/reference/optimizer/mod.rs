@@ -218,7 +218,7 @@ impl Adam8bitState {
             StateCode::E4m3 => (Fp8Code::code(m, sm), Fp8Code::code(v, sv)),
             StateCode::Int4 => {
                 let [m4, v4] = Int4Code::maps();
-                (Int4Code::code(m, sm, &m4), Int4Code::code(v, sv, &v4))
+                (Int4Code::code(m, sm, m4), Int4Code::code(v, sv, v4))
             }
             StateCode::Linear(map) => (
                 LinearCode::code(m, sm),
