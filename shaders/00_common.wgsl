@@ -34,6 +34,12 @@ fn half_at(w: half2, i: u32) -> f32 {
     return unpack_half2(w)[i & 1u];
 }
 
+// Element i of a bf16 tensor (pairs, element 2k in word k's low half):
+// pass the word holding it, `t[i >> 1u]`. Exact.
+fn bf16_at(word: u32, i: u32) -> f32 {
+    return bitcast<f32>(((word >> (16u * (i & 1u))) & 0xffffu) << 16u);
+}
+
 // Row kernels run one workgroup per row: the row is the flat workgroup
 // index (2-D grid beyond 65 535 rows, as for flat_id).
 fn flat_group(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {

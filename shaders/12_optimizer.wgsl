@@ -172,7 +172,8 @@ struct AdamStep {
 @group(0) @binding(0) var<uniform> adam: AdamBlock;
 @group(0) @binding(1) var<uniform> adam_step: AdamStep;
 @group(0) @binding(2) var<storage, read> stats: GradStats;
-@group(0) @binding(3) var<storage, read_write> weights: array<f32>;   // [n] f32 master
+// binding 3, weights: the master, as the variant declares it with
+// load_weight and store_weight (kernels/optimizer/master.rs)
 @group(0) @binding(4) var<storage, read_write> grads: array<f32>;     // [n], zeroed
 @group(0) @binding(5) var<storage, read_write> moment1: array<f32>;   // [n]
 @group(0) @binding(6) var<storage, read_write> moment2: array<f32>;   // [n]
@@ -213,7 +214,7 @@ struct AdamElement {
 // any, so no read waits behind a write to a binding the compiler cannot
 // prove distinct.
 fn adamw_load(i: u32) -> AdamElement {
-    return AdamElement(grads[i], weights[i], moment1[i], moment2[i]);
+    return AdamElement(grads[i], load_weight(i), moment1[i], moment2[i]);
 }
 
 // Zeroes element i's gradient and, unless the step is skipped, writes its
@@ -225,7 +226,7 @@ fn adamw_store(i: u32, e: AdamElement) -> f32 {
     let w = master_value(adam_weight(e.w, mv), i);
     moment1[i] = mv.x;
     moment2[i] = mv.y;
-    weights[i] = w;
+    store_weight(i, e.w, w);
     return w;
 }
 

@@ -186,7 +186,7 @@ fn adamw_8bit_word(k: u32, lidx: u32, code: u32) -> vec4<f32> {
             let i = 4u * k + j;
             if (i < adam.n) {
                 raw[j] = grads[i];
-                w_old[j] = weights[i];
+                w_old[j] = load_weight(i);
             }
         }
         for (var j = 0u; j < 4u; j++) {
@@ -198,7 +198,7 @@ fn adamw_8bit_word(k: u32, lidx: u32, code: u32) -> vec4<f32> {
                     let v_old = state_value((vc >> (8u * j)) & 0xffu, vs, 256u, code);
                     let mv = adam_moments(raw[j], m_old, v_old);
                     w[j] = master_value(adam_weight(w_old[j], mv), i);
-                    weights[i] = w[j];
+                    store_weight(i, w_old[j], w[j]);
                     m[j] = mv.x;
                     v[j] = mv.y;
                 }
@@ -334,7 +334,7 @@ fn adamw_int4_word(k: u32, lidx: u32) -> array<f32, 8> {
             let i = 8u * k + j;
             if (i < adam.n) {
                 raw[j] = grads[i];
-                w_old[j] = weights[i];
+                w_old[j] = load_weight(i);
             }
         }
         for (var j = 0u; j < 8u; j++) {
@@ -344,7 +344,7 @@ fn adamw_int4_word(k: u32, lidx: u32) -> array<f32, 8> {
                 if (!skip) {
                     let mv = adam_moments(raw[j], int4_value(mc, j, ms, 0u), int4_value(vc, j, vs, 256u));
                     w[j] = master_value(adam_weight(w_old[j], mv), i);
-                    weights[i] = w[j];
+                    store_weight(i, w_old[j], w[j]);
                     m[j] = mv.x;
                     v[j] = mv.y;
                 }
@@ -395,11 +395,7 @@ fn adamw_int4_update_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
 // adamw_bf16_update(_f16): m and v as bf16 (DeepSeek-V3's moments), two
 // per word (element 2k+j in half j of word k, bound at the chunk's own
 // start), updated in f32 and used so for this step's weights, then
-// rounded to nearest even. One invocation per word.
-fn bf16_half(word: u32, j: u32) -> f32 {
-    return bitcast<f32>(((word >> (16u * j)) & 0xffffu) << 16u);
-}
-
+// rounded to nearest even (bf16_at reads them). One invocation per word.
 // word with half j replaced by x rounded to bf16, to nearest even
 fn with_bf16_half(word: u32, j: u32, x: f32) -> u32 {
     let h = bitcast<u32>(round_format(x, FMT_BF16)) >> 16u;
@@ -416,16 +412,17 @@ fn adamw_bf16_word(k: u32) -> vec2<f32> {
     var w = vec2<f32>(0.0);
     for (var j = 0u; j < count; j++) {
         raw[j] = grads[i + j];
-        w[j] = weights[i + j];
+        w[j] = load_weight(i + j);
     }
     var mq = mw;
     var vq = vw;
     for (var j = 0u; j < count; j++) {
         grads[i + j] = 0.0;
         if (stats.skip == 0u) {
-            let mv = adam_moments(raw[j], bf16_half(mw, j), bf16_half(vw, j));
-            w[j] = master_value(adam_weight(w[j], mv), i + j);
-            weights[i + j] = w[j];
+            let mv = adam_moments(raw[j], bf16_at(mw, j), bf16_at(vw, j));
+            let w_old = w[j];
+            w[j] = master_value(adam_weight(w_old, mv), i + j);
+            store_weight(i + j, w_old, w[j]);
             mq = with_bf16_half(mq, j, mv.x);
             vq = with_bf16_half(vq, j, mv.y);
         }
@@ -596,7 +593,7 @@ fn muon_momentum_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
     for (var j = 0u; j < count; j++) {
         grads[i + j] = 0.0;
         if (stats.skip == 0u) {
-            let mu = muon_moments(raw[j], bf16_half(mw, j));
+            let mu = muon_moments(raw[j], bf16_at(mw, j));
             mq = with_bf16_half(mq, j, mu.x);
             nesterov[i + j] = mu.y;
         }

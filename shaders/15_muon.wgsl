@@ -25,8 +25,7 @@ struct MuonStep {
     lr: f32,
     decay: f32,      // 1 − lr·weight_decay
     t: u32,          // the step, 1-based
-    rounds: u32,     // 1: bf16-sr master weights (bf16_sr on each new weight)
-    sr_seed: u32,    // their draws: the run's seed,
+    sr_seed: u32,    // bf16-sr master weights (MASTER_SR): their draws' seed,
     sr_stream: u32,  // ops::adam::MASTER_SR_STREAM,
     offset: u32,     // and the element of the weights buffer (binding's first + at)
 }
@@ -47,7 +46,8 @@ struct GradStats {
 @group(0) @binding(5) var<storage, read_write> gram: array<f32>;      // [count, dim, dim]
 @group(0) @binding(6) var<storage, read_write> square: array<f32>;    // [count, dim, dim]
 @group(0) @binding(7) var<storage, read_write> factors: array<f32>;   // [count]
-@group(0) @binding(8) var<storage, read_write> weights: array<f32>;   // f32 master
+// binding 8, weights: the master, as the variant declares it with
+// load_weight and store_weight (kernels/optimizer/master.rs)
 
 // Element e of the part's count·n: its index in x, y and w.
 fn element_at(e: u32) -> u32 {
@@ -116,11 +116,12 @@ fn muon_apply(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
     let e = flat_id(wid, nwg, lidx);
     if (e >= part.count * part.n || stats.skip != 0u) { return; }
     let at = element_at(e);
-    let w = weights[at] * muon_step.decay - muon_step.lr * part.scale * x[at];
-    if (muon_step.rounds == 0u) {
-        weights[at] = w;
+    let w_old = load_weight(at);
+    let w = w_old * muon_step.decay - muon_step.lr * part.scale * x[at];
+    if (!MASTER_SR) {
+        store_weight(at, w_old, w);
         return;
     }
     let r = random_bits(muon_step.sr_seed, muon_step.t, muon_step.sr_stream, muon_step.offset + at);
-    weights[at] = bf16_sr(w, r & 0xffffu);
+    store_weight(at, w_old, bf16_sr(w, r & 0xffffu));
 }

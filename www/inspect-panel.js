@@ -10,7 +10,7 @@ import { record } from './train-panel.js';
 let worker;
 
 const MEMORY_KINDS = [
-  ['master', 'f32 master weights'],
+  ['master', 'master weights (f32; bf16-sr: bf16, and one tensor widened to f32)'],
   ['grads', 'f32 gradients'],
   ['moments', 'AdamW moments (m, v)'],
   ['mirror', 'weights copy (f16, or quantized once per step)'],

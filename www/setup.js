@@ -238,7 +238,10 @@ function render(s) {
 export function initSetup(w) {
   worker = w;
   $('preset').addEventListener('change', presetChanged);
-  for (const id of ['batch', 'seq', 'lr', 'warmup', 'steps', 'precision', 'optim-state', 'recipe-editor']) $(id).addEventListener('input', planSoon);
+  // every choice the memory table depends on
+  for (const id of ['batch', 'seq', 'lr', 'warmup', 'steps', 'precision', 'optim-state', 'optimizer', 'master-weights', 'recipe-editor']) {
+    $(id).addEventListener('input', planSoon);
+  }
   for (const input of customInputs()) {
     input.addEventListener('input', () => {
       if (input.dataset.field === 'vocab_size') $('vocab').value = input.value;

@@ -68,6 +68,7 @@ gpu_tests! {
         cast::cast_saturates_and_keeps_nan,
         cast::cast_rounds_like_the_half_crate,
         cast::cast_round_trips_every_f16,
+        cast::cast_widens_every_bf16,
         cast::cast_covers_a_two_dimensional_dispatch,
         formats::formats_match_reference,
         formats::blocks_match_reference,
@@ -132,6 +133,7 @@ gpu_tests! {
         training::reconfigure_keeps_weights_and_converts_state,
         muon::muon_steps_match_reference,
         muon::muon_8bit_momentum_tracks_fp32,
+        model::model_reads_bf16_master_weights_exactly,
     ],
     // the matrix units' kernels (emulated: any adapter with shader-f16)
     f16_storage_only: [

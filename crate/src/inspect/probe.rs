@@ -14,7 +14,7 @@ use crate::kernels::attention::AttentionShape;
 use crate::kernels::attention_map::AttentionMap;
 use crate::kernels::loss::IGNORE_INDEX;
 use crate::model::decode::softmax;
-use crate::model::{BatchShape, Config, Model, Pass, Recipe};
+use crate::model::{BatchShape, Config, MasterStorage, Model, Pass, Recipe};
 
 /// A forward that ran over one text, kept to be read.
 pub struct Probe<'k> {
@@ -67,7 +67,13 @@ impl<'k> Probe<'k> {
             batch: 1,
             seq: tokens.len() as u32,
         };
-        let model = Model::new(&gpu, k, config.clone(), shape, precision, weights).await?;
+        let model = Model::new(
+            &gpu,
+            k,
+            (config.clone(), shape, precision),
+            (weights, MasterStorage::F32),
+        )
+        .await?;
         let targets: Vec<u32> = tokens[1..].iter().copied().chain([IGNORE_INDEX]).collect();
         model.write_batch(&gpu, tokens, &targets)?;
         model.run(&gpu, Pass::Forward).await?;

@@ -486,11 +486,8 @@ pub async fn measure(t: &mut Trainer, batch: &Batch, blocks: BlockFormats) -> Re
     let moment_copies = moments_as_f32(t).await?;
     let (adam_m, adam_v) = moment_buffers(&t.optimizer.state, &moment_copies);
     let params = |kind, buffer| param_sources(m, kind, buffer);
-    let before = [
-        params(Kind::Weight, &m.params.weights),
-        activation_sources(m),
-    ]
-    .concat();
+    let weights = m.f32_weights(gpu, &t.k).await?;
+    let before = [params(Kind::Weight, &weights), activation_sources(m)].concat();
     let after = [
         params(Kind::Gradient, &m.params.grads),
         params(Kind::AdamM, adam_m),

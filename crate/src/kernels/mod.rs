@@ -146,7 +146,8 @@ impl Kernels {
     }
 }
 
-/// Weights a forward kernel reads: the f32 master, the f16 mirror of
+/// Weights a forward kernel reads: the f32 master (a bf16 master's tensor
+/// widened, `model::MasterStorage`), the f16 mirror of
 /// mixed precision (the kernel's `_w16` variant, either storage mode), or
 /// the master already through the recipe's weight format, once per
 /// optimizer step (`Linear::quantize_weights`): f32 values the forward and

@@ -7,7 +7,8 @@ use bytemuck::{Pod, Zeroable};
 use super::infrastructure::Infrastructure;
 use super::linear::{Layout, Linear, Strided};
 use crate::error::{Error, Result};
-use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_kernels};
+use crate::gpu::{BufferRange, Dispatch, Gpu, Kernel, KernelDesc, Slot, build_variant_kernels};
+use crate::kernels::optimizer::{master_bytes, master_prelude};
 use crate::ops::adam::MASTER_SR_STREAM;
 use crate::ops::muon::{MuonHyper, NS_COEFFICIENTS, NS_EPS, NS_STEPS, update_scale};
 use crate::shaders::MUON;
@@ -110,14 +111,13 @@ pub struct MuonStep {
     pub decay: f32,
     /// The step, 1-based (the draws' step).
     pub t: u32,
-    /// 1: round each new weight to bf16 stochastically.
-    pub rounds: u32,
+    /// bf16-sr master weights (the `MASTER_SR` variant): their draws' seed.
     pub sr_seed: u32,
     /// `ops::adam::MASTER_SR_STREAM`
     pub sr_stream: u32,
     /// The weights binding's first element in its buffer.
     pub offset: u32,
-    pub _pad: u32,
+    pub _pad: [u32; 2],
 }
 
 impl MuonStep {
@@ -128,11 +128,10 @@ impl MuonStep {
             lr: h.lr as f32,
             decay: (1.0 - h.lr * h.weight_decay) as f32,
             t,
-            rounds: sr_seed.is_some().into(),
             sr_seed: sr_seed.unwrap_or(0),
             sr_stream: MASTER_SR_STREAM,
             offset,
-            _pad: 0,
+            _pad: [0; 2],
         }
     }
 }
@@ -205,14 +204,19 @@ pub struct NewtonSchulz {
     normalize_gram: Kernel,
     poly: Kernel,
     ax: Kernel,
-    apply: Kernel,
+    /// `muon_apply` to f32 master weights, and to bf16-sr ones.
+    apply: [Kernel; 2],
 }
 
 impl NewtonSchulz {
     pub async fn new(gpu: &Gpu) -> Result<Self> {
         let descs = [NORMS, NORMALIZE_X, NORMALIZE_GRAM, POLY, AX, APPLY];
+        let plain = master_prelude(8, false);
         let [norms, normalize_x, normalize_gram, poly, ax, apply] =
-            build_kernels(gpu, MUON, descs).await?;
+            build_variant_kernels(gpu, MUON, &plain, descs).await?;
+        let [apply_bf16] =
+            build_variant_kernels(gpu, MUON, &master_prelude(8, true), [APPLY]).await?;
+        let apply = [apply, apply_bf16];
         Ok(NewtonSchulz {
             norms,
             normalize_x,
@@ -321,28 +325,28 @@ impl NewtonSchulz {
     }
 
     /// `W ← W·(1 − lr·wd) − lr·scale·O` over `part`'s matrices of
-    /// `weights`, O in `update`; nothing on a skipped step.
+    /// `weights`, O in `update`; nothing on a skipped step. `bf16`: bf16-sr
+    /// master weights (pairs), each new weight rounded on the step's draws.
     pub fn apply(
         &self,
         gpu: &Gpu,
         part: &MuonPart,
         (step, stats): (&wgpu::Buffer, BufferRange),
         update: &wgpu::Buffer,
-        weights: BufferRange,
+        (weights, bf16): (BufferRange, bool),
     ) -> Result<Dispatch> {
         let op = "muon_apply";
         let params = gpu.uniform(op, &part.uniform());
-        let reach = 4 * part.reach();
+        let reach = part.reach();
         let binds = [
             (&params).into(),
             step.into(),
             stats.needs(16),
-            BufferRange::from(update).needs(reach),
-            weights.needs(reach),
+            BufferRange::from(update).needs(4 * reach),
+            weights.needs(master_bytes(reach, bf16)),
         ];
         let elements = part.count as u64 * (part.rows * part.cols) as u64;
-        self.apply
-            .dispatch(gpu, op, &binds, gpu.grid_1d(op, elements)?)
+        self.apply[usize::from(bf16)].dispatch(gpu, op, &binds, gpu.grid_1d(op, elements)?)
     }
 }
 

@@ -5,10 +5,10 @@
 
 use crate::error::Result;
 use crate::gpu::{BufferRange, Dispatch};
-use crate::kernels::Output;
 use crate::kernels::attention::{AttentionBackward, Heads, KvGrads};
 use crate::kernels::embedding::EmbeddingShape;
 use crate::kernels::norm::NormBackward;
+use crate::kernels::{Output, Weights};
 
 use super::activations::LayerActivations;
 use super::{Net, Role};
@@ -62,9 +62,17 @@ impl<'a> Net<'a> {
         dx: BufferRange,
     ) -> Result<Vec<Dispatch>> {
         let (gpu, linear, shape) = (self.gpu, self.products(role), self.linear(role, rows)?);
-        let mut s = linear.backward_input(gpu, shape, dy, self.w(role), Output::Store(dx))?;
+        let mut s = Vec::new();
+        let w = self.w(role, &mut s)?;
+        s.extend(linear.backward_input(gpu, shape, dy, w, Output::Store(dx))?);
         s.extend(linear.backward_weight(gpu, shape, dy, x, self.grad(role))?);
-        s.extend(linear.clip_masks(gpu, shape, (x, dx), (self.master(role), self.grad(role)))?);
+        // the masks read the master, which the products may have read already
+        let master = match w {
+            Weights::F32(master) => master,
+            _ if linear.clips_weights() => self.master(role, &mut s)?,
+            _ => w.range(), // not read
+        };
+        s.extend(linear.clip_masks(gpu, shape, (x, dx), (master, self.grad(role)))?);
         Ok(s)
     }
 
@@ -76,18 +84,20 @@ impl<'a> Net<'a> {
         x: BufferRange<'a>,
         role: Role,
         rrms: BufferRange<'a>,
-    ) -> Result<[Dispatch; 2]> {
+    ) -> Result<Vec<Dispatch>> {
         let a = &self.m.acts;
+        let mut s = Vec::new();
         let g = NormBackward {
             x,
-            gain: self.w(role),
+            gain: self.w(role, &mut s)?,
             rrms,
             dy: (&a.dnorm).into(),
             dx: (&a.dx).into(),
             dgain: self.grad(role),
             scratch: (&a.norm_scratch).into(),
         };
-        self.k.norm.backward(self.gpu, self.norm_shape(rows), &g)
+        s.extend(self.k.norm.backward(self.gpu, self.norm_shape(rows), &g)?);
+        Ok(s)
     }
 
     /// Causal attention backward of a layer from d(o) in `dattn`: d(q|k|v)

@@ -231,7 +231,7 @@ impl Decoder {
                 ..net.rope_shape()
             },
         };
-        let mut s = vec![net.embed(b, (&self.tokens).into(), x, (&self.bad_tokens).into())?];
+        let mut s = net.embed(b, (&self.tokens).into(), x, (&self.bad_tokens).into())?;
         for (l, cache) in (0..c.n_layers).zip(&self.caches) {
             let (k_cache, v_cache) = ((&cache.k).into(), (&cache.v).into());
             let cached = |data| Heads {
@@ -251,15 +251,11 @@ impl Decoder {
             ];
             s.extend(net.layer(l, &io, attention)?);
         }
-        s.push(net.rmsnorm(b, x, Role::FinalNorm, xn, rrms)?);
+        s.extend(net.rmsnorm(b, x, Role::FinalNorm, xn, rrms)?);
         let head = LinearShape::new(b, c.d_model, c.vocab);
-        s.extend(k.head().forward(
-            gpu,
-            head,
-            xn,
-            net.w(Role::LmHead),
-            Output::Store((&self.logits).into()),
-        )?);
+        let w = net.w(Role::LmHead, &mut s)?;
+        let logits = Output::Store((&self.logits).into());
+        s.extend(k.head().forward(gpu, head, xn, w, logits)?);
         Ok(s)
     }
 

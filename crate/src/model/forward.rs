@@ -38,7 +38,7 @@ impl<'a> Net<'a> {
         let (m, a) = (self.m, &self.m.acts);
         let r = a.dims.rows as u32;
         let (tokens, bad_tokens) = ((&m.inputs.tokens).into(), (&m.inputs.bad_tokens).into());
-        let mut s = vec![self.embed(r, tokens, (&a.layers[0].x).into(), bad_tokens)?];
+        let mut s = self.embed(r, tokens, (&a.layers[0].x).into(), bad_tokens)?;
         for (l, x) in (0..m.config.n_layers).zip(&a.layers) {
             let out = a
                 .layers
@@ -69,7 +69,7 @@ impl<'a> Net<'a> {
             )?;
             s.extend(self.layer(l, &io, vec![attention])?);
         }
-        s.push(self.rmsnorm(
+        s.extend(self.rmsnorm(
             r,
             (&a.x_out).into(),
             Role::FinalNorm,
@@ -90,12 +90,12 @@ impl<'a> Net<'a> {
     ) -> Result<Vec<Dispatch>> {
         let (gpu, k, r, f) = (self.gpu, self.k, io.rows, self.m.config.ffn);
         let inv_freq = (&self.m.inputs.inv_freq).into();
-        let mut s = vec![self.rmsnorm(r, io.x, Role::AttnNorm(l), io.xn1, io.rrms1)?];
+        let mut s = self.rmsnorm(r, io.x, Role::AttnNorm(l), io.xn1, io.rrms1)?;
         s.extend(self.project(Role::Qkv(l), r, io.xn1, Output::Store(io.qkv))?);
         s.push(k.rope.forward(gpu, io.rope, inv_freq, io.qkv)?);
         s.extend(attention);
         s.extend(self.project(Role::Out(l), r, io.attn, residual(io.x, io.x_mid))?);
-        s.push(self.rmsnorm(r, io.x_mid, Role::MlpNorm(l), io.xn2, io.rrms2)?);
+        s.extend(self.rmsnorm(r, io.x_mid, Role::MlpNorm(l), io.xn2, io.rrms2)?);
         s.extend(self.project(Role::GateUp(l), r, io.xn2, Output::Store(io.gu))?);
         s.push(k.act.swiglu_forward_gu(gpu, io.gu, io.act, r, f)?);
         s.extend(self.project(Role::Down(l), r, io.act, residual(io.x_mid, io.out))?);
@@ -110,21 +110,18 @@ impl<'a> Net<'a> {
         tokens: BufferRange,
         x: BufferRange,
         bad_tokens: BufferRange,
-    ) -> Result<Dispatch> {
+    ) -> Result<Vec<Dispatch>> {
         let c = &self.m.config;
         let shape = EmbeddingShape {
             tokens: rows,
             d: c.d_model,
             vocab: c.vocab,
         };
-        self.k.embed.lookup(
-            self.gpu,
-            shape,
-            tokens,
-            self.w(Role::Embedding),
-            x,
-            bad_tokens,
-        )
+        let mut s = Vec::new();
+        let table = self.w(Role::Embedding, &mut s)?;
+        let k = &self.k.embed;
+        s.push(k.lookup(self.gpu, shape, tokens, table, x, bad_tokens)?);
+        Ok(s)
     }
 
     /// RMSNorm of `rows` rows of `x` with gain `role` into `y`, 1/rms into `rrms`.
@@ -135,10 +132,12 @@ impl<'a> Net<'a> {
         role: Role,
         y: BufferRange,
         rrms: BufferRange,
-    ) -> Result<Dispatch> {
-        self.k
-            .norm
-            .forward(self.gpu, self.norm_shape(rows), x, self.w(role), y, rrms)
+    ) -> Result<Vec<Dispatch>> {
+        let mut s = Vec::new();
+        let gain = self.w(role, &mut s)?;
+        let shape = self.norm_shape(rows);
+        s.push(self.k.norm.forward(self.gpu, shape, x, gain, y, rrms)?);
+        Ok(s)
     }
 
     /// `x · Wᵀ` of the layer weight `role` over `rows` rows, into `out`.
@@ -150,8 +149,10 @@ impl<'a> Net<'a> {
         out: Output,
     ) -> Result<Vec<Dispatch>> {
         let shape = self.linear(role, rows)?;
-        self.products(role)
-            .forward(self.gpu, shape, x, self.w(role), out)
+        let mut s = Vec::new();
+        let w = self.w(role, &mut s)?;
+        s.extend(self.products(role).forward(self.gpu, shape, x, w, out)?);
+        Ok(s)
     }
 
     pub(super) fn norm_shape(&self, rows: u32) -> NormShape {

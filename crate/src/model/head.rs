@@ -61,18 +61,16 @@ impl<'a> Net<'a> {
             size: 4 * n * width,
         };
         let mut s = Vec::new();
+        let w = self.w(Role::LmHead, &mut s)?;
         let mut r0 = 0;
         for loss in &m.head_losses {
             let n = loss.ce.rows as u64;
             let shape = LinearShape::new(n as u32, d as u32, v as u32);
             let (xnf, logits) = (range(&a.xnf, r0, n, d), range(&a.logits, 0, n, v));
-            s.extend(k.head().forward(
-                gpu,
-                shape,
-                xnf,
-                self.w(Role::LmHead),
-                Output::Store(logits),
-            )?);
+            s.extend(
+                k.head()
+                    .forward(gpu, shape, xnf, w, Output::Store(logits))?,
+            );
             let (targets, losses, lse) = (
                 range(&m.inputs.targets, r0, n, 1),
                 range(&a.losses, r0, n, 1),
@@ -93,7 +91,7 @@ impl<'a> Net<'a> {
                     gpu,
                     shape,
                     logits,
-                    self.w(Role::LmHead),
+                    w,
                     Output::Store(range(&a.dnorm, r0, n, d)),
                 )?);
                 s.extend(k.head().backward_weight(
@@ -129,7 +127,8 @@ impl super::Model {
     ) -> Result<Vec<f32>> {
         let dm = self.acts.dims;
         let (rows, d, v) = (dm.rows, dm.d, dm.vocab);
-        let w = self.net(gpu, k).w(Role::LmHead);
+        let mut widen = Vec::new();
+        let w = self.net(gpu, k).w(Role::LmHead, &mut widen)?;
         let out = gpu.storage_buffer("logits (read back)", 4 * dm.chunk_rows.min(rows) * v)?;
         let mut logits = Vec::with_capacity((rows * v) as usize);
         let mut r0 = 0;
@@ -147,7 +146,7 @@ impl super::Model {
                 size: 4 * n * v,
             };
             let d = k.head().forward(gpu, shape, xnf, w, Output::Store(dst))?;
-            gpu.run(&d.iter().collect::<Vec<_>>()).await?;
+            gpu.run(&widen.iter().chain(&d).collect::<Vec<_>>()).await?;
             logits.extend(gpu.read_back::<f32>(dst).await?);
             r0 += n;
         }

@@ -198,6 +198,11 @@ impl ParamLayout {
             .expect("ParamLayout::new places every role")
     }
 
+    /// The most elements one tensor holds.
+    pub fn largest_tensor(&self) -> u64 {
+        self.tensors.iter().map(Tensor::len).max().unwrap_or(0)
+    }
+
     /// The layers' linear weights, contiguous between the embedding and
     /// lm_head: what the quantized copy of the weights holds.
     pub fn layer_linears(&self) -> Span {

@@ -29,15 +29,30 @@ use crate::gpu::{BufferRange, Dispatch, Gpu, f16_bytes};
 use crate::kernels::embedding::TokenRuns;
 use crate::kernels::linear::{BStorage, GemmKey};
 use crate::kernels::loss::LossTotals;
+use crate::kernels::optimizer::master_bytes;
 use crate::kernels::rope::inv_freq;
 use crate::kernels::{Kernels, Linear, LinearShape, Weights};
+use crate::ops::adam::{bf16_bits, bf16_value};
 
 /// The parameter mega-buffers (`ParamLayout` offsets in each).
 pub struct Params {
-    pub weights: wgpu::Buffer, // [total] f32 master
-    pub grads: wgpu::Buffer,   // [total] f32, zeroed by each AdamW update
+    /// The master weights, `[total]` as `Params::storage` says.
+    pub weights: wgpu::Buffer,
+    pub grads: wgpu::Buffer, // [total] f32, zeroed by each AdamW update
     /// The products' copy of the weights: f16, or quantized once per step.
     pub mirror: Option<Mirror>,
+    /// bf16 master weights: one tensor at a time widened to f32 (`[largest
+    /// tensor]`) for the kernels that read f32, right before they do.
+    pub widened: Option<wgpu::Buffer>,
+}
+
+/// How the master weights are stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MasterStorage {
+    F32,
+    /// bf16 pairs, element 2k in word k's low half: bf16-sr master weights,
+    /// 2 bytes a weight (the optimizer rounds each update to bf16).
+    Bf16,
 }
 
 /// A copy of the master weights that the forward and the dX products read
@@ -68,7 +83,14 @@ impl Mirror {
 }
 
 impl Params {
-    fn new(gpu: &Gpu, layout: &ParamLayout, weights: &[f32], precision: &Recipe) -> Result<Params> {
+    /// `weights` stored as `storage` says (bf16: they must be bf16 values,
+    /// which `bf16_bits` keeps exactly).
+    fn new(
+        gpu: &Gpu,
+        layout: &ParamLayout,
+        (weights, storage): (&[f32], MasterStorage),
+        precision: &Recipe,
+    ) -> Result<Params> {
         if weights.len() as u64 != layout.total {
             return Err(Error::shape(
                 "model",
@@ -88,11 +110,43 @@ impl Params {
         } else {
             None
         };
+        let (weights, widened) = match storage {
+            MasterStorage::F32 => (gpu.upload("weights", weights)?, None),
+            MasterStorage::Bf16 => {
+                let bits: Vec<u16> = weights.iter().map(|&w| bf16_bits(w)).collect();
+                let widened = gpu.storage_buffer("widened_weights", 4 * layout.largest_tensor())?;
+                (gpu.upload("weights", &bits)?, Some(widened))
+            }
+        };
         Ok(Params {
-            weights: gpu.upload("weights", weights)?,
+            weights,
             grads: gpu.storage_buffer("grads", 4 * layout.total)?,
             mirror,
+            widened,
         })
+    }
+
+    /// How the master weights are stored.
+    pub fn storage(&self) -> MasterStorage {
+        match self.widened {
+            None => MasterStorage::F32,
+            Some(_) => MasterStorage::Bf16,
+        }
+    }
+
+    /// The master weights `start..start + len` as stored (bf16: `start` even).
+    pub fn master_range(&self, start: u64, len: u64) -> BufferRange<'_> {
+        match self.storage() {
+            MasterStorage::F32 => f32_range(&self.weights, start, len),
+            MasterStorage::Bf16 => f16_range(&self.weights, start, len),
+        }
+    }
+}
+
+impl MasterStorage {
+    /// Bytes `n` master weights take.
+    pub fn bytes(self, n: u64) -> u64 {
+        master_bytes(n, self == MasterStorage::Bf16)
     }
 }
 
@@ -155,16 +209,14 @@ pub enum Pass {
 }
 
 impl Model {
-    /// Uploads `weights` (a `layout.total` vector, e.g. `initial_weights`),
-    /// builds every dispatch and fills the forward's mirror of the weights.
-    /// Refuses shapes the adapter cannot bind.
+    /// Uploads `weights` (a `layout.total` vector, e.g. `initial_weights`)
+    /// stored as `storage` says, builds every dispatch and fills the
+    /// forward's mirror of the weights. Refuses shapes the adapter cannot bind.
     pub async fn new(
         gpu: &Gpu,
         k: &Kernels,
-        config: Config,
-        shape: BatchShape,
-        precision: Recipe,
-        weights: &[f32],
+        (config, shape, precision): (Config, BatchShape, Recipe),
+        (weights, storage): (&[f32], MasterStorage),
     ) -> Result<Model> {
         config.validate()?;
         shape.validate(&config)?;
@@ -172,7 +224,7 @@ impl Model {
         let layout = ParamLayout::new(&config);
         layout.chunks(gpu.limits.max_storage_buffer_binding_size)?; // every tensor bindable
         let dims = Dims::new(&config, shape, gpu.limits.max_storage_buffer_binding_size)?;
-        let params = Params::new(gpu, &layout, weights, &precision)?;
+        let params = Params::new(gpu, &layout, (weights, storage), &precision)?;
         let acts = Activations::new(gpu, config.n_layers, dims)?;
         let r = shape.rows() as u64;
         let inputs = Inputs {
@@ -353,35 +405,74 @@ impl Model {
             .layout
             .chunks(gpu.limits.max_storage_buffer_binding_size)?
         {
+            let (span, n) = (c.span, c.span.len as u32);
             let (src, dst) = (
-                f32_range(&self.params.weights, c.span.start, c.span.len),
-                f16_range(mirror, c.span.start, c.span.len),
+                self.params.master_range(span.start, span.len),
+                f16_range(mirror, span.start, span.len),
             );
-            d.push(k.cast.f32_to_f16(gpu, src, dst, c.span.len as u32)?);
+            d.push(match self.params.storage() {
+                MasterStorage::F32 => k.cast.f32_to_f16(gpu, src, dst, n)?,
+                MasterStorage::Bf16 => k.cast.bf16_to_f16(gpu, src, dst, n)?,
+            });
         }
         Ok(d)
     }
 
-    /// The weights of `role` that the forward and the dX products read:
-    /// the master, its f16 mirror, or (the linear weights of layers not
-    /// kept wide) their quantized copy.
-    pub fn forward_weights(&self, role: Role) -> Weights<'_> {
+    /// The copy of the weights of `role` that the forward and the dX
+    /// products read instead of the master, if any: the f16 mirror, or
+    /// (the linear weights of layers not kept wide) the quantized copy.
+    fn mirror_weights(&self, role: Role) -> Option<Weights<'_>> {
         let t = self.layout.get(role);
         let narrow = |l| !self.precision.wide().keeps_layer(l, self.config.n_layers);
         match &self.params.mirror {
-            Some(Mirror::F16(mirror)) => Weights::F16(f16_range(mirror, t.offset, t.len())),
+            Some(Mirror::F16(mirror)) => Some(Weights::F16(f16_range(mirror, t.offset, t.len()))),
             Some(Mirror::Quantized { buffer, layers })
                 if role.is_layer_linear() && role.layer().is_some_and(narrow) =>
             {
-                Weights::Quantized(f32_range(buffer, t.offset - layers.start, t.len()))
+                Some(Weights::Quantized(f32_range(
+                    buffer,
+                    t.offset - layers.start,
+                    t.len(),
+                )))
             }
-            _ => Weights::F32(f32_range(&self.params.weights, t.offset, t.len())),
+            _ => None,
         }
     }
 
-    /// The master weights, `layout.total` values.
+    /// The master weights, `layout.total` values (bf16 ones widened).
     pub async fn read_weights(&self, gpu: &Gpu) -> Result<Vec<f32>> {
-        gpu.read_back((&self.params.weights).into()).await
+        let stored = (&self.params.weights).into();
+        match self.params.storage() {
+            MasterStorage::F32 => gpu.read_back(stored).await,
+            MasterStorage::Bf16 => {
+                let bits: Vec<u16> = gpu.read_back(stored).await?;
+                let n = self.layout.total as usize;
+                Ok(bits[..n].iter().map(|&b| bf16_value(b)).collect())
+            }
+        }
+    }
+
+    /// The master weights as f32 in a buffer: their own, or (bf16) a
+    /// widened copy made for the caller, `4·total` bytes while it lives.
+    pub async fn f32_weights(&self, gpu: &Gpu, k: &Kernels) -> Result<wgpu::Buffer> {
+        if self.params.storage() == MasterStorage::F32 {
+            return Ok(self.params.weights.clone());
+        }
+        let widened = gpu.storage_buffer("weights (widened)", 4 * self.layout.total)?;
+        let mut d = Vec::new();
+        for c in self
+            .layout
+            .chunks(gpu.limits.max_storage_buffer_binding_size)?
+        {
+            let (span, n) = (c.span, c.span.len as u32);
+            let src = self.params.master_range(span.start, span.len);
+            d.push(
+                k.cast
+                    .bf16_to_f32(gpu, src, f32_range(&widened, span.start, span.len), n)?,
+            );
+        }
+        gpu.run(&d.iter().collect::<Vec<_>>()).await?;
+        Ok(widened)
     }
 
     /// The accumulated gradients, `layout.total` values.
@@ -416,14 +507,32 @@ struct Net<'a> {
 }
 
 impl<'a> Net<'a> {
-    fn w(&self, role: Role) -> Weights<'a> {
-        self.m.forward_weights(role)
+    /// The weights of `role` that the forward and the dX products read: the
+    /// master (`master`), its f16 mirror, or (the linear weights of layers
+    /// not kept wide) their quantized copy.
+    fn w(&self, role: Role, s: &mut Vec<Dispatch>) -> Result<Weights<'a>> {
+        match self.m.mirror_weights(role) {
+            Some(w) => Ok(w),
+            None => self.master(role, s).map(Weights::F32),
+        }
     }
 
-    /// The f32 master weights of a parameter.
-    fn master(&self, role: Role) -> BufferRange<'a> {
-        let t = self.m.layout.get(role);
-        f32_range(&self.m.params.weights, t.offset, t.len())
+    /// The f32 master weights of a parameter: their own, or bf16 ones
+    /// widened into `params.widened` by a dispatch pushed onto `s` — one
+    /// tensor at a time, so what reads them must follow it before the next.
+    fn master(&self, role: Role, s: &mut Vec<Dispatch>) -> Result<BufferRange<'a>> {
+        let (t, p) = (self.m.layout.get(role), &self.m.params);
+        let Some(widened) = &p.widened else {
+            return Ok(f32_range(&p.weights, t.offset, t.len()));
+        };
+        let to = f32_range(widened, 0, t.len());
+        let from = p.master_range(t.offset, t.len());
+        s.push(
+            self.k
+                .cast
+                .bf16_to_f32(self.gpu, from, to, t.len() as u32)?,
+        );
+        Ok(to)
     }
 
     /// The f32 gradient of a parameter.
@@ -480,10 +589,11 @@ impl<'a> Net<'a> {
         for t in self.m.layout.tensors.iter().filter(|t| {
             t.role.is_layer_linear() && t.role.layer().is_some_and(|l| !wide.keeps_layer(l, n))
         }) {
+            let master = self.master(t.role, &mut d)?;
             d.extend(self.k.linear.quantize_weights(
                 self.gpu,
                 self.linear(t.role, 1)?,
-                f32_range(&self.m.params.weights, t.offset, t.len()),
+                master,
                 f32_range(buffer, t.offset - layers.start, t.len()),
             )?);
         }

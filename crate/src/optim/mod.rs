@@ -23,7 +23,7 @@ use crate::gpu::{Dispatch, Gpu};
 use crate::kernels::optimizer::{bf16_state_bytes, partials_for};
 use crate::kernels::{Adam8bitBuffers, AdamBuffers, AdamHyper, GradStats, Kernels};
 use crate::model::layout::CHUNK_ALIGN;
-use crate::model::{Chunk, Mirror, Model, Params, f16_range, f32_range};
+use crate::model::{Chunk, MasterStorage, Mirror, Model, Params, f16_range, f32_range};
 pub use crate::ops::adam::ByteCode;
 use crate::ops::muon::MuonHyper;
 use muon::Muon;
@@ -142,6 +142,14 @@ impl MasterWeights {
 
     fn is_f32(&self) -> bool {
         *self == MasterWeights::F32
+    }
+
+    /// How the GPU holds them: bf16-sr's as bf16, 2 bytes a weight.
+    pub fn storage(self) -> MasterStorage {
+        match self {
+            MasterWeights::F32 => MasterStorage::F32,
+            MasterWeights::Bf16Sr => MasterStorage::Bf16,
+        }
     }
 }
 
@@ -429,10 +437,7 @@ impl Optimizer {
     ) -> Result<Dispatch> {
         let (start, len) = (c.span.start, c.span.len);
         let mirror = f16_mirror(p, start, len);
-        let (weights, grads) = (
-            f32_range(&p.weights, start, len),
-            f32_range(&p.grads, start, len),
-        );
+        let (weights, grads) = (p.master_range(start, len), f32_range(&p.grads, start, len));
         let (n, stats) = (len as u32, (&self.stats).into());
         match &self.state {
             StateBuffers::Fp32 { m, v } | StateBuffers::Bf16 { m, v } => {
@@ -460,7 +465,7 @@ impl Optimizer {
                 let w = BlockWindow::new(*code, start, len);
                 let b = Adam8bitBuffers {
                     code: *code,
-                    weights: f32_range(&p.weights, w.from, w.len),
+                    weights: p.master_range(w.from, w.len),
                     grads: f32_range(&p.grads, w.from, w.len),
                     m_codes: w.codes(m_codes),
                     v_codes: w.codes(v_codes),

@@ -9,7 +9,7 @@ use crate::kernels::Kernels;
 use crate::kernels::muon::{MuonPart, MuonStep, NsScratch};
 use crate::kernels::optimizer::MuonMomentum;
 use crate::model::layout::{ParamLayout, Role, Span};
-use crate::model::{Config, Mirror, Params, f16_range, f32_range};
+use crate::model::{Config, MasterStorage, Mirror, Params, f16_range, f32_range};
 use crate::ops::muon::MuonHyper;
 
 use super::{BlockWindow, StateBuffers, bf16_range};
@@ -222,18 +222,18 @@ impl Muon {
         for part in &self.parts {
             d.extend(k.muon.orthogonalize(gpu, (&k.linear, &k.infra), part, &s)?);
         }
-        let weights = f32_range(&p.weights, start, len);
+        let weights = p.master_range(start, len);
+        let bf16 = p.storage() == MasterStorage::Bf16;
         for part in &self.parts {
-            d.push(
-                k.muon
-                    .apply(gpu, part, (&self.step, stats), &self.next, weights)?,
-            );
+            let step = (&self.step, stats);
+            d.push(k.muon.apply(gpu, part, step, &self.next, (weights, bf16))?);
         }
         if let Some(Mirror::F16(mirror)) = &p.mirror {
-            d.push(
-                k.cast
-                    .f32_to_f16(gpu, weights, f16_range(mirror, start, len), n)?,
-            );
+            let to = f16_range(mirror, start, len);
+            d.push(match bf16 {
+                false => k.cast.f32_to_f16(gpu, weights, to, n)?,
+                true => k.cast.bf16_to_f16(gpu, weights, to, n)?,
+            });
         }
         Ok(d)
     }

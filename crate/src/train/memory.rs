@@ -5,13 +5,14 @@
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::model::{BatchShape, Config, Dims, Mirror, ParamLayout, Recipe};
+use crate::model::{BatchShape, Config, Dims, MasterStorage, Mirror, ParamLayout, Recipe};
 use crate::optim::{OptimState, OptimizerKind, muon};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Memory {
     pub parameters: u64,
-    /// f32 master weights
+    /// master weights: f32, or bf16 (bf16-sr) and one tensor of them
+    /// widened to f32 for the kernels that read f32
     pub master: u64,
     /// f32 gradients
     pub grads: u64,
@@ -33,13 +34,16 @@ impl Memory {
         c: &Config,
         shape: BatchShape,
         precision: &Recipe,
-        (optimizer, state): (OptimizerKind, OptimState),
+        (optimizer, state, storage): (OptimizerKind, OptimState, MasterStorage),
         max_binding: u64,
     ) -> Result<Memory> {
         let layout = ParamLayout::new(c);
         let n = layout.total;
         let dims = Dims::new(c, shape, max_binding)?;
-        let master = 4 * n;
+        let master = match storage {
+            MasterStorage::F32 => storage.bytes(n),
+            MasterStorage::Bf16 => storage.bytes(n) + 4 * layout.largest_tensor(),
+        };
         let grads = 4 * n;
         let moments = state.bytes(n);
         let optimizer_scratch = match optimizer {
@@ -120,12 +124,28 @@ mod tests {
     fn int8_state_is_at_most_27_percent_of_fp32_moments() {
         let c = Config::preset("small").unwrap();
         let s = BatchShape { batch: 8, seq: 256 };
-        let adamw = |state| (OptimizerKind::Adamw, state);
+        let adamw = |state| (OptimizerKind::Adamw, state, MasterStorage::F32);
         let fp32 = Memory::of(&c, s, &Recipe::fp32(), adamw(OptimState::Fp32), 1 << 30).unwrap();
         let int8 = Memory::of(&c, s, &Recipe::f16(), adamw(OptimState::Int8), 1 << 30).unwrap();
         let ratio = int8.moments as f64 / fp32.moments as f64;
         assert!(ratio <= 0.27, "{ratio}");
         assert_eq!(int8.mirror * 2, fp32.master);
         assert_eq!(fp32.mirror, 0);
+    }
+
+    #[test]
+    fn bf16_sr_master_is_two_bytes_a_weight_and_one_tensor_widened() {
+        let c = Config::preset("small").unwrap();
+        let s = BatchShape { batch: 8, seq: 256 };
+        let of = |storage| {
+            let kind = (OptimizerKind::Adamw, OptimState::Fp32, storage);
+            Memory::of(&c, s, &Recipe::fp32(), kind, 1 << 30).unwrap()
+        };
+        let (f32, bf16) = (of(MasterStorage::F32), of(MasterStorage::Bf16));
+        let total = ParamLayout::new(&c).total;
+        let embedding = 4 * (c.vocab * c.d_model) as u64; // the largest tensor, widened
+        assert_eq!(f32.master, 4 * total);
+        assert_eq!(bf16.master, 2 * total + embedding);
+        assert_eq!(f32.total - bf16.total, f32.master - bf16.master);
     }
 }

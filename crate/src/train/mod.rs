@@ -149,10 +149,8 @@ impl Trainer {
         let mut model = Model::new(
             gpu,
             &k,
-            config.model.clone(),
-            config.shape,
-            config.precision.clone(),
-            weights,
+            (config.model.clone(), config.shape, config.precision.clone()),
+            (weights, config.optim.master.storage()),
         )
         .await?;
         let scaler = config
@@ -270,8 +268,8 @@ impl Trainer {
         let chunks: Vec<_> = self.optimizer.chunks.iter().filter(|c| c.decays).collect();
         let count: u64 = chunks.iter().map(|c| partials_for(c.span.len)).sum();
         let partials = self.gpu.storage_buffer("weight_norm", 8 * count)?;
-        let weights = &self.model.params.weights;
-        let dispatches = sum_squares(&self.gpu, &self.k, weights, &chunks, &partials)?;
+        let weights = self.model.f32_weights(&self.gpu, &self.k).await?;
+        let dispatches = sum_squares(&self.gpu, &self.k, &weights, &chunks, &partials)?;
         self.gpu.run(&dispatches.iter().collect::<Vec<_>>()).await?;
         let sums: Vec<[f32; 2]> = self.gpu.read_back((&partials).into()).await?;
         Ok(sums.iter().map(|s| s[0] as f64).sum::<f64>().sqrt())
@@ -287,7 +285,11 @@ impl Trainer {
             &self.config.model,
             self.config.shape,
             &self.config.precision,
-            (self.config.optim.optimizer, self.config.optim.state),
+            (
+                self.config.optim.optimizer,
+                self.config.optim.state,
+                self.config.optim.master.storage(),
+            ),
             self.gpu.limits.max_storage_buffer_binding_size,
         )
     }

@@ -95,7 +95,7 @@ pub async fn plan_model(spec: JsValue) -> Result<JsValue, JsError> {
     }
     for precision in recipes {
         for state in OptimState::ALL {
-            let kind = (c.optim.optimizer, state);
+            let kind = (c.optim.optimizer, state, c.optim.master.storage());
             let memory = match Memory::of(&c.model, c.shape, &precision, kind, binding) {
                 Ok(m) => m,
                 Err(_) => continue, // reported by `fits`

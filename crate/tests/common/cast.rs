@@ -122,6 +122,39 @@ pub async fn cast_round_trips_every_f16(gpu: &Gpu) -> Result<()> {
     Ok(())
 }
 
+/// Every one of the 65 536 bf16 bit patterns (pairs in words, as bf16-sr
+/// master weights are stored; one more for an odd count) widens to f32 bit
+/// for bit, NaN payloads included, and casts to f16 as its widened value does.
+pub async fn cast_widens_every_bf16(gpu: &Gpu) -> Result<()> {
+    let k = Cast::new(gpu).await?;
+    let bits: Vec<u16> = (0..=u16::MAX).chain([0x3f80]).collect();
+    let n = bits.len() as u32;
+    let src = gpu.upload("src", &bits)?;
+    let (wide, half) = (
+        gpu.storage_buffer("f32", 4 * n as u64)?,
+        gpu.storage_buffer("f16", f16_bytes(n as u64))?,
+    );
+    let d = [
+        k.bf16_to_f32(gpu, (&src).into(), (&wide).into(), n)?,
+        k.bf16_to_f16(gpu, (&src).into(), (&half).into(), n)?,
+    ];
+    gpu.run(&d.iter().collect::<Vec<_>>()).await?;
+    let got: Vec<u32> = gpu.read_back((&wide).into()).await?;
+    let want: Vec<u32> = bits.iter().map(|&b| (b as u32) << 16).collect();
+    assert_eq!(got, want, "bf16 -> f32 keeps every bit");
+    let widened: Vec<f32> = want.iter().map(|&b| f32::from_bits(b)).collect();
+    let mut got: Vec<f16> = gpu.read_back((&half).into()).await?;
+    assert_eq!(
+        got[n as usize].to_bits(),
+        0,
+        "odd n: padding half must be 0"
+    );
+    got.truncate(n as usize);
+    let want: Vec<f16> = widened.iter().map(|&x| reference::f32_to_f16(x)).collect();
+    assert_f16_identical("bf16 -> f16", &widened, &got, &want);
+    Ok(())
+}
+
 /// Both directions with more than 65 535 workgroups (2-D dispatch). f32 -> f16
 /// has one invocation per pair, so it needs n > 2·256·65 535; the n chosen
 /// keeps the f32 source within lavapipe's 128 MiB binding limit.

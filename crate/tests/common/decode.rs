@@ -5,15 +5,15 @@
 
 use std::ops::ControlFlow;
 
-use webtrain::kernels::{Attention, Heads, Kernels, LinearShape, Output};
+use webtrain::kernels::{Attention, Heads, Kernels};
 use webtrain::model::decode::{Decoder, Generation, Sampling, sample};
-use webtrain::model::{BatchShape, Config, Model, ParamLayout, Pass, Recipe, Role};
+use webtrain::model::{BatchShape, Config, MasterStorage, Model, ParamLayout, Pass, Recipe};
 use webtrain::reference::attention as reference;
 use webtrain::reference::model as reference_model;
 use webtrain::rng::SplitMix64;
 use webtrain::{Gpu, Result};
 
-use super::check::{assert_close_to_scale, assert_identical, decode_shape, refs, rng, uniform};
+use super::check::{assert_close_to_scale, assert_identical, decode_shape, rng, uniform};
 use super::model::{tokens, weights};
 
 /// Two sequences of an awkward length (not a multiple of 16 or 64).
@@ -106,18 +106,7 @@ async fn training_logits(
 ) -> Result<Vec<f32>> {
     model.write_batch(gpu, inputs, inputs)?;
     model.run(gpu, Pass::Forward).await?;
-    let shape = LinearShape::new(model.shape.rows(), model.config.d_model, model.config.vocab);
-    let logits = gpu.storage_buffer("logits", 4 * shape.rows as u64 * shape.d_out as u64)?;
-    let w = model.forward_weights(Role::LmHead);
-    gpu.run(&refs(&k.linear.forward(
-        gpu,
-        shape,
-        (&model.acts.xnf).into(),
-        w,
-        Output::Store((&logits).into()),
-    )?))
-    .await?;
-    gpu.read_back((&logits).into()).await
+    model.logits(gpu, k).await
 }
 
 /// Feeds `inputs` (`[B·T]`, row b·T + t) one position per step from the
@@ -154,7 +143,13 @@ async fn matches_forward(gpu: &Gpu, precision: Recipe) -> Result<()> {
     let layout = ParamLayout::new(&config);
     let w = weights(&layout, 95);
     let inputs = tokens(96, SHAPE.rows() as usize, config.vocab); // different tokens per sequence
-    let model = Model::new(gpu, &k, config.clone(), SHAPE, precision.clone(), &w).await?;
+    let model = Model::new(
+        gpu,
+        &k,
+        (config.clone(), SHAPE, precision.clone()),
+        (&w, MasterStorage::F32),
+    )
+    .await?;
     let forward = training_logits(gpu, &k, &model, &inputs).await?;
     let mut decoder = Decoder::new(gpu, &k, &model, SHAPE.batch, SHAPE.seq)?;
     let got = decode_all(gpu, &k, &model, &mut decoder, &inputs, SHAPE).await?;
@@ -222,10 +217,8 @@ pub async fn decoder_refuses_past_max_len_and_resets(gpu: &Gpu) -> Result<()> {
     let model = Model::new(
         gpu,
         &k,
-        config.clone(),
-        shape,
-        Recipe::fp32(),
-        &weights(&layout, 98),
+        (config.clone(), shape, Recipe::fp32()),
+        (&weights(&layout, 98), MasterStorage::F32),
     )
     .await?;
     let inputs = tokens(99, 5, config.vocab);
@@ -252,10 +245,8 @@ pub async fn decoder_refuses_past_max_len_and_resets(gpu: &Gpu) -> Result<()> {
     let other_model = Model::new(
         gpu,
         &k,
-        other.clone(),
-        shape,
-        Recipe::fp32(),
-        &weights(&ParamLayout::new(&other), 98),
+        (other.clone(), shape, Recipe::fp32()),
+        (&weights(&ParamLayout::new(&other), 98), MasterStorage::F32),
     )
     .await?;
     assert!(
@@ -286,10 +277,12 @@ pub async fn generate_streams_the_tokens_it_samples(gpu: &Gpu) -> Result<()> {
     let model = Model::new(
         gpu,
         &k,
-        config.clone(),
-        BatchShape { batch: 1, seq: 8 },
-        Recipe::fp32(),
-        &weights(&layout, 100),
+        (
+            config.clone(),
+            BatchShape { batch: 1, seq: 8 },
+            Recipe::fp32(),
+        ),
+        (&weights(&layout, 100), MasterStorage::F32),
     )
     .await?;
     let prompts = [vec![5u32, 17, 300], vec![42, 0, 7]];

@@ -3,7 +3,7 @@
 
 use webtrain::kernels::Kernels;
 use webtrain::kernels::loss::IGNORE_INDEX;
-use webtrain::model::{BatchShape, Config, Model, ParamLayout, Pass, Recipe};
+use webtrain::model::{BatchShape, Config, MasterStorage, Model, ParamLayout, Pass, Recipe};
 use webtrain::reference::model as reference;
 use webtrain::{Gpu, Result};
 
@@ -101,7 +101,13 @@ async fn matches_reference_on(
     let w = weights(&layout, 90);
     let n = SHAPE.rows() as usize;
     let inputs = tokens(91, n, config.vocab);
-    let model = Model::new(gpu, &k, config.clone(), SHAPE, precision.clone(), &w).await?;
+    let model = Model::new(
+        gpu,
+        &k,
+        (config.clone(), SHAPE, precision.clone()),
+        (&w, MasterStorage::F32),
+    )
+    .await?;
     let (logits, loss, grads) = run_step(gpu, &k, &model, &inputs, targets).await?;
     let want = reference::forward_backward(
         &config,
@@ -156,4 +162,43 @@ pub async fn model_matches_reference_on_answers_only(gpu: &Gpu) -> Result<()> {
         }
     }
     matches_reference_on(gpu, Recipe::fp32(), false, &targets).await
+}
+
+/// bf16-sr master weights are stored as bf16 pairs, and each kernel that
+/// reads f32 weights reads its tensor widened right before it: a step from
+/// them gives the logits, loss and every gradient of the same values in
+/// f32 words, bit for bit — every tensor widened (fp32), the f16 mirror
+/// filled from them (f16), the quantized copy made from them with the last
+/// layer and the head read wide (nvfp4), QuEST's masks reading them (quartet).
+pub async fn model_reads_bf16_master_weights_exactly(gpu: &Gpu) -> Result<()> {
+    use webtrain::ops::adam::{bf16_bits, bf16_value};
+    let config = Config::preset("tiny")?;
+    let layout = ParamLayout::new(&config);
+    let w: Vec<f32> = (weights(&layout, 94).iter())
+        .map(|&x| bf16_value(bf16_bits(x)))
+        .collect();
+    // rows a multiple of the Hadamard transforms' 32 (wgrad's K)
+    let shape = BatchShape { batch: 2, seq: 32 };
+    let n = shape.rows() as usize;
+    let (inputs, targets) = (tokens(95, n, config.vocab), tokens(96, n, config.vocab));
+    for name in ["fp32", "f16", "nvfp4", "quartet"] {
+        let precision = Recipe::named(name)?;
+        let mut steps = Vec::new();
+        for storage in [MasterStorage::F32, MasterStorage::Bf16] {
+            // kernels of their own: a model's products take the next of
+            // their random streams when it is built
+            let k = precision.kernels(gpu, &[config.head_dim()], 7).await?;
+            let spec = (config.clone(), shape, precision.clone());
+            let model = Model::new(gpu, &k, spec, (&w, storage)).await?;
+            assert_eq!(model.read_weights(gpu).await?, w, "{name} {storage:?}");
+            steps.push(run_step(gpu, &k, &model, &inputs, &targets).await?);
+        }
+        let [(logits, loss, grads), (logits_bf16, loss_bf16, grads_bf16)] = &steps[..] else {
+            unreachable!("two storages")
+        };
+        super::check::assert_identical(&format!("{name} logits"), logits_bf16, logits);
+        assert_eq!(loss_bf16.to_bits(), loss.to_bits(), "{name} loss");
+        super::check::assert_identical(&format!("{name} gradients"), grads_bf16, grads);
+    }
+    Ok(())
 }

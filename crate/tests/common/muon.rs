@@ -71,7 +71,8 @@ pub async fn newton_schulz_matches_reference(gpu: &Gpu) -> Result<()> {
         let step = gpu.uniform("muon_step", &MuonStep::new(&hyper, 1, None, 0));
         let stats = gpu.upload("stats", &[0.0f32, 1.0, 0.0, 0.0])?;
         let mut d = ns.orthogonalize(gpu, (&linear, &infra), &part, &s)?;
-        d.push(ns.apply(gpu, &part, (&step, (&stats).into()), &next, (&w).into())?);
+        let weights = ((&w).into(), false);
+        d.push(ns.apply(gpu, &part, (&step, (&stats).into()), &next, weights)?);
         gpu.run(&d.iter().collect::<Vec<_>>()).await?;
         let (got, got_w) = (
             gpu.read_back::<f32>((&next).into()).await?,
@@ -143,11 +144,14 @@ pub async fn muon_apply_bf16_sr_matches_reference(gpu: &Gpu) -> Result<()> {
     let (len, n, before, seed) = (part.reach() as usize, 53 * 19, 256usize, 0x5eed_u32);
     let mut w0 = uniform(&mut rng(940), before + len, -0.1, 0.1);
     w0.iter_mut().for_each(|x| *x = bf16_value(bf16_bits(*x)));
-    let wb = gpu.upload("w", &w0)?;
+    // stored as bf16 pairs; the matrices start at an odd element and leave
+    // gaps, so words are shared with elements the update must leave alone
+    let bits: Vec<u16> = w0.iter().map(|&x| bf16_bits(x)).collect();
+    let wb = gpu.upload("w", &bits)?;
     let weights = BufferRange {
         buffer: &wb,
-        offset: 4 * before as u64,
-        size: 4 * len as u64,
+        offset: 2 * before as u64,
+        size: 2 * len.next_multiple_of(2) as u64,
     };
     let stats = gpu.upload("stats", &[0.0f32, 1.0, 0.0, 0.0])?;
     let hyper = MuonHyper {
@@ -161,9 +165,12 @@ pub async fn muon_apply_bf16_sr_matches_reference(gpu: &Gpu) -> Result<()> {
         let ob = gpu.upload("o", &o)?;
         let uniform_step = MuonStep::new(&hyper, t, Some(seed), before as u32);
         let step = gpu.uniform("muon_step", &uniform_step);
-        let d = ns.apply(gpu, &part, (&step, (&stats).into()), &ob, weights)?;
+        let d = ns.apply(gpu, &part, (&step, (&stats).into()), &ob, (weights, true))?;
         gpu.run(&[&d]).await?;
-        let got = gpu.read_back::<f32>((&wb).into()).await?;
+        let got: Vec<f32> = (gpu.read_back::<u16>((&wb).into()).await?.iter())
+            .take(w0.len())
+            .map(|&b| bf16_value(b))
+            .collect();
         let scale = uniform_step.lr * update_scale(part.rows, part.cols) as f32;
         let mut apart = 0;
         for l in 0..part.count as usize {

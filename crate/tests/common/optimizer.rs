@@ -850,9 +850,10 @@ pub async fn muon_momentum_matches_reference(gpu: &Gpu) -> Result<()> {
     Ok(())
 }
 
-/// bf16-sr master weights (TorchAO's `_fp32_to_bf16_sr`), through the f32
-/// and the block-wise (int4) launchers, bound 256 elements into their
-/// buffer (the random bits are drawn by element of the whole buffer): two
+/// bf16-sr master weights (TorchAO's `_fp32_to_bf16_sr`), stored as bf16
+/// pairs (the plain kernel's neighbouring invocations share each word),
+/// through the f32 and the block-wise (int4) launchers, bound 256 elements
+/// into their buffer (the random bits are drawn by element of the whole buffer): two
 /// steps from bf16 weights against the twin's update and `bf16_sr` with
 /// the same bits. Every new weight is a bf16 value; the twin's f64 update
 /// and the kernel's f32 one differ by a few f32 ulps, so where the 16
@@ -869,11 +870,12 @@ pub async fn adamw_bf16_sr_master_matches_reference(gpu: &Gpu) -> Result<()> {
     for code in [None, Some(ByteCode::Int4)] {
         let mut w0 = uniform(&mut rng(76), n + at, -0.5, 0.5);
         w0.iter_mut().for_each(|x| *x = bf16_value(bf16_bits(*x)));
-        let wb = gpu.upload("w", &w0)?;
+        let bits: Vec<u16> = w0.iter().map(|&x| bf16_bits(x)).collect();
+        let wb = gpu.upload("w", &bits)?;
         let weights = webtrain::gpu::BufferRange {
             buffer: &wb,
-            offset: 4 * at as u64,
-            size: 4 * n as u64,
+            offset: 2 * at as u64,
+            size: 2 * n as u64,
         };
         let bytes = |b: u64| gpu.storage_buffer("state", b);
         let (mb, vb) = match code {
@@ -921,7 +923,8 @@ pub async fn adamw_bf16_sr_master_matches_reference(gpu: &Gpu) -> Result<()> {
                 None => reference::adamw(&HYPER, t, true, 0.5, &mut w, &g, &mut m, &mut v),
                 Some(_) => reference::adamw_8bit(&HYPER, t, true, 0.5, &mut w, &g, &mut blocks),
             }
-            let got: Vec<f32> = gpu.read_back((&wb).into()).await?;
+            let got: Vec<u16> = gpu.read_back((&wb).into()).await?;
+            let got: Vec<f32> = got.iter().map(|&b| bf16_value(b)).collect();
             assert_eq!(
                 got[..at],
                 w0[..at],

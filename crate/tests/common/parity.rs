@@ -7,7 +7,7 @@ use webtrain::data::Batch;
 use webtrain::hf::names::parts;
 use webtrain::hf::{HfFiles, HfModel};
 use webtrain::kernels::Kernels;
-use webtrain::model::{BatchShape, Model, ParamLayout, Recipe};
+use webtrain::model::{BatchShape, MasterStorage, Model, ParamLayout, Recipe};
 use webtrain::optim::{HostState, LrSchedule, OptimConfig, OptimState};
 use webtrain::train::{TrainConfig, Trainer};
 use webtrain::{Gpu, Result};
@@ -158,10 +158,8 @@ async fn matches_pytorch(gpu: &Gpu, f: &Fixture, precision: Recipe, bounds: &Bou
     let model = Model::new(
         gpu,
         &k,
-        hf.config.clone(),
-        shape,
-        precision.clone(),
-        &hf.weights,
+        (hf.config.clone(), shape, precision.clone()),
+        (&hf.weights, MasterStorage::F32),
     )
     .await?;
     let (logits, loss, grads) =

@@ -13,7 +13,7 @@ use webtrain::kernels::loss::IGNORE_INDEX;
 
 use webtrain::data::Tokenizer;
 use webtrain::model::decode::{Decoder, Generation, Sampling};
-use webtrain::model::{BatchShape, Model, Recipe};
+use webtrain::model::{BatchShape, MasterStorage, Model, Recipe};
 use webtrain::{Error, Gpu, Result};
 
 use crate::files;
@@ -117,10 +117,8 @@ pub async fn eval(args: &EvalArgs) -> Result<()> {
     let m = Model::new(
         &gpu,
         &k,
-        model.config.clone(),
-        shape,
-        precision.clone(),
-        &model.weights,
+        (model.config.clone(), shape, precision.clone()),
+        (&model.weights, MasterStorage::F32),
     )
     .await?;
     // position t predicts token t+1; the last predicts nothing (transformers' shift)
@@ -165,10 +163,12 @@ pub async fn generate(args: &GenerateArgs) -> Result<()> {
     let m = Model::new(
         &gpu,
         &k,
-        model.config.clone(),
-        BatchShape { batch: 1, seq: 1 },
-        Recipe::named(&args.precision)?,
-        &model.weights,
+        (
+            model.config.clone(),
+            BatchShape { batch: 1, seq: 1 },
+            Recipe::named(&args.precision)?,
+        ),
+        (&model.weights, MasterStorage::F32),
     )
     .await?;
     // a cache for this generation only, not the whole context

@@ -518,6 +518,13 @@ impl Linear {
         Ok(d)
     }
 
+    /// Whether `clip_masks` reads the master weights (the forward clips them).
+    pub fn clips_weights(&self) -> bool {
+        self.operands
+            .as_ref()
+            .is_some_and(|o| o.products.forward[1].clips())
+    }
+
     /// QuEST's gradient masks, where the recipe's forward operands clip
     /// (`Operand::clips`): `dx` and `dw` as `backward_input` and
     /// `backward_weight` left them, each zeroed (in its operand's Hadamard

@@ -4,7 +4,8 @@
 use bytemuck::Zeroable;
 
 use super::{
-    Adam8bitBuffers, AdamBlock, MuonMomentum, Optimizer, STATS_BYTES, UpdateState, bf16_state_bytes,
+    Adam8bitBuffers, AdamBlock, MuonMomentum, Optimizer, STATS_BYTES, UpdateState,
+    bf16_state_bytes, master_bytes,
 };
 use crate::error::{Error, Result};
 use crate::gpu::{Bind, BufferRange, Dispatch, Gpu, f16_bytes};
@@ -48,7 +49,7 @@ impl Optimizer {
             step.into(),
             stats.needs(STATS_BYTES),
             self.tables(b.code).into(),
-            b.weights.needs(4 * n64),
+            b.weights.needs(master_bytes(n64, b.sr_seed.is_some())),
             b.grads.needs(4 * n64),
             b.m_codes.needs(b.code.code_bytes(n64)),
             b.v_codes.needs(b.code.code_bytes(n64)),

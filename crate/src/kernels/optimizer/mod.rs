@@ -17,8 +17,10 @@ use crate::shaders::OPTIMIZER_MODULE;
 
 mod block_state;
 mod descs;
+mod master;
 
 use descs::*;
+pub(crate) use master::{master_bytes, master_element, master_prelude};
 
 /// Gradients per `reduce_norm_sq` workgroup: `GROUP` in 12_optimizer.wgsl.
 const GROUP: u64 = 4096;
@@ -95,12 +97,12 @@ struct AdamBlock {
 }
 
 impl AdamBlock {
-    /// With `sr_seed`, bf16 master weights rounded stochastically, the
-    /// bits drawn by element of `weights`' buffer.
+    /// With `sr_seed`, bf16 master weights (pairs) rounded stochastically,
+    /// the bits drawn by element of `weights`' buffer.
     fn master(self, weights: &BufferRange, sr_seed: Option<u32>) -> AdamBlock {
         AdamBlock {
             sr_seed: sr_seed.unwrap_or(0),
-            offset: (weights.offset / 4) as u32,
+            offset: master_element(weights, sr_seed.is_some()),
             sr_stream: MASTER_SR_STREAM,
             ..self
         }
@@ -159,6 +161,7 @@ pub enum MuonMomentum<'a> {
 
 /// The buffers one AdamW dispatch updates (one block, or chunk of one).
 pub struct AdamBuffers<'a> {
+    /// f32, or with `sr_seed` bf16 pairs (bf16-sr master weights).
     pub weights: BufferRange<'a>,
     pub grads: BufferRange<'a>,
     pub moment1: BufferRange<'a>,
@@ -181,6 +184,7 @@ pub struct AdamBuffers<'a> {
 /// dispatches.
 pub struct Adam8bitBuffers<'a> {
     pub code: ByteCode,
+    /// f32, or with `sr_seed` bf16 pairs (bf16-sr master weights).
     pub weights: BufferRange<'a>,
     pub grads: BufferRange<'a>,
     pub m_codes: BufferRange<'a>,
@@ -227,11 +231,11 @@ impl Updates {
         UPDATE_INT4_F16,
     ];
 
-    /// With `master_sr`, the variant whose new weights are rounded to bf16
-    /// stochastically (`MASTER_SR`: a constant, so the f32 variant carries
-    /// no trace of it). Pipelines are made on first use.
+    /// With `master_sr`, the variant whose master weights are bf16 pairs,
+    /// each new weight rounded to bf16 stochastically (`master_prelude`: the
+    /// f32 variant carries no trace of it). Pipelines are made on first use.
     async fn new(gpu: &Gpu, master_sr: bool) -> Result<Updates> {
-        let constants = format!("const MASTER_SR: bool = {master_sr};\n");
+        let constants = master_prelude(3, master_sr);
         let kernels = build_variant_kernels(gpu, OPTIMIZER_MODULE, &constants, Self::DESCS);
         Ok(Updates(kernels.await?))
     }
@@ -283,7 +287,7 @@ impl Optimizer {
             MUON_MOMENTUM_INT4,
             MUON_MOMENTUM_BF16,
         ];
-        let plain = "const MASTER_SR: bool = false;\n";
+        let plain = &master_prelude(3, false);
         let [
             reduce,
             finalize,
@@ -459,7 +463,7 @@ impl Optimizer {
             (&params).into(),
             step.into(),
             stats.needs(STATS_BYTES),
-            b.weights.needs(4 * n64),
+            b.weights.needs(master_bytes(n64, b.sr_seed.is_some())),
             b.grads.needs(4 * n64),
             b.moment1.needs(moment_bytes),
             b.moment2.needs(moment_bytes),
