@@ -62,23 +62,35 @@ fn bench_prints_one_line_per_kernel() {
 
 #[test]
 fn bench_times_whole_steps_per_mode() {
-    // f16 (the update writes the mirror) and nvfp4 (a quantized copy): 12 runs
-    let lines = run_line("bench --what steps --presets tiny --precisions f16,nvfp4 --reps 1");
+    // f16 (the update writes the mirror, from bf16 master weights too): 14 runs
+    let lines = run_line(
+        "bench --what steps --presets tiny --precisions f16 --master-weights f32,bf16-sr --reps 1",
+    );
     let modes: Vec<(&str, &str)> = lines
         .iter()
         .map(|l| {
             (
-                l["precision"].as_str().unwrap(),
                 l["optim_state"].as_str().unwrap(),
+                l["master_weights"].as_str().unwrap(),
             )
         })
         .collect();
     // every optimizer state when none is named
-    let want: Vec<(&str, &str)> = ["f16", "nvfp4"]
+    let want: Vec<(&str, &str)> = OptimState::ALL
         .into_iter()
-        .flat_map(|p| OptimState::ALL.map(|s| (p, s.name())))
+        .flat_map(|s| ["f32", "bf16-sr"].map(|m| (s.name(), m)))
         .collect();
     assert_eq!(modes, want);
+    for pair in lines.chunks(2) {
+        let bytes = |l: &serde_json::Value| l["adamw_bytes_per_param"].as_u64().unwrap();
+        assert_eq!(
+            bytes(&pair[0]) - bytes(&pair[1]),
+            4,
+            "bf16 weights: 2 bytes read, 2 written"
+        );
+        let master = |l: &serde_json::Value| l["memory"]["master"].as_u64().unwrap();
+        assert!(master(&pair[1]) < master(&pair[0]), "{}", pair[1]);
+    }
     for l in &lines {
         assert!(
             l["step_ms"].as_f64().is_some_and(|ms| ms > 0.0)

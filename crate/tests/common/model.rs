@@ -3,6 +3,7 @@
 
 use webtrain::kernels::Kernels;
 use webtrain::kernels::loss::IGNORE_INDEX;
+use webtrain::model::decode::Decoder;
 use webtrain::model::{BatchShape, Config, MasterStorage, Model, ParamLayout, Pass, Recipe};
 use webtrain::reference::model as reference;
 use webtrain::{Gpu, Result};
@@ -169,7 +170,8 @@ pub async fn model_matches_reference_on_answers_only(gpu: &Gpu) -> Result<()> {
 /// them gives the logits, loss and every gradient of the same values in
 /// f32 words, bit for bit — every tensor widened (fp32), the f16 mirror
 /// filled from them (f16), the quantized copy made from them with the last
-/// layer and the head read wide (nvfp4), QuEST's masks reading them (quartet).
+/// layer and the head read wide (nvfp4), QuEST's masks reading them
+/// (quartet) — and generation's decoder (KV-cache steps) the same logits.
 pub async fn model_reads_bf16_master_weights_exactly(gpu: &Gpu) -> Result<()> {
     use webtrain::ops::adam::{bf16_bits, bf16_value};
     let config = Config::preset("tiny")?;
@@ -191,14 +193,26 @@ pub async fn model_reads_bf16_master_weights_exactly(gpu: &Gpu) -> Result<()> {
             let spec = (config.clone(), shape, precision.clone());
             let model = Model::new(gpu, &k, spec, (&w, storage)).await?;
             assert_eq!(model.read_weights(gpu).await?, w, "{name} {storage:?}");
-            steps.push(run_step(gpu, &k, &model, &inputs, &targets).await?);
+            let (logits, loss, grads) = run_step(gpu, &k, &model, &inputs, &targets).await?;
+            let mut decoder = Decoder::new(gpu, &k, &model, shape.batch, 3)?;
+            let mut decoded = Vec::new();
+            for pos in 0..3 {
+                let column = [inputs[pos], inputs[shape.seq as usize + pos]];
+                decoded.extend(decoder.step(gpu, &k, &model, &column).await?);
+            }
+            steps.push((logits, loss, grads, decoded));
         }
-        let [(logits, loss, grads), (logits_bf16, loss_bf16, grads_bf16)] = &steps[..] else {
+        let [
+            (logits, loss, grads, decoded),
+            (logits_bf16, loss_bf16, grads_bf16, decoded_bf16),
+        ] = &steps[..]
+        else {
             unreachable!("two storages")
         };
         super::check::assert_identical(&format!("{name} logits"), logits_bf16, logits);
         assert_eq!(loss_bf16.to_bits(), loss.to_bits(), "{name} loss");
         super::check::assert_identical(&format!("{name} gradients"), grads_bf16, grads);
+        super::check::assert_identical(&format!("{name} decoded logits"), decoded_bf16, decoded);
     }
     Ok(())
 }

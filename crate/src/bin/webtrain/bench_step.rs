@@ -1,5 +1,5 @@
-//! `webtrain bench` for whole training steps: per preset, precision and
-//! optimizer state, the GPU time of one step (forward, head, backward,
+//! `webtrain bench` for whole training steps: per preset, precision,
+//! optimizer, its state and the master weights, the GPU time of one step (forward, head, backward,
 //! optimizer) and the tokens/s it gives; and the optimizer's dispatches
 //! alone, their share of the step and, for AdamW, GB/s against the copy
 //! kernel's GB/s of the same run; or (`profile`)
@@ -10,7 +10,7 @@ use webtrain::Result;
 use webtrain::data::Batch;
 use webtrain::gpu::{BufferRange, Dispatch, Gpu};
 use webtrain::model::{Recipe, Span};
-use webtrain::optim::{OptimState, OptimizerKind};
+use webtrain::optim::{MasterWeights, OptimState, OptimizerKind};
 use webtrain::rng::{SplitMix64, uniform};
 use webtrain::run::RunSpec;
 use webtrain::train::{Memory, Trainer, synthetic};
@@ -23,6 +23,7 @@ struct StepRow {
     matrix_units: Option<String>,
     optimizer: &'static str,
     optim_state: &'static str,
+    master_weights: &'static str,
     batch: u32,
     seq: u32,
     parameters: u64,
@@ -42,9 +43,10 @@ struct StepRow {
     memory: Memory,
 }
 
-/// Bytes the fused update moves per parameter: weights, gradients (read,
-/// then zeroed) and both moments read and written; the mirror written.
-fn adamw_bytes(precision: &Recipe, state: OptimState) -> u64 {
+/// Bytes the fused update moves per parameter: weights (f32, or bf16-sr's
+/// bf16) and both moments read and written, gradients read then zeroed;
+/// the mirror written.
+fn adamw_bytes(precision: &Recipe, state: OptimState, master: MasterWeights) -> u64 {
     let moments = match state {
         OptimState::Fp32 => 2 * (4 + 4),
         OptimState::Bf16 => 2 * (2 + 2),
@@ -52,15 +54,21 @@ fn adamw_bytes(precision: &Recipe, state: OptimState) -> u64 {
         OptimState::Int4 => 1 + 1, // a nibble of each moment read and written; + 8 B per 128
     };
     let mirror = if precision.f16_weights() { 2 } else { 0 };
-    2 * 4 + 2 * 4 + moments + mirror
+    let weights = match master {
+        MasterWeights::F32 => 4,
+        MasterWeights::Bf16Sr => 2,
+    };
+    2 * weights + 2 * 4 + moments + mirror
 }
 
-/// Which steps to time: every preset × precision × optimizer state listed.
+/// Which steps to time: every preset × precision × optimizer × state ×
+/// master weights listed.
 pub struct Runs<'a> {
     pub presets: &'a [String],
     pub precisions: &'a [Recipe],
     pub optimizers: &'a [OptimizerKind],
     pub states: &'a [OptimState],
+    pub masters: &'a [MasterWeights],
 }
 
 impl Runs<'_> {
@@ -73,26 +81,27 @@ impl Runs<'_> {
     ) -> Result<()> {
         for preset in self.presets {
             for precision in self.precisions {
-                for (&optimizer, &state) in self
-                    .optimizers
-                    .iter()
-                    .flat_map(|o| self.states.iter().map(move |s| (o, s)))
-                {
+                for (&optimizer, &state, &master) in self.optimizers.iter().flat_map(|o| {
+                    (self.states.iter())
+                        .flat_map(move |s| self.masters.iter().map(move |m| (o, s, m)))
+                }) {
                     // the preset's run, as the page and `train` start it
                     let spec = RunSpec {
                         precision: precision.clone(),
                         optimizer,
                         optim_state: state,
+                        master_weights: master,
                         ..RunSpec::preset(preset)?
                     };
                     let config = spec.config()?;
                     match Trainer::new(gpu, config).await {
                         Ok(trainer) => each(preset, trainer).await?,
                         Err(e) => eprintln!(
-                            "{preset:<6} {:<5} {} {:<5} skipped: {e}",
+                            "{preset:<6} {:<5} {} {:<5} {:<7} skipped: {e}",
                             precision.name(),
                             optimizer.name(),
-                            state.name()
+                            state.name(),
+                            master.name()
                         ),
                     }
                 }
@@ -104,11 +113,12 @@ impl Runs<'_> {
 
 pub async fn run(gpu: &Gpu, runs: &Runs<'_>, reps: u32, copy_bw: f64) -> Result<()> {
     eprintln!(
-        "{:<6} {:<5} {:<5} {:<5} {:>10} {:>10} {:>12} {:>10} {:>6} {:>9} {:>7} {:>6}",
+        "{:<6} {:<5} {:<5} {:<5} {:<7} {:>10} {:>10} {:>12} {:>10} {:>6} {:>9} {:>7} {:>6}",
         "preset",
         "prec",
         "optim",
         "state",
+        "master",
         "params",
         "step ms",
         "tokens/s",
@@ -119,10 +129,11 @@ pub async fn run(gpu: &Gpu, runs: &Runs<'_>, reps: u32, copy_bw: f64) -> Result<
         "disp"
     );
     runs.for_each(gpu, async |preset, trainer| {
-        let (shape, precision, state) = (
+        let (shape, precision, state, master) = (
             trainer.config.shape,
             trainer.config.precision.clone(),
             trainer.config.optim.state,
+            trainer.config.optim.master,
         );
         trainer.optimizer.write_step(gpu, &trainer.k, 1)?;
         let m = &trainer.model;
@@ -132,7 +143,8 @@ pub async fn run(gpu: &Gpu, runs: &Runs<'_>, reps: u32, copy_bw: f64) -> Result<
         let adam_s = adamw_seconds(gpu, &trainer, reps).await?;
         let memory = trainer.memory()?;
         let optimizer = trainer.config.optim.optimizer;
-        let bytes = (optimizer == OptimizerKind::Adamw).then(|| adamw_bytes(&precision, state));
+        let bytes =
+            (optimizer == OptimizerKind::Adamw).then(|| adamw_bytes(&precision, state, master));
         let gb_s = bytes.map(|b| (b * m.layout.total) as f64 / adam_s / 1e9);
         let row = StepRow {
             preset: preset.to_string(),
@@ -140,6 +152,7 @@ pub async fn run(gpu: &Gpu, runs: &Runs<'_>, reps: u32, copy_bw: f64) -> Result<
             matrix_units: trainer.k.matrix_units_report(gpu),
             optimizer: optimizer.name(),
             optim_state: state.name(),
+            master_weights: master.name(),
             batch: shape.batch,
             seq: shape.seq,
             parameters: memory.parameters,
@@ -155,11 +168,12 @@ pub async fn run(gpu: &Gpu, runs: &Runs<'_>, reps: u32, copy_bw: f64) -> Result<
             memory,
         };
         eprintln!(
-            "{:<6} {:<5} {:<5} {:<5} {:>10} {:>10.2} {:>12.0} {:>10.3} {:>6.1} {:>9} {:>7} {:>6}",
+            "{:<6} {:<5} {:<5} {:<5} {:<7} {:>10} {:>10.2} {:>12.0} {:>10.3} {:>6.1} {:>9} {:>7} {:>6}",
             row.preset,
             row.precision,
             row.optimizer,
             row.optim_state,
+            row.master_weights,
             row.parameters,
             row.step_ms,
             row.tokens_per_s,
@@ -184,6 +198,7 @@ struct ProfileRow<'a> {
     preset: &'a str,
     precision: &'a str,
     optim_state: &'static str,
+    master_weights: &'static str,
     kernel: &'a str,
     dispatches: u32,
     ms: f64,
@@ -215,13 +230,14 @@ pub async fn profile(gpu: &Gpu, runs: &Runs<'_>, reps: u32) -> Result<()> {
         best.sort_by(|a, b| b.ms.total_cmp(&a.ms));
         let total: f64 = best.iter().map(|t| t.ms).sum();
         let precision = trainer.config.precision.name().to_string();
-        let state = trainer.config.optim.state.name();
-        eprintln!("{preset} {precision} / {state} state: {total:.2} ms of kernels");
+        let (state, master) = (trainer.config.optim.state.name(), trainer.config.optim.master.name());
+        eprintln!("{preset} {precision} / {state} state, {master} master weights: {total:.2} ms of kernels");
         for t in &best {
             let row = ProfileRow {
                 preset,
                 precision: &precision,
                 optim_state: state,
+                master_weights: master,
                 kernel: &t.kernel,
                 dispatches: t.dispatches,
                 ms: t.ms,

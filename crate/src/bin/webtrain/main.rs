@@ -22,7 +22,7 @@ mod train;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod cli {
     use clap::{Args, Parser, Subcommand};
-    use webtrain::optim::OptimState;
+    use webtrain::optim::{MasterWeights, OptimState};
     use webtrain::{Gpu, GpuOptions};
 
     #[derive(Parser)]
@@ -113,6 +113,9 @@ pub mod cli {
         /// Optimizers whose steps to time: adamw, muon.
         #[arg(long, value_delimiter = ',', default_value = "adamw")]
         optimizers: Vec<String>,
+        /// Master weights whose steps to time: f32, bf16-sr.
+        #[arg(long, value_delimiter = ',', default_value = "f32")]
+        master_weights: Vec<String>,
         /// Repetitions timed per kernel (after one warm-up).
         #[arg(long, default_value_t = 10)]
         reps: u32,
@@ -255,11 +258,15 @@ pub mod cli {
                 let optimizers = (args.optimizers.iter())
                     .map(|o| webtrain::optim::OptimizerKind::parse(o))
                     .collect::<webtrain::Result<Vec<_>>>()?;
+                let masters = (args.master_weights.iter())
+                    .map(|m| MasterWeights::parse(m))
+                    .collect::<webtrain::Result<Vec<_>>>()?;
                 let runs = crate::bench_step::Runs {
                     presets: &args.presets,
                     precisions: &precisions,
                     optimizers: &optimizers,
                     states: &states,
+                    masters: &masters,
                 };
                 if args.what == "profile" {
                     // a step's own kernels: nothing of the kernel table is needed
