@@ -129,6 +129,7 @@ impl super::Model {
         let (rows, d, v) = (dm.rows, dm.d, dm.vocab);
         let mut widen = Vec::new();
         let w = self.net(gpu, k).w(Role::LmHead, &mut widen)?;
+        gpu.run(&widen.iter().collect::<Vec<_>>()).await?; // bf16: once, for every chunk
         let out = gpu.storage_buffer("logits (read back)", 4 * dm.chunk_rows.min(rows) * v)?;
         let mut logits = Vec::with_capacity((rows * v) as usize);
         let mut r0 = 0;
@@ -146,7 +147,7 @@ impl super::Model {
                 size: 4 * n * v,
             };
             let d = k.head().forward(gpu, shape, xnf, w, Output::Store(dst))?;
-            gpu.run(&widen.iter().chain(&d).collect::<Vec<_>>()).await?;
+            gpu.run(&d.iter().collect::<Vec<_>>()).await?;
             logits.extend(gpu.read_back::<f32>(dst).await?);
             r0 += n;
         }

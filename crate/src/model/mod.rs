@@ -400,22 +400,27 @@ impl Model {
             Some(Mirror::Quantized { .. }) => return self.net(gpu, k).quantized_weights(),
             Some(Mirror::F16(mirror)) => mirror,
         };
-        let mut d = Vec::new();
-        for c in self
+        self.per_chunk(gpu, |src, span| {
+            let (dst, n) = (f16_range(mirror, span.start, span.len), span.len as u32);
+            match self.params.storage() {
+                MasterStorage::F32 => k.cast.f32_to_f16(gpu, src, dst, n),
+                MasterStorage::Bf16 => k.cast.bf16_to_f16(gpu, src, dst, n),
+            }
+        })
+    }
+
+    /// `cast` of each binding-sized chunk of the master weights, as stored.
+    fn per_chunk(
+        &self,
+        gpu: &Gpu,
+        cast: impl Fn(BufferRange, Span) -> Result<Dispatch>,
+    ) -> Result<Vec<Dispatch>> {
+        let chunks = self
             .layout
-            .chunks(gpu.limits.max_storage_buffer_binding_size)?
-        {
-            let (span, n) = (c.span, c.span.len as u32);
-            let (src, dst) = (
-                self.params.master_range(span.start, span.len),
-                f16_range(mirror, span.start, span.len),
-            );
-            d.push(match self.params.storage() {
-                MasterStorage::F32 => k.cast.f32_to_f16(gpu, src, dst, n)?,
-                MasterStorage::Bf16 => k.cast.bf16_to_f16(gpu, src, dst, n)?,
-            });
-        }
-        Ok(d)
+            .chunks(gpu.limits.max_storage_buffer_binding_size)?;
+        (chunks.iter())
+            .map(|c| cast(self.params.master_range(c.span.start, c.span.len), c.span))
+            .collect()
     }
 
     /// The copy of the weights of `role` that the forward and the dX
@@ -459,18 +464,10 @@ impl Model {
             return Ok(self.params.weights.clone());
         }
         let widened = gpu.storage_buffer("weights (widened)", 4 * self.layout.total)?;
-        let mut d = Vec::new();
-        for c in self
-            .layout
-            .chunks(gpu.limits.max_storage_buffer_binding_size)?
-        {
-            let (span, n) = (c.span, c.span.len as u32);
-            let src = self.params.master_range(span.start, span.len);
-            d.push(
-                k.cast
-                    .bf16_to_f32(gpu, src, f32_range(&widened, span.start, span.len), n)?,
-            );
-        }
+        let d = self.per_chunk(gpu, |src, span| {
+            let dst = f32_range(&widened, span.start, span.len);
+            k.cast.bf16_to_f32(gpu, src, dst, span.len as u32)
+        })?;
         gpu.run(&d.iter().collect::<Vec<_>>()).await?;
         Ok(widened)
     }
